@@ -1,0 +1,1794 @@
+/* mesanet.h - v0.1 - public domain or MIT (see end of file)
+
+   A readable, single-header C99 reference implementation of MesaNet (von Oswald et al., "MesaNet:
+   Sequence Modeling by Locally Optimal Test-Time Training") and of the sequence mixers it is
+   compared with, together with a Llama-2 style backbone, hand-written backward passes, AdamW,
+   safetensors checkpoints and O(1)-state generation.
+
+   ABOUT
+     Every differentiable op is a pair `mn_<op>_forward` / `mn_<op>_backward` written next to each
+     other, in llm.c's argument order: forward (out, saved..., inputs..., weights..., sizes);
+     backward (dinputs..., dweights..., dout, saved..., inputs..., weights..., sizes). Every backward
+     ACCUMULATES (+=) into its gradient buffers; `mn_zero_grad` is the only place that zeroes them.
+     The simplest form of each op (a naive loop) is kept and every faster form is tested against it.
+
+   BUILDING
+     Do this:
+        #define MESANET_IMPLEMENTATION
+     before you include this file in *one* C or C++ file to create the implementation.
+
+     Compile-time switches (define before including):
+        MESANET_DOUBLE    element type mn_real is double instead of float (strict numerical tests)
+        MESANET_STATIC    make every function static (private to the including file)
+        MN_USE_BLAS       route matrix products through cblas_{s,d}gemm (link -lopenblas)
+        MN_MALLOC/MN_FREE allocator override (define both or neither)
+        MN_ASSERT(x)      internal invariant check (default: assert.h)
+        MN_LOG(...)       printf-style error/progress sink (default: fprintf(stderr, ...))
+     OpenMP is used only through `#pragma omp` lines; they compile away without -fopenmp.
+     There is no fast-math anywhere; the default build is -O2 -std=c99.
+
+   QUICK START
+        mn_model m;
+        mn_config cfg = {0};                  // zero means default: byte vocab, d=256, 4 layers
+        cfg.pattern = "attn";                 // one mixer name per layer, cycled ("hawk,mesa")
+        if (mn_model_init(&m, &cfg) != MN_OK) return 1;
+        for (step...) {
+            float loss;
+            mn_forward(&m, tokens, targets, B, T, &loss);   // tokens, targets: (B,T) ints
+            mn_zero_grad(&m);
+            mn_backward(&m);
+            mn_clip_grad_norm(&m, 1.0);
+            mn_adamw_step(&m, lr, &opt);
+        }
+        mn_save(&m, "ckpt", NULL);           // ckpt/model.safetensors + ckpt/config.json
+        // generation: one token at a time, state held by the caller
+        mn_state st; mn_state_init(&st, &m, 1);
+        mn_step(&m, &st, &token, logits);    // logits (1,V)
+        mn_model_free(&m);
+
+   NOTATION (shape comments on every pointer use these letters)
+        B batch, T time, C d_model, H heads, D head dim (Dk keys, Dv values), F MLP hidden,
+        V vocabulary, L layers, N = B*T rows, W sliding window, P parameters.
+        Per-head layout is fla's [B,T,H,D]; matrices are row-major; Linear weights are [out, in]
+        as in PyTorch, so y = x W^T.
+
+   MIXERS (per layer, selected by name in cfg.pattern)
+        attn   causal softmax attention with RoPE:   o_t = sum_{s<=t} softmax_s(q_t.k_s / sqrt(D)) v_s
+        swa    sliding-window attention, W keys including the current one: t-W < s <= t
+     The table mn__mixers[] in >>model lists them; a new mixer is one table row.
+
+   MEMORY MODEL
+     mn_model_init makes three allocations (parameters, gradients, AdamW m and v together), sized by
+     one table of named tensors (mn_tensor_info) that also drives checkpoint I/O and the parameter
+     count. Activations (and their gradients) are one allocation made on the first mn_forward and
+     reused while B and T do not grow. Nothing allocates inside an op.
+
+   ERRORS
+     Public functions that can fail return MN_OK (0) or a negative MN_ERR_* code and write one line
+     to MN_LOG saying why; mn_strerror(code) names the code. The library never calls exit().
+     A failed load leaves the model untouched; a failed save leaves the previous file in place.
+
+   SECTIONS (grep for the anchor)
+        >>types >>api >>impl >>util >>matmul >>ops >>attention >>model >>train >>optim
+        >>sample >>json >>io >>license
+*/
+#ifndef MESANET_H
+#define MESANET_H
+
+#define MESANET_VERSION_MAJOR 0
+#define MESANET_VERSION_MINOR 1
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef MESANET_STATIC
+#define MNDEF static
+#else
+#define MNDEF extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// >>types
+// defines: mn_real, error codes, mn_config, mn_tensor_info, mn_model, mn_state, mn_adamw, mn_rng
+
+#ifdef MESANET_DOUBLE
+typedef double mn_real;
+#define MN_DTYPE_NAME "F64"
+#else
+typedef float mn_real;
+#define MN_DTYPE_NAME "F32"
+#endif
+
+enum {
+    MN_OK = 0,
+    MN_ERR_CONFIG = -1,   // zero/inconsistent sizes, unknown mixer name
+    MN_ERR_ALLOC = -2,    // MN_MALLOC returned NULL
+    MN_ERR_IO = -3,       // cannot open/read/write/rename a file
+    MN_ERR_FORMAT = -4,   // corrupt or truncated file, or one that does not match the model
+    MN_ERR_RANGE = -5,    // token id outside [0, V), B*T larger than allowed, position >= max_seq_len
+    MN_ERR_NAN = -6,      // NaN or Inf loss / gradient norm
+    MN_ERR_STATE = -7     // call out of order (backward before forward with targets)
+};
+
+enum { MN_DT_F32, MN_DT_F64, MN_DT_BF16, MN_DT_F16 };  // safetensors dtypes this library reads
+
+#define MN_MAX_LAYERS 64
+#define MN_MAX_LAYER_TENSORS 24   // parameter tensors of one block (norms, mlp, mixer)
+#define MN_MAX_LAYER_ACTS 24      // activation tensors of one block
+
+// Model configuration. Zero in any field means "use the default" (sokol style); mn_config_resolve
+// returns the filled-in copy and checks it.
+typedef struct mn_config {
+    size_t vocab_size;    // V, default 256 (bytes)
+    size_t d_model;       // C, default 256
+    size_t n_layer;       // L, default 4
+    size_t n_head;        // H, default 4
+    size_t head_dim;      // D, default C/H
+    size_t d_ff;          // F, SwiGLU hidden; default 8C/3 rounded up to a multiple of 16 (688 at C=256)
+    size_t max_seq_len;   // longest context for RoPE tables and KV caches, default 1024
+    size_t window;        // W for "swa" layers, default 64
+    const char* pattern;  // comma-separated mixer names, cycled over the layers; default "attn"
+    double rope_theta;    // default 10000 (Llama-2, fla); negative disables RoPE
+    double norm_eps;      // RMSNorm epsilon, default 1e-6 (fla MesaNetConfig/TransformerConfig)
+    double logit_softcap; // 0 = off; else logits = c*tanh(z/c) (the MesaNet paper uses 30)
+    double init_std;      // default 0.02 (fla _init_weights)
+    uint64_t seed;        // parameter init seed, default 1337
+} mn_config;
+
+// One named tensor of the parameter table: the same table allocates, initialises, counts,
+// saves and loads (tensor names are flash-linear-attention's).
+typedef struct mn_tensor_info {
+    char name[96];       // e.g. "model.layers.0.attn.q_proj.weight"
+    size_t shape[4];     // PyTorch shape; Linear weights are [out, in]
+    size_t ndim;
+    size_t offset;       // into the parameter block, in elements
+    size_t numel;
+    int decay;           // 1: AdamW weight decay applies (matrices); 0: norms, embeddings, biases
+    int init;            // MN__INIT_* (normal, ones, zeros)
+    int dtype;           // in a parsed safetensors file: MN_DT_F32/F64/BF16/F16 (offset is then in bytes)
+} mn_tensor_info;
+
+// AdamW hyper-parameters (zero means default; defaults are the MesaNet paper's: (0.9, 0.98), 1e-8, 0.1)
+typedef struct mn_adamw {
+    double beta1, beta2, eps, weight_decay;
+} mn_adamw;
+
+typedef struct mn_rng { uint64_t s; } mn_rng;
+
+typedef struct mn_model {
+    mn_config cfg;                // resolved (cfg.pattern points at pattern_buf)
+    char pattern_buf[256];        // private copy of the mixer pattern
+    int mixer[MN_MAX_LAYERS];     // index into the mixer table, per layer
+    // parameter table and the three parameter-sized blocks
+    mn_tensor_info* tensors;      // (n_tensors)
+    size_t n_tensors;
+    size_t n_params;              // P
+    mn_real* params;              // (P)
+    mn_real* grads;               // (P)
+    mn_real* opt_m;               // (P) AdamW first moment, lazily allocated with opt_v
+    mn_real* opt_v;               // (P)
+    uint64_t opt_step;            // AdamW steps taken
+    size_t layer_first[MN_MAX_LAYERS]; // index of each layer's first tensor in the table
+    size_t emb_idx, norm_idx, head_idx; // global tensors
+    // activations: one block, pointers set from a size table for (B,T)
+    size_t act_B, act_T;          // shapes the activation block was laid out for
+    size_t act_cap;               // elements allocated
+    mn_real* acts;                // (act_cap)
+    mn_real* dacts;               // (act_cap) gradients of the activations, same layout
+    size_t act_off[MN_MAX_LAYERS + 1][MN_MAX_LAYER_ACTS]; // offsets of each layer's activations
+    size_t act_glob[8];           // offsets of residual-out, final norm, logits, losses...
+    int* tokens;                  // (B,T) copy of the last forward's inputs
+    int* targets;                 // (B,T) copy of the last forward's targets (-1 = no loss)
+    size_t n_valid;               // targets that carry loss in the last forward
+    int have_loss;                // 1 after a forward with targets
+} mn_model;
+
+// Inference state for n_seq sequences decoded in lockstep (one allocation).
+typedef struct mn_state {
+    size_t n_seq;                 // number of sequences
+    size_t pos;                   // tokens consumed so far
+    size_t bytes;                 // size of mem
+    mn_real* mem;                 // the allocation
+    mn_real* layer[MN_MAX_LAYERS];// each layer's recurrent state / KV cache
+    mn_real* x;                   // (n_seq, C) residual
+    mn_real* scratch;             // (n_seq, max(...)) per-layer temporaries
+    mn_real* logits;              // (n_seq, V)
+} mn_state;
+
+// >>api
+MNDEF const char* mn_strerror(int code);
+
+// --- rng (xorshift64*, as llm.c; seeded, deterministic across platforms) ---
+MNDEF void mn_rng_seed(mn_rng* r, uint64_t seed);
+MNDEF uint32_t mn_rng_u32(mn_rng* r);
+MNDEF double mn_rng_uniform(mn_rng* r);         // [0,1)
+MNDEF double mn_rng_normal(mn_rng* r);          // N(0,1), Box-Muller
+
+// --- matmul: out (N,OC) = inp (N,IC) W^T + bias ---
+MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC);
+MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC);
+MNDEF void mn_matmul_backward(mn_real* dinp, mn_real* dweight, mn_real* dbias, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t N, size_t IC, size_t OC);
+MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc);
+
+// --- elementwise and normalisation ops ---
+MNDEF void mn_embedding_forward(mn_real* out, const int* tokens, const mn_real* wte, size_t N, size_t C);
+MNDEF void mn_embedding_backward(mn_real* dwte, const mn_real* dout, const int* tokens, size_t N, size_t C);
+MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C, double eps);
+MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C);
+MNDEF void mn_residual_forward(mn_real* out, const mn_real* a, const mn_real* b, size_t n);
+MNDEF void mn_residual_backward(mn_real* da, mn_real* db, const mn_real* dout, size_t n);
+MNDEF void mn_swiglu_forward(mn_real* out, const mn_real* gate, const mn_real* up, size_t n);
+MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up, size_t n);
+MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch, size_t K, int silu);
+MNDEF void mn_l2norm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, size_t N, size_t D);
+MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N, size_t D);
+MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta);
+MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta);
+MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap);
+MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap);
+
+// --- causal / sliding-window softmax attention (window 0 = full causal) ---
+MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out, const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_real* scores, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+
+// --- model lifecycle, training, inference ---
+MNDEF int mn_config_resolve(mn_config* out, const mn_config* in);
+MNDEF int mn_model_init(mn_model* m, const mn_config* cfg);
+MNDEF void mn_model_free(mn_model* m);
+MNDEF size_t mn_flops_per_token(const mn_model* m, size_t T); // forward matmul FLOPs (2 per multiply-add)
+MNDEF int mn_forward(mn_model* m, const int* tokens, const int* targets, size_t B, size_t T, mn_real* loss);
+MNDEF void mn_zero_grad(mn_model* m);
+MNDEF int mn_backward(mn_model* m);
+MNDEF double mn_clip_grad_norm(mn_model* m, double max_norm); // returns the norm before clipping (NaN if non-finite)
+MNDEF int mn_adamw_step(mn_model* m, double lr, const mn_adamw* hp);
+MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t);
+MNDEF double mn_lr_schedule(size_t step, size_t warmup, size_t total, double lr_max, double lr_min);
+MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq);
+MNDEF void mn_state_reset(mn_state* s);
+MNDEF void mn_state_free(mn_state* s);
+MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits); // tokens (n_seq), logits (n_seq,V)
+MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch);
+
+// --- checkpoints: <dir>/model.safetensors + <dir>/config.json (+ <dir>/optimizer.safetensors) ---
+typedef struct mn_train_meta { uint64_t step; uint64_t rng_state; double extra[4]; } mn_train_meta;
+MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta);
+MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta); // m uninitialised: builds it from config.json
+MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap);
+MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta_json, size_t meta_cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // MESANET_H
+
+// >>impl
+// ===============================================================================================
+// Implementation. Everything below is compiled once, in the file that defines MESANET_IMPLEMENTATION.
+// ===============================================================================================
+#if defined(MESANET_IMPLEMENTATION) && !defined(MESANET_IMPLEMENTATION_DONE)
+#define MESANET_IMPLEMENTATION_DONE
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#if defined(MN_MALLOC) && defined(MN_FREE)
+#elif !defined(MN_MALLOC) && !defined(MN_FREE)
+#define MN_MALLOC(sz) malloc(sz)
+#define MN_FREE(p) free(p)
+#else
+#error "mesanet.h: define both MN_MALLOC and MN_FREE, or neither"
+#endif
+#ifndef MN_ASSERT
+#include <assert.h>
+#define MN_ASSERT(x) assert(x)
+#endif
+#ifndef MN_LOG
+#define MN_LOG(...) fprintf(stderr, __VA_ARGS__)
+#endif
+#define MN_UNUSED(x) ((void)(x))
+// OpenMP: with -fopenmp, loops marked MN__OMP_FOR split their iterations statically over threads
+// (static, so results do not depend on scheduling); without it the macro is empty.
+#ifdef _OPENMP
+#define MN__OMP_FOR _Pragma("omp parallel for schedule(static)")
+#else
+#define MN__OMP_FOR
+#endif
+
+#ifdef MN_USE_BLAS
+#include <cblas.h>
+#endif
+
+// >>util
+// defines: mn_strerror, rng, mn__calloc, small math helpers
+
+MNDEF const char* mn_strerror(int code) {
+    switch (code) {
+    case MN_OK: return "ok";
+    case MN_ERR_CONFIG: return "invalid configuration";
+    case MN_ERR_ALLOC: return "out of memory";
+    case MN_ERR_IO: return "i/o error";
+    case MN_ERR_FORMAT: return "corrupt, truncated or mismatching file";
+    case MN_ERR_RANGE: return "value out of range";
+    case MN_ERR_NAN: return "non-finite loss or gradient";
+    case MN_ERR_STATE: return "call out of order";
+    default: return "unknown error";
+    }
+}
+
+// xorshift64* (Vigna): tiny, fast, and identical on every platform, so seeds reproduce runs.
+MNDEF void mn_rng_seed(mn_rng* r, uint64_t seed) { r->s = seed ? seed : 0x9E3779B97F4A7C15ull; }
+MNDEF uint32_t mn_rng_u32(mn_rng* r) {
+    r->s ^= r->s >> 12; r->s ^= r->s << 25; r->s ^= r->s >> 27;
+    return (uint32_t)((r->s * 0x2545F4914F6CDD1Dull) >> 32);
+}
+MNDEF double mn_rng_uniform(mn_rng* r) { return (mn_rng_u32(r) >> 8) / 16777216.0; }
+MNDEF double mn_rng_normal(mn_rng* r) {
+    // Box-Muller; u1 is kept away from 0 so log() is finite.
+    double u1 = (mn_rng_u32(r) + 1.0) / 4294967297.0, u2 = mn_rng_uniform(r);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+static void* mn__calloc(size_t n, size_t size) {
+    if (n != 0 && size > (size_t)-1 / n) return NULL;       // overflow guard
+    size_t bytes = n * size;
+    void* p = MN_MALLOC(bytes > 0 ? bytes : 1);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+static double mn__sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+// >>matmul
+// defines: mn_gemm, mn_matmul_forward_naive, mn_matmul_forward, mn_matmul_backward
+// This is the only section that knows about BLAS.
+
+// Row-major C(M,Nn) = alpha * op(A)(M,K) op(B)(K,Nn) + beta * C, op = transpose when trans != 0.
+// beta == 0 overwrites C (never reads it), so C may start as garbage.
+MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
+    if (M == 0 || Nn == 0) return;
+#ifdef MN_USE_BLAS
+#ifdef MESANET_DOUBLE
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, Cm, (int)ldc);
+#else
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, (float)alpha, A, (int)lda, B, (int)ldb, (float)beta, Cm, (int)ldc);
+#endif
+#else
+    // Portable fallback: i-p-j loop order so the innermost loop runs along a contiguous row of B
+    // when B is not transposed; rows of C are independent, so they split across threads.
+    long long i;
+    MN__OMP_FOR
+    for (i = 0; i < (long long)M; i++) {
+        mn_real* c = Cm + (size_t)i * ldc;
+        size_t j, p;
+        for (j = 0; j < Nn; j++) c[j] = beta == 0.0 ? (mn_real)0 : (mn_real)(beta * c[j]);
+        if (!transB) {
+            for (p = 0; p < K; p++) {
+                mn_real a = (mn_real)(alpha * (transA ? A[p * lda + (size_t)i] : A[(size_t)i * lda + p]));
+                const mn_real* b = B + p * ldb;
+                for (j = 0; j < Nn; j++) c[j] += a * b[j];
+            }
+        } else {
+            for (j = 0; j < Nn; j++) {
+                const mn_real* b = B + j * ldb;
+                mn_real acc = 0;
+                for (p = 0; p < K; p++) acc += (transA ? A[p * lda + (size_t)i] : A[(size_t)i * lda + p]) * b[p];
+                c[j] += (mn_real)(alpha * acc);
+            }
+        }
+    }
+#endif
+}
+
+// out (N,OC) = inp (N,IC) . weight (OC,IC)^T + bias (OC). The plain triple loop, kept as the
+// reference every faster matmul is tested against. Accumulates in double.
+MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC) {
+    size_t n, o, i;
+    for (n = 0; n < N; n++)
+        for (o = 0; o < OC; o++) {
+            double acc = bias ? bias[o] : 0.0;
+            for (i = 0; i < IC; i++) acc += (double)inp[n * IC + i] * weight[o * IC + i];
+            out[n * OC + o] = (mn_real)acc;
+        }
+}
+
+// Same contract as the naive form, through mn_gemm (BLAS when MN_USE_BLAS).
+MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC) {
+    mn_gemm(0, 1, N, OC, IC, 1.0, inp, IC, weight, IC, 0.0, out, OC);
+    if (bias) {
+        size_t n, o;
+        for (n = 0; n < N; n++) for (o = 0; o < OC; o++) out[n * OC + o] += bias[o];
+    }
+}
+
+// forward: out = inp W^T + b, so: dinp += dout W ; dW += dout^T inp ; db += column sums of dout.
+// Any of dinp, dweight, dbias may be NULL (not needed).
+MNDEF void mn_matmul_backward(mn_real* dinp, mn_real* dweight, mn_real* dbias, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t N, size_t IC, size_t OC) {
+    if (dinp) mn_gemm(0, 0, N, IC, OC, 1.0, dout, OC, weight, IC, 1.0, dinp, IC);
+    if (dweight) mn_gemm(1, 0, OC, IC, N, 1.0, dout, OC, inp, IC, 1.0, dweight, IC);
+    if (dbias) {
+        size_t n, o;
+        for (n = 0; n < N; n++) for (o = 0; o < OC; o++) dbias[o] += dout[n * OC + o];
+    }
+}
+
+// >>ops
+// defines: embedding, rmsnorm, residual, swiglu, shortconv, l2norm, rope, crossentropy (pairs)
+
+// out (N,C) = wte (V,C)[tokens (N)]. Token ids are validated by the caller (mn_forward).
+MNDEF void mn_embedding_forward(mn_real* out, const int* tokens, const mn_real* wte, size_t N, size_t C) {
+    size_t n;
+    for (n = 0; n < N; n++) memcpy(out + n * C, wte + (size_t)tokens[n] * C, C * sizeof(mn_real));
+}
+MNDEF void mn_embedding_backward(mn_real* dwte, const mn_real* dout, const int* tokens, size_t N, size_t C) {
+    size_t n, c;
+    for (n = 0; n < N; n++) {
+        mn_real* d = dwte + (size_t)tokens[n] * C;
+        for (c = 0; c < C; c++) d[c] += dout[n * C + c];
+    }
+}
+
+// RMSNorm (Llama, fla): out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps).
+// Saves rstd (N) for the backward.
+MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C, double eps) {
+    long long n;
+    MN__OMP_FOR
+    for (n = 0; n < (long long)N; n++) {
+        const mn_real* x = inp + (size_t)n * C;
+        mn_real* y = out + (size_t)n * C;
+        double ss = 0.0; size_t c;
+        for (c = 0; c < C; c++) ss += (double)x[c] * x[c];
+        double r = 1.0 / sqrt(ss / (double)C + eps);
+        for (c = 0; c < C; c++) y[c] = (mn_real)(x[c] * r * weight[c]);
+        rstd[n] = (mn_real)r;
+    }
+}
+// forward: y = w * x * r with r = (mean(x^2)+eps)^-1/2, so with xh = x*r and g = dy*w:
+// dx = r * (g - xh * mean(g * xh)) ; dw += dy * xh
+MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C) {
+    size_t n, c;
+    for (n = 0; n < N; n++) {
+        const mn_real* x = inp + n * C; const mn_real* dy = dout + n * C;
+        mn_real* dx = dinp + n * C;
+        double r = rstd[n], dot = 0.0;
+        for (c = 0; c < C; c++) dot += (double)dy[c] * weight[c] * x[c] * r;
+        dot /= (double)C;
+        for (c = 0; c < C; c++) {
+            double xh = x[c] * r;
+            dx[c] += (mn_real)(r * (dy[c] * weight[c] - xh * dot));
+            dweight[c] += (mn_real)(dy[c] * xh);
+        }
+    }
+}
+
+// out = a + b (the residual stream). out may alias a or b.
+MNDEF void mn_residual_forward(mn_real* out, const mn_real* a, const mn_real* b, size_t n) {
+    size_t i; for (i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+MNDEF void mn_residual_backward(mn_real* da, mn_real* db, const mn_real* dout, size_t n) {
+    size_t i; for (i = 0; i < n; i++) { da[i] += dout[i]; db[i] += dout[i]; }
+}
+
+// SwiGLU (Shazeer 2020; Llama MLP): out = silu(gate) * up, silu(x) = x sigmoid(x).
+MNDEF void mn_swiglu_forward(mn_real* out, const mn_real* gate, const mn_real* up, size_t n) {
+    long long i;
+    MN__OMP_FOR
+    for (i = 0; i < (long long)n; i++) {
+        double g = gate[i];
+        out[i] = (mn_real)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}
+// forward: out = g s(g) u, so: du += dout g s(g) ; dg += dout u s(g) (1 + g (1 - s(g)))
+MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up, size_t n) {
+    long long i;
+    MN__OMP_FOR
+    for (i = 0; i < (long long)n; i++) {
+        double g = gate[i], s = 1.0 / (1.0 + exp(-g));
+        dup[i] += (mn_real)(dout[i] * g * s);
+        dgate[i] += (mn_real)(dout[i] * up[i] * s * (1.0 + g * (1.0 - s)));
+    }
+}
+
+// Depthwise causal convolution (fla ShortConvolution, kernel K=4, no bias), optional SiLU:
+//   y_t[c] = act( sum_{j<K} w[c,j] * x_{t-K+1+j}[c] ),  zero left padding, w[c,K-1] hits token t.
+// inp, out (B,T,Ch); weight (Ch,K) = torch's [Ch,1,K]. The pre-activation is recomputed in
+// the backward (K multiply-adds per element) instead of being stored.
+static double mn__conv_pre(const mn_real* inp, const mn_real* weight, size_t T, size_t Ch, size_t K, size_t t, size_t c) {
+    double acc = 0.0; size_t j;
+    for (j = 0; j < K; j++) {
+        if (t + j + 1 < K) continue;                  // position t-K+1+j < 0: padding
+        acc += (double)weight[c * K + j] * inp[(t + j + 1 - K) * Ch + c];
+    }
+    MN_UNUSED(T);
+    return acc;
+}
+MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    size_t b, t, c;
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (c = 0; c < Ch; c++) {
+                double a = mn__conv_pre(inp + b * T * Ch, weight, T, Ch, K, t, c);
+                out[(b * T + t) * Ch + c] = (mn_real)(silu ? a * mn__sigmoid(a) : a);
+            }
+}
+// forward: y = act(a), a_t = sum_j w_j x_{t-K+1+j}, so: da = dy act'(a) ;
+// dx_{t-K+1+j} += w_j da_t ; dw_j += x_{t-K+1+j} da_t
+MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    size_t b, t, c, j;
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (c = 0; c < Ch; c++) {
+                const mn_real* x = inp + b * T * Ch;
+                double da = dout[(b * T + t) * Ch + c];
+                if (silu) {
+                    double a = mn__conv_pre(x, weight, T, Ch, K, t, c), s = mn__sigmoid(a);
+                    da *= s * (1.0 + a * (1.0 - s));
+                }
+                for (j = 0; j < K; j++) {
+                    if (t + j + 1 < K) continue;
+                    size_t src = (b * T + t + j + 1 - K) * Ch + c;
+                    dinp[src] += (mn_real)(weight[c * K + j] * da);
+                    dweight[c * K + j] += (mn_real)(inp[src] * da);
+                }
+            }
+}
+// One token of the convolution. state (Ch,K-1) holds the last K-1 inputs, oldest first; it is
+// shifted and the new input appended. inp, out (Ch).
+MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch, size_t K, int silu) {
+    size_t c, j;
+    for (c = 0; c < Ch; c++) {
+        mn_real* s = state + c * (K - 1);
+        double a = (double)weight[c * K + K - 1] * inp[c];
+        for (j = 0; j + 1 < K; j++) a += (double)weight[c * K + j] * s[j];
+        for (j = 0; j + 2 < K; j++) s[j] = s[j + 1];
+        if (K > 1) s[K - 2] = inp[c];
+        out[c] = (mn_real)(silu ? a * mn__sigmoid(a) : a);
+    }
+}
+
+// Per-row L2 normalisation (fla l2norm): out = x / sqrt(sum x^2 + 1e-6); saves rstd (N).
+// inp, out (N,D): call with N = B*T*H and D the head dim to normalise per head.
+MNDEF void mn_l2norm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, size_t N, size_t D) {
+    size_t n, d;
+    for (n = 0; n < N; n++) {
+        double ss = 0.0;
+        for (d = 0; d < D; d++) ss += (double)inp[n * D + d] * inp[n * D + d];
+        double r = 1.0 / sqrt(ss + 1e-6);
+        for (d = 0; d < D; d++) out[n * D + d] = (mn_real)(inp[n * D + d] * r);
+        rstd[n] = (mn_real)r;
+    }
+}
+// forward: y = x r, r = (x.x + eps)^-1/2, so: dx += r (dy - y (y.dy))
+MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N, size_t D) {
+    size_t n, d;
+    for (n = 0; n < N; n++) {
+        double dot = 0.0;
+        for (d = 0; d < D; d++) dot += (double)out[n * D + d] * dout[n * D + d];
+        for (d = 0; d < D; d++) dinp[n * D + d] += (mn_real)(rstd[n] * (dout[n * D + d] - out[n * D + d] * dot));
+    }
+}
+
+// RoPE, non-interleaved ("rotate half", GPT-NeoX/HF/fla): dims (i, i+D/2) rotate by
+// phi = pos * theta^(-2i/D):  y_i = x_i cos phi - x_{i+D/2} sin phi ; y_{i+D/2} = x_{i+D/2} cos phi + x_i sin phi.
+// sign = -1 rotates back (the backward is the inverse rotation). out may alias inp when
+// accumulate == 0; with accumulate the result is added to out.
+static void mn__rope_apply(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta, double sign, int accumulate) {
+    size_t half = D / 2, b, t, h, i;
+    for (t = 0; t < T; t++)
+        for (i = 0; i < half; i++) {
+            double phi = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)D);
+            double cs = cos(phi), sn = sign * sin(phi);
+            for (b = 0; b < B; b++)
+                for (h = 0; h < H; h++) {
+                    size_t o = ((b * T + t) * H + h) * D;
+                    double x1 = inp[o + i], x2 = inp[o + i + half];
+                    double y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
+                    if (accumulate) { out[o + i] += (mn_real)y1; out[o + i + half] += (mn_real)y2; }
+                    else { out[o + i] = (mn_real)y1; out[o + i + half] = (mn_real)y2; }
+                }
+        }
+}
+// inp, out (B,T,H,D); positions pos0 .. pos0+T-1.
+MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta) {
+    mn__rope_apply(out, inp, B, T, H, D, pos0, theta, 1.0, 0);
+}
+MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta) {
+    mn__rope_apply(dinp, dout, B, T, H, D, pos0, theta, -1.0, 1);
+}
+
+// Cross-entropy over the vocabulary with optional logit soft-cap z = c tanh(l / c):
+// losses (N) = logsumexp(z) - z[target]; rows whose target is < 0 carry no loss (0).
+// logits (N,V) are the raw (uncapped) logits.
+static double mn__cap(double l, double c) { return c > 0 ? c * tanh(l / c) : l; }
+MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap) {
+    long long n;
+    MN__OMP_FOR
+    for (n = 0; n < (long long)N; n++) {
+        const mn_real* z = logits + (size_t)n * V;
+        size_t v; double mx = -INFINITY, sum = 0.0;
+        if (targets[n] < 0) { losses[n] = 0; continue; }
+        for (v = 0; v < V; v++) { double a = mn__cap(z[v], softcap); if (a > mx) mx = a; }
+        for (v = 0; v < V; v++) sum += exp(mn__cap(z[v], softcap) - mx);
+        losses[n] = (mn_real)(mx + log(sum) - mn__cap(z[targets[n]], softcap));
+    }
+}
+// forward: loss = lse(z) - z_y, z = c tanh(l/c), so: dl = dloss (softmax(z) - onehot(y)) (1 - tanh^2(l/c))
+MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap) {
+    long long n;
+    MN__OMP_FOR
+    for (n = 0; n < (long long)N; n++) {
+        const mn_real* z = logits + (size_t)n * V;
+        mn_real* dz = dlogits + (size_t)n * V;
+        size_t v; double mx = -INFINITY, sum = 0.0;
+        if (targets[n] < 0) continue;
+        for (v = 0; v < V; v++) { double a = mn__cap(z[v], softcap); if (a > mx) mx = a; }
+        for (v = 0; v < V; v++) sum += exp(mn__cap(z[v], softcap) - mx);
+        for (v = 0; v < V; v++) {
+            double p = exp(mn__cap(z[v], softcap) - mx) / sum - (v == (size_t)targets[n] ? 1.0 : 0.0);
+            if (softcap > 0) { double th = tanh(z[v] / softcap); p *= 1.0 - th * th; }
+            dz[v] += (mn_real)(dlosses[n] * p);
+        }
+    }
+}
+
+// >>attention
+// defines: mn_attention_{forward,backward}_naive, mn_attention_{forward,backward}, mn_attention_step
+// Causal softmax attention (Vaswani et al. 2017) and sliding-window attention:
+//   o_t = sum_{s in W(t)} softmax_s(scale q_t.k_s) v_s,  W(t) = {s <= t} or {t-W < s <= t} (window W,
+// the current token included: flash-attn window_size=(W-1,0), fla window_size=W). q,k (B,T,H,Dk),
+// v,out (B,T,H,Dv). Reference: torch code of reference/vectors (attn_causal.vec, attn_swa_w8.vec),
+// which fla's naive_parallel_attn reproduces bit for bit.
+
+static size_t mn__win_lo(size_t t, size_t window) { return (window && t + 1 > window) ? t + 1 - window : 0; }
+
+// Naive form: one query at a time with the online softmax (running max m, sum l), O(T^2 D) time,
+// O(1) extra memory. Saves lse = m + log l (B,T,H) for the backward.
+MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+    size_t b, t, h, s, d;
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (h = 0; h < H; h++) {
+                const mn_real* qt = q + ((b * T + t) * H + h) * Dk;
+                mn_real* ot = out + ((b * T + t) * H + h) * Dv;
+                double m = -INFINITY, l = 0.0, acc[1024];
+                MN_ASSERT(Dv <= 1024);
+                for (d = 0; d < Dv; d++) acc[d] = 0.0;
+                for (s = mn__win_lo(t, window); s <= t; s++) {
+                    const mn_real* ks = k + ((b * T + s) * H + h) * Dk;
+                    const mn_real* vs = v + ((b * T + s) * H + h) * Dv;
+                    double sc = 0.0;
+                    for (d = 0; d < Dk; d++) sc += (double)qt[d] * ks[d];
+                    sc *= scale;
+                    // rescale what we have so far when the running max grows
+                    double mnew = sc > m ? sc : m, corr = exp(m - mnew), w = exp(sc - mnew);
+                    l = l * corr + w;
+                    for (d = 0; d < Dv; d++) acc[d] = acc[d] * corr + w * vs[d];
+                    m = mnew;
+                }
+                for (d = 0; d < Dv; d++) ot[d] = (mn_real)(acc[d] / l);
+                lse[(b * T + t) * H + h] = (mn_real)(m + log(l));
+            }
+}
+// forward: p_ts = exp(scale q_t.k_s - lse_t), o_t = sum_s p_ts v_s, so with D_t = do_t.o_t:
+// dv_s += p_ts do_t ; ds_ts = p_ts (do_t.v_s - D_t) ; dq_t += scale ds_ts k_s ; dk_s += scale ds_ts q_t
+MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out, const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+    size_t b, t, h, s, d;
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++)
+            for (h = 0; h < H; h++) {
+                size_t qo = ((b * T + t) * H + h);
+                const mn_real* qt = q + qo * Dk; const mn_real* dot = dout + qo * Dv;
+                double Dt = 0.0;
+                for (d = 0; d < Dv; d++) Dt += (double)dot[d] * out[qo * Dv + d];
+                for (s = mn__win_lo(t, window); s <= t; s++) {
+                    size_t ko = ((b * T + s) * H + h);
+                    const mn_real* ks = k + ko * Dk; const mn_real* vs = v + ko * Dv;
+                    double sc = 0.0, dp = 0.0;
+                    for (d = 0; d < Dk; d++) sc += (double)qt[d] * ks[d];
+                    double p = exp(sc * scale - lse[qo]);
+                    for (d = 0; d < Dv; d++) { dp += (double)dot[d] * vs[d]; dv[ko * Dv + d] += (mn_real)(p * dot[d]); }
+                    double ds = p * (dp - Dt) * scale;
+                    for (d = 0; d < Dk; d++) { dq[qo * Dk + d] += (mn_real)(ds * ks[d]); dk[ko * Dk + d] += (mn_real)(ds * qt[d]); }
+                }
+            }
+}
+
+// Matrix form (the fast one; llm.c keeps the same T x T probabilities): per (b,h)
+//   pass 1: S = scale Q K^T (gemm)   pass 2: masked row softmax -> att   pass 3: O = att V (gemm).
+// att (B,H,T,T) is written and saved for the backward; entries outside the window are 0.
+// Cost O(T^2 (Dk+Dv)) time and O(B H T^2) memory: fine for training contexts of a few thousand.
+MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+    size_t b, h, t, s;
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            mn_real* P = att + (b * H + h) * T * T;
+            const mn_real* Q = q + b * T * H * Dk + h * Dk;
+            const mn_real* Kp = k + b * T * H * Dk + h * Dk;
+            const mn_real* Vp = v + b * T * H * Dv + h * Dv;
+            mn_gemm(0, 1, T, T, Dk, scale, Q, H * Dk, Kp, H * Dk, 0.0, P, T);   // pass 1
+            for (t = 0; t < T; t++) {                                              // pass 2
+                mn_real* row = P + t * T;
+                size_t lo = mn__win_lo(t, window);
+                double mx = -INFINITY, sum = 0.0;
+                for (s = lo; s <= t; s++) if (row[s] > mx) mx = row[s];
+                for (s = lo; s <= t; s++) { double e = exp(row[s] - mx); row[s] = (mn_real)e; sum += e; }
+                for (s = 0; s < lo; s++) row[s] = 0;
+                for (s = lo; s <= t; s++) row[s] = (mn_real)(row[s] / sum);
+                for (s = t + 1; s < T; s++) row[s] = 0;
+            }
+            mn_gemm(0, 0, T, Dv, T, 1.0, P, T, Vp, H * Dv, 0.0, out + b * T * H * Dv + h * Dv, H * Dv); // pass 3
+        }
+}
+// The passes in reverse: dV += P^T dO ; dP = dO V^T ; dS = P (dP - rowsum(P dP)) ;
+// dQ += scale dS K ; dK += scale dS^T Q. datt (B,H,T,T) is scratch (overwritten).
+MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+    size_t b, h, t, s;
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            const mn_real* P = att + (b * H + h) * T * T;
+            mn_real* dP = datt + (b * H + h) * T * T;
+            size_t qo = b * T * H * Dk + h * Dk, vo = b * T * H * Dv + h * Dv;
+            mn_gemm(1, 0, T, Dv, T, 1.0, P, T, dout + vo, H * Dv, 1.0, dv + vo, H * Dv);
+            mn_gemm(0, 1, T, T, Dv, 1.0, dout + vo, H * Dv, v + vo, H * Dv, 0.0, dP, T);
+            for (t = 0; t < T; t++) {
+                const mn_real* p = P + t * T; mn_real* dp = dP + t * T;
+                size_t lo = mn__win_lo(t, window);
+                double D = 0.0;
+                for (s = lo; s <= t; s++) D += (double)p[s] * dp[s];
+                for (s = 0; s < T; s++) dp[s] = (s >= lo && s <= t) ? (mn_real)(p[s] * (dp[s] - D)) : (mn_real)0;
+            }
+            mn_gemm(0, 0, T, Dk, T, scale, dP, T, k + qo, H * Dk, 1.0, dq + qo, H * Dk);
+            mn_gemm(1, 0, T, Dk, T, scale, dP, T, q + qo, H * Dk, 1.0, dk + qo, H * Dk);
+        }
+}
+
+// Recurrent form for generation with a KV cache. q,k (H,Dk), v,out (H,Dv) for the token at
+// position pos; kcache (cache_len,H,Dk), vcache (cache_len,H,Dv) are ring buffers indexed by
+// pos % cache_len (cache_len >= pos+1 for full attention, >= window for SWA); scores (cache_len)
+// is scratch. The new k,v are written into the cache first: token t attends to itself.
+MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_real* scores, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+    size_t slot = pos % cache_len, h, s, d, lo = mn__win_lo(pos, window);
+    memcpy(kcache + slot * H * Dk, k, H * Dk * sizeof(mn_real));
+    memcpy(vcache + slot * H * Dv, v, H * Dv * sizeof(mn_real));
+    MN_ASSERT(pos - lo < cache_len);
+    for (h = 0; h < H; h++) {
+        double mx = -INFINITY, sum = 0.0;
+        for (s = lo; s <= pos; s++) {
+            const mn_real* ks = kcache + ((s % cache_len) * H + h) * Dk;
+            double sc = 0.0;
+            for (d = 0; d < Dk; d++) sc += (double)q[h * Dk + d] * ks[d];
+            scores[s - lo] = (mn_real)(sc * scale);
+            if (scores[s - lo] > mx) mx = scores[s - lo];
+        }
+        for (d = 0; d < Dv; d++) out[h * Dv + d] = 0;
+        for (s = lo; s <= pos; s++) {
+            double w = exp(scores[s - lo] - mx);
+            const mn_real* vs = vcache + ((s % cache_len) * H + h) * Dv;
+            sum += w;
+            for (d = 0; d < Dv; d++) out[h * Dv + d] += (mn_real)(w * vs[d]);
+        }
+        for (d = 0; d < Dv; d++) out[h * Dv + d] = (mn_real)(out[h * Dv + d] / sum);
+    }
+}
+
+// >>model
+// defines: the mixer table, mn_config_resolve, parameter and activation tables, mn_model_init,
+// mn_forward, mn_backward, mn_zero_grad, inference state and mn_step.
+//
+// A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
+// MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
+
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS };
+// parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
+enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
+// activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
+enum { MN__A_XN1, MN__A_RSTD1, MN__A_MO, MN__A_X2, MN__A_XN2, MN__A_RSTD2, MN__A_GATE, MN__A_UP, MN__A_H, MN__A_MIX };
+// global activation slots: residual stream ((L+1),N,C), final norm (N,C), rstd (N), logits (N,V), losses (N)
+enum { MN__G_RES, MN__G_XF, MN__G_RSTDF, MN__G_LOGITS, MN__G_LOSSES, MN__G_COUNT };
+
+#define MN__PAR(m, l, j) ((m)->params + (m)->tensors[(m)->layer_first[l] + (j)].offset)
+#define MN__GRD(m, l, j) ((m)->grads + (m)->tensors[(m)->layer_first[l] + (j)].offset)
+#define MN__ACT(m, l, j) ((m)->acts + (m)->act_off[l][j])
+#define MN__DACT(m, l, j) ((m)->dacts + (m)->act_off[l][j])
+
+// Appends one tensor to the parameter table (or only counts it when m->tensors is NULL).
+static void mn__tab_add(mn_model* m, size_t* count, const char* name, size_t ndim, size_t d0, size_t d1, size_t d2, int decay, int init) {
+    if (m->tensors) {
+        mn_tensor_info* t = &m->tensors[*count];
+        memset(t, 0, sizeof(*t));
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        t->ndim = ndim; t->shape[0] = d0; t->shape[1] = d1; t->shape[2] = d2;
+        t->numel = d0 * (ndim > 1 ? d1 : 1) * (ndim > 2 ? d2 : 1);
+        t->decay = decay; t->init = init;
+    }
+    (*count)++;
+}
+
+// A sequence mixer: one row of mn__mixers[]. Adding a mixer = writing these functions + one row.
+typedef struct mn__mixer_def {
+    const char* name;     // the name used in cfg.pattern
+    int variant;          // passed on to the functions (e.g. full vs sliding window)
+    void (*add_params)(mn_model* m, size_t* count, size_t l);
+    size_t (*act_sizes)(const mn_config* c, size_t B, size_t T, size_t* sizes); // returns count
+    void (*forward)(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T);
+    void (*backward)(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T);
+    size_t (*state_size)(const mn_config* c);     // recurrent state per sequence (elements)
+    size_t (*scratch_size)(const mn_config* c);   // step temporaries per sequence (elements)
+    void (*step)(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos);
+    double (*flops)(const mn_config* c, size_t T); // forward FLOPs per token of the mixer core (no projections)
+} mn__mixer_def;
+
+// ---- softmax attention as a mixer (fla layers/attn.py: q,k,v,o projections without bias, RoPE
+// on q and k, no conv, no gate). Variant 1 = sliding window of cfg.window keys.
+enum { MN__ATT_Q = MN__P_MIX, MN__ATT_K, MN__ATT_V, MN__ATT_O };
+enum { MN__AA_Q = MN__A_MIX, MN__AA_K, MN__AA_V, MN__AA_ATT, MN__AA_AO };
+static size_t mn__attn_window(const mn_model* m, size_t l);
+static void mn__attn_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, HD = m->cfg.n_head * m->cfg.head_dim;
+    char nm[96];
+    snprintf(nm, sizeof nm, "model.layers.%u.attn.q_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    snprintf(nm, sizeof nm, "model.layers.%u.attn.k_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    snprintf(nm, sizeof nm, "model.layers.%u.attn.v_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    snprintf(nm, sizeof nm, "model.layers.%u.attn.o_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, C, HD, 0, 1, MN__INIT_NORMAL);
+}
+static size_t mn__attn_acts(const mn_config* c, size_t B, size_t T, size_t* sizes) {
+    size_t N = B * T, HD = c->n_head * c->head_dim;
+    sizes[0] = N * HD; sizes[1] = N * HD; sizes[2] = N * HD;   // q, k (after RoPE), v
+    sizes[3] = B * c->n_head * T * T;                          // softmax probabilities
+    sizes[4] = N * HD;                                         // attention output before o_proj
+    return 5;
+}
+static void mn__attn_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn_real *q = MN__ACT(m, l, MN__AA_Q), *k = MN__ACT(m, l, MN__AA_K), *v = MN__ACT(m, l, MN__AA_V);
+    mn_matmul_forward(q, in, MN__PAR(m, l, MN__ATT_Q), NULL, N, C, HD);
+    mn_matmul_forward(k, in, MN__PAR(m, l, MN__ATT_K), NULL, N, C, HD);
+    mn_matmul_forward(v, in, MN__PAR(m, l, MN__ATT_V), NULL, N, C, HD);
+    if (c->rope_theta > 0) {            // rotate in place: the saved q, k are the rotated ones
+        mn__rope_apply(q, q, B, T, H, D, 0, c->rope_theta, 1.0, 0);
+        mn__rope_apply(k, k, B, T, H, D, 0, c->rope_theta, 1.0, 0);
+    }
+    mn_attention_forward(MN__ACT(m, l, MN__AA_AO), MN__ACT(m, l, MN__AA_ATT), q, k, v, B, T, H, D, D, mn__attn_window(m, l), 1.0 / sqrt((double)D));
+    mn_matmul_forward(out, MN__ACT(m, l, MN__AA_AO), MN__PAR(m, l, MN__ATT_O), NULL, N, HD, C);
+}
+static void mn__attn_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn_real *dq = MN__DACT(m, l, MN__AA_Q), *dk = MN__DACT(m, l, MN__AA_K), *dv = MN__DACT(m, l, MN__AA_V);
+    mn_matmul_backward(MN__DACT(m, l, MN__AA_AO), MN__GRD(m, l, MN__ATT_O), NULL, dout, MN__ACT(m, l, MN__AA_AO), MN__PAR(m, l, MN__ATT_O), N, HD, C);
+    mn_attention_backward(dq, dk, dv, MN__DACT(m, l, MN__AA_ATT), MN__DACT(m, l, MN__AA_AO), MN__ACT(m, l, MN__AA_ATT),
+                          MN__ACT(m, l, MN__AA_Q), MN__ACT(m, l, MN__AA_K), MN__ACT(m, l, MN__AA_V), B, T, H, D, D, mn__attn_window(m, l), 1.0 / sqrt((double)D));
+    if (c->rope_theta > 0) {            // forward rotated q,k by +phi, so gradients rotate by -phi
+        mn__rope_apply(dq, dq, B, T, H, D, 0, c->rope_theta, -1.0, 0);
+        mn__rope_apply(dk, dk, B, T, H, D, 0, c->rope_theta, -1.0, 0);
+    }
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ATT_Q), NULL, dq, in, MN__PAR(m, l, MN__ATT_Q), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ATT_K), NULL, dk, in, MN__PAR(m, l, MN__ATT_K), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ATT_V), NULL, dv, in, MN__PAR(m, l, MN__ATT_V), N, C, HD);
+}
+static size_t mn__attn_state_size(const mn_config* c) {   // full-attention KV cache; SWA uses a prefix of it
+    return 2 * c->max_seq_len * c->n_head * c->head_dim;
+}
+static size_t mn__attn_scratch_size(const mn_config* c) { return 4 * c->n_head * c->head_dim + c->max_seq_len; }
+static void mn__attn_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, win = mn__attn_window(m, l);
+    size_t len = win ? win : c->max_seq_len;
+    mn_real *q = scratch, *k = q + HD, *v = k + HD, *ao = v + HD, *scores = ao + HD;
+    mn_matmul_forward(q, in, MN__PAR(m, l, MN__ATT_Q), NULL, 1, C, HD);
+    mn_matmul_forward(k, in, MN__PAR(m, l, MN__ATT_K), NULL, 1, C, HD);
+    mn_matmul_forward(v, in, MN__PAR(m, l, MN__ATT_V), NULL, 1, C, HD);
+    if (c->rope_theta > 0) {
+        mn__rope_apply(q, q, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
+        mn__rope_apply(k, k, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
+    }
+    mn_attention_step(ao, state, state + len * HD, scores, q, k, v, pos, len, H, D, D, win, 1.0 / sqrt((double)D));
+    mn_matmul_forward(out, ao, MN__PAR(m, l, MN__ATT_O), NULL, 1, HD, C);
+}
+static double mn__attn_flops(const mn_config* c, size_t T) {
+    // q.k and p.v over the full T x T matrix as computed (anchors.md counts it the same way)
+    return 4.0 * (double)T * (double)(c->n_head * c->head_dim);
+}
+
+static const mn__mixer_def mn__mixers[] = {
+    { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
+    { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
+};
+#define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
+
+static size_t mn__attn_window(const mn_model* m, size_t l) {
+    return mn__mixers[m->mixer[l]].variant ? m->cfg.window : 0;
+}
+static int mn__mixer_find(const char* name, size_t len) {
+    size_t i;
+    for (i = 0; i < MN__N_MIXERS; i++)
+        if (strlen(mn__mixers[i].name) == len && memcmp(mn__mixers[i].name, name, len) == 0) return (int)i;
+    return -1;
+}
+// Splits the comma-separated pattern and maps layer l to entry l % count. Returns MN_OK or
+// MN_ERR_CONFIG (naming the unknown mixer and the known ones).
+static int mn__parse_pattern(const char* pattern, size_t n_layer, int* mixer) {
+    int ids[MN_MAX_LAYERS]; size_t n = 0, l;
+    const char* p = pattern;
+    while (1) {
+        const char* e = p;
+        while (*e && *e != ',') e++;
+        while (p < e && *p == ' ') p++;
+        size_t len = (size_t)(e - p);
+        while (len > 0 && p[len - 1] == ' ') len--;
+        int id = mn__mixer_find(p, len);
+        if (id < 0 || n >= MN_MAX_LAYERS) {
+            size_t i;
+            if (n >= MN_MAX_LAYERS) MN_LOG("mesanet: pattern has more than %d entries\n", MN_MAX_LAYERS);
+            else {
+                MN_LOG("mesanet: unknown mixer '%.*s' in pattern \"%s\"; known:", (int)len, p, pattern);
+                for (i = 0; i < MN__N_MIXERS; i++) MN_LOG(" %s", mn__mixers[i].name);
+                MN_LOG("\n");
+            }
+            return MN_ERR_CONFIG;
+        }
+        ids[n++] = id;
+        if (!*e) break;
+        p = e + 1;
+    }
+    for (l = 0; l < n_layer; l++) mixer[l] = ids[l % n];
+    return MN_OK;
+}
+
+#define MN__DEF(field, val) do { if (out->field == 0) out->field = (val); } while (0)
+MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
+    int tmp[MN_MAX_LAYERS];
+    *out = *in;
+    MN__DEF(vocab_size, 256); MN__DEF(d_model, 256); MN__DEF(n_layer, 4); MN__DEF(n_head, 4);
+    MN__DEF(head_dim, out->d_model / out->n_head);
+    MN__DEF(d_ff, (out->d_model * 8 / 3 + 15) / 16 * 16);
+    MN__DEF(max_seq_len, 1024); MN__DEF(window, 64);
+    MN__DEF(rope_theta, 10000.0); MN__DEF(norm_eps, 1e-6); MN__DEF(init_std, 0.02); MN__DEF(seed, 1337);
+    if (!out->pattern || !out->pattern[0]) out->pattern = "attn";
+    // sizes: each must be positive and small enough that products of three fit comfortably in size_t
+    if (out->vocab_size < 2 || out->vocab_size > (1u << 24) || out->d_model > 65536 || out->n_head > 4096 ||
+        out->head_dim == 0 || out->head_dim > 1024 || out->d_ff > (1u << 20) || out->max_seq_len > (1u << 24)) {
+        MN_LOG("mesanet: config sizes out of range (vocab %zu, d_model %zu, n_head %zu, head_dim %zu, d_ff %zu, max_seq_len %zu)\n",
+               out->vocab_size, out->d_model, out->n_head, out->head_dim, out->d_ff, out->max_seq_len);
+        return MN_ERR_CONFIG;
+    }
+    if (out->n_layer > MN_MAX_LAYERS) { MN_LOG("mesanet: n_layer %zu > %d\n", out->n_layer, MN_MAX_LAYERS); return MN_ERR_CONFIG; }
+    if (out->rope_theta > 0 && out->head_dim % 2) { MN_LOG("mesanet: RoPE needs an even head_dim (got %zu)\n", out->head_dim); return MN_ERR_CONFIG; }
+    if (!(out->norm_eps > 0) || !(out->init_std > 0) || !(out->logit_softcap >= 0) || out->rope_theta != out->rope_theta) {
+        MN_LOG("mesanet: norm_eps and init_std must be > 0, logit_softcap >= 0\n");
+        return MN_ERR_CONFIG;
+    }
+    if (strlen(out->pattern) >= 256) { MN_LOG("mesanet: pattern longer than 255 characters\n"); return MN_ERR_CONFIG; }
+    return mn__parse_pattern(out->pattern, out->n_layer, tmp);
+}
+#undef MN__DEF
+
+// The parameter table, in checkpoint order: embeddings, blocks, final norm, head.
+static size_t mn__build_table(mn_model* m) {
+    const mn_config* c = &m->cfg;
+    size_t n = 0, l, C = c->d_model, F = c->d_ff;
+    char nm[96];
+    m->emb_idx = n; mn__tab_add(m, &n, "model.embeddings.weight", 2, c->vocab_size, C, 0, 0, MN__INIT_NORMAL);
+    for (l = 0; l < c->n_layer; l++) {
+        m->layer_first[l] = n;
+        snprintf(nm, sizeof nm, "model.layers.%u.attn_norm.weight", (unsigned)l); mn__tab_add(m, &n, nm, 1, C, 0, 0, 0, MN__INIT_ONES);
+        snprintf(nm, sizeof nm, "model.layers.%u.mlp_norm.weight", (unsigned)l); mn__tab_add(m, &n, nm, 1, C, 0, 0, 0, MN__INIT_ONES);
+        snprintf(nm, sizeof nm, "model.layers.%u.mlp.gate_proj.weight", (unsigned)l); mn__tab_add(m, &n, nm, 2, F, C, 0, 1, MN__INIT_NORMAL);
+        snprintf(nm, sizeof nm, "model.layers.%u.mlp.up_proj.weight", (unsigned)l); mn__tab_add(m, &n, nm, 2, F, C, 0, 1, MN__INIT_NORMAL);
+        snprintf(nm, sizeof nm, "model.layers.%u.mlp.down_proj.weight", (unsigned)l); mn__tab_add(m, &n, nm, 2, C, F, 0, 1, MN__INIT_NORMAL);
+        mn__mixers[m->mixer[l]].add_params(m, &n, l);
+    }
+    m->norm_idx = n; mn__tab_add(m, &n, "model.norm.weight", 1, C, 0, 0, 0, MN__INIT_ONES);
+    m->head_idx = n; mn__tab_add(m, &n, "lm_head.weight", 2, c->vocab_size, C, 0, 1, MN__INIT_NORMAL);
+    return n;
+}
+
+MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
+    mn_config rc;
+    size_t i, j, off = 0;
+    mn_rng rng;
+    int err;
+    memset(m, 0, sizeof(*m));
+    if ((err = mn_config_resolve(&rc, cfg)) != MN_OK) return err;
+    m->cfg = rc;
+    snprintf(m->pattern_buf, sizeof m->pattern_buf, "%s", rc.pattern);
+    m->cfg.pattern = m->pattern_buf;
+    mn__parse_pattern(m->pattern_buf, rc.n_layer, m->mixer);
+    m->n_tensors = mn__build_table(m);                       // pass 1: count
+    m->tensors = (mn_tensor_info*)mn__calloc(m->n_tensors, sizeof(mn_tensor_info));
+    if (!m->tensors) return MN_ERR_ALLOC;
+    mn__build_table(m);                                      // pass 2: fill
+    for (i = 0; i < m->n_tensors; i++) { m->tensors[i].offset = off; off += m->tensors[i].numel; }
+    m->n_params = off;
+    m->params = (mn_real*)mn__calloc(off, sizeof(mn_real));
+    m->grads = (mn_real*)mn__calloc(off, sizeof(mn_real));
+    if (!m->params || !m->grads) { mn_model_free(m); return MN_ERR_ALLOC; }
+    // init (fla _init_weights): N(0, init_std) for every matrix and the embedding, ones for norms
+    mn_rng_seed(&rng, rc.seed);
+    for (i = 0; i < m->n_tensors; i++) {
+        mn_real* p = m->params + m->tensors[i].offset;
+        for (j = 0; j < m->tensors[i].numel; j++)
+            p[j] = m->tensors[i].init == MN__INIT_NORMAL ? (mn_real)(rc.init_std * mn_rng_normal(&rng))
+                 : m->tensors[i].init == MN__INIT_ONES ? (mn_real)1 : (mn_real)0;
+    }
+    return MN_OK;
+}
+
+MNDEF void mn_model_free(mn_model* m) {
+    if (m->tensors) MN_FREE(m->tensors);
+    if (m->params) MN_FREE(m->params);
+    if (m->grads) MN_FREE(m->grads);
+    if (m->opt_m) MN_FREE(m->opt_m);        // opt_v lives in the same allocation
+    if (m->acts) MN_FREE(m->acts);          // dacts too
+    if (m->tokens) MN_FREE(m->tokens);      // targets too
+    memset(m, 0, sizeof(*m));
+}
+
+// Lays out the activation block for (B,T); returns the elements needed and fills the offsets.
+static size_t mn__act_layout(mn_model* m, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, F = c->d_ff, off = 0, l, j;
+    size_t sizes[MN_MAX_LAYER_ACTS];
+    m->act_glob[MN__G_RES] = off; off += (c->n_layer + 1) * N * C;
+    m->act_glob[MN__G_XF] = off; off += N * C;
+    m->act_glob[MN__G_RSTDF] = off; off += N;
+    m->act_glob[MN__G_LOGITS] = off; off += N * c->vocab_size;
+    m->act_glob[MN__G_LOSSES] = off; off += N;
+    for (l = 0; l < c->n_layer; l++) {
+        size_t base[MN__A_MIX] = { N * C, N, N * C, N * C, N * C, N, N * F, N * F, N * F };
+        size_t nmix = mn__mixers[m->mixer[l]].act_sizes(c, B, T, sizes);
+        MN_ASSERT(MN__A_MIX + nmix <= MN_MAX_LAYER_ACTS);
+        for (j = 0; j < MN__A_MIX; j++) { m->act_off[l][j] = off; off += base[j]; }
+        for (j = 0; j < nmix; j++) { m->act_off[l][MN__A_MIX + j] = off; off += sizes[j]; }
+    }
+    return off;
+}
+static int mn__ensure_acts(mn_model* m, size_t B, size_t T) {
+    size_t need = mn__act_layout(m, B, T);
+    if (need > m->act_cap || B * T > m->act_B * m->act_T) {
+        mn_real* a = (mn_real*)mn__calloc(2 * need, sizeof(mn_real));
+        int* tk = (int*)mn__calloc(2 * B * T, sizeof(int));
+        if (!a || !tk) {
+            if (a) MN_FREE(a);
+            if (tk) MN_FREE(tk);
+            mn__act_layout(m, m->act_B, m->act_T);          // restore the old layout
+            MN_LOG("mesanet: cannot allocate activations for B=%zu T=%zu\n", B, T);
+            return MN_ERR_ALLOC;
+        }
+        if (m->acts) MN_FREE(m->acts);
+        if (m->tokens) MN_FREE(m->tokens);
+        m->acts = a; m->dacts = a + need; m->act_cap = need;
+        m->tokens = tk; m->targets = tk + B * T;
+    }
+    m->act_B = B; m->act_T = T;
+    return MN_OK;
+}
+
+MNDEF size_t mn_flops_per_token(const mn_model* m, size_t T) {
+    size_t i, l, mat = 0;
+    double f;
+    for (i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].ndim == 2 && i != m->emb_idx) mat += m->tensors[i].numel;  // every Linear
+    f = 2.0 * (double)mat;
+    for (l = 0; l < m->cfg.n_layer; l++) f += mn__mixers[m->mixer[l]].flops(&m->cfg, T);
+    return (size_t)f;
+}
+
+// Forward pass over tokens (B,T). With targets (B,T) (-1 = no loss at that position) it also
+// computes the mean cross-entropy into *loss and enables mn_backward. Inputs are validated
+// before anything is touched.
+MNDEF int mn_forward(mn_model* m, const int* tokens, const int* targets, size_t B, size_t T, mn_real* loss) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer, i, l;
+    int err;
+    if (B == 0 || T == 0 || T > c->max_seq_len || N > ((size_t)1 << 31)) {
+        MN_LOG("mesanet: forward needs 0 < T <= max_seq_len (%zu) and B > 0; got B=%zu T=%zu\n", c->max_seq_len, B, T);
+        return MN_ERR_RANGE;
+    }
+    for (i = 0; i < N; i++) {
+        if (tokens[i] < 0 || (size_t)tokens[i] >= V) { MN_LOG("mesanet: token id %d at %zu outside [0,%zu)\n", tokens[i], i, V); return MN_ERR_RANGE; }
+        if (targets && (targets[i] < -1 || (targets[i] >= 0 && (size_t)targets[i] >= V))) {
+            MN_LOG("mesanet: target id %d at %zu outside [-1,%zu)\n", targets[i], i, V); return MN_ERR_RANGE;
+        }
+    }
+    if ((err = mn__ensure_acts(m, B, T)) != MN_OK) return err;
+    memcpy(m->tokens, tokens, N * sizeof(int));
+    m->have_loss = 0;
+    mn_real* res = m->acts + m->act_glob[MN__G_RES];
+    mn_embedding_forward(res, tokens, m->params + m->tensors[m->emb_idx].offset, N, C);
+    for (l = 0; l < L; l++) {
+        mn_real* x = res + l * N * C;
+        mn_real* y = res + (l + 1) * N * C;
+        mn_real *xn1 = MN__ACT(m, l, MN__A_XN1), *x2 = MN__ACT(m, l, MN__A_X2), *xn2 = MN__ACT(m, l, MN__A_XN2);
+        mn_rmsnorm_forward(xn1, MN__ACT(m, l, MN__A_RSTD1), x, MN__PAR(m, l, MN__P_ATTN_NORM), N, C, c->norm_eps);
+        mn__mixers[m->mixer[l]].forward(m, l, MN__ACT(m, l, MN__A_MO), xn1, B, T);
+        mn_residual_forward(x2, x, MN__ACT(m, l, MN__A_MO), N * C);
+        mn_rmsnorm_forward(xn2, MN__ACT(m, l, MN__A_RSTD2), x2, MN__PAR(m, l, MN__P_MLP_NORM), N, C, c->norm_eps);
+        mn_matmul_forward(MN__ACT(m, l, MN__A_GATE), xn2, MN__PAR(m, l, MN__P_GATE), NULL, N, C, F);
+        mn_matmul_forward(MN__ACT(m, l, MN__A_UP), xn2, MN__PAR(m, l, MN__P_UP), NULL, N, C, F);
+        mn_swiglu_forward(MN__ACT(m, l, MN__A_H), MN__ACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_UP), N * F);
+        mn_matmul_forward(y, MN__ACT(m, l, MN__A_H), MN__PAR(m, l, MN__P_DOWN), NULL, N, F, C);
+        mn_residual_forward(y, y, x2, N * C);
+    }
+    mn_real* xf = m->acts + m->act_glob[MN__G_XF];
+    mn_real* logits = m->acts + m->act_glob[MN__G_LOGITS];
+    mn_rmsnorm_forward(xf, m->acts + m->act_glob[MN__G_RSTDF], res + L * N * C, m->params + m->tensors[m->norm_idx].offset, N, C, c->norm_eps);
+    mn_matmul_forward(logits, xf, m->params + m->tensors[m->head_idx].offset, NULL, N, C, V);
+    if (targets) {
+        mn_real* losses = m->acts + m->act_glob[MN__G_LOSSES];
+        double sum = 0.0;
+        memcpy(m->targets, targets, N * sizeof(int));
+        mn_crossentropy_forward(losses, logits, targets, N, V, c->logit_softcap);
+        m->n_valid = 0;
+        for (i = 0; i < N; i++) if (targets[i] >= 0) { sum += losses[i]; m->n_valid++; }
+        sum = m->n_valid ? sum / (double)m->n_valid : 0.0;
+        if (loss) *loss = (mn_real)sum;
+        if (sum != sum || sum > 1e300 || sum < -1e300) { MN_LOG("mesanet: loss is not finite\n"); return MN_ERR_NAN; }
+        m->have_loss = 1;
+    }
+    return MN_OK;
+}
+
+MNDEF void mn_zero_grad(mn_model* m) { memset(m->grads, 0, m->n_params * sizeof(mn_real)); }
+
+// Backward of the mean loss of the last mn_forward; accumulates into m->grads.
+MNDEF int mn_backward(mn_model* m) {
+    const mn_config* c = &m->cfg;
+    size_t B = m->act_B, T = m->act_T, N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer, i, l;
+    if (!m->have_loss) { MN_LOG("mesanet: mn_backward needs a successful mn_forward with targets first\n"); return MN_ERR_STATE; }
+    memset(m->dacts, 0, m->act_cap * sizeof(mn_real));
+    mn_real* res = m->acts + m->act_glob[MN__G_RES];
+    mn_real* dres = m->dacts + m->act_glob[MN__G_RES];
+    mn_real* dlosses = m->dacts + m->act_glob[MN__G_LOSSES];
+    mn_real* dxf = m->dacts + m->act_glob[MN__G_XF];
+    // loss = mean over valid rows, so each valid row's loss gets weight 1/n_valid
+    for (i = 0; i < N; i++) dlosses[i] = m->targets[i] >= 0 ? (mn_real)(1.0 / (double)m->n_valid) : (mn_real)0;
+    mn_real* dlogits = m->dacts + m->act_glob[MN__G_LOGITS];
+    mn_crossentropy_backward(dlogits, dlosses, m->acts + m->act_glob[MN__G_LOGITS], m->targets, N, V, c->logit_softcap);
+    mn_matmul_backward(dxf, m->grads + m->tensors[m->head_idx].offset, NULL, dlogits, m->acts + m->act_glob[MN__G_XF], m->params + m->tensors[m->head_idx].offset, N, C, V);
+    mn_rmsnorm_backward(dres + L * N * C, m->grads + m->tensors[m->norm_idx].offset, dxf, m->acts + m->act_glob[MN__G_RSTDF], res + L * N * C, m->params + m->tensors[m->norm_idx].offset, N, C);
+    for (l = L; l-- > 0;) {
+        mn_real* dy = dres + (l + 1) * N * C;
+        mn_real* dx2 = MN__DACT(m, l, MN__A_X2);
+        // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2)
+        for (i = 0; i < N * C; i++) dx2[i] += dy[i];        // residual: dy flows to x2 unchanged
+        mn_matmul_backward(MN__DACT(m, l, MN__A_H), MN__GRD(m, l, MN__P_DOWN), NULL, dy, MN__ACT(m, l, MN__A_H), MN__PAR(m, l, MN__P_DOWN), N, F, C);
+        mn_swiglu_backward(MN__DACT(m, l, MN__A_GATE), MN__DACT(m, l, MN__A_UP), MN__DACT(m, l, MN__A_H), MN__ACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_UP), N * F);
+        mn_matmul_backward(MN__DACT(m, l, MN__A_XN2), MN__GRD(m, l, MN__P_GATE), NULL, MN__DACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_XN2), MN__PAR(m, l, MN__P_GATE), N, C, F);
+        mn_matmul_backward(MN__DACT(m, l, MN__A_XN2), MN__GRD(m, l, MN__P_UP), NULL, MN__DACT(m, l, MN__A_UP), MN__ACT(m, l, MN__A_XN2), MN__PAR(m, l, MN__P_UP), N, C, F);
+        mn_rmsnorm_backward(dx2, MN__GRD(m, l, MN__P_MLP_NORM), MN__DACT(m, l, MN__A_XN2), MN__ACT(m, l, MN__A_RSTD2), MN__ACT(m, l, MN__A_X2), MN__PAR(m, l, MN__P_MLP_NORM), N, C);
+        // forward: x2 = x + mixer(xn1), xn1 = norm(x)
+        mn_residual_backward(dres + l * N * C, MN__DACT(m, l, MN__A_MO), dx2, N * C);
+        mn__mixers[m->mixer[l]].backward(m, l, MN__DACT(m, l, MN__A_XN1), MN__DACT(m, l, MN__A_MO), MN__ACT(m, l, MN__A_XN1), B, T);
+        mn_rmsnorm_backward(dres + l * N * C, MN__GRD(m, l, MN__P_ATTN_NORM), MN__DACT(m, l, MN__A_XN1), MN__ACT(m, l, MN__A_RSTD1), res + l * N * C, MN__PAR(m, l, MN__P_ATTN_NORM), N, C);
+    }
+    mn_embedding_backward(m->grads + m->tensors[m->emb_idx].offset, dres, m->tokens, N, C);
+    return MN_OK;
+}
+
+// ---- inference: one token per call for n_seq sequences, O(1) work in T for recurrent mixers
+// (attention keeps a KV cache of max_seq_len, or of W for sliding windows).
+static size_t mn__max_mix_scratch(const mn_model* m) {
+    size_t l, mx = 0;
+    for (l = 0; l < m->cfg.n_layer; l++) { size_t s = mn__mixers[m->mixer[l]].scratch_size(&m->cfg); if (s > mx) mx = s; }
+    return mx;
+}
+MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
+    const mn_config* c = &m->cfg;
+    size_t l, total = 0, off = 0, C = c->d_model;
+    size_t per_seq_scratch = 3 * C + 1 + 3 * c->d_ff + mn__max_mix_scratch(m) + 2 * c->vocab_size;
+    memset(s, 0, sizeof(*s));
+    if (n_seq == 0 || n_seq > (1u << 20)) { MN_LOG("mesanet: n_seq must be in [1, 2^20]\n"); return MN_ERR_CONFIG; }
+    for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixers[m->mixer[l]].state_size(c);
+    total += n_seq * (C + c->vocab_size) + per_seq_scratch;
+    s->mem = (mn_real*)mn__calloc(total, sizeof(mn_real));
+    if (!s->mem) return MN_ERR_ALLOC;
+    s->bytes = total * sizeof(mn_real);
+    s->n_seq = n_seq;
+    for (l = 0; l < c->n_layer; l++) { s->layer[l] = s->mem + off; off += n_seq * mn__mixers[m->mixer[l]].state_size(c); }
+    s->x = s->mem + off; off += n_seq * C;
+    s->logits = s->mem + off; off += n_seq * c->vocab_size;
+    s->scratch = s->mem + off;
+    return MN_OK;
+}
+MNDEF void mn_state_reset(mn_state* s) { memset(s->mem, 0, s->bytes); s->pos = 0; }
+MNDEF void mn_state_free(mn_state* s) { if (s->mem) MN_FREE(s->mem); memset(s, 0, sizeof(*s)); }
+
+// Consumes tokens (n_seq) at position s->pos and writes logits (n_seq,V). The same math as
+// mn_forward restricted to the newest token; tests check the two agree position by position.
+MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, F = c->d_ff, V = c->vocab_size, n, l, i;
+    mn_real *xn = s->scratch, *mo = xn + C, *rstd = mo + C, *gate = rstd + 1, *up = gate + F, *h = up + F, *mix = h + F;
+    for (n = 0; n < s->n_seq; n++)
+        if (tokens[n] < 0 || (size_t)tokens[n] >= V) { MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V); return MN_ERR_RANGE; }
+    for (l = 0; l < c->n_layer; l++)
+        if (mn__mixers[m->mixer[l]].step == mn__attn_step && mn__attn_window(m, l) == 0 && s->pos >= c->max_seq_len) {
+            MN_LOG("mesanet: position %zu reaches max_seq_len %zu (attention KV cache full)\n", s->pos, c->max_seq_len);
+            return MN_ERR_RANGE;
+        }
+    for (n = 0; n < s->n_seq; n++) {
+        mn_real* x = s->x + n * C;
+        mn_embedding_forward(x, tokens + n, m->params + m->tensors[m->emb_idx].offset, 1, C);
+        for (l = 0; l < c->n_layer; l++) {
+            const mn__mixer_def* md = &mn__mixers[m->mixer[l]];
+            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, l, MN__P_ATTN_NORM), 1, C, c->norm_eps);
+            md->step(m, l, mo, s->layer[l] + n * md->state_size(c), mix, xn, s->pos);
+            for (i = 0; i < C; i++) x[i] += mo[i];
+            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, l, MN__P_MLP_NORM), 1, C, c->norm_eps);
+            mn_matmul_forward(gate, xn, MN__PAR(m, l, MN__P_GATE), NULL, 1, C, F);
+            mn_matmul_forward(up, xn, MN__PAR(m, l, MN__P_UP), NULL, 1, C, F);
+            mn_swiglu_forward(h, gate, up, F);
+            mn_matmul_forward(mo, h, MN__PAR(m, l, MN__P_DOWN), NULL, 1, F, C);
+            for (i = 0; i < C; i++) x[i] += mo[i];
+        }
+        mn_rmsnorm_forward(xn, rstd, x, m->params + m->tensors[m->norm_idx].offset, 1, C, c->norm_eps);
+        mn_matmul_forward(logits + n * V, xn, m->params + m->tensors[m->head_idx].offset, NULL, 1, C, V);
+    }
+    s->pos++;
+    return MN_OK;
+}
+
+// >>optim
+// defines: mn_clip_grad_norm, mn_adamw_update, mn_adamw_step, mn_lr_schedule
+
+// Global L2 norm over all gradients (double accumulation); scales them to max_norm when larger.
+// Returns the norm before clipping; a non-finite norm leaves the gradients untouched.
+MNDEF double mn_clip_grad_norm(mn_model* m, double max_norm) {
+    double ss = 0.0, norm; size_t i;
+    for (i = 0; i < m->n_params; i++) ss += (double)m->grads[i] * m->grads[i];
+    norm = sqrt(ss);
+    if (norm != norm || norm > 1e300) return NAN;
+    if (max_norm > 0 && norm > max_norm) {
+        mn_real s = (mn_real)(max_norm / norm);
+        for (i = 0; i < m->n_params; i++) m->grads[i] *= s;
+    }
+    return norm;
+}
+
+// AdamW (Loshchilov & Hutter 2019) with PyTorch's order: decoupled decay p *= 1 - lr wd, then
+// p -= lr mhat / (sqrt(vhat) + eps) with bias-corrected moments; t is the 1-based step count.
+MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t) {
+    double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double gi = g[i];
+        double mi = beta1 * m[i] + (1.0 - beta1) * gi, vi = beta2 * v[i] + (1.0 - beta2) * gi * gi;
+        m[i] = (mn_real)mi; v[i] = (mn_real)vi;
+        p[i] = (mn_real)(p[i] * (1.0 - lr * wd) - lr * (mi / bc1) / (sqrt(vi / bc2) + eps));
+    }
+}
+// One optimizer step over the whole model: weight decay only where the table says so (matrices;
+// not norms, embeddings or biases). The moments are allocated on the first call (one block).
+MNDEF int mn_adamw_step(mn_model* m, double lr, const mn_adamw* hp) {
+    mn_adamw h = { 0.9, 0.98, 1e-8, 0.1 };
+    size_t i;
+    if (hp) {
+        if (hp->beta1 != 0) h.beta1 = hp->beta1;
+        if (hp->beta2 != 0) h.beta2 = hp->beta2;
+        if (hp->eps != 0) h.eps = hp->eps;
+        h.weight_decay = hp->weight_decay;     // 0 is a meaningful value here: no decay
+    }
+    if (!m->opt_m) {
+        m->opt_m = (mn_real*)mn__calloc(2 * m->n_params, sizeof(mn_real));
+        if (!m->opt_m) return MN_ERR_ALLOC;
+        m->opt_v = m->opt_m + m->n_params;
+    }
+    m->opt_step++;
+    for (i = 0; i < m->n_tensors; i++) {
+        const mn_tensor_info* t = &m->tensors[i];
+        mn_adamw_update(m->params + t->offset, m->grads + t->offset, m->opt_m + t->offset, m->opt_v + t->offset,
+                        t->numel, lr, h.beta1, h.beta2, h.eps, t->decay ? h.weight_decay : 0.0, m->opt_step);
+    }
+    return MN_OK;
+}
+// Linear warmup from 0 over `warmup` steps, then cosine decay from lr_max to lr_min at `total`.
+MNDEF double mn_lr_schedule(size_t step, size_t warmup, size_t total, double lr_max, double lr_min) {
+    if (step < warmup) return lr_max * (double)(step + 1) / (double)warmup;
+    if (step >= total || total <= warmup) return lr_min;
+    double r = (double)(step - warmup) / (double)(total - warmup);
+    return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(3.141592653589793 * r));
+}
+
+// >>sample
+// Samples a token from logits (V): temperature <= 0 is argmax; top_k (0 = off) keeps the k most
+// likely; top_p (0 or >= 1 = off) keeps the smallest set whose probability reaches top_p.
+// scratch (2V) is caller-provided so nothing allocates.
+static int mn__cmp_desc(const void* a, const void* b) {
+    mn_real x = *(const mn_real*)a, y = *(const mn_real*)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch) {
+    size_t i, best = 0;
+    double mx = -INFINITY, sum = 0.0, cut = 0.0, u, acc = 0.0;
+    mn_real *p = scratch, *sorted = scratch + V;
+    for (i = 0; i < V; i++) if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0) return (int)best;
+    for (i = 0; i < V; i++) if (logits[i] / temperature > mx) mx = logits[i] / temperature;
+    for (i = 0; i < V; i++) { p[i] = (mn_real)exp(logits[i] / temperature - mx); sum += p[i]; }
+    for (i = 0; i < V; i++) p[i] = (mn_real)(p[i] / sum);
+    if ((top_k > 0 && top_k < V) || (top_p > 0 && top_p < 1)) {
+        // the threshold probability below which tokens are dropped
+        memcpy(sorted, p, V * sizeof(mn_real));
+        qsort(sorted, V, sizeof(mn_real), mn__cmp_desc);
+        size_t keep = (top_k > 0 && top_k < V) ? top_k : V;
+        if (top_p > 0 && top_p < 1) {
+            double c = 0.0; size_t k;
+            for (k = 0; k < keep; k++) { c += sorted[k]; if (c >= top_p) { keep = k + 1; break; } }
+        }
+        cut = sorted[keep - 1];
+        sum = 0.0;
+        for (i = 0; i < V; i++) { if (p[i] < cut) p[i] = 0; sum += p[i]; }
+        for (i = 0; i < V; i++) p[i] = (mn_real)(p[i] / sum);
+    }
+    u = mn_rng_uniform(rng);
+    for (i = 0; i < V; i++) { acc += p[i]; if (u < acc) return (int)i; }
+    return (int)best;   // rounding left u above the total: fall back to the mode
+}
+
+// >>json
+// A minimal, bounds-checked JSON reader: enough for safetensors headers and config.json.
+// It never reads past `end`, limits nesting depth, and reports failure instead of guessing.
+typedef struct mn__js { const char* p; const char* end; int depth; } mn__js;
+static void mn__js_ws(mn__js* j) { while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++; }
+static int mn__js_peek(mn__js* j) { mn__js_ws(j); return j->p < j->end ? (unsigned char)*j->p : -1; }
+static int mn__js_expect(mn__js* j, char c) { if (mn__js_peek(j) != (unsigned char)c) return -1; j->p++; return 0; }
+// Reads a string into out (cap bytes incl. NUL; NULL to skip). \uXXXX outside ASCII becomes '?'.
+static int mn__js_str(mn__js* j, char* out, size_t cap) {
+    size_t n = 0;
+    if (mn__js_expect(j, '"') < 0) return -1;
+    while (j->p < j->end && *j->p != '"') {
+        char ch = *j->p++;
+        if ((unsigned char)ch < 0x20) return -1;
+        if (ch == '\\') {
+            if (j->p >= j->end) return -1;
+            ch = *j->p++;
+            switch (ch) {
+            case '"': case '\\': case '/': break;
+            case 'b': ch = '\b'; break; case 'f': ch = '\f'; break; case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break; case 't': ch = '\t'; break;
+            case 'u': {
+                unsigned v = 0; int i;
+                if (j->end - j->p < 4) return -1;
+                for (i = 0; i < 4; i++) {
+                    char h = *j->p++;
+                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                    if (v > 0xFFFF) return -1;
+                }
+                ch = v < 0x80 ? (char)v : '?';
+                break;
+            }
+            default: return -1;
+            }
+        }
+        if (out) { if (n + 1 >= cap) return -1; out[n] = ch; }
+        n++;
+    }
+    if (j->p >= j->end) return -1;
+    j->p++;
+    if (out) out[n] = 0;
+    return 0;
+}
+static int mn__js_num(mn__js* j, double* out) {
+    char tmp[64]; size_t n = 0; char* e;
+    mn__js_ws(j);
+    while (j->p < j->end && n + 1 < sizeof tmp && strchr("+-0123456789.eE", *j->p) && *j->p) tmp[n++] = *j->p++;
+    tmp[n] = 0;
+    if (n == 0) return -1;
+    *out = strtod(tmp, &e);
+    return *e ? -1 : 0;
+}
+static int mn__js_skip(mn__js* j) {
+    int c = mn__js_peek(j);
+    if (c == '"') return mn__js_str(j, NULL, 0);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        if (++j->depth > 32) return -1;
+        j->p++;
+        if (mn__js_peek(j) == close) { j->p++; j->depth--; return 0; }
+        for (;;) {
+            if (c == '{') { if (mn__js_str(j, NULL, 0) < 0 || mn__js_expect(j, ':') < 0) return -1; }
+            if (mn__js_skip(j) < 0) return -1;
+            if (mn__js_peek(j) == ',') { j->p++; continue; }
+            if (mn__js_expect(j, close) < 0) return -1;
+            j->depth--;
+            return 0;
+        }
+    }
+    if (c == 't' || c == 'f' || c == 'n') {
+        const char* w = c == 't' ? "true" : c == 'f' ? "false" : "null";
+        size_t n = strlen(w);
+        if ((size_t)(j->end - j->p) < n || memcmp(j->p, w, n) != 0) return -1;
+        j->p += n; return 0;
+    }
+    { double d; return mn__js_num(j, &d); }
+}
+// Reads a non-negative integer (as JSON number) that must fit `max`.
+static int mn__js_uint(mn__js* j, size_t max, size_t* out) {
+    double d;
+    if (mn__js_num(j, &d) < 0 || !(d >= 0) || d > (double)max || d != floor(d)) return -1;
+    *out = (size_t)d;
+    return 0;
+}
+
+// >>io
+// defines: mn_safetensors_parse, mn_config_parse_json, mn_save, mn_load
+// Checkpoints are a folder: model.safetensors (weights, fla names, [out,in] Linear layout),
+// config.json (fla config keys, so `AutoModelForCausalLM.from_pretrained(dir)` finds them),
+// and optionally optimizer.safetensors (AdamW moments "m.<name>"/"v.<name>", step, rng).
+// safetensors: u64 little-endian header size n, n bytes of JSON, then the raw tensor bytes.
+// This code assumes a little-endian host (x86-64, ARM64).
+
+static size_t mn__dtype_size(int dt) { return dt == MN_DT_F64 ? 8 : dt == MN_DT_F32 ? 4 : 2; }
+
+// Parses a safetensors buffer. Fills out[0..*n_out) with name, shape, dtype, byte offset (from the
+// start of the data section) and numel; meta (meta_cap bytes) receives "key\tvalue\n" lines of
+// __metadata__. Every offset is checked against the buffer; returns MN_OK or MN_ERR_FORMAT.
+MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
+    uint64_t hlen = 0; size_t i, n = 0, mlen = 0;
+    mn__js j;
+    if (meta && meta_cap) meta[0] = 0;
+    if (len < 8) { MN_LOG("mesanet: safetensors file shorter than its 8-byte header\n"); return MN_ERR_FORMAT; }
+    for (i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
+    if (hlen < 2 || hlen > len - 8 || hlen > (100u << 20)) { MN_LOG("mesanet: safetensors header size %llu does not fit the file (%zu bytes)\n", (unsigned long long)hlen, len); return MN_ERR_FORMAT; }
+    j.p = (const char*)buf + 8; j.end = j.p + hlen; j.depth = 0;
+    *data_start = 8 + (size_t)hlen;
+    if (mn__js_expect(&j, '{') < 0) goto bad;
+    if (mn__js_peek(&j) == '}') { j.p++; goto done; }
+    for (;;) {
+        char key[128];
+        if (mn__js_str(&j, key, sizeof key) < 0 || mn__js_expect(&j, ':') < 0) goto bad;
+        if (strcmp(key, "__metadata__") == 0) {
+            if (mn__js_expect(&j, '{') < 0) goto bad;
+            if (mn__js_peek(&j) == '}') j.p++;
+            else for (;;) {
+                char k[64], v[256];
+                if (mn__js_str(&j, k, sizeof k) < 0 || mn__js_expect(&j, ':') < 0 || mn__js_str(&j, v, sizeof v) < 0) goto bad;
+                if (meta && mlen + strlen(k) + strlen(v) + 3 < meta_cap) mlen += (size_t)sprintf(meta + mlen, "%s\t%s\n", k, v);
+                if (mn__js_peek(&j) == ',') { j.p++; continue; }
+                if (mn__js_expect(&j, '}') < 0) goto bad;
+                break;
+            }
+        } else {
+            mn_tensor_info t; size_t b = 0, e = 0, numel = 1; int got = 0;
+            memset(&t, 0, sizeof t);
+            t.dtype = -1;
+            if (strlen(key) >= sizeof t.name) goto bad;
+            strcpy(t.name, key);
+            if (mn__js_expect(&j, '{') < 0) goto bad;
+            for (;;) {
+                char f[32];
+                if (mn__js_str(&j, f, sizeof f) < 0 || mn__js_expect(&j, ':') < 0) goto bad;
+                if (strcmp(f, "dtype") == 0) {
+                    char d[16];
+                    if (mn__js_str(&j, d, sizeof d) < 0) goto bad;
+                    t.dtype = !strcmp(d, "F32") ? MN_DT_F32 : !strcmp(d, "F64") ? MN_DT_F64 : !strcmp(d, "BF16") ? MN_DT_BF16 : !strcmp(d, "F16") ? MN_DT_F16 : -2;
+                    if (t.dtype == -2) { MN_LOG("mesanet: tensor %s has unsupported dtype %s\n", key, d); return MN_ERR_FORMAT; }
+                    got |= 1;
+                } else if (strcmp(f, "shape") == 0) {
+                    if (mn__js_expect(&j, '[') < 0) goto bad;
+                    if (mn__js_peek(&j) == ']') j.p++;
+                    else for (;;) {
+                        size_t d;
+                        if (t.ndim >= 4 || mn__js_uint(&j, (size_t)1 << 40, &d) < 0) goto bad;
+                        t.shape[t.ndim++] = d;
+                        if (d && numel > ((size_t)1 << 40) / d) goto bad;   // overflow guard
+                        numel *= d;
+                        if (mn__js_peek(&j) == ',') { j.p++; continue; }
+                        if (mn__js_expect(&j, ']') < 0) goto bad;
+                        break;
+                    }
+                    got |= 2;
+                } else if (strcmp(f, "data_offsets") == 0) {
+                    if (mn__js_expect(&j, '[') < 0 || mn__js_uint(&j, len, &b) < 0 || mn__js_expect(&j, ',') < 0 ||
+                        mn__js_uint(&j, len, &e) < 0 || mn__js_expect(&j, ']') < 0) goto bad;
+                    got |= 4;
+                } else if (mn__js_skip(&j) < 0) goto bad;
+                if (mn__js_peek(&j) == ',') { j.p++; continue; }
+                if (mn__js_expect(&j, '}') < 0) goto bad;
+                break;
+            }
+            if (got != 7 || b > e || e > len - *data_start || e - b != numel * mn__dtype_size(t.dtype)) {
+                MN_LOG("mesanet: safetensors entry %s is incomplete or its data_offsets do not match its shape/file size\n", key);
+                return MN_ERR_FORMAT;
+            }
+            t.offset = b; t.numel = numel;
+            if (n >= max_out) { MN_LOG("mesanet: safetensors file has more than %zu tensors\n", max_out); return MN_ERR_FORMAT; }
+            for (i = 0; i < n; i++) if (!strcmp(out[i].name, t.name)) { MN_LOG("mesanet: duplicate tensor %s\n", t.name); return MN_ERR_FORMAT; }
+            out[n++] = t;
+        }
+        if (mn__js_peek(&j) == ',') { j.p++; continue; }
+        if (mn__js_expect(&j, '}') < 0) goto bad;
+        break;
+    }
+done:
+    mn__js_ws(&j);
+    if (j.p != j.end) goto bad;
+    *n_out = n;
+    return MN_OK;
+bad:
+    MN_LOG("mesanet: malformed safetensors JSON header near byte %ld\n", (long)(j.p - (const char*)buf));
+    return MN_ERR_FORMAT;
+}
+
+static int mn__meta_get(const char* meta, const char* key, char* out, size_t cap) {
+    size_t kl = strlen(key);
+    const char* p = meta;
+    while (p && *p) {
+        const char* nl = strchr(p, '\n');
+        if (!nl) break;
+        if (strncmp(p, key, kl) == 0 && p[kl] == '\t') {
+            size_t vl = (size_t)(nl - p - (ptrdiff_t)kl - 1);
+            if (vl + 1 > cap) return -1;
+            memcpy(out, p + kl + 1, vl); out[vl] = 0;
+            return 0;
+        }
+        p = nl + 1;
+    }
+    return -1;
+}
+
+// Reads a whole file into memory (caller frees with MN_FREE).
+static int mn__read_file(const char* path, unsigned char** out, size_t* len) {
+    FILE* f = fopen(path, "rb");
+    long sz;
+    *out = NULL; *len = 0;
+    if (!f) { MN_LOG("mesanet: cannot open %s\n", path); return MN_ERR_IO; }
+    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); MN_LOG("mesanet: cannot size %s\n", path); return MN_ERR_IO; }
+    *out = (unsigned char*)MN_MALLOC((size_t)sz + 1);
+    if (!*out) { fclose(f); return MN_ERR_ALLOC; }
+    if (fread(*out, 1, (size_t)sz, f) != (size_t)sz) { fclose(f); MN_FREE(*out); *out = NULL; MN_LOG("mesanet: short read on %s\n", path); return MN_ERR_IO; }
+    fclose(f);
+    (*out)[sz] = 0;
+    *len = (size_t)sz;
+    return MN_OK;
+}
+
+// Writes tensors (names prefixed with `prefix`, shapes from the table, data at base + offset)
+// to path via path.tmp + rename, so an interrupted save never destroys the previous file.
+static int mn__st_write(const char* path, const mn_model* m, const char* prefix, const mn_real* base, const char* meta_json) {
+    char tmp[1100];
+    size_t i, k, cap = 256 + m->n_tensors * 200 + strlen(meta_json), hl = 0, off = 0;
+    char* hdr = (char*)MN_MALLOC(cap);
+    unsigned char len8[8];
+    FILE* f;
+    int ok = 1;
+    if (!hdr) return MN_ERR_ALLOC;
+    hl += (size_t)sprintf(hdr + hl, "{\"__metadata__\":{%s}", meta_json);
+    for (i = 0; i < m->n_tensors; i++) {
+        const mn_tensor_info* t = &m->tensors[i];
+        size_t bytes = t->numel * sizeof(mn_real);
+        hl += (size_t)sprintf(hdr + hl, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix, t->name, MN_DTYPE_NAME);
+        for (k = 0; k < t->ndim; k++) hl += (size_t)sprintf(hdr + hl, "%s%zu", k ? "," : "", t->shape[k]);
+        hl += (size_t)sprintf(hdr + hl, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
+        off += bytes;
+    }
+    hdr[hl++] = '}';
+    while ((8 + hl) % 8) hdr[hl++] = ' ';     // align the data section to 8 bytes
+    for (k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)hl >> (8 * k));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "wb");
+    if (!f) { MN_FREE(hdr); MN_LOG("mesanet: cannot write %s\n", tmp); return MN_ERR_IO; }
+    ok &= fwrite(len8, 1, 8, f) == 8;
+    ok &= fwrite(hdr, 1, hl, f) == hl;
+    for (i = 0; i < m->n_tensors && ok; i++)
+        ok &= fwrite(base + m->tensors[i].offset, sizeof(mn_real), m->tensors[i].numel, f) == m->tensors[i].numel;
+    ok &= fclose(f) == 0;
+    MN_FREE(hdr);
+    if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
+    return MN_OK;
+}
+
+// Loads every table tensor named prefix+name from a parsed file into dst (P), converting dtype.
+static int mn__st_read(const char* path, const mn_model* m, const char* prefix, mn_real* dst, char* meta, size_t meta_cap) {
+    unsigned char* buf; size_t len, n = 0, ds = 0, i, k, e;
+    int err = mn__read_file(path, &buf, &len);
+    mn_tensor_info* info;
+    if (err) return err;
+    info = (mn_tensor_info*)mn__calloc(m->n_tensors * 2 + 16, sizeof(mn_tensor_info));
+    if (!info) { MN_FREE(buf); return MN_ERR_ALLOC; }
+    err = mn_safetensors_parse(buf, len, info, m->n_tensors * 2 + 16, &n, &ds, meta, meta_cap);
+    for (i = 0; i < m->n_tensors && err == MN_OK; i++) {
+        const mn_tensor_info* t = &m->tensors[i];
+        char want[128];
+        snprintf(want, sizeof want, "%s%s", prefix, t->name);
+        for (k = 0; k < n && strcmp(info[k].name, want); k++) {}
+        if (k == n) { MN_LOG("mesanet: %s has no tensor %s\n", path, want); err = MN_ERR_FORMAT; break; }
+        if (info[k].ndim != t->ndim || memcmp(info[k].shape, t->shape, t->ndim * sizeof(size_t))) {
+            MN_LOG("mesanet: %s: tensor %s has a different shape than the model\n", path, want); err = MN_ERR_FORMAT; break;
+        }
+        const unsigned char* src = buf + ds + info[k].offset;
+        for (e = 0; e < t->numel; e++) {
+            double v;
+            if (info[k].dtype == MN_DT_F32) { float x; memcpy(&x, src + 4 * e, 4); v = x; }
+            else if (info[k].dtype == MN_DT_F64) { memcpy(&v, src + 8 * e, 8); }
+            else if (info[k].dtype == MN_DT_BF16) { uint32_t u = (uint32_t)(src[2 * e] | (src[2 * e + 1] << 8)) << 16; float x; memcpy(&x, &u, 4); v = x; }
+            else {  // IEEE half
+                unsigned h = (unsigned)(src[2 * e] | (src[2 * e + 1] << 8)), ex = (h >> 10) & 31, mant = h & 1023;
+                v = ex == 0 ? ldexp((double)mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp((double)(mant | 1024), (int)ex - 25);
+                if (h & 0x8000) v = -v;
+            }
+            dst[t->offset + e] = (mn_real)v;
+        }
+    }
+    MN_FREE(info);
+    MN_FREE(buf);
+    return err;
+}
+
+// Fills cfg from a config.json written by mn_save or by flash-linear-attention (the keys both
+// share). pattern_buf receives "mesanet_pattern" when present. Unknown keys are skipped.
+MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap) {
+    mn__js j; j.p = json; j.end = json + len; j.depth = 0;
+    memset(cfg, 0, sizeof(*cfg));
+    if (pattern_buf && pattern_cap) pattern_buf[0] = 0;
+    if (mn__js_expect(&j, '{') < 0) goto bad;
+    if (mn__js_peek(&j) == '}') { j.p++; goto end; }
+    for (;;) {
+        char key[64]; size_t u; double d; int c;
+        if (mn__js_str(&j, key, sizeof key) < 0 || mn__js_expect(&j, ':') < 0) goto bad;
+        c = mn__js_peek(&j);
+        #define MN__UINT(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_uint(&j, (size_t)1 << 32, &u) < 0) goto bad; cfg->field = u; }
+        #define MN__REAL(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_num(&j, &d) < 0) goto bad; cfg->field = d; }
+        if (0) {}
+        MN__UINT("hidden_size", d_model) MN__UINT("num_hidden_layers", n_layer) MN__UINT("num_heads", n_head)
+        MN__UINT("head_dim", head_dim) MN__UINT("intermediate_size", d_ff) MN__UINT("vocab_size", vocab_size)
+        MN__UINT("max_position_embeddings", max_seq_len) MN__UINT("window_size", window) MN__UINT("mesanet_window", window)
+        MN__REAL("rope_theta", rope_theta) MN__REAL("norm_eps", norm_eps) MN__REAL("initializer_range", init_std)
+        MN__REAL("mesanet_logit_softcap", logit_softcap)
+        else if (!strcmp(key, "mesanet_pattern") && c == '"') {
+            if (mn__js_str(&j, pattern_buf, pattern_cap) < 0) goto bad;
+            cfg->pattern = pattern_buf;
+        } else if (mn__js_skip(&j) < 0) goto bad;
+        #undef MN__UINT
+        #undef MN__REAL
+        if (mn__js_peek(&j) == ',') { j.p++; continue; }
+        if (mn__js_expect(&j, '}') < 0) goto bad;
+        break;
+    }
+end:
+    mn__js_ws(&j);
+    if (j.p != j.end) goto bad;
+    return MN_OK;
+bad:
+    MN_LOG("mesanet: malformed config.json near byte %ld\n", (long)(j.p - json));
+    return MN_ERR_FORMAT;
+}
+
+static int mn__path(char* out, size_t cap, const char* dir, const char* file) {
+    int n = snprintf(out, cap, "%s/%s", dir, file);
+    if (n < 0 || (size_t)n >= cap) { MN_LOG("mesanet: path too long: %s/%s\n", dir, file); return MN_ERR_IO; }
+    return MN_OK;
+}
+
+MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta) {
+    const mn_config* c = &m->cfg;
+    char path[1024], tmp[1100], js[512];
+    FILE* f;
+    int err, ok = 1;
+    // config.json: flash-linear-attention TransformerConfig keys, plus mesanet_* keys for what
+    // fla cannot express (the mixer pattern, logit soft-cap)
+    if ((err = mn__path(path, sizeof path, dir, "config.json"))) return err;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!(f = fopen(tmp, "w"))) { MN_LOG("mesanet: cannot write %s (does the folder exist?)\n", tmp); return MN_ERR_IO; }
+    ok &= fprintf(f, "{\n  \"model_type\": \"transformer\",\n  \"architectures\": [\"TransformerForCausalLM\"],\n"
+                  "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n  \"num_kv_heads\": %zu,\n"
+                  "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n  \"vocab_size\": %zu,\n"
+                  "  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n",
+                  c->d_model, c->n_layer, c->n_head, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len,
+                  c->rope_theta, c->norm_eps, c->init_std) > 0;
+    if (strcmp(c->pattern, "swa") == 0) ok &= fprintf(f, "  \"window_size\": %zu,\n", c->window) > 0;
+    else ok &= fprintf(f, "  \"window_size\": null,\n") > 0;
+    ok &= fprintf(f, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"elementwise_affine\": true,\n  \"tie_word_embeddings\": false,\n"
+                  "  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_pattern\": \"%s\",\n"
+                  "  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g\n}\n",
+                  sizeof(mn_real) == 8 ? "float64" : "float32", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, c->pattern, c->window, c->logit_softcap) > 0;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
+    if ((err = mn__path(path, sizeof path, dir, "model.safetensors"))) return err;
+    if ((err = mn__st_write(path, m, "", m->params, "\"format\":\"pt\""))) return err;
+    if (meta) {
+        if (!m->opt_m) { MN_LOG("mesanet: no optimizer state to save (take an mn_adamw_step first)\n"); return MN_ERR_STATE; }
+        snprintf(js, sizeof js, "\"format\":\"pt\",\"opt_step\":\"%llu\",\"step\":\"%llu\",\"rng\":\"%llu\",\"extra0\":\"%.17g\",\"extra1\":\"%.17g\",\"extra2\":\"%.17g\",\"extra3\":\"%.17g\"",
+                 (unsigned long long)m->opt_step, (unsigned long long)meta->step, (unsigned long long)meta->rng_state,
+                 meta->extra[0], meta->extra[1], meta->extra[2], meta->extra[3]);
+        if ((err = mn__path(path, sizeof path, dir, "optimizer.safetensors"))) return err;
+        // m and v are one block of 2P: write them as two prefixed copies of the table
+        if ((err = mn__st_write(path, m, "m.", m->opt_m, js))) return err;
+        if ((err = mn__path(tmp, sizeof tmp, dir, "optimizer_v.safetensors"))) return err;
+        if ((err = mn__st_write(tmp, m, "v.", m->opt_v, "\"format\":\"pt\""))) return err;
+    }
+    return MN_OK;
+}
+
+MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
+    char path[1024], pattern[256], metab[1024], v[64];
+    unsigned char* js; size_t jl;
+    mn_config cfg;
+    mn_model tmp;
+    int err, i;
+    if ((err = mn__path(path, sizeof path, dir, "config.json"))) return err;
+    if ((err = mn__read_file(path, &js, &jl))) return err;
+    err = mn_config_parse_json(&cfg, (const char*)js, jl, pattern, sizeof pattern);
+    MN_FREE(js);
+    if (err) return err;
+    if (cfg.d_model == 0 || cfg.n_layer == 0 || cfg.vocab_size == 0) { MN_LOG("mesanet: %s lacks hidden_size/num_hidden_layers/vocab_size\n", path); return MN_ERR_FORMAT; }
+    if ((err = mn_model_init(&tmp, &cfg))) return err;
+    if ((err = mn__path(path, sizeof path, dir, "model.safetensors")) || (err = mn__st_read(path, &tmp, "", tmp.params, NULL, 0))) { mn_model_free(&tmp); return err; }
+    if (meta) {
+        tmp.opt_m = (mn_real*)mn__calloc(2 * tmp.n_params, sizeof(mn_real));
+        if (!tmp.opt_m) { mn_model_free(&tmp); return MN_ERR_ALLOC; }
+        tmp.opt_v = tmp.opt_m + tmp.n_params;
+        memset(meta, 0, sizeof(*meta));
+        if ((err = mn__path(path, sizeof path, dir, "optimizer.safetensors")) || (err = mn__st_read(path, &tmp, "m.", tmp.opt_m, metab, sizeof metab)) ||
+            (err = mn__path(path, sizeof path, dir, "optimizer_v.safetensors")) || (err = mn__st_read(path, &tmp, "v.", tmp.opt_v, NULL, 0))) {
+            mn_model_free(&tmp); return err;
+        }
+        if (mn__meta_get(metab, "opt_step", v, sizeof v) || (tmp.opt_step = strtoull(v, NULL, 10), 0) ||
+            mn__meta_get(metab, "step", v, sizeof v) || (meta->step = strtoull(v, NULL, 10), 0) ||
+            mn__meta_get(metab, "rng", v, sizeof v) || (meta->rng_state = strtoull(v, NULL, 10), 0)) {
+            MN_LOG("mesanet: optimizer.safetensors lacks opt_step/step/rng metadata\n"); mn_model_free(&tmp); return MN_ERR_FORMAT;
+        }
+        for (i = 0; i < 4; i++) {
+            char k[8]; snprintf(k, sizeof k, "extra%d", i);
+            if (!mn__meta_get(metab, k, v, sizeof v)) meta->extra[i] = strtod(v, NULL);
+        }
+    }
+    *m = tmp;
+    m->cfg.pattern = m->pattern_buf;     // the struct moved: re-point at its own copy
+    return MN_OK;
+}
+
+#endif // MESANET_IMPLEMENTATION
+
+/*
+// >>license
+------------------------------------------------------------------------------
+This software is available under 2 licenses -- choose whichever you prefer.
+------------------------------------------------------------------------------
+ALTERNATIVE A - MIT License
+Copyright (c) 2026 the mesanet authors
+Permission is hereby granted, free of charge, to any person obtaining a copy of
+this software and associated documentation files (the "Software"), to deal in
+the Software without restriction, including without limitation the rights to
+use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies
+of the Software, and to permit persons to whom the Software is furnished to do
+so, subject to the following conditions:
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+ALTERNATIVE B - Public Domain (www.unlicense.org)
+This is free and unencumbered software released into the public domain.
+Anyone is free to copy, modify, publish, use, compile, sell, or distribute this
+software, either in source code form or as a compiled binary, for any purpose,
+commercial or non-commercial, and by any means.
+In jurisdictions that recognize copyright laws, the author or authors of this
+software dedicate any and all copyright interest in the software to the public
+domain. We make this dedication for the benefit of the public at large and to
+the detriment of our heirs and successors. We intend this dedication to be an
+overt act of relinquishment in perpetuity of all present and future rights to
+this software under copyright law.
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN
+ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION
+WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+------------------------------------------------------------------------------
+*/
