@@ -7,12 +7,12 @@
 
 static int tu_pass = 0, tu_fail = 0;
 #define TU_CHECK(cond, ...) do { if (cond) tu_pass++; else { tu_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
-static int tu_finish(const char* name) {
+static inline int tu_finish(const char* name) {
     printf("%s: %d passed, %d failed\n", name, tu_pass, tu_fail);
     return tu_fail ? 1 : 0;
 }
 // max|a-b| / max|b| (the vectors README metric); NaN anywhere gives +inf so it can never pass.
-static double tu_relerr(const double* a, const double* b, size_t n) {
+static inline double tu_relerr(const double* a, const double* b, size_t n) {
     double num = 0, den = 0; size_t i;
     for (i = 0; i < n; i++) {
         double d = fabs(a[i] - b[i]);
