@@ -1553,25 +1553,27 @@ static int mn__read_file(const char* path, unsigned char** out, size_t* len) {
     return MN_OK;
 }
 
-// Writes tensors (names prefixed with `prefix`, shapes from the table, data at base + offset)
-// to path via path.tmp + rename, so an interrupted save never destroys the previous file.
-static int mn__st_write(const char* path, const mn_model* m, const char* prefix, const mn_real* base, const char* meta_json) {
+// Writes n_parts copies of the table (part p: names prefixed with prefix[p], data at
+// base[p] + offset) to path via path.tmp + rename, so an interrupted save never destroys the
+// previous file.
+static int mn__st_write(const char* path, const mn_model* m, size_t n_parts, const char* const* prefix, const mn_real* const* base, const char* meta_json) {
     char tmp[1100];
-    size_t i, k, cap = 256 + m->n_tensors * 200 + strlen(meta_json), hl = 0, off = 0;
+    size_t i, k, p, cap = 256 + n_parts * m->n_tensors * 200 + strlen(meta_json), hl = 0, off = 0;
     char* hdr = (char*)MN_MALLOC(cap);
     unsigned char len8[8];
     FILE* f;
     int ok = 1;
     if (!hdr) return MN_ERR_ALLOC;
     hl += (size_t)sprintf(hdr + hl, "{\"__metadata__\":{%s}", meta_json);
-    for (i = 0; i < m->n_tensors; i++) {
-        const mn_tensor_info* t = &m->tensors[i];
-        size_t bytes = t->numel * sizeof(mn_real);
-        hl += (size_t)sprintf(hdr + hl, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix, t->name, MN_DTYPE_NAME);
-        for (k = 0; k < t->ndim; k++) hl += (size_t)sprintf(hdr + hl, "%s%zu", k ? "," : "", t->shape[k]);
-        hl += (size_t)sprintf(hdr + hl, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
-        off += bytes;
-    }
+    for (p = 0; p < n_parts; p++)
+        for (i = 0; i < m->n_tensors; i++) {
+            const mn_tensor_info* t = &m->tensors[i];
+            size_t bytes = t->numel * sizeof(mn_real);
+            hl += (size_t)sprintf(hdr + hl, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix[p], t->name, MN_DTYPE_NAME);
+            for (k = 0; k < t->ndim; k++) hl += (size_t)sprintf(hdr + hl, "%s%zu", k ? "," : "", t->shape[k]);
+            hl += (size_t)sprintf(hdr + hl, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
+            off += bytes;
+        }
     hdr[hl++] = '}';
     while ((8 + hl) % 8) hdr[hl++] = ' ';     // align the data section to 8 bytes
     for (k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)hl >> (8 * k));
@@ -1580,8 +1582,9 @@ static int mn__st_write(const char* path, const mn_model* m, const char* prefix,
     if (!f) { MN_FREE(hdr); MN_LOG("mesanet: cannot write %s\n", tmp); return MN_ERR_IO; }
     ok &= fwrite(len8, 1, 8, f) == 8;
     ok &= fwrite(hdr, 1, hl, f) == hl;
-    for (i = 0; i < m->n_tensors && ok; i++)
-        ok &= fwrite(base + m->tensors[i].offset, sizeof(mn_real), m->tensors[i].numel, f) == m->tensors[i].numel;
+    for (p = 0; p < n_parts; p++)
+        for (i = 0; i < m->n_tensors && ok; i++)
+            ok &= fwrite(base[p] + m->tensors[i].offset, sizeof(mn_real), m->tensors[i].numel, f) == m->tensors[i].numel;
     ok &= fclose(f) == 0;
     MN_FREE(hdr);
     if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
@@ -1695,17 +1698,20 @@ MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta)
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
     if ((err = mn__path(path, sizeof path, dir, "model.safetensors"))) return err;
-    if ((err = mn__st_write(path, m, "", m->params, "\"format\":\"pt\""))) return err;
+    {
+        const char* pre[1] = { "" }; const mn_real* base[1] = { m->params };
+        if ((err = mn__st_write(path, m, 1, pre, base, "\"format\":\"pt\""))) return err;
+    }
     if (meta) {
         if (!m->opt_m) { MN_LOG("mesanet: no optimizer state to save (take an mn_adamw_step first)\n"); return MN_ERR_STATE; }
         snprintf(js, sizeof js, "\"format\":\"pt\",\"opt_step\":\"%llu\",\"step\":\"%llu\",\"rng\":\"%llu\",\"extra0\":\"%.17g\",\"extra1\":\"%.17g\",\"extra2\":\"%.17g\",\"extra3\":\"%.17g\"",
                  (unsigned long long)m->opt_step, (unsigned long long)meta->step, (unsigned long long)meta->rng_state,
                  meta->extra[0], meta->extra[1], meta->extra[2], meta->extra[3]);
         if ((err = mn__path(path, sizeof path, dir, "optimizer.safetensors"))) return err;
-        // m and v are one block of 2P: write them as two prefixed copies of the table
-        if ((err = mn__st_write(path, m, "m.", m->opt_m, js))) return err;
-        if ((err = mn__path(tmp, sizeof tmp, dir, "optimizer_v.safetensors"))) return err;
-        if ((err = mn__st_write(tmp, m, "v.", m->opt_v, "\"format\":\"pt\""))) return err;
+        {   // the AdamW moments as two prefixed copies of the table
+            const char* pre[2] = { "m.", "v." }; const mn_real* base[2] = { m->opt_m, m->opt_v };
+            if ((err = mn__st_write(path, m, 2, pre, base, js))) return err;
+        }
     }
     return MN_OK;
 }
@@ -1730,7 +1736,7 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
         tmp.opt_v = tmp.opt_m + tmp.n_params;
         memset(meta, 0, sizeof(*meta));
         if ((err = mn__path(path, sizeof path, dir, "optimizer.safetensors")) || (err = mn__st_read(path, &tmp, "m.", tmp.opt_m, metab, sizeof metab)) ||
-            (err = mn__path(path, sizeof path, dir, "optimizer_v.safetensors")) || (err = mn__st_read(path, &tmp, "v.", tmp.opt_v, NULL, 0))) {
+            (err = mn__st_read(path, &tmp, "v.", tmp.opt_v, NULL, 0))) {
             mn_model_free(&tmp); return err;
         }
         if (mn__meta_get(metab, "opt_step", v, sizeof v) || (tmp.opt_step = strtoull(v, NULL, 10), 0) ||
@@ -1739,7 +1745,7 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
             MN_LOG("mesanet: optimizer.safetensors lacks opt_step/step/rng metadata\n"); mn_model_free(&tmp); return MN_ERR_FORMAT;
         }
         for (i = 0; i < 4; i++) {
-            char k[8]; snprintf(k, sizeof k, "extra%d", i);
+            char k[16]; snprintf(k, sizeof k, "extra%d", i & 3);
             if (!mn__meta_get(metab, k, v, sizeof v)) meta->extra[i] = strtod(v, NULL);
         }
     }

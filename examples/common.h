@@ -1,0 +1,73 @@
+// Helpers shared by the example programs (not part of the library): timing, folders, reading
+// text, and the byte-level data sampler. POSIX is fine here; mesanet.h itself stays C99.
+#ifndef MN_EXAMPLES_COMMON_H
+#define MN_EXAMPLES_COMMON_H
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static inline double ex_now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
+
+// mkdir -p
+static inline int ex_mkdirs(const char* path) {
+    char tmp[1024]; size_t i, n = strlen(path);
+    if (n == 0 || n >= sizeof tmp) return -1;
+    memcpy(tmp, path, n + 1);
+    for (i = 1; i <= n; i++)
+        if (tmp[i] == '/' || tmp[i] == 0) {
+            char c = tmp[i]; tmp[i] = 0;
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+            tmp[i] = c;
+        }
+    return 0;
+}
+
+static inline int ex_cmpstr(const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); }
+
+// Appends the bytes of one file to *buf (grown with realloc). Returns 0 or -1.
+static inline int ex_append_file(const char* path, unsigned char** buf, size_t* len) {
+    FILE* f = fopen(path, "rb"); long n; unsigned char* nb;
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END); n = ftell(f); fseek(f, 0, SEEK_SET);
+    if (n < 0 || !(nb = (unsigned char*)realloc(*buf, *len + (size_t)n + 1))) { fclose(f); return -1; }
+    *buf = nb;
+    if (fread(*buf + *len, 1, (size_t)n, f) != (size_t)n) { fclose(f); return -1; }
+    *len += (size_t)n;
+    fclose(f);
+    return 0;
+}
+// Reads a text file, or every regular file of a folder in name order (the built-in corpus is the
+// folder /usr/share/common-licenses, which Debian's base-files package puts on every machine).
+static inline int ex_read_text(const char* path, unsigned char** buf, size_t* len) {
+    struct stat st;
+    *buf = NULL; *len = 0;
+    if (stat(path, &st) != 0) { fprintf(stderr, "cannot open %s\n", path); return -1; }
+    if (S_ISDIR(st.st_mode)) {
+        DIR* d = opendir(path); struct dirent* e; char* names[512]; size_t n = 0, i; int rc = 0;
+        if (!d) return -1;
+        while ((e = readdir(d)) && n < 512) if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
+        closedir(d);
+        qsort(names, n, sizeof(char*), ex_cmpstr);
+        for (i = 0; i < n; i++) {
+            char p[2048]; struct stat s2;
+            snprintf(p, sizeof p, "%s/%s", path, names[i]);
+            if (stat(p, &s2) == 0 && S_ISREG(s2.st_mode) && ex_append_file(p, buf, len) != 0) rc = -1;
+            free(names[i]);
+        }
+        return rc;
+    }
+    return ex_append_file(path, buf, len);
+}
+
+static inline void ex_fmt_time(char* out, size_t cap, double s) {
+    if (s < 0 || s != s) s = 0;
+    if (s >= 3600) snprintf(out, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    else snprintf(out, cap, "%dm%02ds", (int)(s / 60), (int)s % 60);
+}
+#endif

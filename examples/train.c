@@ -1,0 +1,200 @@
+// train: a byte-level language model on any text, with any mixer pattern.
+//
+//   ./build/train                                   # built-in default: Debian's license texts
+//   ./build/train --data book.txt --pattern attn --steps 2000 --out runs/book
+//   ./build/train --resume runs/book --steps 4000   # continue exactly where it stopped
+//
+// Every --eval_every steps it measures the held-out loss (last 10% of the text), appends to
+// <out>/loss.csv, redraws <out>/loss.png and saves a checkpoint (<out>/model.safetensors,
+// config.json, optimizer state). At the end it generates a sample with the recurrent step.
+#define MESANET_IMPLEMENTATION
+#include "common.h"
+#include "../mesanet.h"
+#define MN_PLOT_IMPLEMENTATION
+#include "plot.h"
+#include <unistd.h>
+
+typedef struct {
+    const char *data, *out, *resume, *pattern, *prompt;
+    size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window;
+    double lr, lr_min_frac, wd, clip, temp, top_p, softcap;
+    uint64_t seed;
+} opts;
+
+static void usage(void) {
+    printf("usage: train [--data FILE|DIR] [--out DIR] [--resume DIR] [--pattern attn,swa,...]\n"
+           "             [--d_model N] [--layers N] [--heads N] [--d_ff N] [--window N] [--seq T] [--batch B]\n"
+           "             [--steps N] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X]\n"
+           "             [--eval_every N] [--eval_batches N] [--seed N]\n"
+           "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n");
+}
+
+static int parse(opts* o, int argc, char** argv) {
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        const char* v = i + 1 < argc ? argv[i + 1] : NULL;
+        #define S(name, field) if (!strcmp(a, name) && v) { o->field = v; i++; continue; }
+        #define U(name, field) if (!strcmp(a, name) && v) { o->field = (size_t)strtoull(v, NULL, 10); i++; continue; }
+        #define D(name, field) if (!strcmp(a, name) && v) { o->field = strtod(v, NULL); i++; continue; }
+        S("--data", data) S("--out", out) S("--resume", resume) S("--pattern", pattern) S("--prompt", prompt)
+        U("--d_model", d_model) U("--layers", layers) U("--heads", heads) U("--d_ff", d_ff) U("--seq", seq)
+        U("--batch", batch) U("--steps", steps) U("--warmup", warmup) U("--eval_every", eval_every)
+        U("--eval_batches", eval_batches) U("--sample", sample_len) U("--top_k", top_k) U("--window", window)
+        D("--lr", lr) D("--wd", wd) D("--clip", clip) D("--temp", temp) D("--top_p", top_p) D("--softcap", softcap)
+        if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); i++; continue; }
+        #undef S
+        #undef U
+        #undef D
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); exit(0); }
+        fprintf(stderr, "train: unknown or incomplete option %s\n", a);
+        usage();
+        return -1;
+    }
+    return 0;
+}
+
+// Fills a batch of B windows of T+1 bytes from text[lo, hi): inputs are bytes 0..T-1, targets 1..T.
+static void get_batch(int* tok, int* tgt, const unsigned char* text, size_t lo, size_t hi, size_t B, size_t T, mn_rng* r, int fixed) {
+    size_t b, t;
+    for (b = 0; b < B; b++) {
+        size_t span = hi - lo - T - 1;
+        size_t off = lo + (fixed ? (span * b) / (B > 1 ? B - 1 : 1) : (size_t)(mn_rng_u32(r) % (uint32_t)span));
+        for (t = 0; t < T; t++) { tok[b * T + t] = text[off + t]; tgt[b * T + t] = text[off + t + 1]; }
+    }
+}
+
+// Redraws loss.png from loss.csv (which survives resumes, so the curve covers the whole run).
+static void plot_losses(const char* dir) {
+    char path[1100], png[1100], line[256];
+    float xs[2][4096], ys[2][4096]; size_t n[2] = { 0, 0 };
+    FILE* f;
+    snprintf(path, sizeof path, "%s/loss.csv", dir);
+    if (!(f = fopen(path, "r"))) return;
+    while (fgets(line, sizeof line, f)) {
+        double step, tr, va;
+        if (sscanf(line, "%lf,%lf,%lf", &step, &tr, &va) != 3) continue;
+        if (n[0] < 4096) { xs[0][n[0]] = (float)step; ys[0][n[0]++] = (float)tr; }
+        if (va == va && n[1] < 4096) { xs[1][n[1]] = (float)step; ys[1][n[1]++] = (float)va; }
+    }
+    fclose(f);
+    mn_plot_series s[2] = { { "train loss (mean since last eval)", xs[0], ys[0], n[0], 0 }, { "validation loss", xs[1], ys[1], n[1], 0 } };
+    mn_plot_opts po; memset(&po, 0, sizeof po);
+    po.title = "mesanet: byte-level LM"; po.xlabel = "step"; po.ylabel = "cross-entropy (nats/byte)";
+    snprintf(png, sizeof png, "%s/loss.png", dir);
+    if (mn_plot_lines(png, &po, s, 2) != 0) fprintf(stderr, "train: could not write %s\n", png);
+}
+
+static double evaluate(mn_model* m, const unsigned char* text, size_t lo, size_t hi, const opts* o, int* tok, int* tgt) {
+    size_t i; double sum = 0; mn_real loss;
+    for (i = 0; i < o->eval_batches; i++) {
+        // fixed, evenly spaced windows: the same validation set at every evaluation
+        size_t sub = (hi - lo) / o->eval_batches;
+        get_batch(tok, tgt, text, lo + i * sub, lo + (i + 1) * sub, o->batch, o->seq, NULL, 1);
+        if (mn_forward(m, tok, tgt, o->batch, o->seq, &loss) != MN_OK) return NAN;
+        sum += loss;
+    }
+    return sum / (double)o->eval_batches;
+}
+
+static void generate(mn_model* m, const opts* o, mn_rng* r) {
+    mn_state st; size_t i, V = m->cfg.vocab_size;
+    mn_real* logits = (mn_real*)malloc(3 * V * sizeof(mn_real));
+    const char* p = o->prompt;
+    int tok = 0;
+    if (!logits || mn_state_init(&st, m, 1) != MN_OK) { free(logits); return; }
+    printf("---- sample (temperature %.2f, top-k %zu, top-p %.2f) ----\n%s", o->temp, o->top_k, o->top_p, p);
+    for (i = 0; p[i]; i++) { tok = (unsigned char)p[i]; if (mn_step(m, &st, &tok, logits) != MN_OK) break; }
+    for (i = 0; i < o->sample_len && st.pos < m->cfg.max_seq_len; i++) {
+        tok = mn_sample(logits, V, o->temp, o->top_k, o->top_p, r, logits + V);
+        putchar((tok >= 32 && tok < 127) || tok == '\n' ? tok : '?');
+        if (mn_step(m, &st, &tok, logits) != MN_OK) break;
+    }
+    printf("\n----\n");
+    mn_state_free(&st);
+    free(logits);
+}
+
+int main(int argc, char** argv) {
+    opts o; memset(&o, 0, sizeof o);
+    o.data = "/usr/share/common-licenses"; o.out = "runs/default"; o.pattern = "attn"; o.prompt = "This License ";
+    o.d_model = 128; o.layers = 4; o.heads = 4; o.seq = 128; o.batch = 16; o.steps = 600; o.lr = 3e-3; o.lr_min_frac = 0.1;
+    o.warmup = 50; o.wd = 0.1; o.clip = 1.0; o.eval_every = 100; o.eval_batches = 4; o.sample_len = 300;
+    o.temp = 0.8; o.top_p = 0.95; o.seed = 1;
+    if (parse(&o, argc, argv) != 0) return 2;
+
+    unsigned char* text; size_t len;
+    if (ex_read_text(o.data, &text, &len) != 0 || len < 20 * (o.seq + 2)) {
+        fprintf(stderr, "train: need a readable text of at least %zu bytes at %s\n", 20 * (o.seq + 2), o.data);
+        return 1;
+    }
+    size_t split = len - len / 10;   // train on the first 90%, validate on the last 10%
+
+    mn_model m; mn_train_meta meta; memset(&meta, 0, sizeof meta);
+    mn_rng rng; mn_rng_seed(&rng, o.seed);
+    int err;
+    if (o.resume) {
+        if ((err = mn_load(&m, o.resume, &meta)) != MN_OK) { fprintf(stderr, "train: cannot resume from %s: %s\n", o.resume, mn_strerror(err)); return 1; }
+        rng.s = meta.rng_state;
+        if (o.out == NULL || !strcmp(o.out, "runs/default")) o.out = o.resume;
+        printf("resumed %s at step %llu\n", o.resume, (unsigned long long)meta.step);
+    } else {
+        mn_config c; memset(&c, 0, sizeof c);
+        c.vocab_size = 256; c.d_model = o.d_model; c.n_layer = o.layers; c.n_head = o.heads; c.d_ff = o.d_ff;
+        c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window; c.logit_softcap = o.softcap; c.seed = o.seed;
+        if ((err = mn_model_init(&m, &c)) != MN_OK) { fprintf(stderr, "train: bad model config: %s\n", mn_strerror(err)); return 1; }
+    }
+    if (o.seq > m.cfg.max_seq_len) { fprintf(stderr, "train: --seq %zu exceeds the model's max_seq_len %zu\n", o.seq, m.cfg.max_seq_len); return 1; }
+    if (ex_mkdirs(o.out) != 0) { fprintf(stderr, "train: cannot create %s\n", o.out); return 1; }
+    printf("model: pattern %s, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu | %zu parameters (%.2f M)\n",
+           m.cfg.pattern, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_params, m.n_params / 1e6);
+    printf("data: %s, %zu bytes (%zu train, %zu validation) | batch %zu x %zu tokens | %zu steps\n", o.data, len, split, len - split, o.batch, o.seq, o.steps);
+
+    size_t N = o.batch * o.seq;
+    int *tok = (int*)malloc(N * sizeof(int)), *tgt = (int*)malloc(N * sizeof(int));
+    char csv[1100]; snprintf(csv, sizeof csv, "%s/loss.csv", o.out);
+    if (!o.resume) { FILE* f = fopen(csv, "w"); if (f) { fprintf(f, "step,train_loss,val_loss,lr,tokens_per_s\n"); fclose(f); } }
+    size_t step0 = (size_t)meta.step;
+    double t0 = ex_now(), tlast = t0, acc = 0, val = NAN; size_t nacc = 0, step;
+    int tty = isatty(2), rc = 0;
+    mn_adamw hp = { 0.9, 0.98, 1e-8, o.wd };
+    for (step = (size_t)meta.step; step < o.steps; step++) {
+        mn_real loss;
+        double lr = mn_lr_schedule(step, o.warmup, o.steps, o.lr, o.lr * o.lr_min_frac);
+        get_batch(tok, tgt, text, 0, split, o.batch, o.seq, &rng, 0);
+        err = mn_forward(&m, tok, tgt, o.batch, o.seq, &loss);
+        if (err == MN_OK) { mn_zero_grad(&m); err = mn_backward(&m); }
+        double gn = err == MN_OK ? mn_clip_grad_norm(&m, o.clip) : NAN;
+        if (err != MN_OK || gn != gn) {
+            // stop without saving: the last checkpoint on disk stays the last good state
+            fprintf(stderr, "\ntrain: step %zu: %s (loss %g, grad norm %g); stopping, checkpoint in %s left as it was\n",
+                    step, err ? mn_strerror(err) : "non-finite gradient", (double)loss, gn, o.out);
+            rc = 3; break;
+        }
+        mn_adamw_step(&m, lr, &hp);
+        acc += loss; nacc++;
+        double now = ex_now(), tps = (double)N * (double)(step + 1 - step0) / (now - t0);
+        char eta[32]; ex_fmt_time(eta, sizeof eta, (double)(o.steps - step - 1) * (double)N / tps);
+        if (tty && (now - tlast > 0.2 || step + 1 == o.steps)) {
+            fprintf(stderr, "\rstep %5zu/%zu | loss %.4f | lr %.2e | %7.0f tok/s | ETA %s   ", step + 1, o.steps, (double)loss, lr, tps, eta);
+            tlast = now;
+        }
+        if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
+            val = evaluate(&m, text, split, len, &o, tok, tgt);
+            if (tty) fprintf(stderr, "\n");
+            printf("step %5zu | train %.4f | val %.4f | %.0f tok/s | %.1f s\n", step + 1, acc / nacc, val, tps, now - t0);
+            fflush(stdout);
+            FILE* f = fopen(csv, "a");
+            if (f) { fprintf(f, "%zu,%.6f,%.6f,%.6g,%.1f\n", step + 1, acc / nacc, val, lr, tps); fclose(f); }
+            acc = 0; nacc = 0;
+            meta.step = step + 1; meta.rng_state = rng.s; meta.extra[0] = val;
+            if ((err = mn_save(&m, o.out, &meta)) != MN_OK) fprintf(stderr, "train: checkpoint failed: %s\n", mn_strerror(err));
+            plot_losses(o.out);
+        }
+    }
+    if (rc == 0 && o.sample_len) { mn_rng gr; mn_rng_seed(&gr, o.seed + 1000); generate(&m, &o, &gr); }
+    printf("final validation loss %.4f nats/byte (%.3f bits/byte); checkpoint and loss.png in %s\n", val, val / log(2.0), o.out);
+    free(tok); free(tgt); free(text);
+    mn_model_free(&m);
+    return rc;
+}

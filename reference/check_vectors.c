@@ -1,0 +1,639 @@
+/* check_vectors.c - runs mesanet.h's ops on the golden vectors and compares the results.
+
+   Build (double build: mn_real is double, so the stored float64 values pass through exactly):
+       cc -O2 -std=c99 -DMESANET_DOUBLE -DMESANET_IMPLEMENTATION -DMN_VECFILE_IMPLEMENTATION \
+          -I. reference/check_vectors.c -lm -o check_vectors
+   Run:
+       ./check_vectors [--tol 1e-8] [--xfail a.vec,b.vec,...] [-v] [DIR]      (DIR: reference/vectors)
+
+   For every *.vec file in DIR, in name order, it prints one line:
+       PASS  <op> <file> out.o 1.1e-16 grad.q 2.0e-16 ...
+       FAIL  <op> <file> out.o 3.0e-02(>tol) ...        or  FAIL <op> <file> <why it could not run>
+       FAIL  <op> <file> not implemented yet: op '<op>' has no entry in the dispatch table
+       FAIL  ? <file> parse error: <message>
+   and last `N passed, N failed, N xfail`. The exit status is 0 only when nothing failed.
+
+   Metric per tensor: max|a-b| / max|b| with b the file's value (max|a-b| when max|b| == 0). A NaN
+   in either side makes the figure NaN, which always fails. An op may be run in several forms (for
+   attention: the blocked form with the (T,T) attention matrix and the naive online-softmax form);
+   every form is compared and the figure printed is the WORST over the forms. With -v each figure
+   is followed by the per-form figures in brackets, e.g. `out.o 2e-16 [fast 1e-16 naive 2e-16]`.
+
+   Gradients: the loss is L = sum(out.o * do) (+ sum(out.ht * dht) where the file has dht), so `do`
+   is the upstream gradient handed to the backward. The library's backwards accumulate (+=), so
+   every gradient buffer starts zeroed.
+
+   --xfail lists file names (as printed, e.g. mesa_exact.vec) that are expected to fail: they print
+   XFAIL and do not count. One that passes prints XPASS and counts as a failure, and so does a name
+   that matches no file, so the list can only shrink.
+
+   This is a tool, not part of the library, so it uses POSIX opendir/readdir to list DIR.
+*/
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mesanet.h"
+#include "vecfile.h"
+
+#define CV_MAX_RESULTS 64 /* computed tensors per file, over all forms */
+#define CV_MAX_ALLOCS 128 /* scratch buffers an op may take from cv_alloc */
+
+/* One computed tensor: the op's answer for the file tensor `name`, from one form of the op. */
+typedef struct {
+    char name[MN_VEC_NAME_CAP];
+    const char* form; /* "fast", "naive", ...: a string literal */
+    double* data;
+    size_t n;
+} cv_result;
+
+/* Everything an op function sees and produces. Buffers from cv_alloc are freed by the driver,
+   so an op function can bail out at any point without cleaning up. */
+typedef struct {
+    const mn_vec_file* f;
+    cv_result res[CV_MAX_RESULTS];
+    size_t n_res;
+    void* allocs[CV_MAX_ALLOCS];
+    size_t n_allocs;
+    char msg[512]; /* why the op could not run (missing input, wrong shape, ...) */
+} cv_ctx;
+
+/* ------------------------------------------------------------------------------------------- */
+/* helpers for op functions: each returns NULL / -1 after writing the reason into c->msg         */
+
+static int cv_fail(cv_ctx* c, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Zeroed scratch of n elements of `size` bytes, freed by the driver; NULL (with c->msg) if n*size
+   overflows or memory runs out, so absurd shapes from a file fail cleanly. */
+static void* cv_alloc(cv_ctx* c, size_t n, size_t size)
+{
+    void* p;
+    if (c->n_allocs >= CV_MAX_ALLOCS) {
+        cv_fail(c, "internal: more than %d scratch buffers", CV_MAX_ALLOCS);
+        return NULL;
+    }
+    if (n == 0) n = 1;
+    if (size != 0 && n > (size_t)-1 / size) {
+        cv_fail(c, "buffer size overflows size_t");
+        return NULL;
+    }
+    p = calloc(n, size);
+    if (p == NULL) {
+        cv_fail(c, "out of memory (%lu elements)", (unsigned long)n);
+        return NULL;
+    }
+    c->allocs[c->n_allocs++] = p;
+    return p;
+}
+
+/* a*b*... for sizes, with overflow detection. Returns 0 on overflow (no real shape is 0). */
+static size_t cv_prod(const size_t* d, size_t n)
+{
+    size_t i, p = 1;
+    for (i = 0; i < n; i++) {
+        if (d[i] != 0 && p > (size_t)-1 / d[i]) return 0;
+        p *= d[i];
+    }
+    return p;
+}
+
+static void cv_shape_str(char* out, size_t cap, const size_t* d, size_t n)
+{
+    size_t i, len = 0;
+    out[0] = '\0';
+    for (i = 0; i < n && len + 1 < cap; i++) {
+        int w = snprintf(out + len, cap - len, "%s%lu", i ? "," : "[", (unsigned long)d[i]);
+        if (w < 0) return;
+        len += (size_t)w;
+    }
+    if (len + 1 < cap) snprintf(out + len, cap - len, "]");
+}
+
+/* A required tensor with a fixed ndim. */
+static const mn_vec_tensor* cv_tensor(cv_ctx* c, const char* name, size_t ndim)
+{
+    const mn_vec_tensor* t = mn_vec_get(c->f, name);
+    if (t == NULL) {
+        cv_fail(c, "missing tensor '%s'", name);
+        return NULL;
+    }
+    if (t->ndim != ndim) {
+        cv_fail(c, "tensor '%s' has ndim %lu, expected %lu", name, (unsigned long)t->ndim, (unsigned long)ndim);
+        return NULL;
+    }
+    return t;
+}
+
+/* Checks t's dims against want[0..t->ndim). */
+static int cv_check_shape(cv_ctx* c, const mn_vec_tensor* t, const size_t* want)
+{
+    char got_s[128], want_s[128];
+    size_t i;
+    for (i = 0; i < t->ndim; i++) {
+        if (t->dims[i] != want[i]) {
+            cv_shape_str(got_s, sizeof(got_s), t->dims, t->ndim);
+            cv_shape_str(want_s, sizeof(want_s), want, t->ndim);
+            return cv_fail(c, "tensor '%s' has shape %s, expected %s", t->name, got_s, want_s);
+        }
+    }
+    return 0;
+}
+
+/* A required numeric attr. */
+static int cv_attr_real(cv_ctx* c, const char* name, double* out)
+{
+    const char* s = mn_vec_attr(c->f, name);
+    if (s == NULL) return cv_fail(c, "missing attr '%s'", name);
+    *out = mn_vec_attr_f(c->f, name, NAN);
+    if (!isfinite(*out)) return cv_fail(c, "attr '%s' is '%s', expected a finite number", name, s);
+    return 0;
+}
+
+/* A required attr holding a non-negative integer (written as "8", or "8.0" by Python). */
+static int cv_attr_size(cv_ctx* c, const char* name, size_t* out)
+{
+    double d;
+    if (cv_attr_real(c, name, &d) != 0) return -1;
+    if (d < 0 || d > 1e15 || d != floor(d))
+        return cv_fail(c, "attr '%s' is '%s', expected a non-negative integer", name, mn_vec_attr(c->f, name));
+    *out = (size_t)d;
+    return 0;
+}
+
+/* An optional attr that, when present, must have exactly this (textual) value. */
+static int cv_attr_opt_is(cv_ctx* c, const char* name, const char* want)
+{
+    const char* s = mn_vec_attr(c->f, name);
+    if (s != NULL && strcmp(s, want) != 0)
+        return cv_fail(c, "attr '%s' is '%s', only '%s' is supported", name, s, want);
+    return 0;
+}
+
+/* The file's values as a fresh mn_real buffer (the library's element type). */
+static mn_real* cv_real(cv_ctx* c, const mn_vec_tensor* t)
+{
+    size_t i;
+    mn_real* p = (mn_real*)cv_alloc(c, t->n, sizeof(mn_real));
+    if (p == NULL) return NULL;
+    for (i = 0; i < t->n; i++) p[i] = (mn_real)t->data[i];
+    return p;
+}
+
+/* Hands the op's answer for file tensor `name`, from form `form`, to the driver. */
+static int cv_emit(cv_ctx* c, const char* name, const char* form, const mn_real* x, size_t n)
+{
+    cv_result* r;
+    size_t i;
+    if (c->n_res >= CV_MAX_RESULTS) return cv_fail(c, "internal: more than %d results", CV_MAX_RESULTS);
+    r = &c->res[c->n_res];
+    r->data = (double*)cv_alloc(c, n, sizeof(double));
+    if (r->data == NULL) return -1;
+    for (i = 0; i < n; i++) r->data[i] = (double)x[i];
+    snprintf(r->name, sizeof(r->name), "%s", name);
+    r->form = form;
+    r->n = n;
+    c->n_res++;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------- */
+/* ops                                                                                           */
+
+/* Softmax attention, layout BTHD: q,k (B,T,H,Dk), v (B,T,H,Dv) -> out.o (B,T,H,Dv).
+   window 0 = full causal, else keys t-window < s <= t. Runs the blocked form (mn_attention_*,
+   which keeps the (B,H,T,T) probabilities) and the naive online-softmax form (..._naive, which
+   keeps the (B,T,H) log-sum-exp) and emits both. */
+static int cv_attention(cv_ctx* c, size_t window)
+{
+    const mn_vec_tensor *q, *k, *v, *o, *dout;
+    size_t B, T, H, Dk, Dv, n_att, n_lse;
+    double scale;
+    mn_real *qr, *kr, *vr, *out, *att, *out_n, *lse;
+
+    if (cv_attr_opt_is(c, "layout", "BTHD") != 0 || cv_attr_opt_is(c, "causal", "1") != 0) return -1;
+    if (mn_vec_attr(c->f, "layout") == NULL) return cv_fail(c, "missing attr 'layout' (expected BTHD)");
+    if (cv_attr_real(c, "scale", &scale) != 0) return -1;
+    if ((q = cv_tensor(c, "q", 4)) == NULL || (k = cv_tensor(c, "k", 4)) == NULL ||
+        (v = cv_tensor(c, "v", 4)) == NULL || (o = cv_tensor(c, "out.o", 4)) == NULL)
+        return -1;
+    /* q fixes B,T,H,Dk and v fixes Dv; everything else must agree with them, so a file with a
+       wrong shape fails here instead of making the library read out of bounds */
+    B = q->dims[0], T = q->dims[1], H = q->dims[2], Dk = q->dims[3], Dv = v->dims[3];
+    {
+        size_t wk[4], wv[4];
+        wk[0] = B, wk[1] = T, wk[2] = H, wk[3] = Dk;
+        wv[0] = B, wv[1] = T, wv[2] = H, wv[3] = Dv;
+        if (cv_check_shape(c, k, wk) != 0 || cv_check_shape(c, v, wv) != 0 || cv_check_shape(c, o, wv) != 0)
+            return -1;
+        /* do is optional (a forward-only file has none); when present it is out.o's shape */
+        if (mn_vec_get(c->f, "do") == NULL) dout = NULL;
+        else if ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wv) != 0) return -1;
+    }
+    /* the blocked form keeps a (B,H,T,T) matrix: check that its size is representable before
+       allocating, since T comes from the file */
+    {
+        size_t d_att[4], d_lse[3];
+        d_att[0] = B, d_att[1] = H, d_att[2] = T, d_att[3] = T;
+        d_lse[0] = B, d_lse[1] = T, d_lse[2] = H;
+        n_att = cv_prod(d_att, 4);
+        n_lse = cv_prod(d_lse, 3);
+        if (n_att == 0 || n_lse == 0) return cv_fail(c, "attention matrix size overflows size_t");
+    }
+
+    if ((qr = cv_real(c, q)) == NULL || (kr = cv_real(c, k)) == NULL || (vr = cv_real(c, v)) == NULL) return -1;
+    out = (mn_real*)cv_alloc(c, o->n, sizeof(mn_real));
+    att = (mn_real*)cv_alloc(c, n_att, sizeof(mn_real));
+    out_n = (mn_real*)cv_alloc(c, o->n, sizeof(mn_real));
+    lse = (mn_real*)cv_alloc(c, n_lse, sizeof(mn_real));
+    if (out == NULL || att == NULL || out_n == NULL || lse == NULL) return -1;
+
+    /* both forms get the same converted inputs; each form's backward uses what its own forward
+       saved (att for the blocked form, out_n and lse for the naive one) */
+    mn_attention_forward(out, att, qr, kr, vr, B, T, H, Dk, Dv, window, scale);
+    mn_attention_forward_naive(out_n, lse, qr, kr, vr, B, T, H, Dk, Dv, window, scale);
+    if (cv_emit(c, "out.o", "fast", out, o->n) != 0 || cv_emit(c, "out.o", "naive", out_n, o->n) != 0) return -1;
+
+    if (dout != NULL) {
+        /* calloc'd, so zero: the backwards accumulate into these */
+        mn_real* dor = cv_real(c, dout);
+        mn_real* dq = (mn_real*)cv_alloc(c, q->n, sizeof(mn_real));
+        mn_real* dk = (mn_real*)cv_alloc(c, k->n, sizeof(mn_real));
+        mn_real* dv = (mn_real*)cv_alloc(c, v->n, sizeof(mn_real));
+        mn_real* datt = (mn_real*)cv_alloc(c, n_att, sizeof(mn_real));
+        mn_real* dq_n = (mn_real*)cv_alloc(c, q->n, sizeof(mn_real));
+        mn_real* dk_n = (mn_real*)cv_alloc(c, k->n, sizeof(mn_real));
+        mn_real* dv_n = (mn_real*)cv_alloc(c, v->n, sizeof(mn_real));
+        if (!dor || !dq || !dk || !dv || !datt || !dq_n || !dk_n || !dv_n) return -1;
+        mn_attention_backward(dq, dk, dv, datt, dor, att, qr, kr, vr, B, T, H, Dk, Dv, window, scale);
+        mn_attention_backward_naive(dq_n, dk_n, dv_n, dor, out_n, lse, qr, kr, vr, B, T, H, Dk, Dv, window, scale);
+        if (cv_emit(c, "grad.q", "fast", dq, q->n) || cv_emit(c, "grad.k", "fast", dk, k->n) ||
+            cv_emit(c, "grad.v", "fast", dv, v->n) || cv_emit(c, "grad.q", "naive", dq_n, q->n) ||
+            cv_emit(c, "grad.k", "naive", dk_n, k->n) || cv_emit(c, "grad.v", "naive", dv_n, v->n))
+            return -1;
+    }
+    return 0;
+}
+
+/* attn_causal: every earlier key and the token itself. A window attr would mean a different op. */
+static int op_attn_causal(cv_ctx* c)
+{
+    if (mn_vec_attr(c->f, "window") != NULL && mn_vec_attr_f(c->f, "window", -1) != 0)
+        return cv_fail(c, "attr 'window' is '%s' in an attn_causal file", mn_vec_attr(c->f, "window"));
+    return cv_attention(c, 0);
+}
+
+/* attn_swa: the token plus window-1 earlier ones (the library's window has the same meaning). */
+static int op_attn_swa(cv_ctx* c)
+{
+    size_t window = 0;
+    if (cv_attr_size(c, "window", &window) != 0) return -1;
+    if (window == 0) return cv_fail(c, "attr 'window' is 0; attn_swa needs window >= 1");
+    return cv_attention(c, window);
+}
+
+/* The dispatch table: op name as written on the file's `op` line -> function.
+   To add an op: write `static int op_<name>(cv_ctx* c)` that
+     1. fetches its inputs with cv_tensor/cv_check_shape and its attrs with cv_attr_real/_size,
+        returning -1 (c->msg says why) when something is missing or has the wrong shape;
+     2. converts inputs with cv_real, takes zeroed scratch with cv_alloc (the driver frees it);
+     3. runs the forward, and when the file has `do` the backward into zeroed gradient buffers
+        (upstream gradients: `do` for out.o/out.y, `dht` for out.ht);
+     4. calls cv_emit(c, "out.x" / "grad.x", "<form>", buffer, n) for EVERY out.* and grad.* tensor
+        in the file (a file tensor with no result fails), once per form it runs;
+   then add one row below. Keep the rows in alphabetical order. */
+typedef int (*cv_op_fn)(cv_ctx* c);
+static const struct {
+    const char* op;
+    cv_op_fn fn;
+} cv_ops[] = {
+    {"attn_causal", op_attn_causal},
+    {"attn_swa", op_attn_swa},
+};
+
+/* ------------------------------------------------------------------------------------------- */
+/* driver                                                                                        */
+
+/* A line of output being built; the verdict word is chosen after the comparisons. */
+typedef struct {
+    char s[2048];
+    size_t len;
+} cv_line;
+
+static void cv_put(cv_line* l, const char* fmt, ...)
+{
+    va_list ap;
+    int w;
+    if (l->len + 1 >= sizeof(l->s)) return;
+    va_start(ap, fmt);
+    w = vsnprintf(l->s + l->len, sizeof(l->s) - l->len, fmt, ap);
+    va_end(ap);
+    if (w > 0) l->len += (size_t)w < sizeof(l->s) - l->len ? (size_t)w : sizeof(l->s) - l->len - 1;
+}
+
+/* max|a-b| / max|b|, or max|a-b| when max|b| == 0; NaN if either side holds a NaN. */
+static double cv_rel_err(const double* a, const double* b, size_t n)
+{
+    double num = 0, den = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (isnan(a[i]) || isnan(b[i])) return NAN;
+        if (d > num) num = d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+
+static int cv_starts(const char* s, const char* prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Runs one parsed file through its op and compares. Returns 1 on pass, 0 on fail; the text after
+   "<op> <file>" goes into l. */
+static int cv_check_file(const mn_vec_file* f, double tol, int verbose, cv_line* l)
+{
+    cv_ctx* c;
+    const char* prec = mn_vec_attr(f, "precision");
+    cv_op_fn fn = NULL;
+    size_t i, j, n_cmp = 0;
+    int ok = 1, stop = 0; /* stop: nothing sensible left to compare */
+
+    /* the tolerances assume float64 references; a float32 file (README 2) needs a looser check */
+    if (prec == NULL || strcmp(prec, "float64") != 0) {
+        cv_put(l, " attr 'precision' is %s%s%s, expected float64", prec ? "'" : "", prec ? prec : "missing",
+               prec ? "'" : "");
+        return 0;
+    }
+    /* a linear scan is plenty for a table of a few dozen rows */
+    for (i = 0; i < sizeof(cv_ops) / sizeof(cv_ops[0]); i++)
+        if (strcmp(cv_ops[i].op, f->op) == 0) fn = cv_ops[i].fn;
+    if (fn == NULL) {
+        cv_put(l, " not implemented yet: op '%s' has no entry in the dispatch table", f->op);
+        return 0;
+    }
+
+    c = (cv_ctx*)calloc(1, sizeof(cv_ctx)); /* ~9 KB: keep it off the stack */
+    if (c == NULL) {
+        cv_put(l, " out of memory");
+        return 0;
+    }
+    c->f = f;
+    if (fn(c) != 0) {
+        cv_put(l, " %s", c->msg[0] ? c->msg : "op failed without a message");
+        ok = 0;
+        stop = 1;
+    }
+
+    /* every out.* / grad.* tensor in the file needs at least one result of the same size; all of
+       them are reported even after one fails, so a FAIL line shows the whole picture */
+    for (i = 0; !stop && i < f->n_tensor; i++) {
+        const mn_vec_tensor* t = &f->tensor[i];
+        double worst = 0;
+        size_t n_forms = 0;
+        int bad = 0;
+        if (!cv_starts(t->name, "out.") && !cv_starts(t->name, "grad.")) continue;
+        for (j = 0; j < c->n_res; j++) {
+            double e;
+            if (strcmp(c->res[j].name, t->name) != 0) continue;
+            if (c->res[j].n != t->n) {
+                cv_put(l, " %s: %s form computed %lu values, the file has %lu", t->name, c->res[j].form,
+                       (unsigned long)c->res[j].n, (unsigned long)t->n);
+                bad = 1;
+                break;
+            }
+            /* b is always the file's value: the reference defines the scale of the error */
+            e = cv_rel_err(c->res[j].data, t->data, t->n);
+            /* NaN must win the max, and never compares greater */
+            if (isnan(e) || isnan(worst)) worst = NAN;
+            else if (e > worst) worst = e;
+            n_forms++;
+        }
+        if (bad) {
+            ok = 0;
+            stop = 1;
+            break;
+        }
+        if (n_forms == 0) {
+            cv_put(l, " %s not computed by the op", t->name);
+            ok = 0;
+            continue;
+        }
+        n_cmp++;
+        cv_put(l, " %s %.1e%s", t->name, worst, worst <= tol ? "" : "(>tol)");
+        if (!(worst <= tol)) ok = 0; /* written this way so NaN fails */
+        if (verbose) {
+            const char* sep = " [";
+            for (j = 0; j < c->n_res; j++) {
+                if (strcmp(c->res[j].name, t->name) != 0) continue;
+                cv_put(l, "%s%s %.1e", sep, c->res[j].form, cv_rel_err(c->res[j].data, t->data, t->n));
+                sep = " ";
+            }
+            cv_put(l, "]");
+        }
+    }
+    /* a result without a file tensor means the op and the file disagree about what exists */
+    for (j = 0; !stop && j < c->n_res; j++) {
+        if (mn_vec_get(f, c->res[j].name) == NULL) {
+            cv_put(l, " the op computed %s but the file has no such tensor", c->res[j].name);
+            ok = 0;
+        }
+    }
+    if (!stop && n_cmp == 0) {
+        cv_put(l, " the file has no out.* or grad.* tensor to compare");
+        ok = 0;
+    }
+
+    for (i = 0; i < c->n_allocs; i++) free(c->allocs[i]);
+    free(c);
+    return ok;
+}
+
+static int cv_cmp_str(const void* a, const void* b)
+{
+    return strcmp(*(const char* const*)a, *(const char* const*)b);
+}
+
+static int cv_ends(const char* s, const char* suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static char* cv_strdup(const char* s, size_t n)
+{
+    char* p = (char*)malloc(n + 1);
+    if (p != NULL) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+static void cv_usage(FILE* out)
+{
+    fprintf(out,
+            "usage: check_vectors [--tol X] [--xfail a.vec,b.vec,...] [-v] [DIR]\n"
+            "  runs every DIR/*.vec (default DIR reference/vectors) through mesanet.h and compares\n"
+            "  --tol X     pass when max|a-b|/max|b| <= X for every out.* and grad.* (default 1e-8)\n"
+            "  --xfail L   comma-separated file names expected to fail (may be repeated)\n"
+            "  -v          also print the figure of each form of an op\n");
+}
+
+int main(int argc, char** argv)
+{
+    const char* dir = "reference/vectors";
+    double tol = 1e-8;
+    int verbose = 0;
+    char** xf = NULL;  /* --xfail names */
+    int* xf_used = NULL;
+    size_t n_xf = 0, cap_xf = 0;
+    char** names = NULL;
+    size_t n_names = 0, cap_names = 0, i, k;
+    size_t n_pass = 0, n_fail = 0, n_xfail = 0;
+    DIR* d;
+    struct dirent* de;
+    int ai;
+
+    for (ai = 1; ai < argc; ai++) {
+        const char* a = argv[ai];
+        const char* val = NULL;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cv_usage(stdout);
+            return 0;
+        } else if (strcmp(a, "-v") == 0) {
+            verbose = 1;
+        } else if (strcmp(a, "--tol") == 0 || cv_starts(a, "--tol=")) {
+            char* end = NULL;
+            val = a[5] == '=' ? a + 6 : (ai + 1 < argc ? argv[++ai] : NULL);
+            if (val != NULL) tol = strtod(val, &end);
+            if (val == NULL || end == val || *end != '\0' || !(tol > 0) || !isfinite(tol)) {
+                fprintf(stderr, "check_vectors: --tol needs a positive number\n");
+                return 2;
+            }
+        } else if (strcmp(a, "--xfail") == 0 || cv_starts(a, "--xfail=")) {
+            const char* p;
+            val = a[7] == '=' ? a + 8 : (ai + 1 < argc ? argv[++ai] : NULL);
+            if (val == NULL) {
+                fprintf(stderr, "check_vectors: --xfail needs a comma-separated list of file names\n");
+                return 2;
+            }
+            /* split at commas; empty items (",," or a trailing comma) are skipped */
+            for (p = val; *p != '\0';) {
+                size_t n = strcspn(p, ",");
+                if (n > 0) {
+                    if (n_xf == cap_xf) {
+                        cap_xf = cap_xf ? 2 * cap_xf : 16;
+                        xf = (char**)realloc(xf, cap_xf * sizeof(*xf));
+                        xf_used = (int*)realloc(xf_used, cap_xf * sizeof(*xf_used));
+                        if (xf == NULL || xf_used == NULL) return 2;
+                    }
+                    xf_used[n_xf] = 0;
+                    if ((xf[n_xf++] = cv_strdup(p, n)) == NULL) return 2;
+                }
+                p += n;
+                if (*p == ',') p++;
+            }
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "check_vectors: unknown option '%s'\n", a);
+            cv_usage(stderr);
+            return 2;
+        } else {
+            dir = a;
+        }
+    }
+
+    /* collect and sort the names: readdir order is arbitrary and the output should be stable */
+    d = opendir(dir);
+    if (d == NULL) {
+        fprintf(stderr, "check_vectors: cannot open directory '%s'\n", dir);
+        return 2;
+    }
+    while ((de = readdir(d)) != NULL) {
+        /* hidden files (editor backups like .x.vec.swp, ._x.vec) are not vectors */
+        if (!cv_ends(de->d_name, ".vec") || de->d_name[0] == '.') continue;
+        if (n_names == cap_names) {
+            cap_names = cap_names ? 2 * cap_names : 64;
+            names = (char**)realloc(names, cap_names * sizeof(*names));
+            if (names == NULL) return 2;
+        }
+        if ((names[n_names++] = cv_strdup(de->d_name, strlen(de->d_name))) == NULL) return 2;
+    }
+    closedir(d);
+    if (n_names > 0) qsort(names, n_names, sizeof(*names), cv_cmp_str);
+
+    for (i = 0; i < n_names; i++) {
+        static mn_vec_file f; /* ~17 KB; static keeps main's frame small */
+        char err[512];
+        char* path = (char*)malloc(strlen(dir) + strlen(names[i]) + 2);
+        cv_line l;
+        const char* op = "?";
+        int pass, is_xf = 0;
+        if (path == NULL) return 2;
+        sprintf(path, "%s/%s", dir, names[i]);
+        l.len = 0;
+        l.s[0] = '\0';
+        if (mn_vec_load(&f, path, err, sizeof(err)) != 0) {
+            cv_put(&l, " parse error: %s", err);
+            pass = 0;
+        } else {
+            op = f.op;
+            pass = cv_check_file(&f, tol, verbose, &l);
+        }
+        /* mark the xfail entry as used even when the file passes, so XPASS and "no such file"
+           stay distinct */
+        for (k = 0; k < n_xf; k++) {
+            if (strcmp(xf[k], names[i]) == 0) {
+                xf_used[k] = 1;
+                is_xf = 1;
+            }
+        }
+        /* the four verdicts; only PASS and XFAIL leave the exit status alone */
+        if (pass && !is_xf) {
+            printf("PASS %s %s%s\n", op, names[i], l.s);
+            n_pass++;
+        } else if (pass) {
+            printf("XPASS %s %s%s (remove it from the xfail list)\n", op, names[i], l.s);
+            n_fail++;
+        } else if (is_xf) {
+            printf("XFAIL %s %s%s\n", op, names[i], l.s);
+            n_xfail++;
+        } else {
+            printf("FAIL %s %s%s\n", op, names[i], l.s);
+            n_fail++;
+        }
+        fflush(stdout);
+        mn_vec_free(&f);
+        free(path);
+    }
+    /* a stale or misspelt xfail entry would silently hide nothing; make it loud */
+    for (k = 0; k < n_xf; k++) {
+        if (!xf_used[k]) {
+            printf("FAIL - %s is in the --xfail list but there is no such file in %s\n", xf[k], dir);
+            n_fail++;
+        }
+    }
+    if (n_names == 0) fprintf(stderr, "check_vectors: no .vec files in '%s'\n", dir);
+    printf("%lu passed, %lu failed, %lu xfail\n", (unsigned long)n_pass, (unsigned long)n_fail,
+           (unsigned long)n_xfail);
+
+    for (i = 0; i < n_names; i++) free(names[i]);
+    for (k = 0; k < n_xf; k++) free(xf[k]);
+    free(names);
+    free(xf);
+    free(xf_used);
+    /* an empty directory is treated as a failure: a checker that checked nothing must not pass */
+    return (n_fail > 0 || n_names == 0) ? 1 : 0;
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs every test suite that `make test` built and prints one summary line at the end:
+# "N passed, N failed" counting suites (each suite prints its own check counts).
+set -u
+B=${BUILD:-build}
+pass=0; fail=0; failed=()
+run() {  # run NAME CMD...
+    local name=$1; shift
+    echo "=== $name"
+    if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); failed+=("$name"); echo "*** $name FAILED"; fi
+}
+run "compile C99 (float+double, -Wall -Wextra -Werror -Wpedantic)" "$B/test_compile_c"
+run "compile C++ (float+double)" "$B/test_compile_cpp"
+run "finite-difference gradients (double)" "$B/test_grad"
+run "model tests (double)" "$B/test_model_d"
+run "model tests (float, BLAS/OpenMP as built)" "$B/test_model_f"
+run "vector-file parser" "$B/test_vecfile"
+run "peer vectors (double, 1e-8)" "$B/check_vectors" --tol 1e-8 --xfail "$XFAIL" "${VECTORS:-reference/vectors}"
+run "ASan+UBSan: gradients" "$B/asan_test_grad"
+run "ASan+UBSan: model" "$B/asan_test_model"
+run "ASan+UBSan: vector-file parser" "$B/asan_test_vecfile"
+run "command-line programs" ./tests/test_cli.sh "$B"
+mkdir -p "$B/corpus_st" "$B/corpus_vec"
+# libFuzzer is chatty: keep its log and show the end of it only when it finds something
+fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
+    local bin=$1 corpus=$2 seeds=$3; shift 3
+    if "$bin" -max_total_time="${FUZZ_SECONDS:-20}" "$@" "$corpus" "$seeds" > "$B/$(basename "$bin").log" 2>&1; then
+        tail -n 1 "$B/$(basename "$bin").log"
+    else tail -n 30 "$B/$(basename "$bin").log"; return 1; fi
+}
+run "fuzz safetensors/config.json parsers (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_safetensors" "$B/corpus_st" tests/corpus/safetensors
+run "fuzz vector-file parser (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_vecfile" "$B/corpus_vec" tests/corpus/vecfile -dict=tests/fuzz_vecfile.dict
+[ $fail -eq 0 ] || echo "failed: ${failed[*]}"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
