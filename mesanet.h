@@ -307,6 +307,9 @@ MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_i
 #ifdef MN_USE_BLAS
 #include <cblas.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 // >>util
 // defines: mn_strerror, rng, mn__calloc, small math helpers
@@ -346,6 +349,13 @@ static void* mn__calloc(size_t n, size_t size) {
     return p;
 }
 static double mn__sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+// exp in the element type: hot loops (softmax rows, SwiGLU, cross-entropy) use expf in the float
+// build, which is several times cheaper than exp and exact to float rounding.
+#ifdef MESANET_DOUBLE
+#define mn__exp(x) exp(x)
+#else
+#define mn__exp(x) expf((float)(x))
+#endif
 
 // >>matmul
 // defines: mn_gemm, mn_matmul_forward_naive, mn_matmul_forward, mn_matmul_backward
@@ -353,14 +363,41 @@ static double mn__sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 // Row-major C(M,Nn) = alpha * op(A)(M,K) op(B)(K,Nn) + beta * C, op = transpose when trans != 0.
 // beta == 0 overwrites C (never reads it), so C may start as garbage.
-MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
-    if (M == 0 || Nn == 0) return;
 #ifdef MN_USE_BLAS
+// One BLAS call (row-major, as mn_gemm).
+static void mn__blas_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
 #ifdef MESANET_DOUBLE
     cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, Cm, (int)ldc);
 #else
     cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, (float)alpha, A, (int)lda, B, (int)ldb, (float)beta, Cm, (int)ldc);
 #endif
+}
+#ifdef _OPENMP
+extern void openblas_set_num_threads(int);
+#endif
+#endif
+
+MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
+    if (M == 0 || Nn == 0) return;
+#ifdef MN_USE_BLAS
+#ifdef _OPENMP
+    // With OpenMP the threads are ours: OpenBLAS runs single-threaded and the rows of C split over
+    // the team (inside an already parallel region, e.g. attention over heads, the team is one
+    // thread). Two thread pools taking turns cost a quarter of the time on 2 cores.
+    static int blas_single = 0;
+    if (!blas_single) { openblas_set_num_threads(1); blas_single = 1; }
+    if (M >= 64 && !omp_in_parallel()) {
+        #pragma omp parallel
+        {
+            size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
+            size_t i0 = M * id / nt, i1 = M * (id + 1) / nt;
+            if (i1 > i0)
+                mn__blas_gemm(transA, transB, i1 - i0, Nn, K, alpha, transA ? A + i0 : A + i0 * lda, lda, B, ldb, beta, Cm + i0 * ldc, ldc);
+        }
+        return;
+    }
+#endif
+    mn__blas_gemm(transA, transB, M, Nn, K, alpha, A, lda, B, ldb, beta, Cm, ldc);
 #else
     // Portable fallback: i-p-j loop order so the innermost loop runs along a contiguous row of B
     // when B is not transposed; rows of C are independent, so they split across threads.
@@ -454,27 +491,34 @@ MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, c
 // forward: y = w * x * r with r = (mean(x^2)+eps)^-1/2, so with xh = x*r and g = dy*w:
 // dx = r * (g - xh * mean(g * xh)) ; dw += dy * xh
 MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C) {
-    size_t n, c;
-    for (n = 0; n < N; n++) {
-        const mn_real* x = inp + n * C; const mn_real* dy = dout + n * C;
-        mn_real* dx = dinp + n * C;
-        double r = rstd[n], dot = 0.0;
-        for (c = 0; c < C; c++) dot += (double)dy[c] * weight[c] * x[c] * r;
+    long long n, c;
+    MN__OMP_FOR                                  // pass 1: rows are independent
+    for (n = 0; n < (long long)N; n++) {
+        const mn_real* x = inp + (size_t)n * C; const mn_real* dy = dout + (size_t)n * C;
+        mn_real* dx = dinp + (size_t)n * C;
+        double r = rstd[n], dot = 0.0; size_t j;
+        for (j = 0; j < C; j++) dot += (double)dy[j] * weight[j] * x[j] * r;
         dot /= (double)C;
-        for (c = 0; c < C; c++) {
-            double xh = x[c] * r;
-            dx[c] += (mn_real)(r * (dy[c] * weight[c] - xh * dot));
-            dweight[c] += (mn_real)(dy[c] * xh);
-        }
+        for (j = 0; j < C; j++) dx[j] += (mn_real)(r * (dy[j] * weight[j] - x[j] * r * dot));
+    }
+    MN__OMP_FOR                                  // pass 2: columns are independent
+    for (c = 0; c < (long long)C; c++) {
+        double acc = 0.0; size_t j;
+        for (j = 0; j < N; j++) acc += (double)dout[j * C + (size_t)c] * inp[j * C + (size_t)c] * rstd[j];
+        dweight[c] += (mn_real)acc;
     }
 }
 
 // out = a + b (the residual stream). out may alias a or b.
 MNDEF void mn_residual_forward(mn_real* out, const mn_real* a, const mn_real* b, size_t n) {
-    size_t i; for (i = 0; i < n; i++) out[i] = a[i] + b[i];
+    long long i;
+    MN__OMP_FOR
+    for (i = 0; i < (long long)n; i++) out[i] = a[i] + b[i];
 }
 MNDEF void mn_residual_backward(mn_real* da, mn_real* db, const mn_real* dout, size_t n) {
-    size_t i; for (i = 0; i < n; i++) { da[i] += dout[i]; db[i] += dout[i]; }
+    long long i;
+    MN__OMP_FOR
+    for (i = 0; i < (long long)n; i++) { da[i] += dout[i]; db[i] += dout[i]; }
 }
 
 // SwiGLU (Shazeer 2020; Llama MLP): out = silu(gate) * up, silu(x) = x sigmoid(x).
@@ -482,8 +526,8 @@ MNDEF void mn_swiglu_forward(mn_real* out, const mn_real* gate, const mn_real* u
     long long i;
     MN__OMP_FOR
     for (i = 0; i < (long long)n; i++) {
-        double g = gate[i];
-        out[i] = (mn_real)(g / (1.0 + exp(-g)) * up[i]);
+        mn_real g = gate[i];
+        out[i] = g / (1 + (mn_real)mn__exp(-g)) * up[i];
     }
 }
 // forward: out = g s(g) u, so: du += dout g s(g) ; dg += dout u s(g) (1 + g (1 - s(g)))
@@ -491,9 +535,9 @@ MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout,
     long long i;
     MN__OMP_FOR
     for (i = 0; i < (long long)n; i++) {
-        double g = gate[i], s = 1.0 / (1.0 + exp(-g));
-        dup[i] += (mn_real)(dout[i] * g * s);
-        dgate[i] += (mn_real)(dout[i] * up[i] * s * (1.0 + g * (1.0 - s)));
+        mn_real g = gate[i], s = 1 / (1 + (mn_real)mn__exp(-g));
+        dup[i] += dout[i] * g * s;
+        dgate[i] += dout[i] * up[i] * s * (1 + g * (1 - s));
     }
 }
 
@@ -581,20 +625,24 @@ MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real*
 // sign = -1 rotates back (the backward is the inverse rotation). out may alias inp when
 // accumulate == 0; with accumulate the result is added to out.
 static void mn__rope_apply(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta, double sign, int accumulate) {
-    size_t half = D / 2, b, t, h, i;
-    for (t = 0; t < T; t++)
+    size_t half = D / 2;
+    long long t;
+    MN__OMP_FOR                                  // positions are independent
+    for (t = 0; t < (long long)T; t++) {
+        size_t b, h, i;
         for (i = 0; i < half; i++) {
-            double phi = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)D);
+            double phi = (double)(pos0 + (size_t)t) * pow(theta, -2.0 * (double)i / (double)D);
             double cs = cos(phi), sn = sign * sin(phi);
             for (b = 0; b < B; b++)
                 for (h = 0; h < H; h++) {
-                    size_t o = ((b * T + t) * H + h) * D;
+                    size_t o = ((b * T + (size_t)t) * H + h) * D;
                     double x1 = inp[o + i], x2 = inp[o + i + half];
                     double y1 = x1 * cs - x2 * sn, y2 = x2 * cs + x1 * sn;
                     if (accumulate) { out[o + i] += (mn_real)y1; out[o + i + half] += (mn_real)y2; }
                     else { out[o + i] = (mn_real)y1; out[o + i + half] = (mn_real)y2; }
                 }
         }
+    }
 }
 // inp, out (B,T,H,D); positions pos0 .. pos0+T-1.
 MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta) {
@@ -616,7 +664,7 @@ MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const
         size_t v; double mx = -INFINITY, sum = 0.0;
         if (targets[n] < 0) { losses[n] = 0; continue; }
         for (v = 0; v < V; v++) { double a = mn__cap(z[v], softcap); if (a > mx) mx = a; }
-        for (v = 0; v < V; v++) sum += exp(mn__cap(z[v], softcap) - mx);
+        for (v = 0; v < V; v++) sum += mn__exp(mn__cap(z[v], softcap) - mx);
         losses[n] = (mn_real)(mx + log(sum) - mn__cap(z[targets[n]], softcap));
     }
 }
@@ -630,9 +678,9 @@ MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, co
         size_t v; double mx = -INFINITY, sum = 0.0;
         if (targets[n] < 0) continue;
         for (v = 0; v < V; v++) { double a = mn__cap(z[v], softcap); if (a > mx) mx = a; }
-        for (v = 0; v < V; v++) sum += exp(mn__cap(z[v], softcap) - mx);
+        for (v = 0; v < V; v++) sum += mn__exp(mn__cap(z[v], softcap) - mx);
         for (v = 0; v < V; v++) {
-            double p = exp(mn__cap(z[v], softcap) - mx) / sum - (v == (size_t)targets[n] ? 1.0 : 0.0);
+            double p = mn__exp(mn__cap(z[v], softcap) - mx) / sum - (v == (size_t)targets[n] ? 1.0 : 0.0);
             if (softcap > 0) { double th = tanh(z[v] / softcap); p *= 1.0 - th * th; }
             dz[v] += (mn_real)(dlosses[n] * p);
         }
@@ -706,9 +754,10 @@ MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, co
 // att (B,H,T,T) is written and saved for the backward; entries outside the window are 0.
 // Cost O(T^2 (Dk+Dv)) time and O(B H T^2) memory: fine for training contexts of a few thousand.
 MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
-    size_t b, h, t, s;
-    for (b = 0; b < B; b++)
-        for (h = 0; h < H; h++) {
+    long long bh;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+            size_t b = (size_t)bh / H, h = (size_t)bh % H, t, s;
             mn_real* P = att + (b * H + h) * T * T;
             const mn_real* Q = q + b * T * H * Dk + h * Dk;
             const mn_real* Kp = k + b * T * H * Dk + h * Dk;
@@ -719,7 +768,7 @@ MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, co
                 size_t lo = mn__win_lo(t, window);
                 double mx = -INFINITY, sum = 0.0;
                 for (s = lo; s <= t; s++) if (row[s] > mx) mx = row[s];
-                for (s = lo; s <= t; s++) { double e = exp(row[s] - mx); row[s] = (mn_real)e; sum += e; }
+                for (s = lo; s <= t; s++) { mn_real e = (mn_real)mn__exp(row[s] - mx); row[s] = e; sum += e; }
                 for (s = 0; s < lo; s++) row[s] = 0;
                 for (s = lo; s <= t; s++) row[s] = (mn_real)(row[s] / sum);
                 for (s = t + 1; s < T; s++) row[s] = 0;
@@ -730,9 +779,10 @@ MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, co
 // The passes in reverse: dV += P^T dO ; dP = dO V^T ; dS = P (dP - rowsum(P dP)) ;
 // dQ += scale dS K ; dK += scale dS^T Q. datt (B,H,T,T) is scratch (overwritten).
 MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
-    size_t b, h, t, s;
-    for (b = 0; b < B; b++)
-        for (h = 0; h < H; h++) {
+    long long bh;
+    MN__OMP_FOR                                  // each (b,h) writes only its own slices
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+            size_t b = (size_t)bh / H, h = (size_t)bh % H, t, s;
             const mn_real* P = att + (b * H + h) * T * T;
             mn_real* dP = datt + (b * H + h) * T * T;
             size_t qo = b * T * H * Dk + h * Dk, vo = b * T * H * Dv + h * Dv;
@@ -1160,7 +1210,7 @@ MNDEF int mn_backward(mn_model* m) {
         mn_real* dy = dres + (l + 1) * N * C;
         mn_real* dx2 = MN__DACT(m, l, MN__A_X2);
         // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2)
-        for (i = 0; i < N * C; i++) dx2[i] += dy[i];        // residual: dy flows to x2 unchanged
+        mn_residual_forward(dx2, dx2, dy, N * C);            // y = x2 + mlp: dy flows to x2 unchanged
         mn_matmul_backward(MN__DACT(m, l, MN__A_H), MN__GRD(m, l, MN__P_DOWN), NULL, dy, MN__ACT(m, l, MN__A_H), MN__PAR(m, l, MN__P_DOWN), N, F, C);
         mn_swiglu_backward(MN__DACT(m, l, MN__A_GATE), MN__DACT(m, l, MN__A_UP), MN__DACT(m, l, MN__A_H), MN__ACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_UP), N * F);
         mn_matmul_backward(MN__DACT(m, l, MN__A_XN2), MN__GRD(m, l, MN__P_GATE), NULL, MN__DACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_XN2), MN__PAR(m, l, MN__P_GATE), N, C, F);
@@ -1259,8 +1309,9 @@ MNDEF double mn_clip_grad_norm(mn_model* m, double max_norm) {
 // p -= lr mhat / (sqrt(vhat) + eps) with bias-corrected moments; t is the 1-based step count.
 MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t) {
     double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    size_t i;
-    for (i = 0; i < n; i++) {
+    long long i;
+    MN__OMP_FOR                                  // elementwise: any split gives the same bits
+    for (i = 0; i < (long long)n; i++) {
         double gi = g[i];
         double mi = beta1 * m[i] + (1.0 - beta1) * gi, vi = beta2 * v[i] + (1.0 - beta2) * gi * gi;
         m[i] = (mn_real)mi; v[i] = (mn_real)vi;

@@ -9,19 +9,32 @@
 #include "common.h"
 #include "../mesanet.h"
 #include <sys/utsname.h>
+#ifndef MN_USE_BLAS
+#error "bench measures the sgemm ceiling with OpenBLAS: build with -DMN_USE_BLAS (make bench does)"
+#endif
 
+#ifdef _OPENMP
+extern void openblas_set_num_threads(int);
+#endif
+// The machine's ceiling: OpenBLAS's own sgemm on all cores (its threads, not ours), best of reps.
 static double sgemm_gflops(size_t n, int reps) {
     mn_real *a = (mn_real*)malloc(n * n * sizeof(mn_real)), *b = (mn_real*)malloc(n * n * sizeof(mn_real)), *c = (mn_real*)malloc(n * n * sizeof(mn_real));
     size_t i; double best = 1e30; int r;
     for (i = 0; i < n * n; i++) { a[i] = (mn_real)((i % 7) * 0.1); b[i] = (mn_real)((i % 5) * 0.1); }
-    mn_gemm(0, 0, n, n, n, 1.0, a, n, b, n, 0.0, c, n);   // warm-up
+#ifdef _OPENMP
+    openblas_set_num_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
+#endif
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
     for (r = 0; r < reps; r++) {
         double t = ex_now();
-        mn_gemm(0, 0, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
         t = ex_now() - t;
         if (t < best) best = t;
     }
     free(a); free(b); free(c);
+#ifdef _OPENMP
+    openblas_set_num_threads(1);   // back to mn_gemm's arrangement (OpenMP splits, BLAS single-threaded)
+#endif
     return 2.0 * n * n * n / best / 1e9;
 }
 static int cmpd(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
