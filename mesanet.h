@@ -194,7 +194,8 @@ typedef struct mn_state {
     mn_real* mem;                 // the allocation
     mn_real* layer[MN_MAX_LAYERS];// each layer's recurrent state / KV cache
     mn_real* x;                   // (n_seq, C) residual
-    mn_real* scratch;             // (n_seq, max(...)) per-layer temporaries
+    mn_real* scratch;             // (n_seq, scratch_per_seq) per-token temporaries
+    size_t scratch_per_seq;
     mn_real* logits;              // (n_seq, V)
 } mn_state;
 
@@ -366,6 +367,16 @@ static double mn__sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 #ifdef MN_USE_BLAS
 // One BLAS call (row-major, as mn_gemm).
 static void mn__blas_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
+    if (M == 1 && transB) {
+        // one row times a weight matrix (the per-token step): as gemv, since gemm would first
+        // copy (pack) the whole matrix for a single row
+#ifdef MESANET_DOUBLE
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)Nn, (int)K, alpha, B, (int)ldb, A, transA ? (int)lda : 1, beta, Cm, 1);
+#else
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)Nn, (int)K, (float)alpha, B, (int)ldb, A, transA ? (int)lda : 1, (float)beta, Cm, 1);
+#endif
+        return;
+    }
 #ifdef MESANET_DOUBLE
     cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, Cm, (int)ldc);
 #else
@@ -1239,7 +1250,7 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     memset(s, 0, sizeof(*s));
     if (n_seq == 0 || n_seq > (1u << 20)) { MN_LOG("mesanet: n_seq must be in [1, 2^20]\n"); return MN_ERR_CONFIG; }
     for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixers[m->mixer[l]].state_size(c);
-    total += n_seq * (C + c->vocab_size) + per_seq_scratch;
+    total += n_seq * (C + c->vocab_size + per_seq_scratch);
     s->mem = (mn_real*)mn__calloc(total, sizeof(mn_real));
     if (!s->mem) return MN_ERR_ALLOC;
     s->bytes = total * sizeof(mn_real);
@@ -1248,6 +1259,7 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     s->x = s->mem + off; off += n_seq * C;
     s->logits = s->mem + off; off += n_seq * c->vocab_size;
     s->scratch = s->mem + off;
+    s->scratch_per_seq = per_seq_scratch;
     return MN_OK;
 }
 MNDEF void mn_state_reset(mn_state* s) { memset(s->mem, 0, s->bytes); s->pos = 0; }
@@ -1257,32 +1269,37 @@ MNDEF void mn_state_free(mn_state* s) { if (s->mem) MN_FREE(s->mem); memset(s, 0
 // mn_forward restricted to the newest token; tests check the two agree position by position.
 MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) {
     const mn_config* c = &m->cfg;
-    size_t C = c->d_model, F = c->d_ff, V = c->vocab_size, n, l, i;
-    mn_real *xn = s->scratch, *mo = xn + C, *rstd = mo + C, *gate = rstd + 1, *up = gate + F, *h = up + F, *mix = h + F;
-    for (n = 0; n < s->n_seq; n++)
+    size_t C = c->d_model, F = c->d_ff, V = c->vocab_size, l;
+    long long n;
+    for (n = 0; n < (long long)s->n_seq; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V) { MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V); return MN_ERR_RANGE; }
     for (l = 0; l < c->n_layer; l++)
         if (mn__mixers[m->mixer[l]].step == mn__attn_step && mn__attn_window(m, l) == 0 && s->pos >= c->max_seq_len) {
             MN_LOG("mesanet: position %zu reaches max_seq_len %zu (attention KV cache full)\n", s->pos, c->max_seq_len);
             return MN_ERR_RANGE;
         }
-    for (n = 0; n < s->n_seq; n++) {
-        mn_real* x = s->x + n * C;
+    // Sequences are independent: one thread each (and inside, every op runs on that one thread,
+    // which for single-token work is faster than waking a team per op).
+    MN__OMP_FOR
+    for (n = 0; n < (long long)s->n_seq; n++) {
+        mn_real* x = s->x + (size_t)n * C;
+        mn_real *xn = s->scratch + (size_t)n * s->scratch_per_seq, *mo = xn + C, *rstd = mo + C, *gate = rstd + 1, *up = gate + F, *h = up + F, *mix = h + F;
+        size_t i, ll;
         mn_embedding_forward(x, tokens + n, m->params + m->tensors[m->emb_idx].offset, 1, C);
-        for (l = 0; l < c->n_layer; l++) {
-            const mn__mixer_def* md = &mn__mixers[m->mixer[l]];
-            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, l, MN__P_ATTN_NORM), 1, C, c->norm_eps);
-            md->step(m, l, mo, s->layer[l] + n * md->state_size(c), mix, xn, s->pos);
+        for (ll = 0; ll < c->n_layer; ll++) {
+            const mn__mixer_def* md = &mn__mixers[m->mixer[ll]];
+            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, ll, MN__P_ATTN_NORM), 1, C, c->norm_eps);
+            md->step(m, ll, mo, s->layer[ll] + (size_t)n * md->state_size(c), mix, xn, s->pos);
             for (i = 0; i < C; i++) x[i] += mo[i];
-            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, l, MN__P_MLP_NORM), 1, C, c->norm_eps);
-            mn_matmul_forward(gate, xn, MN__PAR(m, l, MN__P_GATE), NULL, 1, C, F);
-            mn_matmul_forward(up, xn, MN__PAR(m, l, MN__P_UP), NULL, 1, C, F);
+            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, ll, MN__P_MLP_NORM), 1, C, c->norm_eps);
+            mn_matmul_forward(gate, xn, MN__PAR(m, ll, MN__P_GATE), NULL, 1, C, F);
+            mn_matmul_forward(up, xn, MN__PAR(m, ll, MN__P_UP), NULL, 1, C, F);
             mn_swiglu_forward(h, gate, up, F);
-            mn_matmul_forward(mo, h, MN__PAR(m, l, MN__P_DOWN), NULL, 1, F, C);
+            mn_matmul_forward(mo, h, MN__PAR(m, ll, MN__P_DOWN), NULL, 1, F, C);
             for (i = 0; i < C; i++) x[i] += mo[i];
         }
         mn_rmsnorm_forward(xn, rstd, x, m->params + m->tensors[m->norm_idx].offset, 1, C, c->norm_eps);
-        mn_matmul_forward(logits + n * V, xn, m->params + m->tensors[m->head_idx].offset, NULL, 1, C, V);
+        mn_matmul_forward(logits + (size_t)n * V, xn, m->params + m->tensors[m->head_idx].offset, NULL, 1, C, V);
     }
     s->pos++;
     return MN_OK;

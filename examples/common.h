@@ -42,7 +42,7 @@ static inline int ex_append_file(const char* path, unsigned char** buf, size_t* 
     fclose(f);
     return 0;
 }
-// Reads a text file, or every regular file of a folder in name order (the built-in corpus is the
+// Reads a text file, or every regular file of a folder in name order, symlinks skipped (the built-in corpus is the
 // folder /usr/share/common-licenses, which Debian's base-files package puts on every machine).
 static inline int ex_read_text(const char* path, unsigned char** buf, size_t* len) {
     struct stat st;
@@ -57,7 +57,8 @@ static inline int ex_read_text(const char* path, unsigned char** buf, size_t* le
         for (i = 0; i < n; i++) {
             char p[2048]; struct stat s2;
             snprintf(p, sizeof p, "%s/%s", path, names[i]);
-            if (stat(p, &s2) == 0 && S_ISREG(s2.st_mode) && ex_append_file(p, buf, len) != 0) rc = -1;
+            // lstat: symbolic links (GPL -> GPL-3, ...) would only duplicate text
+            if (lstat(p, &s2) == 0 && S_ISREG(s2.st_mode) && ex_append_file(p, buf, len) != 0) rc = -1;
             free(names[i]);
         }
         return rc;

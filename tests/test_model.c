@@ -259,7 +259,51 @@ static void test_bad_input(void) {
     }
 }
 
+// AdamW decays matrices only; clipping scales to the bound; sampling respects its filters.
+static void test_optimizer_and_sampling(void) {
+    mn_model m; mn_config c = tiny_config("attn");
+    size_t i, k;
+    mn_model_init(&m, &c);
+    mn_real* before = (mn_real*)malloc(m.n_params * sizeof(mn_real));
+    memcpy(before, m.params, m.n_params * sizeof(mn_real));
+    mn_zero_grad(&m);
+    mn_adamw hp = { 0.9, 0.98, 1e-8, 0.5 };
+    mn_adamw_step(&m, 0.1, &hp);                 // zero gradients: only the decay moves weights
+    int decay_ok = 1;
+    for (k = 0; k < m.n_tensors; k++) {
+        const mn_tensor_info* t = &m.tensors[k];
+        int is_matrix = t->ndim == 2 && k != m.emb_idx;
+        for (i = 0; i < t->numel; i++) {
+            double want = is_matrix ? before[t->offset + i] * (1 - 0.1 * 0.5) : before[t->offset + i];
+            decay_ok &= fabs(m.params[t->offset + i] - want) <= 1e-6 * fabs(want);
+        }
+        if (strstr(t->name, "norm") || strstr(t->name, "embeddings")) decay_ok &= t->decay == 0;
+    }
+    TU_CHECK(decay_ok, "AdamW decays Linear weights only (not norms or embeddings)");
+    for (i = 0; i < m.n_params; i++) m.grads[i] = (mn_real)(i % 3 == 0 ? 2.0 : 0.0);
+    double n0 = mn_clip_grad_norm(&m, 1.0), n1 = mn_clip_grad_norm(&m, 1e9);
+    TU_CHECK(n0 > 1.0 && fabs(n1 - 1.0) < 1e-5, "clipping rescales to the bound (%g -> %g)", n0, n1);
+    m.grads[3] = (mn_real)NAN;
+    TU_CHECK(mn_clip_grad_norm(&m, 1.0) != mn_clip_grad_norm(&m, 1.0), "non-finite gradient norm reported as NaN");
+    free(before);
+    mn_model_free(&m);
+
+    mn_real logits[6] = { 0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 1.0f }, scratch[12];
+    mn_rng r; mn_rng_seed(&r, 3);
+    int counts[6] = { 0 }, ok_k = 1, ok_p = 1;
+    TU_CHECK(mn_sample(logits, 6, 0.0, 0, 0, &r, scratch) == 1, "temperature 0 is argmax");
+    for (i = 0; i < 2000; i++) { int t = mn_sample(logits, 6, 1.0, 2, 0, &r, scratch); ok_k &= t == 1 || t == 3; }
+    TU_CHECK(ok_k, "top-k 2 only samples the two largest logits");
+    for (i = 0; i < 2000; i++) { int t = mn_sample(logits, 6, 1.0, 0, 0.01, &r, scratch); ok_p &= t == 1; }
+    TU_CHECK(ok_p, "tiny top-p keeps only the mode");
+    for (i = 0; i < 20000; i++) counts[mn_sample(logits, 6, 1.0, 0, 0, &r, scratch)]++;
+    double z = 0; for (i = 0; i < 6; i++) z += exp(logits[i]);
+    double p1 = exp(2.0) / z;
+    TU_CHECK(fabs(counts[1] / 20000.0 - p1) < 0.02, "sampling frequency of the mode %.3f vs softmax %.3f", counts[1] / 20000.0, p1);
+}
+
 int main(void) {
+    test_optimizer_and_sampling();
     test_model_gradient("attn");
     test_model_gradient("attn,swa");
     test_step_matches_forward("attn");
