@@ -69,7 +69,7 @@
      A failed load leaves the model untouched; a failed save leaves the previous file in place.
 
    SECTIONS (grep for the anchor)
-        >>types >>api >>impl >>util >>matmul >>ops >>attention >>model >>train >>optim
+        >>types >>api >>impl >>util >>matmul >>ops >>attention >>mesa >>model >>train >>optim
         >>sample >>json >>io >>license
 */
 #ifndef MESANET_H
@@ -239,6 +239,25 @@ MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, co
 MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
 MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
 MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_real* scores, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+
+// --- the Mesa layer's op (von Oswald et al. 2025): per head, with H_t = g H + b k k^T, S_t = g S + b k v^T,
+//     x_t = (H_t + diag lambda)^-1 q_t (CG or exact), o_t = S_t^T x_t; see >>mesa ---
+enum { MN_MESA_CG = 0, MN_MESA_EXACT = 1 };
+enum { MN_MESA_FORM_RECURRENT, MN_MESA_FORM_RECURRENT_BWD, MN_MESA_FORM_CHUNK };  // for mn_mesa_work_size
+typedef struct mn_mesa_opts {
+    int solver;          // MN_MESA_CG (default) or MN_MESA_EXACT (Cholesky per token)
+    int cg_iters;        // CG iterations k_max; 0 = default 30; negative = no solve (x = q: GLA)
+    double cg_tol;       // stop a system when ||r|| <= cg_tol ||r_0|| (0 = always run cg_iters)
+    int fla;             // 1: fla's arithmetic, 1e-5 added to CG's alpha and beta denominators
+    int jacobi;          // 1: start at x0 = q / (diag(H_t) + lambda) (fla decode); 0: x0 = 0
+    size_t chunk;        // chunk length C of the chunkwise form, default 64
+} mn_mesa_opts;
+MNDEF size_t mn_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o); // elements
+MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_recurrent_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_chunk_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
 
 // --- model lifecycle, training, inference ---
 MNDEF int mn_config_resolve(mn_config* out, const mn_config* in);
@@ -837,6 +856,587 @@ MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_
             for (d = 0; d < Dv; d++) out[h * Dv + d] += (mn_real)(w * vs[d]);
         }
         for (d = 0; d < Dv; d++) out[h * Dv + d] = (mn_real)(out[h * Dv + d] / sum);
+    }
+}
+
+// >>mesa
+// defines: mn_mesa_work_size, mn_mesa_step, mn_mesa_recurrent_{forward,backward},
+//          mn_mesa_chunk_{forward,backward}
+// The Mesa layer's op (von Oswald et al. 2025, eq. 7-8; fla ops/mesa_net). Per batch b and head h:
+//     H_t = gamma_t H_{t-1} + beta_t k_t k_t^T         (Dk x Dk, "h_kk")      gamma_t = exp(g_t)
+//     S_t = gamma_t S_{t-1} + beta_t k_t v_t^T         (Dk x Dv, "h_kv")
+//     x_t = (H_t + diag(lambda))^-1 q_t                (the locally optimal read-out: a ridge regression)
+//     o_t = S_t^T x_t
+// q,k (B,T,H,Dk); v,out (B,T,H,Dv); g = log gamma <= 0 and beta (B,T,H); lambda (H,Dk) > 0.
+// x_t solves the SPD system A_t x = q_t with conjugate gradients (fixed count in training, the
+// paper's relative-residual stop ||r|| <= eps ||r0|| at inference) or exactly by Cholesky. The
+// backward differentiates the solution implicitly (never unrolls CG): one adjoint solve
+// dq_t = A_t^-1 S_t do_t per token (mesa.md §3.1, paper App. D).
+// Rectangular heads (Dv != Dk) work everywhere. States are in/out: non-NULL hkk (B,H,Dk,Dk) and
+// hkv (B,H,Dk,Dv) give the initial states and receive the final ones.
+// fla compatibility (opts.fla = 1): fla's naive/Triton CG adds 1e-5 to the alpha and CG-beta
+// denominators (an accuracy floor of ~5e-4, mesa.md §2.4); mesa_cg_it*.vec and mesa_decode.vec hold
+// that arithmetic. Without it the iteration is textbook CG and converges to the exact solve.
+
+static const mn_mesa_opts* mn__mesa_opts(const mn_mesa_opts* o, mn_mesa_opts* tmp) {
+    if (o) *tmp = *o; else memset(tmp, 0, sizeof(*tmp));
+    if (tmp->cg_iters == 0) tmp->cg_iters = 30;
+    if (tmp->chunk == 0) tmp->chunk = 64;
+    return tmp;
+}
+static size_t mn__mesa_slot(int form, size_t T, size_t K, size_t V, size_t C) {
+    size_t NC = (T + C - 1) / C;
+    if (form == MN_MESA_FORM_RECURRENT) return 2 * K * K + K * V + 8 * K;
+    if (form == MN_MESA_FORM_RECURRENT_BWD) return T * (K * K + K * V) + 2 * K * K + K * V + 10 * K + V;
+    // chunk: per-chunk states (and state gradients), plus one chunk's scratch
+    return (2 * NC + 1) * (K * K + K * V) + 6 * C * C + 10 * C * K + 3 * C * V + 12 * C + T * K;
+}
+// Elements of workspace the given form needs for B*H heads (the ops never allocate).
+MNDEF size_t mn_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
+    return B * H * mn__mesa_slot(form, T, Dk, Dv, op->chunk);
+}
+
+// Solves (Hm + diag(lamb)) x = rhs, Hm (K,K) symmetric PSD. Returns the CG iterations taken.
+// CG (Hestenes-Stiefel) in the form of mesa.md §2.2; exact: Cholesky A = L L^T, two triangular
+// solves. work: K*K + 3K.
+static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, const mn_real* rhs, size_t K, const mn_mesa_opts* o, mn_real* work) {
+    size_t i, j, p;
+    if (o->cg_iters < 0) { memcpy(x, rhs, K * sizeof(mn_real)); return 0; }   // no solve: GLA read-out
+    if (o->solver == MN_MESA_EXACT) {
+        mn_real* L = work;
+        for (j = 0; j < K; j++) {                        // column j of L
+            double d = (double)Hm[j * K + j] + lamb[j];
+            for (p = 0; p < j; p++) d -= (double)L[j * K + p] * L[j * K + p];
+            d = sqrt(d > 0 ? d : 1e-300);
+            L[j * K + j] = (mn_real)d;
+            for (i = j + 1; i < K; i++) {
+                double a = Hm[i * K + j];
+                for (p = 0; p < j; p++) a -= (double)L[i * K + p] * L[j * K + p];
+                L[i * K + j] = (mn_real)(a / d);
+            }
+        }
+        for (i = 0; i < K; i++) {                        // L y = rhs
+            double a = rhs[i];
+            for (p = 0; p < i; p++) a -= (double)L[i * K + p] * x[p];
+            x[i] = (mn_real)(a / L[i * K + i]);
+        }
+        for (i = K; i-- > 0;) {                          // L^T x = y
+            double a = x[i];
+            for (p = i + 1; p < K; p++) a -= (double)L[p * K + i] * x[p];
+            x[i] = (mn_real)(a / L[i * K + i]);
+        }
+        return 0;
+    }
+    {
+        mn_real *r = work, *pp = r + K, *Ap = pp + K;
+        double delta = 0, delta0, eps = o->fla ? 1e-5 : 0.0;
+        int it;
+        for (i = 0; i < K; i++)                          // initial guess: 0 or Jacobi
+            x[i] = o->jacobi ? (mn_real)(rhs[i] / ((double)Hm[i * K + i] + lamb[i])) : (mn_real)0;
+        for (i = 0; i < K; i++) {                        // r = rhs - A x ; p = r
+            double a = rhs[i];
+            if (o->jacobi) { for (p = 0; p < K; p++) a -= (double)Hm[i * K + p] * x[p]; a -= (double)lamb[i] * x[i]; }
+            r[i] = pp[i] = (mn_real)a;
+            delta += a * a;
+        }
+        delta0 = delta;
+        for (it = 0; it < o->cg_iters; it++) {
+            double pAp = 0, alpha, dnew = 0;
+            if (!o->fla && (delta == 0 || (o->cg_tol > 0 && delta <= o->cg_tol * o->cg_tol * delta0))) break;
+            for (i = 0; i < K; i++) {                    // Ap = A p
+                double a = (double)lamb[i] * pp[i];
+                for (p = 0; p < K; p++) a += (double)Hm[i * K + p] * pp[p];
+                Ap[i] = (mn_real)a;
+                pAp += a * pp[i];
+            }
+            alpha = delta / (pAp + eps);
+            for (i = 0; i < K; i++) { x[i] += (mn_real)(alpha * pp[i]); r[i] -= (mn_real)(alpha * Ap[i]); dnew += (double)r[i] * r[i]; }
+            for (i = 0; i < K; i++) pp[i] = (mn_real)(r[i] + dnew / (delta + eps) * pp[i]);
+            delta = dnew;
+        }
+        return it;
+    }
+}
+
+// One token of one head: state update, solve, read-out. Hm (K,K), Sm (K,V); x (K) receives the
+// solve; work K*K + 3K.
+static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, const mn_real* q, const mn_real* k, const mn_real* v, double g, double beta, const mn_real* lamb, size_t K, size_t V, const mn_mesa_opts* o, mn_real* work) {
+    size_t i, j; int it;
+    double gam = exp(g);
+    for (i = 0; i < K; i++) {
+        for (j = 0; j < K; j++) Hm[i * K + j] = (mn_real)(gam * Hm[i * K + j] + beta * k[i] * k[j]);
+        for (j = 0; j < V; j++) Sm[i * V + j] = (mn_real)(gam * Sm[i * V + j] + beta * k[i] * v[j]);
+    }
+    it = mn__mesa_solve(x, Hm, lamb, q, K, o, work);
+    for (j = 0; j < V; j++) {
+        double a = 0;
+        for (i = 0; i < K; i++) a += (double)Sm[i * V + j] * x[i];
+        out[j] = (mn_real)a;
+    }
+    return it;
+}
+
+// Generation: one token for all H heads. q,k (H,Dk); v,out (H,Dv); g, beta (H); hkk (H,Dk,Dk),
+// hkv (H,Dk,Dv) in/out; iters (H) receives the CG iterations per head (may be NULL): with
+// opts.cg_tol > 0 this is the paper's per-token dynamic stopping. work: mn_mesa_work_size(RECURRENT, 1, 1, H, ...).
+MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+    mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
+    size_t h, slot = mn__mesa_slot(MN_MESA_FORM_RECURRENT, 1, Dk, Dv, op->chunk);
+    for (h = 0; h < H; h++) {
+        mn_real* w = work + h * slot;
+        int it = mn__mesa_token(out + h * Dv, w, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk, k + h * Dk, v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, op, w + Dk);
+        if (iters) iters[h] = it;
+    }
+}
+
+// Recurrent form: the step run over t for every (b,h) (parallel over (b,h)). xs (B,T,H,Dk)
+// receives the solves x_t (saved for the backward; may be NULL), iters (B,T,H) the CG
+// iterations (may be NULL). Cost O(T (Dk^2 + Dk Dv + n_cg Dk^2)) per head.
+MNDEF void mn_mesa_recurrent_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+    mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, slot = mn__mesa_slot(MN_MESA_FORM_RECURRENT, T, K, V, op->chunk);
+    long long bh;
+    MN__OMP_FOR
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t;
+        mn_real *Hm = work + (size_t)bh * slot, *Sm = Hm + K * K, *x = Sm + K * V, *w = x + K;
+        if (hkk) memcpy(Hm, hkk + (size_t)bh * K * K, K * K * sizeof(mn_real)); else memset(Hm, 0, K * K * sizeof(mn_real));
+        if (hkv) memcpy(Sm, hkv + (size_t)bh * K * V, K * V * sizeof(mn_real)); else memset(Sm, 0, K * V * sizeof(mn_real));
+        for (t = 0; t < T; t++) {
+            size_t r = (b * T + t) * H + h;
+            int it = mn__mesa_token(out + r * V, x, Hm, Sm, q + r * K, k + r * K, v + r * V, g[r], beta[r], lamb + h * K, K, V, op, w);
+            if (xs) memcpy(xs + r * K, x, K * sizeof(mn_real));
+            if (iters) iters[r] = it;
+        }
+        if (hkk) memcpy(hkk + (size_t)bh * K * K, Hm, K * K * sizeof(mn_real));
+        if (hkv) memcpy(hkv + (size_t)bh * K * V, Sm, K * V * sizeof(mn_real));
+    }
+}
+
+// Backward of the recurrent form by implicit differentiation (mesa.md §3.1, paper App. D):
+//   xbar_t = S_t do_t ;  dq_t = A_t^-1 xbar_t (adjoint solve, same solver) ;  dlambda -= dq_t * x_t
+//   dS_t = x_t do_t^T + gamma_{t+1} dS_{t+1} ;  dH_t = -dq_t x_t^T + gamma_{t+1} dH_{t+1}
+//   dv_t = beta_t dS_t^T k_t ; dk_t = beta_t (dS_t v_t + (dH_t + dH_t^T) k_t)
+//   dbeta_t = k_t^T dS_t v_t + k_t^T dH_t k_t ; dg_t = gamma_t (<S_{t-1},dS_t> + <H_{t-1},dH_t>)
+// and the initial states get gamma_0 dS_0, gamma_0 dH_0 (dhkk0 rows index dq, as torch's autograd).
+// dhkk, dhkv (B,H,..) are the upstream gradients of the final states (NULL = 0); hkk0, hkv0 the
+// initial states used in the forward (NULL = 0); xs the forward's solves. The states H_t, S_t
+// are recomputed forward and kept for every t: work = T (Dk^2 + Dk Dv) per head (the teaching
+// form; the chunkwise backward keeps one state per chunk). Parallel over heads (dlambda per head).
+MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+    mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, slot = mn__mesa_slot(MN_MESA_FORM_RECURRENT_BWD, T, K, V, op->chunk);
+    long long hh;
+    MN_UNUSED(q);
+    MN__OMP_FOR
+    for (hh = 0; hh < (long long)H; hh++) {
+        size_t h = (size_t)hh, b, t, i, j;
+        mn_real* w0 = work + h * slot;
+        mn_real *Hs = w0, *Ss = Hs + T * KK, *dH = Ss + T * KV, *dS = dH + KK, *xb = dS + KV, *dqt = xb + K, *sw = dqt + K, *tv = sw + KK + 3 * K;
+        for (b = 0; b < B; b++) {
+            size_t bh = b * H + h;
+            // pass 1: recompute and keep H_t, S_t
+            for (t = 0; t < T; t++) {
+                size_t r = (b * T + t) * H + h;
+                const mn_real *Hp = t ? Hs + (t - 1) * KK : hkk0 ? hkk0 + bh * KK : NULL, *Sp = t ? Ss + (t - 1) * KV : hkv0 ? hkv0 + bh * KV : NULL;
+                double gam = exp(g[r]), be = beta[r];
+                for (i = 0; i < K; i++) {
+                    for (j = 0; j < K; j++) Hs[t * KK + i * K + j] = (mn_real)((Hp ? gam * Hp[i * K + j] : 0.0) + be * k[r * K + i] * k[r * K + j]);
+                    for (j = 0; j < V; j++) Ss[t * KV + i * V + j] = (mn_real)((Sp ? gam * Sp[i * V + j] : 0.0) + be * k[r * K + i] * v[r * V + j]);
+                }
+            }
+            // pass 2: reverse time
+            for (i = 0; i < KK; i++) dH[i] = dhkk ? dhkk[bh * KK + i] : 0;
+            for (i = 0; i < KV; i++) dS[i] = dhkv ? dhkv[bh * KV + i] : 0;
+            for (t = T; t-- > 0;) {
+                size_t r = (b * T + t) * H + h;
+                const mn_real *x = xs + r * K, *kt = k + r * K, *vt = v + r * V, *St = Ss + t * KV, *Ht = Hs + t * KK;
+                const mn_real *Hp = t ? Hs + (t - 1) * KK : hkk0 ? hkk0 + bh * KK : NULL, *Sp = t ? Ss + (t - 1) * KV : hkv0 ? hkv0 + bh * KV : NULL;
+                double be = beta[r], gam = exp(g[r]), dbe = 0, dgg = 0;
+                for (i = 0; i < K; i++) {                     // xbar = S_t do_t
+                    double a = 0;
+                    for (j = 0; j < V; j++) a += (double)St[i * V + j] * dout[r * V + j];
+                    xb[i] = (mn_real)a;
+                }
+                mn__mesa_solve(dqt, Ht, lamb + h * K, xb, K, op, sw);   // adjoint: A_t symmetric
+                for (i = 0; i < K; i++) {
+                    dq[r * K + i] += dqt[i];
+                    dlamb[h * K + i] -= dqt[i] * x[i];
+                    for (j = 0; j < V; j++) dS[i * V + j] += x[i] * dout[r * V + j];
+                    for (j = 0; j < K; j++) dH[i * K + j] -= dqt[i] * x[j];
+                }
+                // forward: S_t = gamma S_{t-1} + beta k v^T, H_t = gamma H_{t-1} + beta k k^T, so:
+                for (j = 0; j < V; j++) {                     // dv = beta dS^T k
+                    double a = 0;
+                    for (i = 0; i < K; i++) a += (double)dS[i * V + j] * kt[i];
+                    dv[r * V + j] += (mn_real)(be * a);
+                }
+                for (i = 0; i < K; i++) {                     // dk = beta (dS v + (dH + dH^T) k)
+                    double a = 0, c = 0;
+                    for (j = 0; j < V; j++) a += (double)dS[i * V + j] * vt[j];
+                    for (j = 0; j < K; j++) c += ((double)dH[i * K + j] + dH[j * K + i]) * kt[j];
+                    dk[r * K + i] += (mn_real)(be * (a + c));
+                    dbe += kt[i] * a;
+                    for (j = 0; j < K; j++) dbe += (double)kt[i] * dH[i * K + j] * kt[j];
+                }
+                dbeta[r] += (mn_real)dbe;
+                for (i = 0; i < KK && Hp; i++) dgg += (double)Hp[i] * dH[i];
+                for (i = 0; i < KV && Sp; i++) dgg += (double)Sp[i] * dS[i];
+                dg[r] += (mn_real)(gam * dgg);
+                for (i = 0; i < KK; i++) dH[i] = (mn_real)(gam * dH[i]);   // now the gradient of H_{t-1}
+                for (i = 0; i < KV; i++) dS[i] = (mn_real)(gam * dS[i]);
+            }
+            if (dhkk0) for (i = 0; i < KK; i++) dhkk0[bh * KK + i] += dH[i];
+            if (dhkv0) for (i = 0; i < KV; i++) dhkv0[bh * KV + i] += dS[i];
+        }
+        MN_UNUSED(tv);
+    }
+}
+
+// ---- chunkwise form (training and prefill; mesa.md §2.3, §3.2). Chunk n holds rows a = 0..Cn-1
+// (t = nC + a; the last chunk may be shorter). With b_a = sum_{i<=a} g_{nC+i} (local cumsum):
+//   Gam_a = exp(b_a), e_j = exp(b_last - b_j), M[a,j] = exp(b_a - b_j) beta_j for j <= a (else 0),
+// and H_n, S_n the states at the chunk start, row a of the system matrix applied to P is
+//   A(P) = ((P Kc^T) . M) Kc + diag(Gam) P H_n + P diag(lambda)      (three matmuls, never H_t itself)
+// so one CG per row runs exactly the recurrent iterates; the output is in GLA form
+//   O = ((X Kc^T) . M) Vc + diag(Gam) X S_n.
+
+typedef struct mn__mesa_chunk {   // one chunk's decay bookkeeping
+    size_t t0, Cn;                 // first time index, rows
+    mn_real *bcum, *Gam, *e, *M, *Mp; // (C), (C), (C), (C,C) with beta, (C,C) without beta
+    double GamC;                   // exp(b_last)
+} mn__mesa_chunk;
+
+static void mn__mesa_chunk_decay(mn__mesa_chunk* ch, size_t n, size_t b, size_t h, size_t T, size_t H, size_t C, const mn_real* g, const mn_real* beta) {
+    size_t a, j; double acc = 0;
+    ch->t0 = n * C; ch->Cn = T - ch->t0 < C ? T - ch->t0 : C;
+    for (a = 0; a < ch->Cn; a++) { acc += g[(b * T + ch->t0 + a) * H + h]; ch->bcum[a] = (mn_real)acc; ch->Gam[a] = (mn_real)exp(acc); }
+    ch->GamC = exp(acc);
+    for (a = 0; a < ch->Cn; a++) {
+        ch->e[a] = (mn_real)exp(acc - ch->bcum[a]);
+        for (j = 0; j < C; j++) {
+            double d = j <= a && j < ch->Cn ? exp((double)ch->bcum[a] - ch->bcum[j]) : 0.0;
+            ch->Mp[a * C + j] = (mn_real)d;
+            ch->M[a * C + j] = (mn_real)(j <= a ? d * beta[(b * T + ch->t0 + j) * H + h] : 0.0);
+        }
+    }
+}
+
+// AP (Cn,K) = A(P) for P (Cn,K); PK (C,C) and tmp (C,K) are scratch.
+static void mn__mesa_chunk_apply(mn_real* AP, const mn_real* P, const mn_real* Kc, size_t ldk, const mn__mesa_chunk* ch, const mn_real* Hn, const mn_real* lamb, size_t C, size_t K, mn_real* PK, mn_real* tmp) {
+    size_t a, j, Cn = ch->Cn;
+    mn_gemm(0, 1, Cn, Cn, K, 1.0, P, K, Kc, ldk, 0.0, PK, C);
+    for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) PK[a * C + j] *= ch->M[a * C + j];
+    mn_gemm(0, 0, Cn, K, Cn, 1.0, PK, C, Kc, ldk, 0.0, AP, K);
+    mn_gemm(0, 0, Cn, K, K, 1.0, P, K, Hn, K, 0.0, tmp, K);
+    for (a = 0; a < Cn; a++) for (j = 0; j < K; j++) AP[a * K + j] += ch->Gam[a] * tmp[a * K + j] + lamb[j] * P[a * K + j];
+}
+
+// Batched CG on the Cn systems of one chunk, right-hand sides RHS (Cn rows, stride ldr): every
+// row has its own alpha, delta and (with cg_tol) its own stopping point. X (Cn,K) out; iters (Cn)
+// may be NULL. scratch: 4CK + C^2 + 3C.
+static void mn__mesa_chunk_cg(mn_real* X, int* iters, const mn_real* RHS, size_t ldr, const mn_real* Kc, size_t ldk, const mn__mesa_chunk* ch, const mn_real* Hn, const mn_real* lamb, size_t C, size_t K, const mn_mesa_opts* o, mn_real* scratch) {
+    size_t a, i, j, Cn = ch->Cn;
+    mn_real *R = scratch, *P = R + C * K, *AP = P + C * K, *tmp = AP + C * K, *PK = tmp + C * K, *delta = PK + C * C, *delta0 = delta + C, *done = delta0 + C;
+    double eps = o->fla ? 1e-5 : 0.0;
+    int it;
+    if (o->cg_iters < 0) {                                // no solve: x = q (GLA)
+        for (a = 0; a < Cn; a++) memcpy(X + a * K, RHS + a * ldr, K * sizeof(mn_real));
+        if (iters) for (a = 0; a < Cn; a++) iters[a] = 0;
+        return;
+    }
+    for (a = 0; a < Cn; a++) {
+        for (i = 0; i < K; i++) X[a * K + i] = 0;
+        if (o->jacobi) {   // x0 = q / diag(H_t + lambda), diag(H_t) = Gam_a diag(H_n) + sum_j M[a,j] k_j^2
+            for (i = 0; i < K; i++) {
+                double d = (double)ch->Gam[a] * Hn[i * K + i] + lamb[i];
+                for (j = 0; j <= a; j++) d += (double)ch->M[a * C + j] * Kc[j * ldk + i] * Kc[j * ldk + i];
+                X[a * K + i] = (mn_real)(RHS[a * ldr + i] / d);
+            }
+        }
+    }
+    if (o->jacobi) mn__mesa_chunk_apply(AP, X, Kc, ldk, ch, Hn, lamb, C, K, PK, tmp);
+    for (a = 0; a < Cn; a++) {
+        double d = 0;
+        for (i = 0; i < K; i++) {
+            double r = RHS[a * ldr + i] - (o->jacobi ? AP[a * K + i] : 0);
+            R[a * K + i] = P[a * K + i] = (mn_real)r;
+            d += r * r;
+        }
+        delta[a] = delta0[a] = (mn_real)d; done[a] = 0;
+        if (iters) iters[a] = 0;
+    }
+    for (it = 0; it < o->cg_iters; it++) {
+        int active = 0;
+        for (a = 0; a < Cn; a++) {
+            if (!o->fla && !done[a] && (delta[a] == 0 || (o->cg_tol > 0 && delta[a] <= o->cg_tol * o->cg_tol * delta0[a]))) done[a] = 1;
+            active |= !done[a];
+        }
+        if (!active) break;
+        mn__mesa_chunk_apply(AP, P, Kc, ldk, ch, Hn, lamb, C, K, PK, tmp);
+        for (a = 0; a < Cn; a++) {
+            double pAp = 0, dnew = 0, alpha;
+            if (done[a]) continue;
+            for (i = 0; i < K; i++) pAp += (double)P[a * K + i] * AP[a * K + i];
+            alpha = delta[a] / (pAp + eps);
+            for (i = 0; i < K; i++) {
+                X[a * K + i] += (mn_real)(alpha * P[a * K + i]);
+                R[a * K + i] -= (mn_real)(alpha * AP[a * K + i]);
+                dnew += (double)R[a * K + i] * R[a * K + i];
+            }
+            for (i = 0; i < K; i++) P[a * K + i] = (mn_real)(R[a * K + i] + dnew / (delta[a] + eps) * P[a * K + i]);
+            delta[a] = (mn_real)dnew;
+            if (iters) iters[a]++;
+        }
+    }
+}
+
+// Workspace of one (b,h) for the chunkwise form: states at every chunk start and the end,
+// state gradients at every chunk end (backward), one chunk's scratch.
+typedef struct mn__mesa_cw {
+    mn_real *Hs, *Ss, *dHe, *dSe;           // (NC+1,K,K), (NC+1,K,V), (NC,K,K), (NC,K,V)
+    mn__mesa_chunk ch;
+    mn_real *X, *A1, *A2, *CK1, *CK2, *CV1, *CV2, *cg, *db, *dQ;   // dQ (T,K): the adjoint solves
+} mn__mesa_cw;
+static void mn__mesa_cw_layout(mn__mesa_cw* w, mn_real* base, size_t T, size_t K, size_t V, size_t C) {
+    size_t NC = (T + C - 1) / C;
+    w->Hs = base; w->Ss = w->Hs + (NC + 1) * K * K; w->dHe = w->Ss + (NC + 1) * K * V; w->dSe = w->dHe + NC * K * K;
+    w->ch.bcum = w->dSe + NC * K * V; w->ch.Gam = w->ch.bcum + C; w->ch.e = w->ch.Gam + C; w->db = w->ch.e + C;
+    w->ch.M = w->db + C; w->ch.Mp = w->ch.M + C * C; w->A1 = w->ch.Mp + C * C; w->A2 = w->A1 + C * C;
+    w->X = w->A2 + C * C; w->CK1 = w->X + C * K; w->CK2 = w->CK1 + C * K;
+    w->CV1 = w->CK2 + C * K; w->CV2 = w->CV1 + C * V; w->cg = w->CV2 + C * V;   // cg: 4CK + C^2 + 3C
+    w->dQ = w->cg + 4 * C * K + C * C + 3 * C;
+}
+
+// State pass (sequential over chunks): H_{n+1} = GamC H_n + Kt^T Kc, S_{n+1} = GamC S_n + Kt^T Vc,
+// Kt = diag(e . beta) Kc. Fills w->Hs, w->Ss for n = 0..NC.
+static void mn__mesa_states(mn__mesa_cw* w, size_t b, size_t h, const mn_real* hkk0, const mn_real* hkv0, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, size_t T, size_t H, size_t K, size_t V, size_t C) {
+    size_t NC = (T + C - 1) / C, n, a, i, bh = b * H + h;
+    if (hkk0) memcpy(w->Hs, hkk0 + bh * K * K, K * K * sizeof(mn_real)); else memset(w->Hs, 0, K * K * sizeof(mn_real));
+    if (hkv0) memcpy(w->Ss, hkv0 + bh * K * V, K * V * sizeof(mn_real)); else memset(w->Ss, 0, K * V * sizeof(mn_real));
+    for (n = 0; n < NC; n++) {
+        mn__mesa_chunk* ch = &w->ch;
+        const mn_real* Kc = k + ((b * T + n * C) * H + h) * K;
+        const mn_real* Vc = v + ((b * T + n * C) * H + h) * V;
+        mn_real *Hn = w->Hs + n * K * K, *Sn = w->Ss + n * K * V, *Hn1 = Hn + K * K, *Sn1 = Sn + K * V;
+        mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
+        for (a = 0; a < ch->Cn; a++) {
+            double s = (double)ch->e[a] * beta[(b * T + n * C + a) * H + h];
+            for (i = 0; i < K; i++) w->CK1[a * K + i] = (mn_real)(s * Kc[a * H * K + i]);
+        }
+        for (i = 0; i < K * K; i++) Hn1[i] = (mn_real)(ch->GamC * Hn[i]);
+        for (i = 0; i < K * V; i++) Sn1[i] = (mn_real)(ch->GamC * Sn[i]);
+        mn_gemm(1, 0, K, K, ch->Cn, 1.0, w->CK1, K, Kc, H * K, 1.0, Hn1, K);
+        mn_gemm(1, 0, K, V, ch->Cn, 1.0, w->CK1, K, Vc, H * V, 1.0, Sn1, V);
+    }
+}
+
+// Chunkwise forward. Same contract as mn_mesa_recurrent_forward; opts.solver is ignored (always
+// CG; use the recurrent form for the exact solve). Parallel over (b,h); chunk size opts.chunk.
+MNDEF void mn_mesa_chunk_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+    mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN_MESA_FORM_CHUNK, T, K, V, C);
+    long long bh;
+    MN__OMP_FOR
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, n, a, j;
+        mn__mesa_cw w;
+        mn__mesa_cw_layout(&w, work + (size_t)bh * slot, T, K, V, C);
+        mn__mesa_states(&w, b, h, hkk, hkv, k, v, g, beta, T, H, K, V, C);     // pass 1: states
+        for (n = 0; n < NC; n++) {                                            // pass 2: CG + output, per chunk
+            mn__mesa_chunk* ch = &w.ch;
+            size_t r0 = (b * T + n * C) * H + h;
+            const mn_real *Kc = k + r0 * K, *Vc = v + r0 * V, *Hn = w.Hs + n * K * K, *Sn = w.Ss + n * K * V;
+            int itbuf[1024];                                                  // CG iterations per row
+            MN_ASSERT(C <= 1024);
+            mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
+            mn__mesa_chunk_cg(w.X, iters ? itbuf : NULL, q + r0 * K, H * K, Kc, H * K, ch, Hn, lamb + h * K, C, K, op, w.cg);
+            // O = ((X Kc^T) . M) Vc + diag(Gam) X S_n
+            mn_gemm(0, 1, ch->Cn, ch->Cn, K, 1.0, w.X, K, Kc, H * K, 0.0, w.A1, C);
+            for (a = 0; a < ch->Cn; a++) for (j = 0; j < ch->Cn; j++) w.A1[a * C + j] *= ch->M[a * C + j];
+            mn_gemm(0, 0, ch->Cn, V, K, 1.0, w.X, K, Sn, V, 0.0, w.CV1, V);
+            for (a = 0; a < ch->Cn; a++) for (j = 0; j < V; j++) w.CV1[a * V + j] *= ch->Gam[a];
+            mn_gemm(0, 0, ch->Cn, V, ch->Cn, 1.0, w.A1, C, Vc, H * V, 1.0, w.CV1, V);
+            for (a = 0; a < ch->Cn; a++) {
+                memcpy(out + (r0 + a * H) * V, w.CV1 + a * V, V * sizeof(mn_real));
+                if (xs) memcpy(xs + (r0 + a * H) * K, w.X + a * K, K * sizeof(mn_real));
+                if (iters) iters[r0 + a * H] = itbuf[a];
+            }
+        }
+        if (hkk) memcpy(hkk + (size_t)bh * K * K, w.Hs + NC * K * K, K * K * sizeof(mn_real));
+        if (hkv) memcpy(hkv + (size_t)bh * K * V, w.Ss + NC * K * V, K * V * sizeof(mn_real));
+    }
+}
+
+// Chunkwise backward by implicit differentiation (mesa.md §3.2; fla chunk_mesa_net's passes):
+//   B0 recompute the chunk-start states; B1 reverse pass for dS (state gradients at chunk ends);
+//   B2 per chunk: xbar = S_t do_t in GLA form, dv, the kv part of dk/dbeta/dg;
+//   B3 adjoint CG dQ = A^-1 xbar (same batched CG, x0 = 0); B4 reverse pass for dH with (dQ, X);
+//   B5 per chunk: the kk part of dk/dbeta/dg and dlambda. The decay gradients are first taken with
+//   respect to the local cumsum b (db), then dg_t = sum_{s >= t in the chunk} db_s.
+// Same contract as mn_mesa_recurrent_backward (xs from the forward; accumulates).
+MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+    mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN_MESA_FORM_CHUNK, T, K, V, C);
+    long long hh;
+    MN_UNUSED(q);
+    MN__OMP_FOR                                              // heads in parallel: dlambda is per head
+    for (hh = 0; hh < (long long)H; hh++) {
+        size_t h = (size_t)hh, b, n, a, j, i;
+        mn__mesa_cw w;
+        mn__mesa_cw_layout(&w, work + h * slot, T, K, V, C);
+        for (b = 0; b < B; b++) {
+            size_t bh = b * H + h;
+            mn__mesa_chunk* ch = &w.ch;
+            // B0: chunk-start states H_n, S_n
+            mn__mesa_states(&w, b, h, hkk0, hkv0, k, v, g, beta, T, H, K, V, C);
+            // B1: dSe_n = gradient of the state at the END of chunk n. forward: S_end(n) = GamC S_n + ...
+            // and o_a = Gam_a S_n^T x_a + ..., so dS_n = GamC dSe_n + (diag(Gam) X)^T dO = dSe_{n-1}.
+            for (i = 0; i < KV; i++) w.dSe[(NC - 1) * KV + i] = dhkv ? dhkv[bh * KV + i] : 0;
+            for (n = NC; n-- > 0;) {
+                size_t r0 = (b * T + n * C) * H + h;
+                mn_real* dst = n > 0 ? w.dSe + (n - 1) * KV : dhkv0 ? dhkv0 + bh * KV : NULL;
+                if (!dst) continue;
+                mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
+                for (a = 0; a < ch->Cn; a++) for (i = 0; i < K; i++) w.CK1[a * K + i] = ch->Gam[a] * xs[(r0 + a * H) * K + i];
+                if (n > 0) for (i = 0; i < KV; i++) dst[i] = (mn_real)(ch->GamC * w.dSe[n * KV + i]);
+                else for (i = 0; i < KV; i++) dst[i] += (mn_real)(ch->GamC * w.dSe[i]);     // dS_0 accumulates
+                mn_gemm(1, 0, K, V, ch->Cn, 1.0, w.CK1, K, dout + r0 * V, H * V, 1.0, dst, V);
+            }
+            // B2 + B3, per chunk
+            for (n = 0; n < NC; n++) {
+                size_t r0 = (b * T + n * C) * H + h, Cn;
+                const mn_real *Kc = k + r0 * K, *Vc = v + r0 * V, *dO = dout + r0 * V, *Sn = w.Ss + n * KV, *dSe = w.dSe + n * KV;
+                mn_real *Sx = w.A1, *Do = w.A2, *Xb = w.CK1, *tk = w.CK2, *tv = w.CV1, *db = w.db, *dQ = w.dQ + n * C * K;
+                double dblast = 0;
+                mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
+                Cn = ch->Cn;
+                for (a = 0; a < Cn; a++) { memcpy(w.X + a * K, xs + (r0 + a * H) * K, K * sizeof(mn_real)); db[a] = 0; }
+                mn_gemm(0, 1, Cn, Cn, K, 1.0, w.X, K, Kc, H * K, 0.0, Sx, C);      // Sx = X Kc^T
+                mn_gemm(0, 1, Cn, Cn, V, 1.0, dO, H * V, Vc, H * V, 0.0, Do, C);    // Do = dO Vc^T
+                // xbar = diag(Gam) dO S_n^T + (Do . M) Kc ; db_a += Gam_a x_a . (S_n do_a)
+                mn_gemm(0, 1, Cn, K, V, 1.0, dO, H * V, Sn, V, 0.0, Xb, K);
+                for (a = 0; a < Cn; a++) {
+                    double s = 0;
+                    for (i = 0; i < K; i++) { s += (double)w.X[a * K + i] * Xb[a * K + i]; Xb[a * K + i] *= ch->Gam[a]; }
+                    db[a] += (mn_real)(ch->Gam[a] * s);
+                }
+                // E = (Sx . M) . Do: o_a = sum_j M[a,j] (x_a.k_j) v_j, and dM[a,j]/db_a = M, dM/db_j = -M
+                for (a = 0; a < Cn; a++)
+                    for (j = 0; j <= a; j++) {
+                        double E = (double)Sx[a * C + j] * ch->M[a * C + j] * Do[a * C + j];
+                        db[a] += (mn_real)E; db[j] -= (mn_real)E;
+                    }
+                for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Do[a * C + j] *= ch->M[a * C + j];   // Do . M
+                mn_gemm(0, 0, Cn, K, Cn, 1.0, Do, C, Kc, H * K, 1.0, Xb, K);
+                // Do . M' (undo beta): (Do . M)[a,j] / beta_j would divide by beta; recompute from Mp instead
+                mn_gemm(0, 1, Cn, Cn, V, 1.0, dO, H * V, Vc, H * V, 0.0, Do, C);
+                for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Do[a * C + j] *= ch->Mp[a * C + j];
+                // dKb_kv = (Do . M')^T X + diag(e) Vc dSe^T  -> dbeta_j += dKb_j . k_j ; dk_j += beta_j dKb_j
+                mn_gemm(1, 0, Cn, K, Cn, 1.0, Do, C, w.X, K, 0.0, tk, K);
+                mn_gemm(0, 1, Cn, K, V, 1.0, Vc, H * V, dSe, V, 0.0, dQ, K);      // Vc dSe^T into dQ's rows (free until B3)
+                for (a = 0; a < Cn; a++) {
+                    size_t r = r0 + a * H;
+                    double be = beta[r], s = 0;
+                    for (i = 0; i < K; i++) {
+                        double dkb = tk[a * K + i] + (double)ch->e[a] * dQ[a * K + i];
+                        s += dkb * k[r * K + i];
+                        dk[r * K + i] += (mn_real)(be * dkb);
+                    }
+                    dbeta[r] += (mn_real)s;
+                }
+                // dV += (Sx . M)^T dO + diag(e . beta) Kc dSe ; w_j = e_j beta_j (k_j^T dSe v_j)
+                for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Sx[a * C + j] *= ch->M[a * C + j];    // Sx . M from here on
+                mn_gemm(0, 0, Cn, V, K, 1.0, Kc, H * K, dSe, V, 0.0, tv, V);
+                for (a = 0; a < Cn; a++) {
+                    size_t r = r0 + a * H;
+                    double s = ch->e[a] * beta[r], wj = 0;
+                    for (j = 0; j < V; j++) { dv[r * V + j] += (mn_real)(s * tv[a * V + j]); wj += (double)tv[a * V + j] * Vc[a * H * V + j]; }
+                    db[a] -= (mn_real)(s * wj); dblast += s * wj;
+                }
+                for (i = 0; i < KV; i++) dblast += ch->GamC * (double)Sn[i] * dSe[i];
+                db[Cn - 1] += (mn_real)dblast;
+                for (a = 0; a < Cn; a++) {   // gemm into the strided dv rows
+                    size_t r = r0 + a * H;
+                    for (j = 0; j < V; j++) {
+                        double s = 0; size_t c2;
+                        for (c2 = a; c2 < Cn; c2++) s += (double)Sx[c2 * C + a] * dO[c2 * H * V + j];
+                        dv[r * V + j] += (mn_real)s;
+                    }
+                }
+                // dg from db (reverse cumsum inside the chunk); the kk part adds more below
+                { double acc = 0; for (a = Cn; a-- > 0;) { acc += db[a]; dg[(b * T + n * C + a) * H + h] += (mn_real)acc; } }
+                // B3: adjoint solve dQ = A^-1 xbar (row by row, like the forward)
+                mn__mesa_chunk_cg(dQ, NULL, Xb, K, Kc, H * K, ch, w.Hs + n * KK, lamb + h * K, C, K, op, w.cg);
+                for (a = 0; a < Cn; a++) for (i = 0; i < K; i++) dq[(r0 + a * H) * K + i] += dQ[a * K + i];
+            }
+            // B4: dHe_n; forward: H_end(n) = GamC H_n + ..., and dL/dH_t = -dq_t x_t^T
+            for (i = 0; i < KK; i++) w.dHe[(NC - 1) * KK + i] = dhkk ? dhkk[bh * KK + i] : 0;
+            for (n = NC; n-- > 0;) {
+                size_t r0 = (b * T + n * C) * H + h;
+                mn_real* dst = n > 0 ? w.dHe + (n - 1) * KK : (dhkk0 ? dhkk0 + bh * KK : NULL);
+                if (!dst) continue;
+                mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
+                for (a = 0; a < ch->Cn; a++) for (i = 0; i < K; i++) w.CK1[a * K + i] = -ch->Gam[a] * w.dQ[n * C * K + a * K + i];
+                for (a = 0; a < ch->Cn; a++) memcpy(w.X + a * K, xs + (r0 + a * H) * K, K * sizeof(mn_real));
+                if (n > 0) for (i = 0; i < KK; i++) dst[i] = (mn_real)(ch->GamC * w.dHe[n * KK + i]);
+                else for (i = 0; i < KK; i++) dst[i] += (mn_real)(ch->GamC * w.dHe[i]);
+                mn_gemm(1, 0, K, K, ch->Cn, 1.0, w.CK1, K, w.X, K, 1.0, dst, K);   // rows index dq
+            }
+            // B5: the kk part, per chunk
+            for (n = 0; n < NC; n++) {
+                size_t r0 = (b * T + n * C) * H + h, Cn;
+                const mn_real *Kc = k + r0 * K, *Hn = w.Hs + n * KK, *dHe = w.dHe + n * KK, *dQ = w.dQ + n * C * K;
+                mn_real *Sx = w.A1, *Dq = w.A2, *tk = w.CK1, *t2 = w.CK2, *db = w.db;
+                double dblast = 0;
+                mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
+                Cn = ch->Cn;
+                for (a = 0; a < Cn; a++) { memcpy(w.X + a * K, xs + (r0 + a * H) * K, K * sizeof(mn_real)); db[a] = 0; }
+                mn_gemm(0, 1, Cn, Cn, K, 1.0, w.X, K, Kc, H * K, 0.0, Sx, C);      // Sx = X Kc^T
+                mn_gemm(0, 1, Cn, Cn, K, 1.0, dQ, K, Kc, H * K, 0.0, Dq, C);       // Dq = dQ Kc^T
+                // E' = -(Sx . M) . Dq
+                for (a = 0; a < Cn; a++)
+                    for (j = 0; j <= a; j++) {
+                        double E = -(double)Sx[a * C + j] * ch->M[a * C + j] * Dq[a * C + j];
+                        db[a] += (mn_real)E; db[j] -= (mn_real)E;
+                    }
+                // db_a += -Gam_a dq_a . (H_n x_a) ; dlambda -= colsum(dQ . X)
+                mn_gemm(0, 1, Cn, K, K, 1.0, w.X, K, Hn, K, 0.0, tk, K);           // rows: (H_n x_a)^T (H_n symmetric)
+                for (a = 0; a < Cn; a++) {
+                    double s = 0;
+                    for (i = 0; i < K; i++) { s += (double)dQ[a * K + i] * tk[a * K + i]; dlamb[h * K + i] -= dQ[a * K + i] * w.X[a * K + i]; }
+                    db[a] -= (mn_real)(ch->Gam[a] * s);
+                }
+                // dKb_kk = -(Dq . M')^T X + diag(e) Kc dHe^T
+                for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Dq[a * C + j] *= -ch->Mp[a * C + j];
+                mn_gemm(1, 0, Cn, K, Cn, 1.0, Dq, C, w.X, K, 0.0, tk, K);
+                mn_gemm(0, 1, Cn, K, K, 1.0, Kc, H * K, dHe, K, 0.0, t2, K);
+                for (a = 0; a < Cn; a++) {
+                    size_t r = r0 + a * H;
+                    double be = beta[r], s = 0;
+                    for (i = 0; i < K; i++) {
+                        double dkb = tk[a * K + i] + (double)ch->e[a] * t2[a * K + i];
+                        s += dkb * k[r * K + i];
+                        dk[r * K + i] += (mn_real)(be * dkb);
+                    }
+                    dbeta[r] += (mn_real)s;
+                }
+                // dKval = -(Sx . M)^T dQ + diag(e . beta) Kc dHe ; w'_j = e_j beta_j k_j^T dHe k_j
+                for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Sx[a * C + j] *= -ch->M[a * C + j];
+                mn_gemm(1, 0, Cn, K, Cn, 1.0, Sx, C, dQ, K, 0.0, tk, K);
+                mn_gemm(0, 0, Cn, K, K, 1.0, Kc, H * K, dHe, K, 0.0, t2, K);
+                for (a = 0; a < Cn; a++) {
+                    size_t r = r0 + a * H;
+                    double s = ch->e[a] * beta[r], wj = 0;
+                    for (i = 0; i < K; i++) { dk[r * K + i] += (mn_real)(tk[a * K + i] + s * t2[a * K + i]); wj += (double)t2[a * K + i] * k[r * K + i]; }
+                    db[a] -= (mn_real)(s * wj); dblast += s * wj;
+                }
+                for (i = 0; i < KK; i++) dblast += ch->GamC * (double)Hn[i] * dHe[i];
+                db[Cn - 1] += (mn_real)dblast;
+                { double acc = 0; for (a = Cn; a-- > 0;) { acc += db[a]; dg[(b * T + n * C + a) * H + h] += (mn_real)acc; } }
+            }
+        }
     }
 }
 

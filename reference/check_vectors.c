@@ -314,12 +314,152 @@ static int op_attn_swa(cv_ctx* c)
         in the file (a file tensor with no result fails), once per form it runs;
    then add one row below. Keep the rows in alphabetical order. */
 typedef int (*cv_op_fn)(cv_ctx* c);
+/* ---- Mesa (mesanet.h >>mesa). The three op names share inputs: q, k, v (B,T,H,K), g, beta (B,T,H),
+   lamb (H,K); outputs out.o and the final states out.h_kk (B,H,K,K), out.h_kv (B,H,K,V).
+   mesa_exact: the exact solve (recurrent form, Cholesky) with its implicit backward, and the
+     chunkwise CG form (no epsilons, 2K+8 iterations at chunk 16 and 64) with its backward: both
+     must reach the file, so both are reported (worst of the forms).
+   mesa_cg: fla's CG arithmetic (x0 = 0, 1e-5 epsilons, attr cg_iters steps), recurrent and
+     chunkwise (attr chunk_size). mesa_decode: the step with fla's Jacobi start, token by token. */
+typedef struct {
+    const mn_vec_tensor *q, *k, *v, *o, *dout;
+    size_t B, T, H, K, V;
+    mn_real *qr, *kr, *vr, *gr, *br, *lr;
+} cv_mesa_in;
+
+static int cv_mesa_inputs(cv_ctx* c, cv_mesa_in* m)
+{
+    const mn_vec_tensor *g, *beta, *lamb;
+    size_t w4[4], w3[3], w2[2];
+    if (cv_attr_opt_is(c, "layout", "BTHD") != 0) return -1;
+    if ((m->q = cv_tensor(c, "q", 4)) == NULL || (m->k = cv_tensor(c, "k", 4)) == NULL || (m->v = cv_tensor(c, "v", 4)) == NULL ||
+        (g = cv_tensor(c, "g", 3)) == NULL || (beta = cv_tensor(c, "beta", 3)) == NULL || (lamb = cv_tensor(c, "lamb", 2)) == NULL ||
+        (m->o = cv_tensor(c, "out.o", 4)) == NULL)
+        return -1;
+    m->B = m->q->dims[0], m->T = m->q->dims[1], m->H = m->q->dims[2], m->K = m->q->dims[3], m->V = m->v->dims[3];
+    w4[0] = m->B, w4[1] = m->T, w4[2] = m->H, w4[3] = m->K;
+    if (cv_check_shape(c, m->k, w4) != 0) return -1;
+    w4[3] = m->V;
+    if (cv_check_shape(c, m->v, w4) != 0 || cv_check_shape(c, m->o, w4) != 0) return -1;
+    w3[0] = m->B, w3[1] = m->T, w3[2] = m->H;
+    if (cv_check_shape(c, g, w3) != 0 || cv_check_shape(c, beta, w3) != 0) return -1;
+    w2[0] = m->H, w2[1] = m->K;
+    if (cv_check_shape(c, lamb, w2) != 0) return -1;
+    if (m->K > 1024 || m->V > 1024) return cv_fail(c, "head dims above 1024");
+    if (mn_vec_get(c->f, "do") == NULL) m->dout = NULL;
+    else if ((m->dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, m->dout, w4) != 0) return -1;
+    if ((m->qr = cv_real(c, m->q)) == NULL || (m->kr = cv_real(c, m->k)) == NULL || (m->vr = cv_real(c, m->v)) == NULL ||
+        (m->gr = cv_real(c, g)) == NULL || (m->br = cv_real(c, beta)) == NULL || (m->lr = cv_real(c, lamb)) == NULL)
+        return -1;
+    return 0;
+}
+
+/* Runs one form forward (and backward when the file has do), emitting out.o, out.h_kk, out.h_kv
+   and the grads under the form's name. chunk = 0: recurrent form. */
+static int cv_mesa_form(cv_ctx* c, const cv_mesa_in* m, const char* form, const mn_mesa_opts* o, int chunk)
+{
+    size_t B = m->B, T = m->T, H = m->H, K = m->K, V = m->V;
+    size_t nw = mn_mesa_work_size(chunk ? MN_MESA_FORM_CHUNK : MN_MESA_FORM_RECURRENT, B, T, H, K, V, o);
+    mn_real* work = (mn_real*)cv_alloc(c, nw, sizeof(mn_real));
+    mn_real* out = (mn_real*)cv_alloc(c, m->o->n, sizeof(mn_real));
+    mn_real* xs = (mn_real*)cv_alloc(c, m->q->n, sizeof(mn_real));
+    mn_real* hkk = (mn_real*)cv_alloc(c, B * H * K * K, sizeof(mn_real));   /* zero initial states */
+    mn_real* hkv = (mn_real*)cv_alloc(c, B * H * K * V, sizeof(mn_real));
+    if (!work || !out || !xs || !hkk || !hkv) return -1;
+    if (chunk) mn_mesa_chunk_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
+    else mn_mesa_recurrent_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
+    if (cv_emit(c, "out.o", form, out, m->o->n) || cv_emit(c, "out.h_kk", form, hkk, B * H * K * K) || cv_emit(c, "out.h_kv", form, hkv, B * H * K * V)) return -1;
+    if (m->dout != NULL) {
+        mn_real* dor = cv_real(c, m->dout);
+        mn_real* dq = (mn_real*)cv_alloc(c, m->q->n, sizeof(mn_real));
+        mn_real* dk = (mn_real*)cv_alloc(c, m->k->n, sizeof(mn_real));
+        mn_real* dv = (mn_real*)cv_alloc(c, m->v->n, sizeof(mn_real));
+        mn_real* dg = (mn_real*)cv_alloc(c, B * T * H, sizeof(mn_real));
+        mn_real* db = (mn_real*)cv_alloc(c, B * T * H, sizeof(mn_real));
+        mn_real* dl = (mn_real*)cv_alloc(c, H * K, sizeof(mn_real));
+        size_t nb = mn_mesa_work_size(chunk ? MN_MESA_FORM_CHUNK : MN_MESA_FORM_RECURRENT_BWD, B, T, H, K, V, o);
+        mn_real* wb = (mn_real*)cv_alloc(c, nb, sizeof(mn_real));
+        if (!dor || !dq || !dk || !dv || !dg || !db || !dl || !wb) return -1;
+        if (chunk) mn_mesa_chunk_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
+        else mn_mesa_recurrent_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
+        if (cv_emit(c, "grad.q", form, dq, m->q->n) || cv_emit(c, "grad.k", form, dk, m->k->n) || cv_emit(c, "grad.v", form, dv, m->v->n) ||
+            cv_emit(c, "grad.g", form, dg, B * T * H) || cv_emit(c, "grad.beta", form, db, B * T * H) || cv_emit(c, "grad.lamb", form, dl, H * K))
+            return -1;
+    }
+    return 0;
+}
+
+static int op_mesa_exact(cv_ctx* c)
+{
+    cv_mesa_in m;
+    mn_mesa_opts ex, cg16, cg64;
+    if (cv_mesa_inputs(c, &m) != 0) return -1;
+    memset(&ex, 0, sizeof ex); ex.solver = MN_MESA_EXACT;
+    memset(&cg16, 0, sizeof cg16); cg16.cg_iters = (int)(2 * m.K + 8); cg16.chunk = 16;
+    cg64 = cg16; cg64.chunk = 64;
+    if (cv_mesa_form(c, &m, "exact", &ex, 0) != 0 || cv_mesa_form(c, &m, "chunk16", &cg16, 1) != 0 ||
+        cv_mesa_form(c, &m, "chunk64", &cg64, 1) != 0)
+        return -1;
+    return 0;
+}
+
+static int op_mesa_cg(cv_ctx* c)
+{
+    cv_mesa_in m;
+    mn_mesa_opts o;
+    size_t iters, chunk;
+    if (cv_attr_size(c, "cg_iters", &iters) != 0 || cv_attr_size(c, "chunk_size", &chunk) != 0) return -1;
+    if (iters < 1 || iters > 10000 || chunk < 1) return cv_fail(c, "cg_iters or chunk_size out of range");
+    if (cv_mesa_inputs(c, &m) != 0) return -1;
+    memset(&o, 0, sizeof o);
+    o.cg_iters = (int)iters; o.fla = 1; o.chunk = chunk;
+    if (cv_mesa_form(c, &m, "recurrent", &o, 0) != 0 || cv_mesa_form(c, &m, "chunk", &o, 1) != 0) return -1;
+    return 0;
+}
+
+static int op_mesa_decode(cv_ctx* c)
+{
+    cv_mesa_in m;
+    mn_mesa_opts o;
+    size_t iters, b, t, h;
+    mn_real *out, *hkk, *hkv, *work, *qt, *kt, *vt, *gt, *bt, *ot;
+    if (cv_attr_size(c, "cg_iters", &iters) != 0) return -1;
+    if (iters < 1 || iters > 10000) return cv_fail(c, "cg_iters out of range");
+    if (cv_mesa_inputs(c, &m) != 0) return -1;
+    memset(&o, 0, sizeof o);
+    o.cg_iters = (int)iters; o.fla = 1; o.jacobi = 1;
+    out = (mn_real*)cv_alloc(c, m.o->n, sizeof(mn_real));
+    hkk = (mn_real*)cv_alloc(c, m.B * m.H * m.K * m.K, sizeof(mn_real));
+    hkv = (mn_real*)cv_alloc(c, m.B * m.H * m.K * m.V, sizeof(mn_real));
+    work = (mn_real*)cv_alloc(c, mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, m.H, m.K, m.V, &o), sizeof(mn_real));
+    qt = (mn_real*)cv_alloc(c, m.H * m.K, sizeof(mn_real)); kt = (mn_real*)cv_alloc(c, m.H * m.K, sizeof(mn_real));
+    vt = (mn_real*)cv_alloc(c, m.H * m.V, sizeof(mn_real)); ot = (mn_real*)cv_alloc(c, m.H * m.V, sizeof(mn_real));
+    gt = (mn_real*)cv_alloc(c, m.H, sizeof(mn_real)); bt = (mn_real*)cv_alloc(c, m.H, sizeof(mn_real));
+    if (!out || !hkk || !hkv || !work || !qt || !kt || !vt || !ot || !gt || !bt) return -1;
+    /* the step takes one token of all heads of one sequence: rows of (B,T,H,D) are already that */
+    for (b = 0; b < m.B; b++)
+        for (t = 0; t < m.T; t++) {
+            size_t r = (b * m.T + t) * m.H;
+            for (h = 0; h < m.H; h++) { gt[h] = m.gr[r + h]; bt[h] = m.br[r + h]; }
+            mn_mesa_step(out + r * m.V, NULL, hkk + b * m.H * m.K * m.K, hkv + b * m.H * m.K * m.V, m.qr + r * m.K, m.kr + r * m.K,
+                         m.vr + r * m.V, gt, bt, m.lr, m.H, m.K, m.V, &o, work);
+        }
+    (void)qt; (void)kt; (void)vt; (void)ot;
+    if (cv_emit(c, "out.o", "step", out, m.o->n) || cv_emit(c, "out.h_kk", "step", hkk, m.B * m.H * m.K * m.K) ||
+        cv_emit(c, "out.h_kv", "step", hkv, m.B * m.H * m.K * m.V))
+        return -1;
+    return 0;
+}
+
 static const struct {
     const char* op;
     cv_op_fn fn;
 } cv_ops[] = {
     {"attn_causal", op_attn_causal},
     {"attn_swa", op_attn_swa},
+    {"mesa_exact", op_mesa_exact},
+    {"mesa_cg", op_mesa_cg},
+    {"mesa_decode", op_mesa_decode},
 };
 
 /* ------------------------------------------------------------------------------------------- */
