@@ -58,12 +58,17 @@ demo: setup
 	@echo "loss curve: runs/demo/loss.png   checkpoint: runs/demo/"
 
 # ---- tests ---------------------------------------------------------------------------------
-TEST_BINS = $(BUILD)/test_grad $(BUILD)/test_model_d $(BUILD)/test_model_f $(BUILD)/test_vecfile \
+TEST_BINS = $(BUILD)/test_grad $(BUILD)/test_mesa $(BUILD)/test_mesa_oracle $(BUILD)/test_model_d $(BUILD)/test_model_f $(BUILD)/test_vecfile \
             $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile
 
 # finite differences need double precision (MESANET_DOUBLE); the model test runs in both types
 $(BUILD)/test_grad: tests/test_grad.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm
+# the Mesa op against the independent float64 oracle, and the oracle against the vectors
+$(BUILD)/test_mesa: tests/test_mesa.c tests/testutil.h reference/mesa_oracle.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests -DMESANET_DOUBLE $< -o $@ -lm
+$(BUILD)/test_mesa_oracle: tests/test_mesa_oracle.c tests/testutil.h reference/mesa_oracle.h reference/vecfile.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $< -o $@ -lm
 $(BUILD)/test_model_d: tests/test_model.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm
 $(BUILD)/test_model_f: tests/test_model.c tests/testutil.h mesanet.h | $(BUILD)

@@ -12,6 +12,8 @@ run() {  # run NAME CMD...
 run "compile C99 (float+double, -Wall -Wextra -Werror -Wpedantic)" "$B/test_compile_c"
 run "compile C++ (float+double)" "$B/test_compile_cpp"
 run "finite-difference gradients (double)" "$B/test_grad"
+run "Mesa op vs float64 oracle, across forms (double)" "$B/test_mesa"
+run "Mesa float64 oracle vs golden vectors" "$B/test_mesa_oracle"
 run "model tests (double)" "$B/test_model_d"
 run "model tests (float, BLAS/OpenMP as built)" "$B/test_model_f"
 run "vector-file parser" "$B/test_vecfile"
