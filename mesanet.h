@@ -117,7 +117,7 @@ enum { MN_DT_F32, MN_DT_F64, MN_DT_BF16, MN_DT_F16 };  // safetensors dtypes thi
 
 #define MN_MAX_LAYERS 64
 #define MN_MAX_LAYER_TENSORS 24   // parameter tensors of one block (norms, mlp, mixer)
-#define MN_MAX_LAYER_ACTS 24      // activation tensors of one block
+#define MN_MAX_LAYER_ACTS 32      // activation tensors of one block
 
 // Model configuration. Zero in any field means "use the default" (sokol style); mn_config_resolve
 // returns the filled-in copy and checks it.
@@ -136,6 +136,13 @@ typedef struct mn_config {
     double logit_softcap; // 0 = off; else logits = c*tanh(z/c) (the MesaNet paper uses 30)
     double init_std;      // default 0.02 (fla _init_weights)
     uint64_t seed;        // parameter init seed, default 1337
+    // Mesa layers (mesa.md §4): CG steps in training and decoding (0 = 30; negative = no solve,
+    // i.e. GLA), the paper's dynamic-stopping tolerance for decoding (0 = fixed count), the chunk
+    // length of the chunkwise form (0 = 64), and the paper's gamma clamp (§4.2; fla has none).
+    int mesa_cg_train, mesa_cg_decode;
+    double mesa_cg_tol;
+    size_t mesa_chunk;
+    int mesa_gamma_clamp;
 } mn_config;
 
 // One named tensor of the parameter table: the same table allocates, initialises, counts,
@@ -147,7 +154,7 @@ typedef struct mn_tensor_info {
     size_t offset;       // into the parameter block, in elements
     size_t numel;
     int decay;           // 1: AdamW weight decay applies (matrices); 0: norms, embeddings, biases
-    int init;            // MN__INIT_* (normal, ones, zeros)
+    int init;            // MN__INIT_* (normal, ones, zeros, Mesa's lambda)
     int dtype;           // in a parsed safetensors file: MN_DT_F32/F64/BF16/F16 (offset is then in bytes)
 } mn_tensor_info;
 
@@ -223,6 +230,12 @@ MNDEF void mn_residual_forward(mn_real* out, const mn_real* a, const mn_real* b,
 MNDEF void mn_residual_backward(mn_real* da, mn_real* db, const mn_real* dout, size_t n);
 MNDEF void mn_swiglu_forward(mn_real* out, const mn_real* gate, const mn_real* up, size_t n);
 MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up, size_t n);
+MNDEF void mn_sigmoid_forward(mn_real* out, const mn_real* inp, size_t n);
+MNDEF void mn_sigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
+MNDEF void mn_logsigmoid_forward(mn_real* out, const mn_real* inp, size_t n);
+MNDEF void mn_logsigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
+MNDEF void mn_softplus_forward(mn_real* out, const mn_real* inp, size_t n);
+MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
 MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
 MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch, size_t K, int silu);
@@ -569,6 +582,31 @@ MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout,
         dup[i] += dout[i] * g * s;
         dgate[i] += dout[i] * up[i] * s * (1 + g * (1 - s));
     }
+}
+
+// Gate activations, elementwise, as fla's layers use them: sigmoid (beta), logsigmoid (the Mesa/GDN
+// log-decay g = logsigmoid(a) <= 0) and softplus (lambda = softplus(theta) + 0.25). Written in
+// the overflow-safe forms: logsigmoid(x) = min(x,0) - log1p(exp(-|x|)); softplus(x) = x for x > 20 (torch).
+MNDEF void mn_sigmoid_forward(mn_real* out, const mn_real* inp, size_t n) {
+    size_t i; for (i = 0; i < n; i++) out[i] = (mn_real)mn__sigmoid(inp[i]);
+}
+// forward: y = s(x), so: dx += dy s (1 - s)
+MNDEF void mn_sigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
+    size_t i; for (i = 0; i < n; i++) { double s = mn__sigmoid(inp[i]); dinp[i] += (mn_real)(dout[i] * s * (1.0 - s)); }
+}
+MNDEF void mn_logsigmoid_forward(mn_real* out, const mn_real* inp, size_t n) {
+    size_t i; for (i = 0; i < n; i++) { double x = inp[i]; out[i] = (mn_real)((x < 0 ? x : 0.0) - log1p(exp(-fabs(x)))); }
+}
+// forward: y = log s(x), so: dx += dy (1 - s(x)) = dy s(-x)
+MNDEF void mn_logsigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
+    size_t i; for (i = 0; i < n; i++) dinp[i] += (mn_real)(dout[i] * mn__sigmoid(-(double)inp[i]));
+}
+MNDEF void mn_softplus_forward(mn_real* out, const mn_real* inp, size_t n) {
+    size_t i; for (i = 0; i < n; i++) { double x = inp[i]; out[i] = (mn_real)(x > 20 ? x : log1p(exp(x))); }
+}
+// forward: y = log(1 + e^x), so: dx += dy s(x)
+MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
+    size_t i; for (i = 0; i < n; i++) dinp[i] += (mn_real)(dout[i] * (inp[i] > 20 ? 1.0 : mn__sigmoid(inp[i])));
 }
 
 // Depthwise causal convolution (fla ShortConvolution, kernel K=4, no bias), optional SiLU:
@@ -1447,7 +1485,7 @@ MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
 // A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
 // MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
 
-enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS };
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA };
 // parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
 enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
 // activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
@@ -1560,9 +1598,159 @@ static double mn__attn_flops(const mn_config* c, size_t T) {
     return 4.0 * (double)T * (double)(c->n_head * c->head_dim);
 }
 
+// ---- the Mesa layer as a mixer (fla layers/mesa_net.py; mesa.md §4.1):
+//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = x Wv       (per head)
+//   beta = sigmoid(x Wb + bb), g = logsigmoid(x Wa + ba), lambda = softplus(theta) + 0.25
+//   [paper §4.2, cfg.mesa_gamma_clamp: gamma <- gamma (1 - (1 - 0.9975) beta^2), in log space]
+//   o = Mesa(q, k, v, g, beta, lambda) (chunkwise CG, cfg.mesa_cg_train steps; decode: the step with
+//   cfg.mesa_cg_decode steps and the paper's stop ||r|| <= cfg.mesa_cg_tol ||r0||), y = RMSNorm_head(o) Wo.
+enum { MN__MS_Q = MN__P_MIX, MN__MS_K, MN__MS_V, MN__MS_A, MN__MS_AB, MN__MS_B, MN__MS_BB, MN__MS_LAM, MN__MS_QC, MN__MS_KC, MN__MS_ON, MN__MS_O };
+enum { MN__MA_QL = MN__A_MIX, MN__MA_KL, MN__MA_QC, MN__MA_KC, MN__MA_Q, MN__MA_K, MN__MA_RQ, MN__MA_RK, MN__MA_V, MN__MA_AL, MN__MA_BL,
+       MN__MA_G, MN__MA_BETA, MN__MA_LAMB, MN__MA_XS, MN__MA_O, MN__MA_ON, MN__MA_RO, MN__MA_WORK };
+#define MN__MESA_CLAMP 0.0025   // 1 - b_gamma, b_gamma = 0.9975 (paper §4.2)
+static void mn__mesa_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, H = m->cfg.n_head, HD = H * m->cfg.head_dim, D = m->cfg.head_dim;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("a_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("a_proj.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("b_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("b_proj.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("lambda_params"), 1, HD, 0, 0, 0, MN__INIT_LAMBDA);   // no weight decay (fla)
+    mn__tab_add(m, count, MN__NAME("q_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("o_norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
+    #undef MN__NAME
+}
+static mn_mesa_opts mn__mesa_train_opts(const mn_config* c) {
+    mn_mesa_opts o; memset(&o, 0, sizeof o);
+    o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk;
+    return o;
+}
+static size_t mn__mesa_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, H = c->n_head, HD = H * c->head_dim, i;
+    mn_mesa_opts o = mn__mesa_train_opts(c);
+    for (i = 0; i < 6; i++) s[i] = N * HD;                 // ql, kl, qc, kc, q, k
+    s[6] = s[7] = N * H;                                   // rstd of the q, k l2 norms
+    s[8] = N * HD; s[9] = s[10] = s[11] = s[12] = N * H;    // v; a, b pre-activations; g, beta
+    s[13] = HD;                                            // lambda
+    s[14] = s[15] = s[16] = N * HD; s[17] = N * H;          // solves, o, normed o, its rstd
+    s[18] = mn_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, c->head_dim, c->head_dim, &o);
+    return 19;
+}
+// The gates from the pre-activations: g = logsigmoid(al) (+ the optional clamp), beta = sigmoid(bl).
+static void mn__mesa_gates(const mn_config* c, mn_real* g, mn_real* beta, const mn_real* al, const mn_real* bl, size_t n) {
+    size_t i;
+    mn_logsigmoid_forward(g, al, n);
+    mn_sigmoid_forward(beta, bl, n);
+    if (c->mesa_gamma_clamp) for (i = 0; i < n; i++) g[i] += (mn_real)log(1.0 - MN__MESA_CLAMP * beta[i] * beta[i]);
+}
+static void mn__mesa_lambda(mn_real* lamb, const mn_real* theta, size_t n) {
+    size_t i;
+    mn_softplus_forward(lamb, theta, n);
+    for (i = 0; i < n; i++) lamb[i] += (mn_real)0.25;    // fla lambda_lower_bound
+}
+static void mn__mesa_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn_mesa_opts o = mn__mesa_train_opts(c);
+    #define A(j) MN__ACT(m, l, j)
+    mn_matmul_forward(A(MN__MA_QL), in, MN__PAR(m, l, MN__MS_Q), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__MA_KL), in, MN__PAR(m, l, MN__MS_K), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__MA_V), in, MN__PAR(m, l, MN__MS_V), NULL, N, C, HD);
+    mn_shortconv_forward(A(MN__MA_QC), A(MN__MA_QL), MN__PAR(m, l, MN__MS_QC), B, T, HD, 4, 1);
+    mn_shortconv_forward(A(MN__MA_KC), A(MN__MA_KL), MN__PAR(m, l, MN__MS_KC), B, T, HD, 4, 1);
+    mn_l2norm_forward(A(MN__MA_Q), A(MN__MA_RQ), A(MN__MA_QC), N * H, D);
+    mn_l2norm_forward(A(MN__MA_K), A(MN__MA_RK), A(MN__MA_KC), N * H, D);
+    mn_matmul_forward(A(MN__MA_AL), in, MN__PAR(m, l, MN__MS_A), MN__PAR(m, l, MN__MS_AB), N, C, H);
+    mn_matmul_forward(A(MN__MA_BL), in, MN__PAR(m, l, MN__MS_B), MN__PAR(m, l, MN__MS_BB), N, C, H);
+    mn__mesa_gates(c, A(MN__MA_G), A(MN__MA_BETA), A(MN__MA_AL), A(MN__MA_BL), N * H);
+    mn__mesa_lambda(A(MN__MA_LAMB), MN__PAR(m, l, MN__MS_LAM), HD);
+    mn_mesa_chunk_forward(A(MN__MA_O), A(MN__MA_XS), NULL, NULL, NULL, A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA),
+                          A(MN__MA_LAMB), B, T, H, D, D, &o, A(MN__MA_WORK));
+    mn_rmsnorm_forward(A(MN__MA_ON), A(MN__MA_RO), A(MN__MA_O), MN__PAR(m, l, MN__MS_ON), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A(MN__MA_ON), MN__PAR(m, l, MN__MS_O), NULL, N, HD, C);
+    #undef A
+}
+static void mn__mesa_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn_mesa_opts o = mn__mesa_train_opts(c);
+    #define A(j) MN__ACT(m, l, j)
+    #define DA(j) MN__DACT(m, l, j)
+    mn_matmul_backward(DA(MN__MA_ON), MN__GRD(m, l, MN__MS_O), NULL, dout, A(MN__MA_ON), MN__PAR(m, l, MN__MS_O), N, HD, C);
+    mn_rmsnorm_backward(DA(MN__MA_O), MN__GRD(m, l, MN__MS_ON), DA(MN__MA_ON), A(MN__MA_RO), A(MN__MA_O), MN__PAR(m, l, MN__MS_ON), N * H, D);
+    // the op's implicit backward; dlambda collects in the (zeroed) gradient slot of lambda
+    mn_mesa_chunk_backward(DA(MN__MA_Q), DA(MN__MA_K), DA(MN__MA_V), DA(MN__MA_G), DA(MN__MA_BETA), DA(MN__MA_LAMB), NULL, NULL, DA(MN__MA_O), NULL, NULL,
+                           A(MN__MA_XS), A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA), A(MN__MA_LAMB), NULL, NULL, B, T, H, D, D, &o, DA(MN__MA_WORK));
+    mn_softplus_backward(MN__GRD(m, l, MN__MS_LAM), DA(MN__MA_LAMB), MN__PAR(m, l, MN__MS_LAM), HD);
+    if (c->mesa_gamma_clamp) {   // forward: g += log(1 - c beta^2), so: dbeta += dg (-2 c beta) / (1 - c beta^2)
+        const mn_real* be = A(MN__MA_BETA);
+        for (i = 0; i < N * H; i++) DA(MN__MA_BETA)[i] += (mn_real)(DA(MN__MA_G)[i] * (-2.0 * MN__MESA_CLAMP * be[i]) / (1.0 - MN__MESA_CLAMP * be[i] * be[i]));
+    }
+    mn_logsigmoid_backward(DA(MN__MA_AL), DA(MN__MA_G), A(MN__MA_AL), N * H);
+    mn_sigmoid_backward(DA(MN__MA_BL), DA(MN__MA_BETA), A(MN__MA_BL), N * H);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_A), MN__GRD(m, l, MN__MS_AB), DA(MN__MA_AL), in, MN__PAR(m, l, MN__MS_A), N, C, H);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_B), MN__GRD(m, l, MN__MS_BB), DA(MN__MA_BL), in, MN__PAR(m, l, MN__MS_B), N, C, H);
+    mn_l2norm_backward(DA(MN__MA_QC), DA(MN__MA_Q), A(MN__MA_Q), A(MN__MA_RQ), N * H, D);
+    mn_l2norm_backward(DA(MN__MA_KC), DA(MN__MA_K), A(MN__MA_K), A(MN__MA_RK), N * H, D);
+    mn_shortconv_backward(DA(MN__MA_QL), MN__GRD(m, l, MN__MS_QC), DA(MN__MA_QC), A(MN__MA_QL), MN__PAR(m, l, MN__MS_QC), B, T, HD, 4, 1);
+    mn_shortconv_backward(DA(MN__MA_KL), MN__GRD(m, l, MN__MS_KC), DA(MN__MA_KC), A(MN__MA_KL), MN__PAR(m, l, MN__MS_KC), B, T, HD, 4, 1);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_Q), NULL, DA(MN__MA_QL), in, MN__PAR(m, l, MN__MS_Q), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_K), NULL, DA(MN__MA_KL), in, MN__PAR(m, l, MN__MS_K), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_V), NULL, DA(MN__MA_V), in, MN__PAR(m, l, MN__MS_V), N, C, HD);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: q and k conv windows (HD,3 each), H (H,D,D), S (H,D,D)
+static size_t mn__mesa_state_size(const mn_config* c) {
+    size_t H = c->n_head, D = c->head_dim;
+    return 2 * 3 * H * D + 2 * H * D * D;
+}
+static size_t mn__mesa_scratch_size(const mn_config* c) {
+    size_t H = c->n_head, D = c->head_dim;
+    mn_mesa_opts o; memset(&o, 0, sizeof o);
+    return 10 * H * D + 6 * H + mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, H, D, D, &o);
+}
+static void mn__mesa_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn_real *cq = state, *ck = cq + 3 * HD, *hkk = ck + 3 * HD, *hkv = hkk + H * D * D;
+    mn_real *ql = scratch, *kl = ql + HD, *v = kl + HD, *q = v + HD, *k = q + HD, *lamb = k + HD, *o = lamb + HD, *on = o + HD, *qc = on + HD, *kc = qc + HD;
+    mn_real *al = kc + HD, *bl = al + H, *g = bl + H, *beta = g + H, *rs = beta + H, *work = rs + H;
+    mn_mesa_opts op; memset(&op, 0, sizeof op);
+    op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
+    MN_UNUSED(pos);
+    mn_matmul_forward(ql, in, MN__PAR(m, l, MN__MS_Q), NULL, 1, C, HD);
+    mn_matmul_forward(kl, in, MN__PAR(m, l, MN__MS_K), NULL, 1, C, HD);
+    mn_matmul_forward(v, in, MN__PAR(m, l, MN__MS_V), NULL, 1, C, HD);
+    mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__MS_QC), HD, 4, 1);
+    mn_shortconv_step(kc, ck, kl, MN__PAR(m, l, MN__MS_KC), HD, 4, 1);
+    mn_l2norm_forward(q, rs, qc, H, D);
+    mn_l2norm_forward(k, rs, kc, H, D);
+    mn_matmul_forward(al, in, MN__PAR(m, l, MN__MS_A), MN__PAR(m, l, MN__MS_AB), 1, C, H);
+    mn_matmul_forward(bl, in, MN__PAR(m, l, MN__MS_B), MN__PAR(m, l, MN__MS_BB), 1, C, H);
+    mn__mesa_gates(c, g, beta, al, bl, H);
+    mn__mesa_lambda(lamb, MN__PAR(m, l, MN__MS_LAM), HD);
+    mn_mesa_step(o, NULL, hkk, hkv, q, k, v, g, beta, lamb, H, D, D, &op, work);
+    mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__MS_ON), H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, MN__MS_O), NULL, 1, HD, C);
+}
+static double mn__mesa_flops(const mn_config* c, size_t T) {
+    // anchors.md: per head and token 2K^2 + 2KV (state pass) + n (4CK + 2K^2) (CG) + 2CK + 2CV + 2KV (output)
+    double K = (double)c->head_dim, V = K, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    double n = c->mesa_cg_train > 0 ? c->mesa_cg_train : 0;
+    return (double)c->n_head * (2 * K * K + 2 * K * V + n * (4 * Cc * K + 2 * K * K) + 2 * Cc * K + 2 * Cc * V + 2 * K * V);
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
+    { "mesa", 0, mn__mesa_params, mn__mesa_acts, mn__mesa_forward, mn__mesa_backward, mn__mesa_state_size, mn__mesa_scratch_size, mn__mesa_step_layer, mn__mesa_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
 
@@ -1614,6 +1802,7 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
     MN__DEF(d_ff, (out->d_model * 8 / 3 + 15) / 16 * 16);
     MN__DEF(max_seq_len, 1024); MN__DEF(window, 64);
     MN__DEF(rope_theta, 10000.0); MN__DEF(norm_eps, 1e-6); MN__DEF(init_std, 0.02); MN__DEF(seed, 1337);
+    MN__DEF(mesa_cg_train, 30); MN__DEF(mesa_cg_decode, 30); MN__DEF(mesa_chunk, 64);
     if (!out->pattern || !out->pattern[0]) out->pattern = "attn";
     // sizes: each must be positive and small enough that products of three fit comfortably in size_t
     if (out->vocab_size < 2 || out->vocab_size > (1u << 24) || out->d_model > 65536 || out->n_head > 4096 ||
@@ -1628,6 +1817,7 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
         MN_LOG("mesanet: norm_eps and init_std must be > 0, logit_softcap >= 0\n");
         return MN_ERR_CONFIG;
     }
+    if (!(out->mesa_cg_tol >= 0) || out->mesa_cg_tol >= 1 || out->mesa_chunk > 4096) { MN_LOG("mesanet: mesa_cg_tol must be in [0,1), mesa_chunk <= 4096\n"); return MN_ERR_CONFIG; }
     if (strlen(out->pattern) >= 256) { MN_LOG("mesanet: pattern longer than 255 characters\n"); return MN_ERR_CONFIG; }
     return mn__parse_pattern(out->pattern, out->n_layer, tmp);
 }
@@ -1679,7 +1869,9 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
         mn_real* p = m->params + m->tensors[i].offset;
         for (j = 0; j < m->tensors[i].numel; j++)
             p[j] = m->tensors[i].init == MN__INIT_NORMAL ? (mn_real)(rc.init_std * mn_rng_normal(&rng))
-                 : m->tensors[i].init == MN__INIT_ONES ? (mn_real)1 : (mn_real)0;
+                 : m->tensors[i].init == MN__INIT_ONES ? (mn_real)1
+                 : m->tensors[i].init == MN__INIT_LAMBDA ? (mn_real)log(exp(1.0 - 0.25) - 1.0)   // lambda = 1 at init (fla)
+                 : (mn_real)0;
     }
     return MN_OK;
 }

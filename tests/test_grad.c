@@ -56,6 +56,9 @@ static double L_ce(void) {
     for (i = 0; i < gN; i++) s += Y[i] * W[i];
     return s;
 }
+static double L_sig(void) { mn_sigmoid_forward(Y, X, gN); return dotw(Y, gN); }
+static double L_lsig(void) { mn_logsigmoid_forward(Y, X, gN); return dotw(Y, gN); }
+static double L_splus(void) { mn_softplus_forward(Y, X, gN); return dotw(Y, gN); }
 static double L_attn(void) {   // q = X, k = X2, v = Wt
     mn_attention_forward(Y, S2, X, X2, Wt, gB, gT, gH, gD, gD, gW, gscale);
     return dotw(Y, gB * gT * gH * gD);
@@ -92,6 +95,15 @@ static void test_swiglu(void) {
     mn_swiglu_backward(dX, dX2, W, X, X2, gN);
     fd_check("swiglu dgate", X, gN, dX, L_swiglu);
     fd_check("swiglu dup", X2, gN, dX2, L_swiglu);
+}
+static void test_gates(void) {
+    gN = 40; fill(X, gN, 4); X[0] = 25; X[1] = -30;   // include the far tails
+    fill(W, gN, 1);
+    zero(dX, gN); mn_sigmoid_backward(dX, W, X, gN); fd_check("sigmoid", X, gN, dX, L_sig);
+    zero(dX, gN); mn_logsigmoid_backward(dX, W, X, gN); fd_check("logsigmoid", X, gN, dX, L_lsig);
+    zero(dX, gN); mn_softplus_backward(dX, W, X, gN); fd_check("softplus", X, gN, dX, L_splus);
+    mn_logsigmoid_forward(Y, X, 2);
+    TU_CHECK(fabs(Y[0] - (-log1p(exp(-25.0)))) < 1e-15 && fabs(Y[1] + 30) < 1e-12, "logsigmoid tails");
 }
 static void test_residual(void) {
     size_t i, n = 10; int ok = 1;
@@ -210,7 +222,7 @@ static void test_adamw_and_schedule(void) {
 
 int main(void) {
     mn_rng_seed(&rng, 42);
-    test_matmul(); test_rmsnorm(); test_swiglu(); test_residual(); test_shortconv(); test_l2norm();
+    test_matmul(); test_rmsnorm(); test_swiglu(); test_gates(); test_residual(); test_shortconv(); test_l2norm();
     test_rope(); test_embedding(); test_crossentropy(); test_attention(); test_adamw_and_schedule();
     return tu_finish("test_grad");
 }

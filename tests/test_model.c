@@ -30,6 +30,8 @@ static mn_config tiny_config(const char* pattern) {
     mn_config c; memset(&c, 0, sizeof c);
     c.vocab_size = 11; c.d_model = 8; c.n_layer = 2; c.n_head = 2; c.d_ff = 12; c.max_seq_len = 16;
     c.window = 3; c.pattern = pattern; c.logit_softcap = 5.0; c.init_std = 0.5; c.seed = 7;
+    c.mesa_chunk = 3;              // several chunks, the last one partial
+    c.mesa_gamma_clamp = 1;        // exercise the paper's clamp in the gradient check
     return c;
 }
 static void make_batch(int* tok, int* tgt, size_t n, size_t V, unsigned seed) {
@@ -306,8 +308,12 @@ int main(void) {
     test_optimizer_and_sampling();
     test_model_gradient("attn");
     test_model_gradient("attn,swa");
+    test_model_gradient("mesa");
+    test_model_gradient("mesa,attn");
     test_step_matches_forward("attn");
     test_step_matches_forward("swa,attn");
+    test_step_matches_forward("mesa");
+    test_step_matches_forward("attn,mesa");
     test_training_and_resume();
     test_bad_input();
     return tu_finish(sizeof(mn_real) == 8 ? "test_model (double)" : "test_model (float)");
