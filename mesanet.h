@@ -2502,18 +2502,27 @@ MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, cha
         c = mn__js_peek(&j);
         #define MN__UINT(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_uint(&j, (size_t)1 << 32, &u) < 0) goto bad; cfg->field = u; }
         #define MN__REAL(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_num(&j, &d) < 0) goto bad; cfg->field = d; }
+        #define MN__INT(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_num(&j, &d) < 0 || d != floor(d) || fabs(d) > 1e6) goto bad; cfg->field = (int)d; }
         if (0) {}
         MN__UINT("hidden_size", d_model) MN__UINT("num_hidden_layers", n_layer) MN__UINT("num_heads", n_head)
         MN__UINT("head_dim", head_dim) MN__UINT("intermediate_size", d_ff) MN__UINT("vocab_size", vocab_size)
         MN__UINT("max_position_embeddings", max_seq_len) MN__UINT("window_size", window) MN__UINT("mesanet_window", window)
         MN__REAL("rope_theta", rope_theta) MN__REAL("norm_eps", norm_eps) MN__REAL("initializer_range", init_std)
-        MN__REAL("mesanet_logit_softcap", logit_softcap)
-        else if (!strcmp(key, "mesanet_pattern") && c == '"') {
+        MN__REAL("mesanet_logit_softcap", logit_softcap) MN__REAL("mesanet_cg_tol", mesa_cg_tol)
+        MN__UINT("mesanet_chunk", mesa_chunk) MN__UINT("mesanet_gamma_clamp", mesa_gamma_clamp)
+        MN__INT("max_cg_step_training", mesa_cg_train) MN__INT("max_cg_step_decoding", mesa_cg_decode)
+        else if (!strcmp(key, "model_type") && c == '"') {
+            char mt[32];
+            if (mn__js_str(&j, mt, sizeof mt) < 0) goto bad;
+            // an fla MesaNet checkpoint without our pattern key: every layer is Mesa
+            if (!strcmp(mt, "mesa_net") && !cfg->pattern && pattern_buf && pattern_cap > 4) { strcpy(pattern_buf, "mesa"); cfg->pattern = pattern_buf; }
+        } else if (!strcmp(key, "mesanet_pattern") && c == '"') {
             if (mn__js_str(&j, pattern_buf, pattern_cap) < 0) goto bad;
             cfg->pattern = pattern_buf;
         } else if (mn__js_skip(&j) < 0) goto bad;
         #undef MN__UINT
         #undef MN__REAL
+        #undef MN__INT
         if (mn__js_peek(&j) == ',') { j.p++; continue; }
         if (mn__js_expect(&j, '}') < 0) goto bad;
         break;
@@ -2538,23 +2547,49 @@ MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta)
     char path[1024], tmp[1100], js[512];
     FILE* f;
     int err, ok = 1;
-    // config.json: flash-linear-attention TransformerConfig keys, plus mesanet_* keys for what
-    // fla cannot express (the mixer pattern, logit soft-cap)
+    // config.json in flash-linear-attention's keys, so its AutoModelForCausalLM finds the model:
+    // TransformerConfig when every layer is attention, MesaNetConfig when the layers are Mesa
+    // (with attention layers listed in its "attn" entry, fla's hybrid mechanism), plus mesanet_*
+    // keys for what fla cannot express (the pattern itself, soft-cap, dynamic CG tolerance, clamp).
+    int n_attn = 0, n_mesa = 0;
+    size_t l;
+    for (l = 0; l < c->n_layer; l++) {
+        const char* nm = mn__mixers[m->mixer[l]].name;
+        n_attn += !strcmp(nm, "attn") || !strcmp(nm, "swa");
+        n_mesa += !strcmp(nm, "mesa");
+    }
     if ((err = mn__path(path, sizeof path, dir, "config.json"))) return err;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (!(f = fopen(tmp, "w"))) { MN_LOG("mesanet: cannot write %s (does the folder exist?)\n", tmp); return MN_ERR_IO; }
-    ok &= fprintf(f, "{\n  \"model_type\": \"transformer\",\n  \"architectures\": [\"TransformerForCausalLM\"],\n"
-                  "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n  \"num_kv_heads\": %zu,\n"
+    if (n_mesa > 0 && n_attn + n_mesa == (int)c->n_layer) {
+        ok &= fprintf(f, "{\n  \"model_type\": \"mesa_net\",\n  \"architectures\": [\"MesaNetForCausalLM\"],\n"
+                      "  \"conv_size\": 4,\n  \"use_short_conv\": true,\n  \"use_output_gate\": false,\n  \"lambda_lower_bound\": 0.25,\n"
+                      "  \"max_cg_step_training\": %d,\n  \"max_cg_step_decoding\": %d,\n", c->mesa_cg_train, c->mesa_cg_decode) > 0;
+        if (n_attn == 0) ok &= fprintf(f, "  \"attn\": null,\n") > 0;
+        else {
+            int first = 1;
+            ok &= fprintf(f, "  \"attn\": {\"layers\": [") > 0;
+            for (l = 0; l < c->n_layer; l++)
+                if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) { ok &= fprintf(f, "%s%zu", first ? "" : ", ", l) > 0; first = 0; }
+            ok &= fprintf(f, "], \"num_heads\": %zu, \"num_kv_heads\": %zu, \"qkv_bias\": false, \"rope_theta\": %.17g, \"window_size\": null},\n",
+                          c->n_head, c->n_head, c->rope_theta) > 0;
+        }
+    } else {
+        ok &= fprintf(f, "{\n  \"model_type\": \"%s\",\n  \"architectures\": [\"%s\"],\n",
+                      n_attn == (int)c->n_layer ? "transformer" : "mesanet", n_attn == (int)c->n_layer ? "TransformerForCausalLM" : "MesanetForCausalLM") > 0;
+        if (strcmp(c->pattern, "swa") == 0) ok &= fprintf(f, "  \"window_size\": %zu,\n", c->window) > 0;
+        else ok &= fprintf(f, "  \"window_size\": null,\n") > 0;
+        ok &= fprintf(f, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"num_kv_heads\": %zu,\n", c->n_head) > 0;
+    }
+    ok &= fprintf(f, "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n"
                   "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n  \"vocab_size\": %zu,\n"
-                  "  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n",
-                  c->d_model, c->n_layer, c->n_head, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len,
-                  c->rope_theta, c->norm_eps, c->init_std) > 0;
-    if (strcmp(c->pattern, "swa") == 0) ok &= fprintf(f, "  \"window_size\": %zu,\n", c->window) > 0;
-    else ok &= fprintf(f, "  \"window_size\": null,\n") > 0;
-    ok &= fprintf(f, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"elementwise_affine\": true,\n  \"tie_word_embeddings\": false,\n"
-                  "  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_pattern\": \"%s\",\n"
-                  "  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g\n}\n",
-                  sizeof(mn_real) == 8 ? "float64" : "float32", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, c->pattern, c->window, c->logit_softcap) > 0;
+                  "  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n"
+                  "  \"elementwise_affine\": true,\n  \"tie_word_embeddings\": false,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n"
+                  "  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_pattern\": \"%s\",\n  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g,\n"
+                  "  \"mesanet_cg_tol\": %.17g,\n  \"mesanet_chunk\": %zu,\n  \"mesanet_gamma_clamp\": %d\n}\n",
+                  c->d_model, c->n_layer, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len, c->rope_theta, c->norm_eps, c->init_std,
+                  sizeof(mn_real) == 8 ? "float64" : "float32", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, c->pattern, c->window,
+                  c->logit_softcap, c->mesa_cg_tol, c->mesa_chunk, c->mesa_gamma_clamp) > 0;
     ok &= fclose(f) == 0;
     if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
     if ((err = mn__path(path, sizeof path, dir, "model.safetensors"))) return err;

@@ -120,6 +120,10 @@ static mn_config train_config(void) {
     c.vocab_size = 64; c.d_model = 32; c.n_layer = 2; c.n_head = 2; c.max_seq_len = 32; c.pattern = "attn";
     return c;
 }
+static size_t read_file(const char* path, unsigned char** out) {
+    FILE* f = fopen(path, "rb"); size_t n; fseek(f, 0, SEEK_END); n = (size_t)ftell(f); fseek(f, 0, SEEK_SET);
+    *out = (unsigned char*)malloc(n); n = fread(*out, 1, n, f); fclose(f); return n;
+}
 static void test_training_and_resume(void) {
     mn_model m, m2, m3;
     mn_config c = train_config();
@@ -159,13 +163,24 @@ static void test_training_and_resume(void) {
     TU_CHECK(m3.n_params == m2.n_params && memcmp(m3.params, m2.params, m2.n_params * sizeof(mn_real)) == 0, "parameters identical after round trip");
     TU_CHECK(strcmp(m3.cfg.pattern, "attn") == 0 && m3.cfg.d_ff == m2.cfg.d_ff && m3.cfg.rope_theta == m2.cfg.rope_theta, "config round trip");
     mn_model_free(&m2); mn_model_free(&m3);
+
+    // a hybrid with Mesa layers writes fla's MesaNetConfig and reads back the same model
+    {
+        mn_config h = train_config(); mn_model a, b2;
+        h.pattern = "mesa,attn"; h.mesa_cg_train = 7; h.mesa_cg_decode = 9; h.mesa_cg_tol = 1e-4; h.mesa_gamma_clamp = 1;
+        mn_model_init(&a, &h);
+        TU_CHECK(mn_save(&a, "build/test_ckpt", NULL) == MN_OK, "save hybrid");
+        TU_CHECK(mn_load(&b2, "build/test_ckpt", NULL) == MN_OK, "load hybrid");
+        TU_CHECK(!strcmp(b2.cfg.pattern, "mesa,attn") && b2.cfg.mesa_cg_train == 7 && b2.cfg.mesa_cg_decode == 9 && b2.cfg.mesa_cg_tol == 1e-4 &&
+                 b2.cfg.mesa_gamma_clamp == 1 && b2.n_params == a.n_params && !memcmp(b2.params, a.params, a.n_params * sizeof(mn_real)), "hybrid config and weights round trip");
+        unsigned char* js; size_t n = read_file("build/test_ckpt/config.json", &js);
+        TU_CHECK(n > 0 && strstr((char*)js, "\"model_type\": \"mesa_net\"") && strstr((char*)js, "\"attn\": {\"layers\": [1]"), "MesaNetConfig keys with the attention layer listed");
+        free(js);
+        mn_model_free(&a); mn_model_free(&b2);
+    }
 }
 
 static void write_file(const char* path, const void* data, size_t n) { FILE* f = fopen(path, "wb"); fwrite(data, 1, n, f); fclose(f); }
-static size_t read_file(const char* path, unsigned char** out) {
-    FILE* f = fopen(path, "rb"); size_t n; fseek(f, 0, SEEK_END); n = (size_t)ftell(f); fseek(f, 0, SEEK_SET);
-    *out = (unsigned char*)malloc(n); n = fread(*out, 1, n, f); fclose(f); return n;
-}
 
 static void test_bad_input(void) {
     mn_model m, m2; mn_config c = tiny_config("attn"), bad;
