@@ -69,7 +69,7 @@
      A failed load leaves the model untouched; a failed save leaves the previous file in place.
 
    SECTIONS (grep for the anchor)
-        >>types >>api >>impl >>util >>matmul >>ops >>attention >>mesa >>model >>train >>optim
+        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>mesa >>model >>train >>optim
         >>sample >>json >>io >>license
 */
 #ifndef MESANET_H
@@ -252,6 +252,40 @@ MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, co
 MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
 MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
 MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_real* scores, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+
+
+// --- linear attention / simple GLA / GLA: gate width G = 0 / 1 / Dk (see the top comment) ---
+// Workspace, in elements of mn_real: the chunkwise forward and backward (one size serves both),
+// and the recurrent backward.
+MNDEF size_t mn_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
+MNDEF size_t mn_gla_recurrent_work_size(size_t T, size_t Dk, size_t Dv);
+// out (B,T,H,Dv), ht (B,H,Dk,Dv) written (ht may be h0: updated in place); q,k (B,T,H,Dk),
+// v (B,T,H,Dv), g (B,T,H,G) or NULL when G = 0, h0 (B,H,Dk,Dv) or NULL (zeros)
+MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+// dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg (B,T,H,G) or NULL, dh0 (B,H,Dk,Dv) or NULL: accumulated (+=);
+// work (mn_gla_recurrent_work_size) scratch; dout (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL (zeros);
+// q,k,v,g,h0 as in the forward
+MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+// out (B,T,H,Dv), ht (B,H,Dk,Dv) written (ht may be h0); work (mn_gla_work_size) scratch; q,k (B,T,H,Dk),
+// v (B,T,H,Dv), g (B,T,H,G) or NULL, h0 (B,H,Dk,Dv) or NULL; chunk length C >= 1 (any T)
+MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C);
+// as mn_gla_backward_recurrent, with work (mn_gla_work_size) and the chunk length C
+MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C);
+// one token per sequence: out (B,H,Dv) written; state (B,H,Dk,Dv) read and updated; q,k (B,H,Dk),
+// v (B,H,Dv), g (B,H,G) or NULL
+MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+
+// --- DeltaNet / Gated DeltaNet (the gated delta rule; see >>deltanet) ---
+// --- gated delta rule (Gated DeltaNet); g == NULL is DeltaNet. Layout [B,T,H,D], state [B,H,Dk,Dv] ---
+// q,k,dq,dk (B,T,H,Dk); v,out,dv,dout (B,T,H,Dv); beta,g,dbeta,dg (B,T,H); h0,ht,dh0,dht,dstate (B,H,Dk,Dv);
+// saved: states (B,H,T,Dk,Dv) by the naive form, hs (B,H,NC,Dk,Dv) with NC = ceil(T/chunk) by the chunkwise
+// form; work (mn_delta_rule_work_size). Step: q,k (B,H,Dk), v,out (B,H,Dv), beta,g (B,H), state (B,H,Dk,Dv).
+MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
+MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht, const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
+MNDEF size_t mn_delta_rule_work_size(size_t B, size_t H, size_t Dk, size_t Dv, size_t chunk);
+MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale);
+MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale);
+MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, double scale);
 
 // --- the Mesa layer's op (von Oswald et al. 2025): per head, with H_t = g H + b k k^T, S_t = g S + b k v^T,
 //     x_t = (H_t + diag lambda)^-1 q_t (CG or exact), o_t = S_t^T x_t; see >>mesa ---
@@ -895,6 +929,774 @@ MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_
         }
         for (d = 0; d < Dv; d++) out[h * Dv + d] = (mn_real)(out[h * Dv + d] / sum);
     }
+}
+
+
+// >>gla
+// defines: mn_gla_{forward,backward}_recurrent, mn_gla_{forward,backward}, mn_gla_step, work sizes
+// Linear attention, simple GLA and GLA as one op; the gate width G picks the member:
+// One op serves all three; the gate width G picks the member (a broadcast flag):
+// S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T       S_{-1} = h0 (zeros when NULL), ht = S_{T-1}
+// o_t = S_t^T (scale q_t)                         decay, then write, then read: t sees itself
+// G = 0    linear attention (no feature map, no normaliser): no decay, g unused (NULL)
+// G = 1    simple GLA: g (B,T,H), one log-decay per head and step, the same for every key channel
+// G = Dk   GLA: g (B,T,H,Dk), one log-decay per key channel ("gk")
+// q,k (B,T,H,Dk), v,out (B,T,H,Dv) (fla's layout); h0, ht (B,H,Dk,Dv), K-first: S[i][j] pairs key
+// channel i with value channel j and the read is S^T q. g and dg are (B,T,H,G). scale multiplies q
+// (fla's default is Dk^-1/2). The gates are log-decays, <= 0 so that exp(g) is in (0,1]; the code
+// does not rely on the sign (MN__GLA_SPAN bounds |cumulative gate| either way).
+//
+// References (fla-org/flash-linear-attention @ bc3b101): fla/ops/linear_attn/naive.py
+// naive_recurrent_linear_attn (normalize=False), fla/ops/simple_gla/naive.py
+// naive_recurrent_simple_gla, fla/ops/gla/naive.py naive_recurrent_gla; the chunkwise form follows
+// shared/docs/mixers.md sections 2-3. Golden vectors: reference/vectors/{linear_attn,simple_gla,gla}.vec.
+//
+// Forms: mn_gla_{forward,backward}_recurrent (the naive loop, kept as the reference),
+// mn_gla_{forward,backward} (chunkwise, matrix products through mn_gemm), mn_gla_step (one token).
+
+static size_t mn__gla_min(size_t a, size_t b) { return a < b ? a : b; }
+// Log-decay of key channel d in the gate row gt (G values; NULL when G == 0): G == 1 broadcasts.
+static double mn__gla_gate(const mn_real* gt, size_t G, size_t d) { return G == 0 ? 0.0 : (double)gt[G == 1 ? 0 : d]; }
+
+// ------------------------------------------------------------------------------------ recurrent
+
+// One token of one head, in place: S (Dk,Dv) = diag(exp(gt)) S + k v^T, then o (Dv) = S^T (scale q).
+// q,k (Dk), v (Dv), gt (G) or NULL. The recurrent forward (and so the step) is a loop over this.
+static void mn__gla_token(mn_real* o, mn_real* S, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* gt, size_t Dk, size_t Dv, size_t G, double scale) {
+    size_t i, j;
+    for (i = 0; i < Dk; i++) {
+        double a = exp(mn__gla_gate(gt, G, i));
+        for (j = 0; j < Dv; j++) S[i * Dv + j] = (mn_real)(a * S[i * Dv + j] + (double)k[i] * v[j]);
+    }
+    for (j = 0; j < Dv; j++) {
+        double acc = 0.0;
+        for (i = 0; i < Dk; i++) acc += (double)q[i] * S[i * Dv + j];
+        o[j] = (mn_real)(scale * acc);
+    }
+}
+
+// Naive recurrent form: the definition, one token at a time (fla naive_recurrent_gla and friends).
+// O(T Dk Dv) time per head, no workspace: ht holds the running state. Nothing is saved; the backward
+// recomputes the states. Accumulates in double, so it is the reference every other form is tested on.
+MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+    size_t b, h, t, DS = Dk * Dv;
+    MN_ASSERT(G == 0 || G == 1 || G == Dk);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            mn_real* S = ht + (b * H + h) * DS;
+            if (h0 == NULL) memset(S, 0, DS * sizeof(mn_real));
+            else if (h0 != ht) memcpy(S, h0 + (b * H + h) * DS, DS * sizeof(mn_real));
+            for (t = 0; t < T; t++) {
+                size_t i = (b * T + t) * H + h;                  // row (b,t,h)
+                mn__gla_token(out + i * Dv, S, q + i * Dk, k + i * Dk, v + i * Dv, G ? g + i * G : NULL, Dk, Dv, G, scale);
+            }
+        }
+}
+// forward: S_t = diag(a_t) S_{t-1} + k_t v_t^T with a_t = exp(g_t), o_t = S_t^T (scale q_t), so,
+// walking t backwards with dS = dL/dS_t (dht at t = T-1):
+//   dq_t += scale S_t do_t ; dS += scale q_t do_t^T ; dk_t += dS v_t ; dv_t += dS^T k_t ;
+//   dg_t[i] += a_t[i] sum_j S_{t-1}[i][j] dS[i][j] (summed over i when G == 1) ;
+//   dS = diag(a_t) dS, which is dL/dS_{t-1} ; after t = 0 it is dL/dh0.
+// work (T+2,Dk,Dv): the states S_{-1} .. S_{T-1} of one head, and dS. Heads run one after another.
+MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+    size_t b, h, t, i, j, DS = Dk * Dv;
+    mn_real* Ss = work;                              // (T+1,Dk,Dv) Ss + (t+1)*DS is S_t
+    mn_real* dS = work + (T + 1) * DS;               // (Dk,Dv)
+    MN_ASSERT(G == 0 || G == 1 || G == Dk);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            size_t hs = (b * H + h) * DS;            // offset of this head's (Dk,Dv) state
+            if (h0) memcpy(Ss, h0 + hs, DS * sizeof(mn_real));
+            else memset(Ss, 0, DS * sizeof(mn_real));
+            for (t = 0; t < T; t++) {                // the forward again, keeping every state
+                size_t r = (b * T + t) * H + h;
+                const mn_real* gt = G ? g + r * G : NULL;
+                mn_real* Sp = Ss + t * DS; mn_real* St = Sp + DS;
+                for (i = 0; i < Dk; i++) {
+                    double a = exp(mn__gla_gate(gt, G, i));
+                    for (j = 0; j < Dv; j++) St[i * Dv + j] = (mn_real)(a * Sp[i * Dv + j] + (double)k[r * Dk + i] * v[r * Dv + j]);
+                }
+            }
+            if (dht) memcpy(dS, dht + hs, DS * sizeof(mn_real));
+            else memset(dS, 0, DS * sizeof(mn_real));
+            for (t = T; t-- > 0;) {
+                size_t r = (b * T + t) * H + h;
+                const mn_real* gt = G ? g + r * G : NULL;
+                const mn_real* St = Ss + (t + 1) * DS; const mn_real* Sp = Ss + t * DS;
+                const mn_real* qt = q + r * Dk; const mn_real* kt = k + r * Dk;
+                const mn_real* vt = v + r * Dv; const mn_real* dot = dout + r * Dv;
+                double dgs = 0.0;                    // G == 1: the sum over the key channels
+                for (i = 0; i < Dk; i++) {
+                    double acc = 0.0;
+                    for (j = 0; j < Dv; j++) acc += (double)St[i * Dv + j] * dot[j];
+                    dq[r * Dk + i] += (mn_real)(scale * acc);
+                    for (j = 0; j < Dv; j++) dS[i * Dv + j] += (mn_real)(scale * qt[i] * dot[j]);
+                }
+                for (i = 0; i < Dk; i++) {
+                    double acc = 0.0;
+                    for (j = 0; j < Dv; j++) acc += (double)dS[i * Dv + j] * vt[j];
+                    dk[r * Dk + i] += (mn_real)acc;
+                }
+                for (j = 0; j < Dv; j++) {
+                    double acc = 0.0;
+                    for (i = 0; i < Dk; i++) acc += (double)dS[i * Dv + j] * kt[i];
+                    dv[r * Dv + j] += (mn_real)acc;
+                }
+                for (i = 0; i < Dk; i++) {
+                    double a = exp(mn__gla_gate(gt, G, i)), acc = 0.0;
+                    for (j = 0; j < Dv; j++) acc += (double)Sp[i * Dv + j] * dS[i * Dv + j];
+                    if (G == Dk && dg) dg[r * Dk + i] += (mn_real)(a * acc);
+                    dgs += a * acc;
+                    for (j = 0; j < Dv; j++) dS[i * Dv + j] = (mn_real)(a * dS[i * Dv + j]);
+                }
+                if (G == 1 && dg) dg[r] += (mn_real)dgs;
+            }
+            if (dh0)
+                for (i = 0; i < DS; i++) dh0[hs + i] += dS[i];
+        }
+}
+MNDEF size_t mn_gla_recurrent_work_size(size_t T, size_t Dk, size_t Dv) { return (T + 2) * Dk * Dv; }
+
+// One token per sequence for generation: the recurrent forward with T = 1 and h0 = ht = state,
+// since (B,1,H,D) and (B,H,D) are the same layout. O(H Dk Dv) per sequence.
+MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+    mn_gla_forward_recurrent(out, state, q, k, v, g, state, B, 1, H, Dk, Dv, G, scale);
+}
+
+// ------------------------------------------------------------------------------------ chunkwise
+
+// Decays inside a chunk. With gam_r = g_0 + ... + g_r, the cumulative log-decay from the chunk
+// start, token s reaches token r >= s of the same chunk decayed by exp(gam_r - gam_s) per key
+// channel. To form the C x C scores with one gemm this is split as exp(gam_r) * exp(-gam_s)
+// ("factored": q side <= 1, k side >= 1 for gates <= 0). Two things limit the split:
+//   - exp(-gam_s) overflows for strong gates or long chunks (e^88 in float, e^709 in double);
+//   - gam carries an absolute error of about |gam| eps, which the split turns into a relative
+//     error of up to (|gam_r| + |gam_s|) eps on a decay that may be ~1 (two tokens side by side
+//     after a strong gate).
+// So a chunk is factored only while max |gam| <= MN__GLA_SPAN, which keeps that error within
+// ~64 eps and far from overflow in both types. A chunk beyond it forms its decays pair by pair,
+// exp(g_{s+1} + ... + g_r) summed from the gates themselves (C^2 Dk exps; the recurrent form's
+// accuracy). Nothing is clamped: clamping the exponents would change exp(gam_r - gam_s) for tokens
+// close together (the diagonal would no longer be e^0 = 1). For the same reason the decay to the
+// chunk end, gam_last - gam_r, is summed on its own (gsuf) instead of subtracted.
+#define MN__GLA_SPAN 32.0
+
+static size_t mn__gla_nchunks(size_t T, size_t C) { return (T + C - 1) / C; }
+static size_t mn__gla_cw(size_t T, size_t C) { return T == 0 ? 1 : mn__gla_min(C, T); } // longest chunk
+
+// Scratch of one (b,h) pair, carved out of work; Cw is the longest chunk, N the number of chunks.
+typedef struct {
+    mn_real *gl, *gam, *gsuf;   // (Cw,Dk) the chunk's gates (broadcast), decay from its start, to its end
+    mn_real *Qb, *Kb, *Kh;      // (Cw,Dk) Q e^gam, K e^-gam (factored chunks), K e^gsuf
+    mn_real *P, *dec;           // (Cw,Cw) intra-chunk scores; (Dk) running decay sums
+    mn_real *dQl, *dKl, *tmp;   // (Cw,Dk) backward: this chunk's dq, dk; scratch
+    mn_real *dP, *acc;          // (Cw,Cw) backward: dL/dP; (Dk) running sum of the gate gradient
+    mn_real *Ss, *dS;           // (N+1,Dk,Dv) backward: state entering each chunk; (Dk,Dv) dL/dstate
+} mn__gla_scratch;
+// Elements of scratch per (b,h) pair: nine (Cw,Dk), two (Cw,Cw), two (Dk), the states (N+1,Dk,Dv)
+// and dS (Dk,Dv), as mn__gla_carve lays them out.
+static size_t mn__gla_work_per_bh(size_t T, size_t Dk, size_t Dv, size_t C) {
+    size_t Cw = mn__gla_cw(T, C), N = mn__gla_nchunks(T, C);
+    return 9 * Cw * Dk + 2 * Cw * Cw + 2 * Dk + (N + 2) * Dk * Dv;
+}
+static void mn__gla_carve(mn__gla_scratch* w, mn_real* p, size_t T, size_t Dk, size_t Dv, size_t C) {
+    size_t Cw = mn__gla_cw(T, C), N = mn__gla_nchunks(T, C), CK = Cw * Dk;
+    mn_real* p0 = p;
+    w->gl = p; p += CK; w->gam = p; p += CK; w->gsuf = p; p += CK;
+    w->Qb = p; p += CK; w->Kb = p; p += CK; w->Kh = p; p += CK;
+    w->P = p; p += Cw * Cw; w->dec = p; p += Dk;
+    w->dQl = p; p += CK; w->dKl = p; p += CK; w->tmp = p; p += CK;
+    w->dP = p; p += Cw * Cw; w->acc = p; p += Dk;
+    w->Ss = p; p += (N + 1) * Dk * Dv; w->dS = p; p += Dk * Dv;
+    MN_ASSERT((size_t)(p - p0) == mn__gla_work_per_bh(T, Dk, Dv, C));
+    MN_UNUSED(p0);
+}
+MNDEF size_t mn_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
+    MN_ASSERT(C >= 1);
+    return B * H * mn__gla_work_per_bh(T, Dk, Dv, C);
+}
+
+// Prepares a chunk of L tokens: Q, K (L,Dk) rows ld apart, g0 its first gate row (rows H*G apart;
+// NULL when G == 0). Writes gl (the gates broadcast over the channels, 0 when G == 0), gam (the
+// inclusive sum from the chunk start), gsuf[r] = g_{r+1} + ... + g_{L-1}, Qb = Q e^gam,
+// Kh = K e^gsuf and, when factored, Kb = K e^-gam. Sums in double. Returns 1 when factored.
+static int mn__gla_chunk_prep(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, const mn_real* g0, size_t H, size_t L, size_t Dk, size_t G) {
+    size_t r, d;
+    double mx = 0.0;
+    for (d = 0; d < Dk; d++) {
+        double pre = 0.0, suf = 0.0;
+        for (r = 0; r < L; r++) {
+            w->gl[r * Dk + d] = (mn_real)mn__gla_gate(G ? g0 + r * H * G : NULL, G, d);
+            pre += w->gl[r * Dk + d];
+            w->gam[r * Dk + d] = (mn_real)pre;
+            if (fabs(pre) > mx) mx = fabs(pre);
+        }
+        for (r = L; r-- > 0;) {
+            w->gsuf[r * Dk + d] = (mn_real)suf;
+            suf += w->gl[r * Dk + d];
+        }
+    }
+    int fact = mx <= MN__GLA_SPAN;
+    for (r = 0; r < L; r++)
+        for (d = 0; d < Dk; d++) {
+            size_t i = r * Dk + d;
+            w->Qb[i] = (mn_real)(Q[r * ld + d] * mn__exp(w->gam[i]));
+            w->Kh[i] = (mn_real)(K[r * ld + d] * mn__exp(w->gsuf[i]));
+            if (fact) w->Kb[i] = (mn_real)(K[r * ld + d] * mn__exp(-w->gam[i]));
+        }
+    return fact;
+}
+// The state after a chunk: Sn (Dk,Dv) = diag(e^gam_last) S + Kh^T V, V (L,Dv) rows ldv apart.
+// Sn may be S (in place).
+static void mn__gla_next_state(mn_real* Sn, const mn_real* S, const mn__gla_scratch* w, const mn_real* V, size_t ldv, size_t L, size_t Dk, size_t Dv) {
+    const mn_real* last = w->gam + (L - 1) * Dk;
+    size_t d, j;
+    for (d = 0; d < Dk; d++) {
+        mn_real a = (mn_real)mn__exp(last[d]);
+        for (j = 0; j < Dv; j++) Sn[d * Dv + j] = a * S[d * Dv + j];
+    }
+    mn_gemm(1, 0, Dk, Dv, L, 1.0, w->Kh, Dk, V, ldv, 1.0, Sn, Dv);
+}
+// Intra-chunk scores P (L,L): P[r][s] = scale sum_d q_rd k_sd exp(gam_rd - gam_sd) for s <= r, else 0.
+// Factored: one gemm of Qb Kb^T. Else, for each r, s walks down from r keeping
+// dec = g_{s+1} + ... + g_r, so each decay is summed from the gates (see MN__GLA_SPAN).
+static void mn__gla_scores(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, size_t L, size_t Dk, double scale, int fact) {
+    mn_real* P = w->P;
+    size_t r, s, d;
+    if (fact) {
+        mn_gemm(0, 1, L, L, Dk, scale, w->Qb, Dk, w->Kb, Dk, 0.0, P, L);
+        for (r = 0; r < L; r++)
+            for (s = r + 1; s < L; s++) P[r * L + s] = 0;       // causal mask
+        return;
+    }
+    for (r = 0; r < L; r++) {
+        for (d = 0; d < Dk; d++) w->dec[d] = 0;
+        for (s = L; s-- > r + 1;) P[r * L + s] = 0;
+        for (s = r + 1; s-- > 0;) {
+            double acc = 0.0;
+            for (d = 0; d < Dk; d++) acc += (double)Q[r * ld + d] * K[s * ld + d] * mn__exp(w->dec[d]);
+            P[r * L + s] = (mn_real)(scale * acc);
+            for (d = 0; d < Dk; d++) w->dec[d] += w->gl[s * Dk + d];
+        }
+    }
+}
+// forward: P[r][s] = scale sum_d q_rd k_sd e^{gam_rd - gam_sd}, so with dP (L,L) lower triangular:
+//   dQl[r][d] += scale sum_{s<=r} dP[r][s] k_sd e^{gam_rd - gam_sd} = e^{gam_rd} scale (dP Kb)[r][d]
+//   dKl[s][d] += scale sum_{r>=s} dP[r][s] q_rd e^{gam_rd - gam_sd} = e^{-gam_sd} scale (dP^T Qb)[s][d]
+// (the right-hand forms when factored; else the decays pair by pair as in mn__gla_scores).
+static void mn__gla_scores_backward(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, size_t L, size_t Dk, double scale, int fact) {
+    size_t r, s, d;
+    if (fact) {
+        mn_gemm(0, 0, L, Dk, L, scale, w->dP, L, w->Kb, Dk, 0.0, w->tmp, Dk);
+        for (r = 0; r < L * Dk; r++) w->dQl[r] += (mn_real)(w->tmp[r] * mn__exp(w->gam[r]));
+        mn_gemm(1, 0, L, Dk, L, scale, w->dP, L, w->Qb, Dk, 0.0, w->tmp, Dk);
+        for (r = 0; r < L * Dk; r++) w->dKl[r] += (mn_real)(w->tmp[r] * mn__exp(-w->gam[r]));
+        return;
+    }
+    for (r = 0; r < L; r++) {
+        for (d = 0; d < Dk; d++) w->dec[d] = 0;
+        for (s = r + 1; s-- > 0;) {
+            double ws = scale * w->dP[r * L + s];
+            for (d = 0; d < Dk; d++) {
+                double e = ws * mn__exp(w->dec[d]);
+                w->dQl[r * Dk + d] += (mn_real)(e * K[s * ld + d]);
+                w->dKl[s * Dk + d] += (mn_real)(e * Q[r * ld + d]);
+                w->dec[d] += w->gl[s * Dk + d];
+            }
+        }
+    }
+}
+
+// Chunkwise form (fla chunk_gla / chunk_simple_gla; mixers.md 2(2), 3(2)): chunks of C tokens (the
+// last one may be shorter), gam the cumulative log-decay from the chunk start, S the incoming state:
+//   pass 1: O = scale (Q e^gam) S                                      (earlier chunks, via the state)
+//   pass 2: O += P V, P[r][s] = scale sum_d q_rd k_sd e^{gam_rd - gam_sd}, s <= r   (within the chunk)
+//   pass 3: S = diag(e^gam_last) S + (K e^{gam_last - gam})^T V
+// Cost per chunk O(C^2 (Dk+Dv) + C Dk Dv), in gemms (plus C^2 Dk exps in a chunk past MN__GLA_SPAN).
+// Nothing is saved: the backward recomputes the chunk states. work: mn_gla_work_size elements
+// (O(C^2 + C Dk) per (b,h); the backward's T/C chunk states are in it too). (b,h) pairs in parallel.
+MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C) {
+    MN_ASSERT(C >= 1 && (G == 0 || G == 1 || G == Dk));
+    size_t per = mn__gla_work_per_bh(T, Dk, Dv, C), DS = Dk * Dv;
+    long long bh;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t0;
+        mn_real* S = ht + (size_t)bh * DS;           // (Dk,Dv) the running state
+        mn__gla_scratch w;
+        mn__gla_carve(&w, work + (size_t)bh * per, T, Dk, Dv, C);
+        if (h0 == NULL) memset(S, 0, DS * sizeof(mn_real));
+        else if (h0 != ht) memcpy(S, h0 + (size_t)bh * DS, DS * sizeof(mn_real));
+        for (t0 = 0; t0 < T; t0 += C) {
+            size_t L = mn__gla_min(C, T - t0), i0 = (b * T + t0) * H + h;   // i0: row (b,t0,h)
+            const mn_real* Q = q + i0 * Dk; const mn_real* K = k + i0 * Dk; const mn_real* V = v + i0 * Dv;
+            mn_real* O = out + i0 * Dv;
+            int fact = mn__gla_chunk_prep(&w, Q, K, H * Dk, G ? g + i0 * G : NULL, H, L, Dk, G);
+            mn_gemm(0, 0, L, Dv, Dk, scale, w.Qb, Dk, S, Dv, 0.0, O, H * Dv);          // pass 1
+            mn__gla_scores(&w, Q, K, H * Dk, L, Dk, scale, fact);                      // pass 2
+            mn_gemm(0, 0, L, Dv, L, 1.0, w.P, L, V, H * Dv, 1.0, O, H * Dv);
+            mn__gla_next_state(S, S, &w, V, H * Dv, L, Dk, Dv);                        // pass 3
+        }
+    }
+}
+// The passes in reverse, chunk by chunk from the last, with dS = dL/d(state leaving the chunk)
+// (dht for the last chunk) and Kh = K e^{gam_last - gam}:
+//   dV += P^T dO + Kh dS ;  dP = dO V^T (lower triangle)
+//   dq += scale e^gam (dO S^T) + [P's part: mn__gla_scores_backward]
+//   dk += e^{gam_last - gam} (V dS^T) + [P's part]
+//   dS = diag(e^gam_last) dS + scale (Q e^gam)^T dO, which is dL/d(state entering the chunk)
+// pass 1 recomputes the state entering every chunk and keeps them (work). The gate gradient uses
+// the exact identity (mixers.md 3(3)): q and k enter only as q_t e^{G_t} and k_s e^{-G_s}, G the
+// cumulative log-decay from the sequence start, and ht carries e^{G_T}, so
+//   dL/dG_t = q_t dq_t - k_t dk_t (+ rowsum(ht dht) at t = T-1), and g_t moves every G_s, s >= t:
+//   dg_t = sum_{s>=t} (q_s dq_s - k_s dk_s) + rowsum(ht dht)   (acc, a running sum backwards)
+// with dq, dk this call's own contributions (dQl, dKl), not what the buffers held before.
+MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C) {
+    MN_ASSERT(C >= 1 && (G == 0 || G == 1 || G == Dk));
+    size_t per = mn__gla_work_per_bh(T, Dk, Dv, C), N = mn__gla_nchunks(T, C), DS = Dk * Dv;
+    size_t ldk = H * Dk, ldv = H * Dv;           // row strides of the [B,T,H,D] layout
+    long long bh;
+    MN__OMP_FOR                                  // each (b,h) writes only its own slices
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, n, r, d, j;
+        mn__gla_scratch w;
+        mn__gla_carve(&w, work + (size_t)bh * per, T, Dk, Dv, C);
+        // pass 1: the state entering every chunk, Ss[n]; Ss[N] = ht
+        if (h0) memcpy(w.Ss, h0 + (size_t)bh * DS, DS * sizeof(mn_real));
+        else memset(w.Ss, 0, DS * sizeof(mn_real));
+        for (n = 0; n < N; n++) {
+            size_t t0 = n * C, L = mn__gla_min(C, T - t0), i0 = (b * T + t0) * H + h;
+            mn__gla_chunk_prep(&w, q + i0 * Dk, k + i0 * Dk, ldk, G ? g + i0 * G : NULL, H, L, Dk, G);
+            mn__gla_next_state(w.Ss + (n + 1) * DS, w.Ss + n * DS, &w, v + i0 * Dv, ldv, L, Dk, Dv);
+        }
+        // forward: L has sum(ht * dht), so dS starts at dht and the gate gradient's sum at rowsum(ht dht)
+        for (d = 0; d < Dk; d++) {
+            double a = 0.0;
+            for (j = 0; j < Dv; j++) {
+                mn_real x = dht ? dht[(size_t)bh * DS + d * Dv + j] : (mn_real)0;
+                w.dS[d * Dv + j] = x;
+                a += (double)w.Ss[N * DS + d * Dv + j] * x;
+            }
+            w.acc[d] = (mn_real)a;
+        }
+        // pass 2: the chunks in reverse
+        for (n = N; n-- > 0;) {
+            size_t t0 = n * C, L = mn__gla_min(C, T - t0), i0 = (b * T + t0) * H + h;
+            const mn_real* Q = q + i0 * Dk; const mn_real* K = k + i0 * Dk; const mn_real* V = v + i0 * Dv;
+            const mn_real* dO = dout + i0 * Dv; const mn_real* S = w.Ss + n * DS;
+            const mn_real* last = w.gam + (L - 1) * Dk;
+            int fact = mn__gla_chunk_prep(&w, Q, K, ldk, G ? g + i0 * G : NULL, H, L, Dk, G);
+            mn__gla_scores(&w, Q, K, ldk, L, Dk, scale, fact);
+            // forward: O += P V and S' = ... + Kh^T V, so: dV += P^T dO + Kh dS'
+            mn_gemm(1, 0, L, Dv, L, 1.0, w.P, L, dO, ldv, 1.0, dv + i0 * Dv, ldv);
+            mn_gemm(0, 0, L, Dv, Dk, 1.0, w.Kh, Dk, w.dS, Dv, 1.0, dv + i0 * Dv, ldv);
+            // dP = dO V^T on and below the diagonal (P is 0 above it)
+            mn_gemm(0, 1, L, L, Dv, 1.0, dO, ldv, V, ldv, 0.0, w.dP, L);
+            for (r = 0; r < L; r++)
+                for (j = r + 1; j < L; j++) w.dP[r * L + j] = 0;
+            // forward: O = scale Qb S + ..., Qb = Q e^gam, so: dQl = scale e^gam (dO S^T)
+            mn_gemm(0, 1, L, Dk, Dv, 1.0, dO, ldv, S, Dv, 0.0, w.dQl, Dk);
+            for (r = 0; r < L * Dk; r++) w.dQl[r] = (mn_real)(scale * w.dQl[r] * mn__exp(w.gam[r]));
+            // forward: S' = ... + Kh^T V, Kh = K e^gsuf, so: dKl = e^gsuf (V dS'^T)
+            mn_gemm(0, 1, L, Dk, Dv, 1.0, V, ldv, w.dS, Dv, 0.0, w.dKl, Dk);
+            for (r = 0; r < L * Dk; r++) w.dKl[r] = (mn_real)(w.dKl[r] * mn__exp(w.gsuf[r]));
+            mn__gla_scores_backward(&w, Q, K, ldk, L, Dk, scale, fact);
+            // add this chunk's dq, dk; the gate gradient walks the chunk's tokens backwards
+            for (r = L; r-- > 0;) {
+                size_t i = i0 + r * H;                   // row (b, t0+r, h)
+                double sum = 0.0;
+                for (d = 0; d < Dk; d++) {
+                    dq[i * Dk + d] += w.dQl[r * Dk + d];
+                    dk[i * Dk + d] += w.dKl[r * Dk + d];
+                    if (G == 0 || dg == NULL) continue;
+                    w.acc[d] += (mn_real)((double)Q[r * ldk + d] * w.dQl[r * Dk + d] - (double)K[r * ldk + d] * w.dKl[r * Dk + d]);
+                    if (G == Dk) dg[i * Dk + d] += w.acc[d];
+                    sum += w.acc[d];
+                }
+                if (G == 1 && dg) dg[i] += (mn_real)sum;
+            }
+            // forward: S' = diag(e^gam_last) S + ..., O = scale Qb S + ..., so: dS = diag(e^gam_last) dS' + scale Qb^T dO
+            for (d = 0; d < Dk; d++) {
+                mn_real a = (mn_real)mn__exp(last[d]);
+                for (j = 0; j < Dv; j++) w.dS[d * Dv + j] *= a;
+            }
+            mn_gemm(1, 0, Dk, Dv, L, scale, w.Qb, Dk, dO, ldv, 1.0, w.dS, Dv);
+        }
+        if (dh0)
+            for (r = 0; r < DS; r++) dh0[(size_t)bh * DS + r] += w.dS[r];
+    }
+}
+
+// >>deltanet
+// defines: mn_delta_rule_{forward,backward}_naive, mn_delta_rule_work_size,
+// mn_delta_rule_{forward,backward} (chunkwise), mn_delta_rule_step
+// The gated delta rule (Gated DeltaNet, Yang et al. 2025); with g == NULL it is DeltaNet (Yang et al.
+// 2024). Per head, state S (Dk,Dv) read as o = S^T q, S_{-1} = h0 (zeros when h0 == NULL):
+//   S'_t = exp(g_t) S_{t-1} ; u_t = beta_t (v_t - S'_t^T k_t) ; S_t = S'_t + k_t u_t^T ; o_t = S_t^T (scale q_t)
+// that is S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T. q,k (B,T,H,Dk), v,out
+// (B,T,H,Dv), beta,g (B,T,H), h0,ht (B,H,Dk,Dv). q and k are l2-normalised by the caller (the op
+// does not normalise). beta in (0,1), or in (0,2) for negative eigenvalues (Grazzi et al.: the
+// transition has eigenvalue exp(g)(1-beta) along k): nothing below depends on beta's range.
+// Reference: fla fla/ops/gated_delta_rule/naive.py::naive_recurrent_gated_delta_rule (BTHD) and
+// fla/ops/delta_rule/naive.py::delta_rule_recurrence (head-first); vectors delta_rule.vec and
+// gated_delta_rule_*.vec. Spec: shared/docs/mixers.md sections 4 and 5.
+
+#define MN__DELTA_MAXDV 1024   // the naive form keeps a few (Dv) vectors in double on the stack
+
+// One token of one head: S (Dk,Dv) becomes S_t in place; o (Dv) = S_t^T (scale q). a = exp(g_t).
+// Shared by the naive forward and the step, so the two agree bit for bit.
+static void mn__delta_token(mn_real* o, mn_real* S, const mn_real* q, const mn_real* k, const mn_real* v, double beta, double a, size_t Dk, size_t Dv, double scale) {
+    double u[MN__DELTA_MAXDV], acc[MN__DELTA_MAXDV];
+    size_t i, j;
+    MN_ASSERT(Dv <= MN__DELTA_MAXDV);
+    for (j = 0; j < Dv; j++) u[j] = 0.0;
+    for (i = 0; i < Dk; i++) {                 // decay and read in one pass: S' = a S ; u = S'^T k
+        mn_real* s = S + i * Dv;
+        for (j = 0; j < Dv; j++) { s[j] = (mn_real)(a * s[j]); u[j] += (double)s[j] * k[i]; }
+    }
+    for (j = 0; j < Dv; j++) { u[j] = beta * (v[j] - u[j]); acc[j] = 0.0; }   // the delta: u = beta (v - S'^T k)
+    for (i = 0; i < Dk; i++) {                 // write and read: S = S' + k u^T ; o = S^T (scale q)
+        mn_real* s = S + i * Dv;
+        for (j = 0; j < Dv; j++) { s[j] = (mn_real)(s[j] + k[i] * u[j]); acc[j] += (double)s[j] * q[i]; }
+    }
+    for (j = 0; j < Dv; j++) o[j] = (mn_real)(scale * acc[j]);
+}
+
+// Naive (recurrent) form, the teaching version: one token at a time, O(T Dk Dv) time per head
+// (6 Dk Dv FLOPs per token). ht (B,H,Dk,Dv) is written and also holds the running state, so it is
+// required. Saves states (B,H,T,Dk,Dv) = S_{t-1}, the state each token starts from (states[t=0] = h0),
+// for the backward: T Dk Dv values per head (64 MB per sequence at T=1024, H=4, Dk=Dv=64 in float),
+// which is why training uses the chunkwise form. states may be NULL when no backward follows.
+MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale) {
+    long long bh;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t, n = Dk * Dv;
+        mn_real* S = ht + (size_t)bh * n;
+        if (h0) memcpy(S, h0 + (size_t)bh * n, n * sizeof(mn_real));
+        else memset(S, 0, n * sizeof(mn_real));
+        for (t = 0; t < T; t++) {
+            size_t row = (b * T + t) * H + h;    // (b,t,h) in (B,T,H)
+            if (states) memcpy(states + ((size_t)bh * T + t) * n, S, n * sizeof(mn_real));
+            mn__delta_token(out + row * Dv, S, q + row * Dk, k + row * Dk, v + row * Dv, beta[row], g ? exp(g[row]) : 1.0, Dk, Dv, scale);
+        }
+    }
+}
+// Reverse-time recurrence. dS (Dk,Dv) = dL/dS_t, starting from dht (zeros when NULL); each step
+// recomputes S', u and S_t from the saved S_{t-1} (O(Dk Dv), no extra memory) and then:
+//   forward: o = scale S_t^T q, so: dq += scale S_t do ; dS += scale q do^T
+//   forward: S_t = S' + k u^T, so: du = dS^T k ; dk += dS u ; dS' = dS
+//   forward: u = beta (v - p), p = S'^T k, so: dv += beta du ; dbeta += du.(v - p) ; dp = -beta du ;
+//            dS' += k dp^T ; dk += S' dp
+//   forward: S' = exp(g) S_{t-1}, so: dg += <dS', S'> ; dS_{t-1} = exp(g) dS'
+// and dh0 += dS at the end. dstate (B,H,Dk,Dv) is scratch (overwritten). dg and dh0 may be NULL
+// (not needed); dg is ignored when g is NULL. dht may be NULL (no loss on the final state).
+MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht, const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale) {
+    long long bh;
+    MN_ASSERT(Dv <= MN__DELTA_MAXDV);
+    MN__OMP_FOR                                  // each (b,h) writes only its own rows
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t, i, j, n = Dk * Dv;
+        double u[MN__DELTA_MAXDV], r[MN__DELTA_MAXDV], du[MN__DELTA_MAXDV];
+        mn_real* dS = dstate + (size_t)bh * n;
+        if (dht) memcpy(dS, dht + (size_t)bh * n, n * sizeof(mn_real));
+        else memset(dS, 0, n * sizeof(mn_real));
+        for (t = T; t-- > 0;) {
+            size_t row = (b * T + t) * H + h;
+            const mn_real* S0 = states + ((size_t)bh * T + t) * n;     // S_{t-1}
+            const mn_real *qt = q + row * Dk, *kt = k + row * Dk, *vt = v + row * Dv, *dot = dout + row * Dv;
+            double a = g ? exp(g[row]) : 1.0, bt = beta[row], dbt = 0.0, dgt = 0.0;
+            // recompute the step: r = v - S'^T k with S' = a S_{t-1}, u = beta r
+            for (j = 0; j < Dv; j++) r[j] = 0.0;
+            for (i = 0; i < Dk; i++)
+                for (j = 0; j < Dv; j++) r[j] += (double)S0[i * Dv + j] * kt[i];
+            for (j = 0; j < Dv; j++) { r[j] = vt[j] - a * r[j]; u[j] = bt * r[j]; du[j] = 0.0; }
+            // the read and the write, row i of S at a time (S_t = a S_{t-1} + k u^T is not stored)
+            for (i = 0; i < Dk; i++) {
+                const mn_real* s0 = S0 + i * Dv;
+                mn_real* ds = dS + i * Dv;
+                double accq = 0.0, acck = 0.0;
+                for (j = 0; j < Dv; j++) {
+                    accq += (a * s0[j] + kt[i] * u[j]) * dot[j];
+                    ds[j] = (mn_real)(ds[j] + scale * qt[i] * dot[j]);
+                    du[j] += (double)ds[j] * kt[i];
+                    acck += (double)ds[j] * u[j];
+                }
+                dq[row * Dk + i] += (mn_real)(scale * accq);
+                dk[row * Dk + i] += (mn_real)acck;
+            }
+            for (j = 0; j < Dv; j++) {           // the delta; du becomes dp = -beta du
+                dv[row * Dv + j] += (mn_real)(bt * du[j]);
+                dbt += du[j] * r[j];
+                du[j] *= -bt;
+            }
+            for (i = 0; i < Dk; i++) {           // the read p = S'^T k, then the decay
+                const mn_real* s0 = S0 + i * Dv;
+                mn_real* ds = dS + i * Dv;
+                double acck = 0.0;
+                for (j = 0; j < Dv; j++) {
+                    double sp = a * s0[j], dsp = ds[j] + kt[i] * du[j];
+                    acck += sp * du[j];
+                    dgt += dsp * sp;
+                    ds[j] = (mn_real)(a * dsp);
+                }
+                dk[row * Dk + i] += (mn_real)acck;
+            }
+            dbeta[row] += (mn_real)dbt;
+            if (g && dg) dg[row] += (mn_real)dgt;
+        }
+        if (dh0)
+            for (i = 0; i < n; i++) dh0[(size_t)bh * n + i] += dS[i];
+    }
+}
+
+// Chunkwise form through the WY/UT representation (fla fla/ops/gated_delta_rule/naive.py::
+// naive_chunk_gated_delta_rule; mixers.md 4(2), 5(2)). Here C is the chunk length (the `chunk`
+// argument), not d_model. Per chunk of c <= C tokens (rows r) with
+// chunk-start state S, local decays gam_r = g_0 + ... + g_r and Gm_ij = exp(gam_i - gam_j) (j <= i):
+//   L = strict_tril(diag(beta) (K K^T .* Gm)), A = (I + L)^-1 (forward substitution), T = A diag(beta)
+//   W = T diag(e^gam) K, U = T V, V_new = U - W S   (row r of V_new is the u_r of the recurrence)
+//   O = scale diag(e^gam) Q S + (scale Q K^T .* Gm) V_new ; S <- e^gam_last S + (diag(e^(gam_last-gam)) K)^T V_new
+// Every exponent is <= 0 and nothing is divided. The last chunk may be shorter (T need not be a
+// multiple of C). Cost per chunk 6C^2 Dk + 4C^2 Dv + 6C Dk Dv + C^3/3 FLOPs; all products via mn_gemm.
+
+// The per-(b,h) workspace of one chunk. C x C: KK = K K^T, Gm, P, L, A, dP, dL; C x Dk: Kg = diag(beta
+// e^gam) K, W, Qg = scale diag(e^gam) Q, Kd = diag(e^(gam_last-gam)) K, dKd, dQg, dKg, dW; C x Dv:
+// Vb = diag(beta) V, U, Vn = V_new, dVn, dVb; C: gam, eg = e^gam, ed = e^(gam_last-gam), G; Dk x Dv: dS.
+typedef struct {
+    mn_real *KK, *Gm, *P, *L, *A, *dP, *dL;
+    mn_real *Kg, *W, *Qg, *Kd, *dKd, *dQg, *dKg, *dW;
+    mn_real *Vb, *U, *Vn, *dVn, *dVb;
+    mn_real *gam, *eg, *ed, *G, *dS;
+} mn__delta_ws;
+
+static size_t mn__delta_ws_size(size_t Dk, size_t Dv, size_t C) { return 7 * C * C + 8 * C * Dk + 5 * C * Dv + 4 * C + Dk * Dv; }
+static void mn__delta_ws_point(mn__delta_ws* w, mn_real* p, size_t Dk, size_t Dv, size_t C) {
+    size_t cc = C * C, ck = C * Dk, cv = C * Dv;
+    w->KK = p; p += cc;  w->Gm = p; p += cc;  w->P = p; p += cc;  w->L = p; p += cc;
+    w->A = p; p += cc;   w->dP = p; p += cc;  w->dL = p; p += cc;
+    w->Kg = p; p += ck;  w->W = p; p += ck;   w->Qg = p; p += ck;  w->Kd = p; p += ck;
+    w->dKd = p; p += ck; w->dQg = p; p += ck; w->dKg = p; p += ck; w->dW = p; p += ck;
+    w->Vb = p; p += cv;  w->U = p; p += cv;   w->Vn = p; p += cv;  w->dVn = p; p += cv; w->dVb = p; p += cv;
+    w->gam = p; p += C;  w->eg = p; p += C;   w->ed = p; p += C;   w->G = p; p += C;
+    w->dS = p;
+}
+
+// Elements of `work` that mn_delta_rule_forward and mn_delta_rule_backward need at chunk size C:
+// B H (7C^2 + 8C Dk + 5C Dv + 4C + Dk Dv).
+MNDEF size_t mn_delta_rule_work_size(size_t B, size_t H, size_t Dk, size_t Dv, size_t chunk) {
+    return B * H * mn__delta_ws_size(Dk, Dv, chunk);
+}
+
+// Passes 1-4 of one chunk, shared by the forward and the backward (which recomputes them). Q,K
+// (c rows, stride H Dk), V (stride H Dv), beta, g (stride H; g may be NULL), S (Dk,Dv) the chunk-start state.
+static void mn__delta_chunk_prep(mn__delta_ws* w, const mn_real* S, const mn_real* Q, const mn_real* K, const mn_real* V, const mn_real* beta, const mn_real* g, size_t c, size_t C, size_t H, size_t Dk, size_t Dv, double scale) {
+    size_t i, j, m, d, ldk = H * Dk, ldv = H * Dv;
+    double acc = 0.0;
+    for (i = 0; i < c; i++) {                                       // local decays
+        acc += g ? (double)g[i * H] : 0.0;
+        w->gam[i] = (mn_real)acc;
+        w->eg[i] = (mn_real)mn__exp(w->gam[i]);
+    }
+    for (i = 0; i < c; i++) {
+        w->ed[i] = (mn_real)mn__exp(w->gam[c - 1] - w->gam[i]);
+        for (j = 0; j < c; j++) w->Gm[i * C + j] = j <= i ? (mn_real)mn__exp(w->gam[i] - w->gam[j]) : (mn_real)0;
+    }
+    // pass 1: KK = K K^T ; P = scale (Q K^T) .* Gm (causal, decayed)
+    mn_gemm(0, 1, c, c, Dk, 1.0, K, ldk, K, ldk, 0.0, w->KK, C);
+    mn_gemm(0, 1, c, c, Dk, scale, Q, ldk, K, ldk, 0.0, w->P, C);
+    for (i = 0; i < c; i++)
+        for (j = 0; j < c; j++) w->P[i * C + j] *= w->Gm[i * C + j];
+    // pass 2: L_ij = beta_i k_i.k_j Gm_ij (j < i); A = (I + L)^-1 by forward substitution: row i of
+    // (I + L) A = I reads A_i = e_i - sum_{m<i} L_im A_m, and A is unit lower triangular
+    for (i = 0; i < c; i++) {
+        mn_real* Ai = w->A + i * C;
+        for (j = 0; j < c; j++) {
+            w->L[i * C + j] = j < i ? (mn_real)(beta[i * H] * w->KK[i * C + j] * w->Gm[i * C + j]) : (mn_real)0;
+            Ai[j] = j == i ? (mn_real)1 : (mn_real)0;
+        }
+        for (m = 0; m < i; m++) {
+            mn_real l = w->L[i * C + m];
+            const mn_real* Am = w->A + m * C;
+            for (j = 0; j <= m; j++) Ai[j] -= l * Am[j];
+        }
+    }
+    // pass 3: W = A Kg, U = A Vb (Kg = diag(beta e^gam) K, Vb = diag(beta) V: W = T diag(e^gam) K, U = T V)
+    for (i = 0; i < c; i++) {
+        mn_real bi = beta[i * H];
+        for (d = 0; d < Dk; d++) {
+            w->Kg[i * Dk + d] = bi * w->eg[i] * K[i * ldk + d];
+            w->Qg[i * Dk + d] = (mn_real)(scale * w->eg[i] * Q[i * ldk + d]);
+            w->Kd[i * Dk + d] = w->ed[i] * K[i * ldk + d];
+        }
+        for (d = 0; d < Dv; d++) w->Vb[i * Dv + d] = bi * V[i * ldv + d];
+    }
+    mn_gemm(0, 0, c, Dk, c, 1.0, w->A, C, w->Kg, Dk, 0.0, w->W, Dk);
+    mn_gemm(0, 0, c, Dv, c, 1.0, w->A, C, w->Vb, Dv, 0.0, w->U, Dv);
+    // pass 4: V_new = U - W S
+    memcpy(w->Vn, w->U, c * Dv * sizeof(mn_real));
+    mn_gemm(0, 0, c, Dv, Dk, -1.0, w->W, Dk, S, Dv, 1.0, w->Vn, Dv);
+}
+
+// Chunkwise forward, chunk size C >= 1 (16-64 is the useful range). work from mn_delta_rule_work_size.
+// ht (B,H,Dk,Dv) is written and holds the running state (required). Saves hs (B,H,NC,Dk,Dv), the
+// state at the start of each chunk (NC = ceil(T/C), chunk 0 starts from h0): T Dk Dv / C values per
+// head, C times less than the naive form; the backward recomputes everything else (A, W, U, V_new)
+// from it. hs may be NULL when no backward follows.
+MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale) {
+    size_t C = chunk, NC;
+    long long bh;
+    MN_ASSERT(chunk >= 1);
+    NC = (T + C - 1) / C;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, n, i, ns = Dk * Dv, ldv = H * Dv;
+        mn__delta_ws w;
+        mn_real* S = ht + (size_t)bh * ns;
+        mn__delta_ws_point(&w, work + (size_t)bh * mn__delta_ws_size(Dk, Dv, C), Dk, Dv, C);
+        if (h0) memcpy(S, h0 + (size_t)bh * ns, ns * sizeof(mn_real));
+        else memset(S, 0, ns * sizeof(mn_real));
+        for (n = 0; n < NC; n++) {
+            size_t t0 = n * C, c = T - t0 < C ? T - t0 : C, row = (b * T + t0) * H + h;
+            mn_real* O = out + row * Dv;
+            if (hs) memcpy(hs + ((size_t)bh * NC + n) * ns, S, ns * sizeof(mn_real));
+            mn__delta_chunk_prep(&w, S, q + row * Dk, k + row * Dk, v + row * Dv, beta + row, g ? g + row : NULL, c, C, H, Dk, Dv, scale);
+            // pass 5: O = Qg S + P V_new (inter-chunk read, then intra-chunk)
+            mn_gemm(0, 0, c, Dv, Dk, 1.0, w.Qg, Dk, S, Dv, 0.0, O, ldv);
+            mn_gemm(0, 0, c, Dv, c, 1.0, w.P, C, w.Vn, Dv, 1.0, O, ldv);
+            // pass 6: S <- e^gam_last S + Kd^T V_new
+            for (i = 0; i < ns; i++) S[i] *= w.eg[c - 1];
+            mn_gemm(1, 0, Dk, Dv, c, 1.0, w.Kd, Dk, w.Vn, Dv, 1.0, S, Dv);
+        }
+    }
+}
+// Chunkwise backward: chunks in reverse, dS = dL/d(chunk-end state) starting from dht (zeros when
+// NULL), passes 1-4 recomputed from hs, then passes 6..1 in reverse (mixers.md 4(3), 5(3)). The gate
+// gradient treats every gam_r as a variable: G_r = dL/dgam_r collects one term per place gam enters
+// (X_ij = Y_ij e^(gam_i-gam_j): G_i += dX_ij X_ij, G_j -= dX_ij X_ij; row scalings likewise), and
+// dg_t = sum_{r >= t in the chunk} G_r. Accumulates into dq, dk, dv, dbeta, dg, dh0 (dg, dh0 may be
+// NULL; dg is ignored when g is NULL; dht may be NULL). work as for the forward (its contents are lost).
+MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale) {
+    size_t C = chunk, NC;
+    long long bh;
+    MN_ASSERT(chunk >= 1);
+    NC = (T + C - 1) / C;
+    MN__OMP_FOR                                  // each (b,h) writes only its own rows
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, n, i, j, d, ns = Dk * Dv, ldk = H * Dk, ldv = H * Dv;
+        mn__delta_ws w;
+        mn__delta_ws_point(&w, work + (size_t)bh * mn__delta_ws_size(Dk, Dv, C), Dk, Dv, C);
+        if (dht) memcpy(w.dS, dht + (size_t)bh * ns, ns * sizeof(mn_real));
+        else memset(w.dS, 0, ns * sizeof(mn_real));
+        for (n = NC; n-- > 0;) {
+            size_t t0 = n * C, c = T - t0 < C ? T - t0 : C, row = (b * T + t0) * H + h, last = c - 1;
+            const mn_real* S = hs + ((size_t)bh * NC + n) * ns;
+            const mn_real *Q = q + row * Dk, *K = k + row * Dk, *V = v + row * Dv, *dO = dout + row * Dv;
+            mn_real *dQ = dq + row * Dk, *dK = dk + row * Dk, *dV = dv + row * Dv;
+            double acc;
+            mn__delta_chunk_prep(&w, S, Q, K, V, beta + row, g ? g + row : NULL, c, C, H, Dk, Dv, scale);
+            for (i = 0; i < c; i++) w.G[i] = 0;
+            // pass 6. forward: S_end = e^gam_last S + Kd^T Vn, so: dVn = Kd dS_end ; dKd = Vn dS_end^T ;
+            // G_last += <dS_end, e^gam_last S> ; dS = e^gam_last dS_end ; and through Kd_r = e^(gam_last-gam_r) k_r:
+            // dk_r += e^(gam_last-gam_r) dKd_r ; G_last += dKd_r.Kd_r ; G_r -= dKd_r.Kd_r
+            mn_gemm(0, 0, c, Dv, Dk, 1.0, w.Kd, Dk, w.dS, Dv, 0.0, w.dVn, Dv);
+            mn_gemm(0, 1, c, Dk, Dv, 1.0, w.Vn, Dv, w.dS, Dv, 0.0, w.dKd, Dk);
+            for (acc = 0.0, i = 0; i < ns; i++) { acc += (double)w.dS[i] * S[i]; w.dS[i] *= w.eg[last]; }
+            w.G[last] += (mn_real)(acc * w.eg[last]);
+            for (i = 0; i < c; i++) {
+                for (acc = 0.0, d = 0; d < Dk; d++) {
+                    dK[i * ldk + d] += w.ed[i] * w.dKd[i * Dk + d];
+                    acc += (double)w.dKd[i * Dk + d] * w.Kd[i * Dk + d];
+                }
+                w.G[last] += (mn_real)acc;
+                w.G[i] -= (mn_real)acc;
+            }
+            // pass 5. forward: O = Qg S + P Vn, so: dQg = dO S^T ; dS += Qg^T dO ; dVn += P^T dO ; dP = dO Vn^T
+            mn_gemm(0, 1, c, Dk, Dv, 1.0, dO, ldv, S, Dv, 0.0, w.dQg, Dk);
+            mn_gemm(1, 0, Dk, Dv, c, 1.0, w.Qg, Dk, dO, ldv, 1.0, w.dS, Dv);
+            mn_gemm(1, 0, c, Dv, c, 1.0, w.P, C, dO, ldv, 1.0, w.dVn, Dv);
+            mn_gemm(0, 1, c, c, Dv, 1.0, dO, ldv, w.Vn, Dv, 0.0, w.dP, C);
+            // forward: Qg_r = scale e^gam_r q_r, so: dq_r += scale e^gam_r dQg_r ; G_r += dQg_r.Qg_r
+            for (i = 0; i < c; i++) {
+                for (acc = 0.0, d = 0; d < Dk; d++) {
+                    dQ[i * ldk + d] += (mn_real)(scale * w.eg[i] * w.dQg[i * Dk + d]);
+                    acc += (double)w.dQg[i * Dk + d] * w.Qg[i * Dk + d];
+                }
+                w.G[i] += (mn_real)acc;
+            }
+            // forward: P_ij = scale q_i.k_j Gm_ij (j <= i), so: G_i += dP_ij P_ij ; G_j -= dP_ij P_ij ;
+            // and with D_ij = scale dP_ij Gm_ij (kept in dP): dQ += D K ; dK += D^T Q
+            for (i = 0; i < c; i++)
+                for (j = 0; j < c; j++) {
+                    mn_real* x = w.dP + i * C + j;
+                    if (j > i) { *x = 0; continue; }
+                    w.G[i] += *x * w.P[i * C + j];
+                    w.G[j] -= *x * w.P[i * C + j];
+                    *x = (mn_real)(scale * *x * w.Gm[i * C + j]);
+                }
+            mn_gemm(0, 0, c, Dk, c, 1.0, w.dP, C, K, ldk, 1.0, dQ, ldk);
+            mn_gemm(1, 0, c, Dk, c, 1.0, w.dP, C, Q, ldk, 1.0, dK, ldk);
+            // pass 4. forward: Vn = U - W S, so: dU = dVn ; dW = -dVn S^T ; dS -= W^T dVn
+            mn_gemm(0, 1, c, Dk, Dv, -1.0, w.dVn, Dv, S, Dv, 0.0, w.dW, Dk);
+            mn_gemm(1, 0, Dk, Dv, c, -1.0, w.W, Dk, w.dVn, Dv, 1.0, w.dS, Dv);
+            // pass 3. forward: W = A Kg, U = A Vb, so: dKg = A^T dW ; dVb = A^T dU ; and through A = (I+L)^-1:
+            // dL = -A^T (dW Kg^T + dU Vb^T) A^T = -(dKg W^T + dVb U^T), kept on L's support (j < i)
+            mn_gemm(1, 0, c, Dk, c, 1.0, w.A, C, w.dW, Dk, 0.0, w.dKg, Dk);
+            mn_gemm(1, 0, c, Dv, c, 1.0, w.A, C, w.dVn, Dv, 0.0, w.dVb, Dv);
+            mn_gemm(0, 1, c, c, Dk, -1.0, w.dKg, Dk, w.W, Dk, 0.0, w.dL, C);
+            mn_gemm(0, 1, c, c, Dv, -1.0, w.dVb, Dv, w.U, Dv, 1.0, w.dL, C);
+            // forward: Kg_r = beta_r e^gam_r k_r, Vb_r = beta_r v_r, so: dk_r += beta_r e^gam_r dKg_r ;
+            // dv_r += beta_r dVb_r ; dbeta_r += e^gam_r dKg_r.k_r + dVb_r.v_r ; G_r += dKg_r.Kg_r
+            for (i = 0; i < c; i++) {
+                mn_real bi = beta[row + i * H];
+                double db = 0.0, gk = 0.0;
+                for (d = 0; d < Dk; d++) {
+                    mn_real x = w.dKg[i * Dk + d];
+                    dK[i * ldk + d] += bi * w.eg[i] * x;
+                    db += (double)x * K[i * ldk + d] * w.eg[i];
+                    gk += (double)x * w.Kg[i * Dk + d];
+                }
+                for (d = 0; d < Dv; d++) {
+                    dV[i * ldv + d] += bi * w.dVb[i * Dv + d];
+                    db += (double)w.dVb[i * Dv + d] * V[i * ldv + d];
+                }
+                dbeta[row + i * H] += (mn_real)db;
+                w.G[i] += (mn_real)gk;
+            }
+            // pass 2. forward: L_ij = beta_i KK_ij Gm_ij (j < i), so: dbeta_i += dL_ij KK_ij Gm_ij ;
+            // G_i += dL_ij L_ij ; G_j -= dL_ij L_ij ; and with F_ij = dL_ij beta_i Gm_ij (kept in dL),
+            // through KK = K K^T: dK += F K + F^T K
+            for (i = 0; i < c; i++) {
+                mn_real bi = beta[row + i * H];
+                double db = 0.0;
+                for (j = 0; j < c; j++) {
+                    mn_real* x = w.dL + i * C + j;
+                    if (j >= i) { *x = 0; continue; }
+                    db += (double)*x * w.KK[i * C + j] * w.Gm[i * C + j];
+                    w.G[i] += *x * w.L[i * C + j];
+                    w.G[j] -= *x * w.L[i * C + j];
+                    *x *= bi * w.Gm[i * C + j];
+                }
+                dbeta[row + i * H] += (mn_real)db;
+            }
+            mn_gemm(0, 0, c, Dk, c, 1.0, w.dL, C, K, ldk, 1.0, dK, ldk);
+            mn_gemm(1, 0, c, Dk, c, 1.0, w.dL, C, K, ldk, 1.0, dK, ldk);
+            // pass 1 (decays). forward: gam_r = g_0 + ... + g_r, so: dg_t += sum_{r >= t} G_r
+            if (g && dg)
+                for (acc = 0.0, i = c; i-- > 0;) { acc += w.G[i]; dg[row + i * H] += (mn_real)acc; }
+        }
+        if (dh0)
+            for (i = 0; i < ns; i++) dh0[(size_t)bh * ns + i] += w.dS[i];
+    }
+}
+
+// One token for generation, the recurrent form: state (B,H,Dk,Dv) in/out (S_{t-1} -> S_t);
+// q,k (B,H,Dk), v,out (B,H,Dv), beta,g (B,H) (g NULL = DeltaNet). The same arithmetic as the naive
+// forward, so stepping through a sequence gives its outputs and final state exactly.
+MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, double scale) {
+    size_t bh;
+    for (bh = 0; bh < B * H; bh++)
+        mn__delta_token(out + bh * Dv, state + bh * Dk * Dv, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], g ? exp(g[bh]) : 1.0, Dk, Dv, scale);
 }
 
 // >>mesa

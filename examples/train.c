@@ -16,8 +16,9 @@
 
 typedef struct {
     const char *data, *out, *resume, *pattern, *prompt;
-    size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window;
-    double lr, lr_min_frac, wd, clip, temp, top_p, softcap;
+    size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window, chunk;
+    double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol;
+    int cg, cg_decode, clamp;
     uint64_t seed;
 } opts;
 
@@ -26,6 +27,8 @@ static void usage(void) {
            "             [--d_model N] [--layers N] [--heads N] [--d_ff N] [--window N] [--seq T] [--batch B]\n"
            "             [--steps N] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X]\n"
            "             [--eval_every N] [--eval_batches N] [--seed N]\n"
+           "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] [--cg_tol EPS (dynamic stop when decoding)]\n"
+           "                          [--chunk C] [--gamma_clamp 0|1]\n"
            "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n");
 }
 
@@ -43,6 +46,10 @@ static int parse(opts* o, int argc, char** argv) {
         U("--eval_batches", eval_batches) U("--sample", sample_len) U("--top_k", top_k) U("--window", window)
         D("--lr", lr) D("--wd", wd) D("--clip", clip) D("--temp", temp) D("--top_p", top_p) D("--softcap", softcap)
         if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); i++; continue; }
+        if (!strcmp(a, "--cg") && v) { o->cg = atoi(v); i++; continue; }
+        if (!strcmp(a, "--cg_decode") && v) { o->cg_decode = atoi(v); i++; continue; }
+        if (!strcmp(a, "--gamma_clamp") && v) { o->clamp = atoi(v); i++; continue; }
+        D("--cg_tol", cg_tol) U("--chunk", chunk)
         #undef S
         #undef U
         #undef D
@@ -143,12 +150,16 @@ int main(int argc, char** argv) {
         mn_config c; memset(&c, 0, sizeof c);
         c.vocab_size = 256; c.d_model = o.d_model; c.n_layer = o.layers; c.n_head = o.heads; c.d_ff = o.d_ff;
         c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window; c.logit_softcap = o.softcap; c.seed = o.seed;
+        c.mesa_cg_train = o.cg; c.mesa_cg_decode = o.cg_decode; c.mesa_cg_tol = o.cg_tol; c.mesa_chunk = o.chunk; c.mesa_gamma_clamp = o.clamp;
         if ((err = mn_model_init(&m, &c)) != MN_OK) { fprintf(stderr, "train: bad model config: %s\n", mn_strerror(err)); return 1; }
     }
     if (o.seq > m.cfg.max_seq_len) { fprintf(stderr, "train: --seq %zu exceeds the model's max_seq_len %zu\n", o.seq, m.cfg.max_seq_len); return 1; }
     if (ex_mkdirs(o.out) != 0) { fprintf(stderr, "train: cannot create %s\n", o.out); return 1; }
     printf("model: pattern %s, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu | %zu parameters (%.2f M)\n",
            m.cfg.pattern, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_params, m.n_params / 1e6);
+    if (strstr(m.cfg.pattern, "mesa"))
+        printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s\n", m.cfg.mesa_cg_train,
+               m.cfg.mesa_cg_decode, m.cfg.mesa_cg_tol, m.cfg.mesa_chunk, m.cfg.mesa_gamma_clamp ? ", gamma clamp" : "");
     printf("data: %s, %zu bytes (%zu train, %zu validation) | batch %zu x %zu tokens | %zu steps\n", o.data, len, split, len - split, o.batch, o.seq, o.steps);
 
     size_t N = o.batch * o.seq;

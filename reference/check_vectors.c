@@ -314,6 +314,283 @@ static int op_attn_swa(cv_ctx* c)
         in the file (a file tensor with no result fails), once per form it runs;
    then add one row below. Keep the rows in alphabetical order. */
 typedef int (*cv_op_fn)(cv_ctx* c);
+/* Linear attention / simple GLA / GLA, layout BTHD: q,k (B,T,H,K), v (B,T,H,V), the gate `gate`
+   ("g" (B,T,H) for simple_gla, "gk" (B,T,H,K) for gla, none for linear_attn), h0 (B,H,K,V)
+   optional -> out.o (B,T,H,V), out.ht (B,H,K,V). per_key: the gate has one value per key channel.
+   Runs the chunkwise form (mn_gla_*, chunk 16, which takes the C x C path and several chunks at
+   the files' T = 64) and the recurrent form (mn_gla_*_recurrent, the naive loop) and emits both.
+   Gradients: do for out.o, dht (when present) for out.ht. */
+static int cv_gla(cv_ctx* c, const char* gate, int per_key)
+{
+    const mn_vec_tensor *q, *k, *v, *g = NULL, *h0 = NULL, *o, *ht, *dout, *dht = NULL;
+    size_t B, T, H, Dk, Dv, G, C = 16;
+    double scale;
+    mn_real *qr, *kr, *vr, *gr = NULL, *h0r = NULL, *out_c, *ht_c, *out_r, *ht_r, *work;
+
+    if (mn_vec_attr(c->f, "layout") == NULL) return cv_fail(c, "missing attr 'layout' (expected BTHD)");
+    if (cv_attr_opt_is(c, "layout", "BTHD") != 0) return -1;
+    if (cv_attr_real(c, "scale", &scale) != 0) return -1;
+    if ((q = cv_tensor(c, "q", 4)) == NULL || (k = cv_tensor(c, "k", 4)) == NULL ||
+        (v = cv_tensor(c, "v", 4)) == NULL || (o = cv_tensor(c, "out.o", 4)) == NULL ||
+        (ht = cv_tensor(c, "out.ht", 4)) == NULL)
+        return -1;
+    if (gate != NULL && (g = cv_tensor(c, gate, per_key ? 4 : 3)) == NULL) return -1;
+    /* q fixes B,T,H,Dk and v fixes Dv; everything else must agree with them, so a file with a
+       wrong shape fails here instead of making the library read out of bounds */
+    B = q->dims[0], T = q->dims[1], H = q->dims[2], Dk = q->dims[3], Dv = v->dims[3];
+    G = gate == NULL ? 0 : per_key ? Dk : 1;
+    {
+        size_t wk[4], wv[4], ws[4];
+        wk[0] = B, wk[1] = T, wk[2] = H, wk[3] = Dk;
+        wv[0] = B, wv[1] = T, wv[2] = H, wv[3] = Dv;
+        ws[0] = B, ws[1] = H, ws[2] = Dk, ws[3] = Dv;
+        if (cv_check_shape(c, k, wk) != 0 || cv_check_shape(c, v, wv) != 0 || cv_check_shape(c, o, wv) != 0 ||
+            cv_check_shape(c, ht, ws) != 0 || (g != NULL && cv_check_shape(c, g, wk) != 0))
+            return -1;
+        /* h0, do and dht are optional (zeros / a forward-only file); when present they are
+           the shapes of the state and of out.o */
+        if (mn_vec_get(c->f, "h0") != NULL && ((h0 = cv_tensor(c, "h0", 4)) == NULL || cv_check_shape(c, h0, ws) != 0))
+            return -1;
+        if (mn_vec_get(c->f, "do") == NULL) dout = NULL;
+        else if ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wv) != 0) return -1;
+        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
+            return -1;
+    }
+
+    if ((qr = cv_real(c, q)) == NULL || (kr = cv_real(c, k)) == NULL || (vr = cv_real(c, v)) == NULL) return -1;
+    if ((g != NULL && (gr = cv_real(c, g)) == NULL) || (h0 != NULL && (h0r = cv_real(c, h0)) == NULL)) return -1;
+    out_c = (mn_real*)cv_alloc(c, o->n, sizeof(mn_real));
+    ht_c = (mn_real*)cv_alloc(c, ht->n, sizeof(mn_real));
+    out_r = (mn_real*)cv_alloc(c, o->n, sizeof(mn_real));
+    ht_r = (mn_real*)cv_alloc(c, ht->n, sizeof(mn_real));
+    work = (mn_real*)cv_alloc(c, mn_gla_work_size(B, T, H, Dk, Dv, C), sizeof(mn_real));
+    if (out_c == NULL || ht_c == NULL || out_r == NULL || ht_r == NULL || work == NULL) return -1;
+
+    /* both forms get the same converted inputs; neither saves anything for its backward */
+    mn_gla_forward(out_c, ht_c, work, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C);
+    mn_gla_forward_recurrent(out_r, ht_r, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale);
+    if (cv_emit(c, "out.o", "chunk", out_c, o->n) != 0 || cv_emit(c, "out.ht", "chunk", ht_c, ht->n) != 0 ||
+        cv_emit(c, "out.o", "recurrent", out_r, o->n) != 0 || cv_emit(c, "out.ht", "recurrent", ht_r, ht->n) != 0)
+        return -1;
+
+    if (dout != NULL) {
+        /* calloc'd, so zero: the backwards accumulate into these. The gate gradient is named after
+           the gate ("grad.g", "grad.gk"); grad.h0 exists only when the file has h0. */
+        static const char* forms[2] = {"chunk", "recurrent"};
+        char gname[MN_VEC_NAME_CAP];
+        mn_real* dor = cv_real(c, dout);
+        mn_real* dhtr = dht != NULL ? cv_real(c, dht) : NULL;
+        mn_real* rwork = (mn_real*)cv_alloc(c, mn_gla_recurrent_work_size(T, Dk, Dv), sizeof(mn_real));
+        int f;
+        if (dor == NULL || (dht != NULL && dhtr == NULL) || rwork == NULL) return -1;
+        snprintf(gname, sizeof(gname), "grad.%s", gate != NULL ? gate : "");
+        for (f = 0; f < 2; f++) {
+            mn_real* dq = (mn_real*)cv_alloc(c, q->n, sizeof(mn_real));
+            mn_real* dk = (mn_real*)cv_alloc(c, k->n, sizeof(mn_real));
+            mn_real* dv = (mn_real*)cv_alloc(c, v->n, sizeof(mn_real));
+            mn_real* dg = g != NULL ? (mn_real*)cv_alloc(c, g->n, sizeof(mn_real)) : NULL;
+            mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
+            if (!dq || !dk || !dv || (g != NULL && !dg) || (h0 != NULL && !dh0)) return -1;
+            if (f == 0)
+                mn_gla_backward(dq, dk, dv, dg, dh0, work, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C);
+            else
+                mn_gla_backward_recurrent(dq, dk, dv, dg, dh0, rwork, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale);
+            if (cv_emit(c, "grad.q", forms[f], dq, q->n) || cv_emit(c, "grad.k", forms[f], dk, k->n) ||
+                cv_emit(c, "grad.v", forms[f], dv, v->n) || (g != NULL && cv_emit(c, gname, forms[f], dg, g->n)) ||
+                (h0 != NULL && cv_emit(c, "grad.h0", forms[f], dh0, h0->n)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* linear_attn: no decay (fla naive_recurrent_linear_attn, normalize=False). A gate would mean
+   another op. */
+static int op_linear_attn(cv_ctx* c)
+{
+    if (mn_vec_get(c->f, "g") != NULL || mn_vec_get(c->f, "gk") != NULL)
+        return cv_fail(c, "a linear_attn file with a gate tensor");
+    return cv_gla(c, NULL, 0);
+}
+
+/* simple_gla: one log-decay g (B,T,H) per head and step. */
+static int op_simple_gla(cv_ctx* c)
+{
+    return cv_gla(c, "g", 0);
+}
+
+/* gla: one log-decay gk (B,T,H,K) per key channel. */
+static int op_gla(cv_ctx* c)
+{
+    return cv_gla(c, "gk", 1);
+}
+
+/* (B,X,Y,D) -> (B,Y,X,D): swaps the two middle axes, so head-first BHTD <-> BTHD either way. */
+static void cv_swap_mid(mn_real* dst, const mn_real* src, size_t B, size_t X, size_t Y, size_t D)
+{
+    size_t b, x, y;
+    for (b = 0; b < B; b++)
+        for (x = 0; x < X; x++)
+            for (y = 0; y < Y; y++) memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
+}
+
+/* A per-token tensor (D = 1 for beta and g) as a BTHD buffer for the library: converted, and
+   transposed when the file is head-first. */
+static mn_real* cv_real_bthd(cv_ctx* c, const mn_vec_tensor* t, int head_first, size_t B, size_t T, size_t H, size_t D)
+{
+    mn_real *x = cv_real(c, t), *y;
+    if (x == NULL || !head_first) return x;
+    if ((y = (mn_real*)cv_alloc(c, t->n, sizeof(mn_real))) == NULL) return NULL;
+    cv_swap_mid(y, x, B, H, T, D);
+    return y;
+}
+
+/* cv_emit for a per-token BTHD result, transposed back to the file's layout first. */
+static int cv_emit_bthd(cv_ctx* c, const char* name, const char* form, const mn_real* x, size_t n, int head_first, size_t B,
+                        size_t T, size_t H, size_t D)
+{
+    mn_real* y;
+    if (!head_first) return cv_emit(c, name, form, x, n);
+    if ((y = (mn_real*)cv_alloc(c, n, sizeof(mn_real))) == NULL) return -1;
+    cv_swap_mid(y, x, B, T, H, D);
+    return cv_emit(c, name, form, y, n);
+}
+
+/* The gated delta rule: S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, S_{-1} = h0,
+   o_t = S_t^T (scale q_t), state [K,V]; gated = 0 is DeltaNet (no g). Layout BTHD: q,k (B,T,H,Dk),
+   v (B,T,H,Dv), beta and g (B,T,H); or head-first BHTD (delta_rule.vec): q,k (B,H,T,Dk), beta (B,H,T),
+   transposed on the way in and out. h0, out.ht (B,H,Dk,Dv) in either layout; h0, out.ht, dht are
+   optional. Runs the naive recurrent form (mn_delta_rule_*_naive, which keeps every state) and the
+   chunkwise WY form (mn_delta_rule_*, chunk 16, which keeps one state per chunk) and emits both. */
+static int cv_delta(cv_ctx* c, int gated)
+{
+    const size_t chunk = 16;
+    const mn_vec_tensor *q, *k, *v, *beta, *g = NULL, *h0, *o, *ht, *dout = NULL, *dht = NULL;
+    const char* layout = mn_vec_attr(c->f, "layout");
+    int hf;
+    size_t B, T, H, Dk, Dv, NC, n_st, n_states, n_hs;
+    double scale;
+    mn_real *qr, *kr, *vr, *br, *gr = NULL, *h0r = NULL, *out, *htr, *states, *out_c, *htr_c, *hs, *work;
+
+    if (layout == NULL) return cv_fail(c, "missing attr 'layout' (expected BTHD or BHTD)");
+    if (strcmp(layout, "BTHD") != 0 && strcmp(layout, "BHTD") != 0)
+        return cv_fail(c, "attr 'layout' is '%s', only 'BTHD' and 'BHTD' are supported", layout);
+    hf = strcmp(layout, "BHTD") == 0;
+    if (cv_attr_real(c, "scale", &scale) != 0) return -1;
+    if ((q = cv_tensor(c, "q", 4)) == NULL || (k = cv_tensor(c, "k", 4)) == NULL || (v = cv_tensor(c, "v", 4)) == NULL ||
+        (beta = cv_tensor(c, "beta", 3)) == NULL || (o = cv_tensor(c, "out.o", 4)) == NULL)
+        return -1;
+    if (gated && (g = cv_tensor(c, "g", 3)) == NULL) return -1;
+    if (!gated && mn_vec_get(c->f, "g") != NULL) return cv_fail(c, "a delta_rule file has a gate 'g' (use gated_delta_rule)");
+    /* q fixes B,T,H,Dk and v fixes Dv; everything else must agree with them */
+    B = q->dims[0], T = hf ? q->dims[2] : q->dims[1], H = hf ? q->dims[1] : q->dims[2], Dk = q->dims[3], Dv = v->dims[3];
+    {
+        size_t wk[4], wv[4], wb[3], ws[4];
+        wk[0] = B, wk[1] = hf ? H : T, wk[2] = hf ? T : H, wk[3] = Dk;
+        wv[0] = B, wv[1] = hf ? H : T, wv[2] = hf ? T : H, wv[3] = Dv;
+        wb[0] = B, wb[1] = hf ? H : T, wb[2] = hf ? T : H;
+        ws[0] = B, ws[1] = H, ws[2] = Dk, ws[3] = Dv;
+        if (cv_check_shape(c, k, wk) != 0 || cv_check_shape(c, v, wv) != 0 || cv_check_shape(c, o, wv) != 0 ||
+            cv_check_shape(c, beta, wb) != 0 || (g != NULL && cv_check_shape(c, g, wb) != 0))
+            return -1;
+        /* the optional tensors: initial state, final state, and the upstream gradients */
+        if (mn_vec_get(c->f, "h0") == NULL) h0 = NULL;
+        else if ((h0 = cv_tensor(c, "h0", 4)) == NULL || cv_check_shape(c, h0, ws) != 0) return -1;
+        if (mn_vec_get(c->f, "out.ht") == NULL) ht = NULL;
+        else if ((ht = cv_tensor(c, "out.ht", 4)) == NULL || cv_check_shape(c, ht, ws) != 0) return -1;
+        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wv) != 0))
+            return -1;
+        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
+            return -1;
+        if (dht != NULL && ht == NULL) return cv_fail(c, "the file has 'dht' but no 'out.ht'");
+    }
+    /* the naive form keeps T states of Dk x Dv per head: check the sizes before allocating, since
+       T comes from the file */
+    {
+        size_t d[5];
+        NC = (T + chunk - 1) / chunk;
+        d[0] = B, d[1] = H, d[2] = Dk, d[3] = Dv, d[4] = T;
+        n_st = cv_prod(d, 4);
+        n_states = cv_prod(d, 5);
+        d[4] = NC;
+        n_hs = cv_prod(d, 5);
+        if (n_st == 0 || n_states == 0 || n_hs == 0) return cv_fail(c, "state size overflows size_t");
+        if (Dv > MN__DELTA_MAXDV) return cv_fail(c, "Dv = %lu is more than the naive form's %d", (unsigned long)Dv, MN__DELTA_MAXDV);
+    }
+
+    if ((qr = cv_real_bthd(c, q, hf, B, T, H, Dk)) == NULL || (kr = cv_real_bthd(c, k, hf, B, T, H, Dk)) == NULL ||
+        (vr = cv_real_bthd(c, v, hf, B, T, H, Dv)) == NULL || (br = cv_real_bthd(c, beta, hf, B, T, H, 1)) == NULL)
+        return -1;
+    if (g != NULL && (gr = cv_real_bthd(c, g, hf, B, T, H, 1)) == NULL) return -1;
+    if (h0 != NULL && (h0r = cv_real(c, h0)) == NULL) return -1;
+    out = (mn_real*)cv_alloc(c, o->n, sizeof(mn_real));
+    htr = (mn_real*)cv_alloc(c, n_st, sizeof(mn_real));
+    states = (mn_real*)cv_alloc(c, n_states, sizeof(mn_real));
+    out_c = (mn_real*)cv_alloc(c, o->n, sizeof(mn_real));
+    htr_c = (mn_real*)cv_alloc(c, n_st, sizeof(mn_real));
+    hs = (mn_real*)cv_alloc(c, n_hs, sizeof(mn_real));
+    work = (mn_real*)cv_alloc(c, mn_delta_rule_work_size(B, H, Dk, Dv, chunk), sizeof(mn_real));
+    if (!out || !htr || !states || !out_c || !htr_c || !hs || !work) return -1;
+
+    /* both forms get the same converted inputs; each form's backward uses what its own forward
+       saved (every state for the naive form, one per chunk for the chunkwise one) */
+    mn_delta_rule_forward_naive(out, htr, states, qr, kr, vr, br, gr, h0r, B, T, H, Dk, Dv, scale);
+    mn_delta_rule_forward(out_c, htr_c, hs, work, qr, kr, vr, br, gr, h0r, B, T, H, Dk, Dv, chunk, scale);
+    if (cv_emit_bthd(c, "out.o", "naive", out, o->n, hf, B, T, H, Dv) != 0 ||
+        cv_emit_bthd(c, "out.o", "chunk", out_c, o->n, hf, B, T, H, Dv) != 0)
+        return -1;
+    if (ht != NULL && (cv_emit(c, "out.ht", "naive", htr, n_st) != 0 || cv_emit(c, "out.ht", "chunk", htr_c, n_st) != 0))
+        return -1;
+
+    if (dout != NULL) {
+        /* calloc'd, so zero: the backwards accumulate into these. dg and dh0 stay NULL when the
+           file has no g / h0 (nothing to compare them with) */
+        mn_real* dor = cv_real_bthd(c, dout, hf, B, T, H, Dv);
+        mn_real* dhtr = dht != NULL ? cv_real(c, dht) : NULL;
+        mn_real* dstate = (mn_real*)cv_alloc(c, n_st, sizeof(mn_real));
+        mn_real *dq[2], *dk[2], *dv[2], *db[2], *dg[2] = {NULL, NULL}, *dh0[2] = {NULL, NULL};
+        static const char* form[2] = {"naive", "chunk"};
+        int f;
+        if (!dor || (dht != NULL && !dhtr) || !dstate) return -1;
+        for (f = 0; f < 2; f++) {
+            dq[f] = (mn_real*)cv_alloc(c, q->n, sizeof(mn_real));
+            dk[f] = (mn_real*)cv_alloc(c, k->n, sizeof(mn_real));
+            dv[f] = (mn_real*)cv_alloc(c, v->n, sizeof(mn_real));
+            db[f] = (mn_real*)cv_alloc(c, beta->n, sizeof(mn_real));
+            if (!dq[f] || !dk[f] || !dv[f] || !db[f]) return -1;
+            if (g != NULL && (dg[f] = (mn_real*)cv_alloc(c, g->n, sizeof(mn_real))) == NULL) return -1;
+            if (h0 != NULL && (dh0[f] = (mn_real*)cv_alloc(c, n_st, sizeof(mn_real))) == NULL) return -1;
+        }
+        mn_delta_rule_backward_naive(dq[0], dk[0], dv[0], db[0], dg[0], dh0[0], dstate, dor, dhtr, states, qr, kr, vr, br, gr, B,
+                                     T, H, Dk, Dv, scale);
+        mn_delta_rule_backward(dq[1], dk[1], dv[1], db[1], dg[1], dh0[1], work, dor, dhtr, hs, qr, kr, vr, br, gr, B, T, H, Dk,
+                               Dv, chunk, scale);
+        for (f = 0; f < 2; f++) {
+            if (cv_emit_bthd(c, "grad.q", form[f], dq[f], q->n, hf, B, T, H, Dk) ||
+                cv_emit_bthd(c, "grad.k", form[f], dk[f], k->n, hf, B, T, H, Dk) ||
+                cv_emit_bthd(c, "grad.v", form[f], dv[f], v->n, hf, B, T, H, Dv) ||
+                cv_emit_bthd(c, "grad.beta", form[f], db[f], beta->n, hf, B, T, H, 1))
+                return -1;
+            if (g != NULL && cv_emit_bthd(c, "grad.g", form[f], dg[f], g->n, hf, B, T, H, 1)) return -1;
+            if (h0 != NULL && cv_emit(c, "grad.h0", form[f], dh0[f], n_st)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* delta_rule: DeltaNet, fla's head-first delta_rule_recurrence (delta_rule.vec is BHTD). */
+static int op_delta_rule(cv_ctx* c)
+{
+    return cv_delta(c, 0);
+}
+
+/* gated_delta_rule: Gated DeltaNet, fla's naive_recurrent_gated_delta_rule; beta in (0,1) or (0,2)
+   (attr beta_max) needs nothing different. */
+static int op_gated_delta_rule(cv_ctx* c)
+{
+    return cv_delta(c, 1);
+}
+
 /* ---- Mesa (mesanet.h >>mesa). The three op names share inputs: q, k, v (B,T,H,K), g, beta (B,T,H),
    lamb (H,K); outputs out.o and the final states out.h_kk (B,H,K,K), out.h_kv (B,H,K,V).
    mesa_exact: the exact solve (recurrent form, Cholesky) with its implicit backward, and the
@@ -457,9 +734,14 @@ static const struct {
 } cv_ops[] = {
     {"attn_causal", op_attn_causal},
     {"attn_swa", op_attn_swa},
+    {"delta_rule", op_delta_rule},
+    {"gated_delta_rule", op_gated_delta_rule},
+    {"gla", op_gla},
+    {"linear_attn", op_linear_attn},
     {"mesa_exact", op_mesa_exact},
     {"mesa_cg", op_mesa_cg},
     {"mesa_decode", op_mesa_decode},
+    {"simple_gla", op_simple_gla},
 };
 
 /* ------------------------------------------------------------------------------------------- */
