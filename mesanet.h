@@ -322,6 +322,7 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq);
 MNDEF void mn_state_reset(mn_state* s);
 MNDEF void mn_state_free(mn_state* s);
 MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits); // tokens (n_seq), logits (n_seq,V)
+MNDEF double mn_state_cg_stats(const mn_model* m, const mn_state* s, double* solves); // mean CG iterations per (token, head, Mesa layer) since the last reset
 MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch);
 
 // --- checkpoints: <dir>/model.safetensors + <dir>/config.json (+ <dir>/optimizer.safetensors) ---
@@ -662,7 +663,7 @@ MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real*
         for (t = 0; t < T; t++)
             for (c = 0; c < Ch; c++) {
                 double a = mn__conv_pre(inp + b * T * Ch, weight, T, Ch, K, t, c);
-                out[(b * T + t) * Ch + c] = (mn_real)(silu ? a * mn__sigmoid(a) : a);
+                out[(b * T + t) * Ch + c] = (mn_real)(silu ? a / (1 + mn__exp(-a)) : a);
             }
 }
 // forward: y = act(a), a_t = sum_j w_j x_{t-K+1+j}, so: da = dy act'(a) ;
@@ -675,7 +676,7 @@ MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real*
                 const mn_real* x = inp + b * T * Ch;
                 double da = dout[(b * T + t) * Ch + c];
                 if (silu) {
-                    double a = mn__conv_pre(x, weight, T, Ch, K, t, c), s = mn__sigmoid(a);
+                    double a = mn__conv_pre(x, weight, T, Ch, K, t, c), s = 1 / (1 + mn__exp(-a));
                     da *= s * (1.0 + a * (1.0 - s));
                 }
                 for (j = 0; j < K; j++) {
@@ -1955,10 +1956,10 @@ static void mn__mesa_chunk_decay(mn__mesa_chunk* ch, size_t n, size_t b, size_t 
     ch->GamC = exp(acc);
     for (a = 0; a < ch->Cn; a++) {
         ch->e[a] = (mn_real)exp(acc - ch->bcum[a]);
-        for (j = 0; j < C; j++) {
-            double d = j <= a && j < ch->Cn ? exp((double)ch->bcum[a] - ch->bcum[j]) : 0.0;
-            ch->Mp[a * C + j] = (mn_real)d;
-            ch->M[a * C + j] = (mn_real)(j <= a ? d * beta[(b * T + ch->t0 + j) * H + h] : 0.0);
+        for (j = 0; j < C; j++) {   // b_a - b_j <= 0 for j <= a: exp in the element type is safe
+            mn_real d = j <= a && j < ch->Cn ? (mn_real)mn__exp(ch->bcum[a] - ch->bcum[j]) : (mn_real)0;
+            ch->Mp[a * C + j] = d;
+            ch->M[a * C + j] = j <= a ? d * beta[(b * T + ch->t0 + j) * H + h] : (mn_real)0;
         }
     }
 }
@@ -1970,7 +1971,10 @@ static void mn__mesa_chunk_apply(mn_real* AP, const mn_real* P, const mn_real* K
     for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) PK[a * C + j] *= ch->M[a * C + j];
     mn_gemm(0, 0, Cn, K, Cn, 1.0, PK, C, Kc, ldk, 0.0, AP, K);
     mn_gemm(0, 0, Cn, K, K, 1.0, P, K, Hn, K, 0.0, tmp, K);
-    for (a = 0; a < Cn; a++) for (j = 0; j < K; j++) AP[a * K + j] += ch->Gam[a] * tmp[a * K + j] + lamb[j] * P[a * K + j];
+    for (a = 0; a < Cn; a++) {
+        mn_real ga = ch->Gam[a], *ap = AP + a * K; const mn_real *t = tmp + a * K, *p = P + a * K;
+        for (j = 0; j < K; j++) ap[j] += ga * t[j] + lamb[j] * p[j];
+    }
 }
 
 // Batched CG on the Cn systems of one chunk, right-hand sides RHS (Cn rows, stride ldr): every
@@ -2020,12 +2024,14 @@ static void mn__mesa_chunk_cg(mn_real* X, int* iters, const mn_real* RHS, size_t
             if (done[a]) continue;
             for (i = 0; i < K; i++) pAp += (double)P[a * K + i] * AP[a * K + i];
             alpha = delta[a] / (pAp + eps);
-            for (i = 0; i < K; i++) {
-                X[a * K + i] += (mn_real)(alpha * P[a * K + i]);
-                R[a * K + i] -= (mn_real)(alpha * AP[a * K + i]);
-                dnew += (double)R[a * K + i] * R[a * K + i];
+            {   // the vector updates in the element type (they vectorise); the reductions in double
+                mn_real al = (mn_real)alpha, cb;
+                mn_real *x = X + a * K, *r = R + a * K, *pp = P + a * K; const mn_real* ap = AP + a * K;
+                for (i = 0; i < K; i++) { x[i] += al * pp[i]; r[i] -= al * ap[i]; }
+                for (i = 0; i < K; i++) dnew += (double)r[i] * r[i];
+                cb = (mn_real)(dnew / (delta[a] + eps));
+                for (i = 0; i < K; i++) pp[i] = r[i] + cb * pp[i];
             }
-            for (i = 0; i < K; i++) P[a * K + i] = (mn_real)(R[a * K + i] + dnew / (delta[a] + eps) * P[a * K + i]);
             delta[a] = (mn_real)dnew;
             if (iters) iters[a]++;
         }
@@ -2508,10 +2514,11 @@ static void mn__mesa_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     #undef A
     #undef DA
 }
-// decode state per sequence: q and k conv windows (HD,3 each), H (H,D,D), S (H,D,D)
+// decode state per sequence: q and k conv windows (HD,3 each), H (H,D,D), S (H,D,D), and two
+// counters (CG iterations, solves) read by mn_state_cg_stats
 static size_t mn__mesa_state_size(const mn_config* c) {
     size_t H = c->n_head, D = c->head_dim;
-    return 2 * 3 * H * D + 2 * H * D * D;
+    return 2 * 3 * H * D + 2 * H * D * D + 2;
 }
 static size_t mn__mesa_scratch_size(const mn_config* c) {
     size_t H = c->n_head, D = c->head_dim;
@@ -2538,7 +2545,13 @@ static void mn__mesa_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* st
     mn_matmul_forward(bl, in, MN__PAR(m, l, MN__MS_B), MN__PAR(m, l, MN__MS_BB), 1, C, H);
     mn__mesa_gates(c, g, beta, al, bl, H);
     mn__mesa_lambda(lamb, MN__PAR(m, l, MN__MS_LAM), HD);
-    mn_mesa_step(o, NULL, hkk, hkv, q, k, v, g, beta, lamb, H, D, D, &op, work);
+    {
+        int it[256]; size_t h;
+        MN_ASSERT(H <= 256);
+        mn_mesa_step(o, it, hkk, hkv, q, k, v, g, beta, lamb, H, D, D, &op, work);
+        for (h = 0; h < H; h++) hkv[H * D * D] += (mn_real)it[h];   // the counters after S
+        hkv[H * D * D + 1] += (mn_real)H;
+    }
     mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__MS_ON), H, D, c->norm_eps);
     mn_matmul_forward(out, on, MN__PAR(m, l, MN__MS_O), NULL, 1, HD, C);
 }
@@ -2855,6 +2868,20 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     s->scratch = s->mem + off;
     s->scratch_per_seq = per_seq_scratch;
     return MN_OK;
+}
+MNDEF double mn_state_cg_stats(const mn_model* m, const mn_state* s, double* solves) {
+    size_t l, n;
+    double it = 0, so = 0;
+    for (l = 0; l < m->cfg.n_layer; l++) {
+        const mn__mixer_def* md = &mn__mixers[m->mixer[l]];
+        if (md->step != mn__mesa_step_layer) continue;
+        for (n = 0; n < s->n_seq; n++) {
+            const mn_real* cnt = s->layer[l] + n * md->state_size(&m->cfg) + md->state_size(&m->cfg) - 2;
+            it += cnt[0]; so += cnt[1];
+        }
+    }
+    if (solves) *solves = so;
+    return so > 0 ? it / so : 0.0;
 }
 MNDEF void mn_state_reset(mn_state* s) { memset(s->mem, 0, s->bytes); s->pos = 0; }
 MNDEF void mn_state_free(mn_state* s) { if (s->mem) MN_FREE(s->mem); memset(s, 0, sizeof(*s)); }
