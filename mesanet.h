@@ -658,21 +658,25 @@ static double mn__conv_pre(const mn_real* inp, const mn_real* weight, size_t T, 
     return acc;
 }
 MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
-    size_t b, t, c;
-    for (b = 0; b < B; b++)
-        for (t = 0; t < T; t++)
-            for (c = 0; c < Ch; c++) {
-                double a = mn__conv_pre(inp + b * T * Ch, weight, T, Ch, K, t, c);
-                out[(b * T + t) * Ch + c] = (mn_real)(silu ? a / (1 + mn__exp(-a)) : a);
-            }
+    long long bt;
+    MN__OMP_FOR                                  // every (b,t) row is independent
+    for (bt = 0; bt < (long long)(B * T); bt++) {
+        size_t b = (size_t)bt / T, t = (size_t)bt % T, c;
+        for (c = 0; c < Ch; c++) {
+            double a = mn__conv_pre(inp + b * T * Ch, weight, T, Ch, K, t, c);
+            out[(b * T + t) * Ch + c] = (mn_real)(silu ? a / (1 + mn__exp(-a)) : a);
+        }
+    }
 }
 // forward: y = act(a), a_t = sum_j w_j x_{t-K+1+j}, so: da = dy act'(a) ;
-// dx_{t-K+1+j} += w_j da_t ; dw_j += x_{t-K+1+j} da_t
+// dx_{t-K+1+j} += w_j da_t ; dw_j += x_{t-K+1+j} da_t. Channels are independent (threads split them).
 MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
-    size_t b, t, c, j;
-    for (b = 0; b < B; b++)
-        for (t = 0; t < T; t++)
-            for (c = 0; c < Ch; c++) {
+    long long cc;
+    MN__OMP_FOR
+    for (cc = 0; cc < (long long)Ch; cc++) {
+        size_t c = (size_t)cc, b, t, j;
+        for (b = 0; b < B; b++)
+            for (t = 0; t < T; t++) {
                 const mn_real* x = inp + b * T * Ch;
                 double da = dout[(b * T + t) * Ch + c];
                 if (silu) {
@@ -686,6 +690,7 @@ MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real*
                     dweight[c * K + j] += (mn_real)(inp[src] * da);
                 }
             }
+    }
 }
 // One token of the convolution. state (Ch,K-1) holds the last K-1 inputs, oldest first; it is
 // shifted and the new input appended. inp, out (Ch).
@@ -704,8 +709,10 @@ MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, c
 // Per-row L2 normalisation (fla l2norm): out = x / sqrt(sum x^2 + 1e-6); saves rstd (N).
 // inp, out (N,D): call with N = B*T*H and D the head dim to normalise per head.
 MNDEF void mn_l2norm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, size_t N, size_t D) {
-    size_t n, d;
-    for (n = 0; n < N; n++) {
+    long long nn;
+    MN__OMP_FOR
+    for (nn = 0; nn < (long long)N; nn++) {
+        size_t n = (size_t)nn, d;
         double ss = 0.0;
         for (d = 0; d < D; d++) ss += (double)inp[n * D + d] * inp[n * D + d];
         double r = 1.0 / sqrt(ss + 1e-6);
@@ -715,8 +722,10 @@ MNDEF void mn_l2norm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, si
 }
 // forward: y = x r, r = (x.x + eps)^-1/2, so: dx += r (dy - y (y.dy))
 MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N, size_t D) {
-    size_t n, d;
-    for (n = 0; n < N; n++) {
+    long long nn;
+    MN__OMP_FOR
+    for (nn = 0; nn < (long long)N; nn++) {
+        size_t n = (size_t)nn, d;
         double dot = 0.0;
         for (d = 0; d < D; d++) dot += (double)out[n * D + d] * dout[n * D + d];
         for (d = 0; d < D; d++) dinp[n * D + d] += (mn_real)(rstd[n] * (dout[n * D + d] - out[n * D + d] * dot));
@@ -1945,7 +1954,7 @@ MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_
 
 typedef struct mn__mesa_chunk {   // one chunk's decay bookkeeping
     size_t t0, Cn;                 // first time index, rows
-    mn_real *bcum, *Gam, *e, *M, *Mp; // (C), (C), (C), (C,C) with beta, (C,C) without beta
+    mn_real *bcum, *Gam, *inv, *e, *M, *Mp; // (C) each: b, exp(b), exp(-b), exp(b_last - b); (C,C) with beta, (C,C) without
     double GamC;                   // exp(b_last)
 } mn__mesa_chunk;
 
@@ -1954,13 +1963,17 @@ static void mn__mesa_chunk_decay(mn__mesa_chunk* ch, size_t n, size_t b, size_t 
     ch->t0 = n * C; ch->Cn = T - ch->t0 < C ? T - ch->t0 : C;
     for (a = 0; a < ch->Cn; a++) { acc += g[(b * T + ch->t0 + a) * H + h]; ch->bcum[a] = (mn_real)acc; ch->Gam[a] = (mn_real)exp(acc); }
     ch->GamC = exp(acc);
+    // exp(b_a - b_j) = exp(b_a) exp(-b_j): 2C exponentials instead of C^2 while the chunk's total
+    // decay |b_last| stays within 80 (both factors then fit a float); else one exp per entry.
+    int split = fabs(acc) <= 80.0;
+    for (a = 0; a < ch->Cn; a++) { ch->e[a] = (mn_real)exp(acc - ch->bcum[a]); ch->inv[a] = split ? (mn_real)exp(-(double)ch->bcum[a]) : 0; }
     for (a = 0; a < ch->Cn; a++) {
-        ch->e[a] = (mn_real)exp(acc - ch->bcum[a]);
-        for (j = 0; j < C; j++) {   // b_a - b_j <= 0 for j <= a: exp in the element type is safe
-            mn_real d = j <= a && j < ch->Cn ? (mn_real)mn__exp(ch->bcum[a] - ch->bcum[j]) : (mn_real)0;
-            ch->Mp[a * C + j] = d;
-            ch->M[a * C + j] = j <= a ? d * beta[(b * T + ch->t0 + j) * H + h] : (mn_real)0;
+        mn_real *Mp = ch->Mp + a * C, *M = ch->M + a * C;
+        for (j = 0; j <= a; j++) {
+            Mp[j] = split ? ch->Gam[a] * ch->inv[j] : (mn_real)mn__exp(ch->bcum[a] - ch->bcum[j]);
+            M[j] = Mp[j] * beta[(b * T + ch->t0 + j) * H + h];
         }
+        for (; j < C; j++) Mp[j] = M[j] = 0;
     }
 }
 
@@ -2049,7 +2062,7 @@ static void mn__mesa_cw_layout(mn__mesa_cw* w, mn_real* base, size_t T, size_t K
     size_t NC = (T + C - 1) / C;
     w->Hs = base; w->Ss = w->Hs + (NC + 1) * K * K; w->dHe = w->Ss + (NC + 1) * K * V; w->dSe = w->dHe + NC * K * K;
     w->ch.bcum = w->dSe + NC * K * V; w->ch.Gam = w->ch.bcum + C; w->ch.e = w->ch.Gam + C; w->db = w->ch.e + C;
-    w->ch.M = w->db + C; w->ch.Mp = w->ch.M + C * C; w->A1 = w->ch.Mp + C * C; w->A2 = w->A1 + C * C;
+    w->ch.inv = w->db + C; w->ch.M = w->ch.inv + C; w->ch.Mp = w->ch.M + C * C; w->A1 = w->ch.Mp + C * C; w->A2 = w->A1 + C * C;
     w->X = w->A2 + C * C; w->CK1 = w->X + C * K; w->CK2 = w->CK1 + C * K;
     w->CV1 = w->CK2 + C * K; w->CV2 = w->CV1 + C * V; w->cg = w->CV2 + C * V;   // cg: 4CK + C^2 + 3C
     w->dQ = w->cg + 4 * C * K + C * C + 3 * C;
