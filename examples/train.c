@@ -112,20 +112,27 @@ static void generate(mn_model* m, const opts* o, mn_rng* r) {
     if (!logits || mn_state_init(&st, m, 1) != MN_OK) { free(logits); return; }
     printf("---- sample (temperature %.2f, top-k %zu, top-p %.2f) ----\n%s", o->temp, o->top_k, o->top_p, p);
     for (i = 0; p[i]; i++) { tok = (unsigned char)p[i]; if (mn_step(m, &st, &tok, logits) != MN_OK) break; }
-    // stop at the trained context length: RoPE attention does not extrapolate beyond it
-    for (i = 0; i < o->sample_len && st.pos < o->seq; i++) {
+    // with attention layers, stop at the trained context length: RoPE does not extrapolate beyond it
+    int has_attn = strstr(m->cfg.pattern, "attn") || strstr(m->cfg.pattern, "swa");
+    for (i = 0; i < o->sample_len && (!has_attn || st.pos < o->seq); i++) {
         tok = mn_sample(logits, V, o->temp, o->top_k, o->top_p, r, logits + V);
         putchar((tok >= 32 && tok < 127) || tok == '\n' ? tok : '?');
         if (mn_step(m, &st, &tok, logits) != MN_OK) break;
     }
     printf("\n----\n");
+    if (strstr(m->cfg.pattern, "mesa"))
+        printf("generation: %.1f CG steps per token, head and Mesa layer on average (at most %d, stop at relative residual %g)\n",
+               mn_state_cg_stats(m, &st, NULL), m->cfg.mesa_cg_decode, m->cfg.mesa_cg_tol);
     mn_state_free(&st);
     free(logits);
 }
 
 int main(int argc, char** argv) {
     opts o; memset(&o, 0, sizeof o);
-    o.data = "/usr/share/common-licenses"; o.out = "runs/default"; o.pattern = "attn"; o.prompt = "This License ";
+    o.data = "/usr/share/common-licenses"; o.out = "runs/default"; o.pattern = "mesa"; o.prompt = "This License ";
+    // MesaNet by default: 10 CG steps in training (the paper, App. G.7: enough for its gains; fla
+    // uses 30), 30 at most when generating with the paper's dynamic stop at relative residual 1e-4
+    o.cg = 10; o.cg_decode = 30; o.cg_tol = 1e-4;
     o.d_model = 128; o.layers = 4; o.heads = 4; o.seq = 256; o.batch = 8; o.steps = 800; o.lr = 3e-3; o.lr_min_frac = 0.1;
     o.warmup = 50; o.wd = 0.1; o.clip = 1.0; o.eval_every = 50; o.eval_batches = 4; o.sample_len = 200;
     o.temp = 0.8; o.top_p = 0.95; o.seed = 1;

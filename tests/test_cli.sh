@@ -16,13 +16,17 @@ ok()   { pass=$((pass+1)); echo "  ok   $1"; }
 bad()  { fail=$((fail+1)); echo "  FAIL $1"; }
 small="--d_model 64 --layers 2 --heads 2 --seq 64 --batch 8 --eval_batches 2 --sample 0"
 
-# 1. learning: 150 steps on the license texts; byte entropy of English is ~4.5 bits at unigram
+# 1. learning (the default model, MesaNet): 150 steps on the license texts; byte entropy of English is ~4.5 bits at unigram
 # level (3.1 nats); a model that learned anything goes well below 2.6 nats in 150 steps.
 "$B/train" $small --steps 150 --eval_every 50 --lr 3e-3 --out "$W/a" > "$W/a.log" 2>&1
 val=$(awk -F, 'NR>1{v=$3} END{print v}' "$W/a/loss.csv")
 if awk -v v="$val" 'BEGIN{exit !(v < 2.6)}'; then ok "training: validation loss $val < 2.6 after 150 steps"; else bad "training: validation loss $val not < 2.6"; cat "$W/a.log"; fi
 [ -s "$W/a/loss.png" ] && ok "loss.png written" || bad "loss.png missing"
-grep -q '"model_type": "transformer"' "$W/a/config.json" && ok "config.json has fla keys" || bad "config.json"
+grep -q '"model_type": "mesa_net"' "$W/a/config.json" && grep -q '"max_cg_step_training": 10' "$W/a/config.json" && ok "config.json has fla MesaNetConfig keys" || bad "config.json"
+# the Transformer baseline through the same program
+"$B/train" $small --pattern attn --steps 60 --eval_every 60 --out "$W/t" > "$W/t.log" 2>&1
+val=$(awk -F, 'NR>1{v=$3} END{print v}' "$W/t/loss.csv")
+if awk -v v="$val" 'BEGIN{exit !(v < 3.1)}' && grep -q '"model_type": "transformer"' "$W/t/config.json"; then ok "attention model trains ($val < 3.1 after 60 steps), TransformerConfig keys"; else bad "attention run: $val"; cat "$W/t.log"; fi
 
 # 2. exact resume
 "$B/train" $small --steps 40 --eval_every 20 --out "$W/s" > /dev/null 2>&1
