@@ -236,6 +236,8 @@ MNDEF void mn_logsigmoid_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_logsigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_softplus_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
+MNDEF void mn_gelu_forward(mn_real* out, const mn_real* inp, size_t n);
+MNDEF void mn_gelu_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
 MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
 MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch, size_t K, int silu);
@@ -658,6 +660,22 @@ MNDEF void mn_softplus_forward(mn_real* out, const mn_real* inp, size_t n) {
 // forward: y = log(1 + e^x), so: dx += dy s(x)
 MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
     size_t i; for (i = 0; i < n; i++) dinp[i] += (mn_real)(dout[i] * (inp[i] > 20 ? 1.0 : mn__sigmoid(inp[i])));
+}
+
+// GELU with the tanh approximation (Griffin/recurrentgemma's gelu_pytorch_tanh):
+//   y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+MNDEF void mn_gelu_forward(mn_real* out, const mn_real* inp, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) { double x = inp[i]; out[i] = (mn_real)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))); }
+}
+// forward: y = x/2 (1 + tanh u), so: dx += dy (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) du/dx)
+MNDEF void mn_gelu_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double x = inp[i], th = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+        double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+        dinp[i] += (mn_real)(dout[i] * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du));
+    }
 }
 
 // Depthwise causal convolution (fla ShortConvolution, kernel K=4, no bias), optional SiLU:

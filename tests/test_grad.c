@@ -59,6 +59,7 @@ static double L_ce(void) {
 static double L_sig(void) { mn_sigmoid_forward(Y, X, gN); return dotw(Y, gN); }
 static double L_lsig(void) { mn_logsigmoid_forward(Y, X, gN); return dotw(Y, gN); }
 static double L_splus(void) { mn_softplus_forward(Y, X, gN); return dotw(Y, gN); }
+static double L_gelu(void) { mn_gelu_forward(Y, X, gN); return dotw(Y, gN); }
 static double L_attn(void) {   // q = X, k = X2, v = Wt
     mn_attention_forward(Y, S2, X, X2, Wt, gB, gT, gH, gD, gD, gW, gscale);
     return dotw(Y, gB * gT * gH * gD);
@@ -102,6 +103,7 @@ static void test_gates(void) {
     zero(dX, gN); mn_sigmoid_backward(dX, W, X, gN); fd_check("sigmoid", X, gN, dX, L_sig);
     zero(dX, gN); mn_logsigmoid_backward(dX, W, X, gN); fd_check("logsigmoid", X, gN, dX, L_lsig);
     zero(dX, gN); mn_softplus_backward(dX, W, X, gN); fd_check("softplus", X, gN, dX, L_splus);
+    zero(dX, gN); mn_gelu_backward(dX, W, X, gN); fd_check("gelu (tanh)", X, gN, dX, L_gelu);
     mn_logsigmoid_forward(Y, X, 2);
     TU_CHECK(fabs(Y[0] - (-log1p(exp(-25.0)))) < 1e-15 && fabs(Y[1] + 30) < 1e-12, "logsigmoid tails");
 }

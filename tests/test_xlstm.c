@@ -80,7 +80,6 @@ static void swap_mid(mn_real* dst, const mn_real* src, size_t B, size_t X, size_
         for (x = 0; x < X; x++)
             for (y = 0; y < Y; y++) memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
 }
-static double logsig(double x) { return (x < 0 ? x : 0.0) - log1p(exp(-fabs(x))); }
 
 // =============================================================================================== mLSTM
 
@@ -174,6 +173,7 @@ static mn_real* minus_inf(size_t n) { mn_real* p = buf(n); size_t i; for (i = 0;
 // The frozen forward: o_t = [scale e^{F_t + m0 - mu_t} q_t.C0 + sum_s scale (q_t.k_s) e^{F_t - F_s + i_s - mu_t} v_s]
 // / (nrm_t + eps) with mu and nrm given (from a forward at the base point): the function whose gradient
 // the detached backward is. Written here from the definition, in double.
+static double logsig(double x) { return (x < 0 ? x : 0.0) - log1p(exp(-fabs(x))); }
 static const mprob* fd_p;
 static size_t fd_C;
 static const mn_real *fd_mu, *fd_nrm;   // non-NULL: the frozen forward
