@@ -141,7 +141,7 @@ typedef struct mn_config {
     // length of the chunkwise form (0 = 64), and the paper's gamma clamp (§4.2; fla has none).
     int mesa_cg_train, mesa_cg_decode;
     double mesa_cg_tol;
-    size_t mesa_chunk;
+    size_t mesa_chunk;    // also the chunk length of the delta-rule layers
     int mesa_gamma_clamp;
 } mn_config;
 
@@ -236,6 +236,8 @@ MNDEF void mn_logsigmoid_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_logsigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_softplus_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
+MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C, double eps);
+MNDEF void mn_rmsnorm_gated_backward(mn_real* dinp, mn_real* dgate, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C);
 MNDEF void mn_gelu_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_gelu_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
@@ -634,6 +636,41 @@ MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout,
         mn_real g = gate[i], s = 1 / (1 + (mn_real)mn__exp(-g));
         dup[i] += dout[i] * g * s;
         dgate[i] += dout[i] * up[i] * s * (1 + g * (1 - s));
+    }
+}
+
+// Gated RMSNorm (fla FusedRMSNormGated, swish gate, normalise first): per row of C,
+//   out = inp * rstd * weight * silu(gate),  rstd = 1/sqrt(mean(inp^2) + eps). Saves rstd (N).
+MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C, double eps) {
+    long long n;
+    MN__OMP_FOR
+    for (n = 0; n < (long long)N; n++) {
+        const mn_real *x = inp + (size_t)n * C, *z = gate + (size_t)n * C;
+        double ss = 0.0, r; size_t c;
+        for (c = 0; c < C; c++) ss += (double)x[c] * x[c];
+        r = 1.0 / sqrt(ss / (double)C + eps);
+        for (c = 0; c < C; c++) out[(size_t)n * C + c] = (mn_real)(x[c] * r * weight[c] * z[c] / (1.0 + exp(-(double)z[c])));
+        rstd[n] = (mn_real)r;
+    }
+}
+// forward: y = n w s(z), n = x r, s = silu, so with dn = dy w s(z):
+// dx = r (dn - n mean(dn n)) ; dw += dy n s(z) ; dz += dy n w s'(z), s'(z) = sig(z)(1 + z(1 - sig(z)))
+MNDEF void mn_rmsnorm_gated_backward(mn_real* dinp, mn_real* dgate, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C) {
+    size_t n, c;
+    for (n = 0; n < N; n++) {
+        const mn_real *x = inp + n * C, *z = gate + n * C, *dy = dout + n * C;
+        double r = rstd[n], dot = 0.0;
+        for (c = 0; c < C; c++) {
+            double sg = 1.0 / (1.0 + exp(-(double)z[c])), nx = x[c] * r, dn = dy[c] * weight[c] * z[c] * sg;
+            dot += dn * nx;
+            dweight[c] += (mn_real)(dy[c] * nx * z[c] * sg);
+            dgate[n * C + c] += (mn_real)(dy[c] * nx * weight[c] * sg * (1.0 + z[c] * (1.0 - sg)));
+        }
+        dot /= (double)C;
+        for (c = 0; c < C; c++) {
+            double sg = 1.0 / (1.0 + exp(-(double)z[c])), nx = x[c] * r, dn = dy[c] * weight[c] * z[c] * sg;
+            dinp[n * C + c] += (mn_real)(r * (dn - nx * dot));
+        }
     }
 }
 
@@ -2342,7 +2379,7 @@ MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
 // A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
 // MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
 
-enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA };
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS };
 // parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
 enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
 // activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
@@ -2611,13 +2648,169 @@ static double mn__mesa_flops(const mn_config* c, size_t T) {
     return (double)c->n_head * (2 * K * K + 2 * K * V + n * (4 * Cc * K + 2 * K * K) + 2 * Cc * K + 2 * Cc * V + 2 * K * V);
 }
 
+// ---- DeltaNet and Gated DeltaNet as mixers (fla layers/delta_net.py, layers/gated_deltanet.py;
+// mixers.md §4-5). Variant bit 1: gated (GDN), bit 0: beta in (0,2), the negative-eigenvalue
+// ("[-1,1]") variant of Grazzi et al.
+//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = silu(conv4(x Wv))
+//   beta = sigmoid(x Wb) (x2 for the variant);  GDN: g = -exp(A_log) softplus(x Wa + dt_bias)
+//   o = delta rule (chunkwise, scale Dk^-1/2);  GDN: y = RMSNormGated(o, x Wg) Wo ;  DeltaNet: y = RMSNorm(o) Wo
+// Value heads are as wide as key heads here (fla's GDN default expand_v = 2 is not offered).
+enum { MN__DL_Q = MN__P_MIX, MN__DL_K, MN__DL_V, MN__DL_B, MN__DL_QC, MN__DL_KC, MN__DL_VC, MN__DL_ON, MN__DL_O, MN__DL_A, MN__DL_ALOG, MN__DL_DT, MN__DL_G };
+enum { MN__DA_QL = MN__A_MIX, MN__DA_KL, MN__DA_VL, MN__DA_QC, MN__DA_KC, MN__DA_VC, MN__DA_Q, MN__DA_K, MN__DA_RQ, MN__DA_RK, MN__DA_BL, MN__DA_BETA,
+       MN__DA_AL, MN__DA_G, MN__DA_O, MN__DA_GL, MN__DA_ON, MN__DA_RO, MN__DA_HS, MN__DA_WORK };
+static int mn__delta_variant(const mn_model* m, size_t l);
+static void mn__delta_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
+    int gated = mn__delta_variant(m, l) & 2;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("b_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("q_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("o_norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
+    if (gated) {
+        mn__tab_add(m, count, MN__NAME("a_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+        mn__tab_add(m, count, MN__NAME("A_log"), 1, H, 0, 0, 0, MN__INIT_ALOG);          // no weight decay
+        mn__tab_add(m, count, MN__NAME("dt_bias"), 1, H, 0, 0, 0, MN__INIT_DTBIAS);
+        mn__tab_add(m, count, MN__NAME("g_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    }
+    #undef MN__NAME
+}
+static size_t mn__delta_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, NC = (T + c->mesa_chunk - 1) / c->mesa_chunk, i;
+    for (i = 0; i < 8; i++) s[i] = N * HD;                         // ql kl vl qc kc vc q k
+    s[8] = s[9] = s[10] = s[11] = s[12] = s[13] = N * H;            // rq rk bl beta al g
+    s[14] = s[15] = s[16] = N * HD; s[17] = N * H;                  // o, gate pre-activation, normed o, its rstd
+    s[18] = B * H * NC * D * D;                                    // chunk-start states
+    s[19] = B * H * D * D + mn_delta_rule_work_size(B, H, D, D, c->mesa_chunk);   // final state (unused) + work
+    return 20;
+}
+static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    int var = mn__delta_variant(m, l);
+    #define A(j) MN__ACT(m, l, j)
+    mn_matmul_forward(A(MN__DA_QL), in, MN__PAR(m, l, MN__DL_Q), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__DA_KL), in, MN__PAR(m, l, MN__DL_K), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__DA_VL), in, MN__PAR(m, l, MN__DL_V), NULL, N, C, HD);
+    mn_shortconv_forward(A(MN__DA_QC), A(MN__DA_QL), MN__PAR(m, l, MN__DL_QC), B, T, HD, 4, 1);
+    mn_shortconv_forward(A(MN__DA_KC), A(MN__DA_KL), MN__PAR(m, l, MN__DL_KC), B, T, HD, 4, 1);
+    mn_shortconv_forward(A(MN__DA_VC), A(MN__DA_VL), MN__PAR(m, l, MN__DL_VC), B, T, HD, 4, 1);
+    mn_l2norm_forward(A(MN__DA_Q), A(MN__DA_RQ), A(MN__DA_QC), N * H, D);
+    mn_l2norm_forward(A(MN__DA_K), A(MN__DA_RK), A(MN__DA_KC), N * H, D);
+    mn_matmul_forward(A(MN__DA_BL), in, MN__PAR(m, l, MN__DL_B), NULL, N, C, H);
+    mn_sigmoid_forward(A(MN__DA_BETA), A(MN__DA_BL), N * H);
+    if (var & 1) for (i = 0; i < N * H; i++) A(MN__DA_BETA)[i] *= 2;
+    if (var & 2) {   // g = -exp(A_log) softplus(a + dt_bias)
+        const mn_real *alog = MN__PAR(m, l, MN__DL_ALOG), *dtb = MN__PAR(m, l, MN__DL_DT);
+        mn_matmul_forward(A(MN__DA_AL), in, MN__PAR(m, l, MN__DL_A), dtb, N, C, H);   // a + dt_bias
+        mn_softplus_forward(A(MN__DA_G), A(MN__DA_AL), N * H);
+        for (i = 0; i < N * H; i++) A(MN__DA_G)[i] *= (mn_real)-exp(alog[i % H]);
+    }
+    mn_delta_rule_forward(A(MN__DA_O), A(MN__DA_WORK) /*ht scratch*/, A(MN__DA_HS), A(MN__DA_WORK) + B * H * D * D, A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC),
+                          A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D));
+    if (var & 2) {
+        mn_matmul_forward(A(MN__DA_GL), in, MN__PAR(m, l, MN__DL_G), NULL, N, C, HD);
+        mn_rmsnorm_gated_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), A(MN__DA_GL), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
+    } else mn_rmsnorm_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), NULL, N, HD, C);
+    #undef A
+}
+static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    int var = mn__delta_variant(m, l);
+    #define A(j) MN__ACT(m, l, j)
+    #define DA(j) MN__DACT(m, l, j)
+    mn_matmul_backward(DA(MN__DA_ON), MN__GRD(m, l, MN__DL_O), NULL, dout, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), N, HD, C);
+    if (var & 2) {
+        mn_rmsnorm_gated_backward(DA(MN__DA_O), DA(MN__DA_GL), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), A(MN__DA_GL), MN__PAR(m, l, MN__DL_ON), N * H, D);
+        mn_matmul_backward(din, MN__GRD(m, l, MN__DL_G), NULL, DA(MN__DA_GL), in, MN__PAR(m, l, MN__DL_G), N, C, HD);
+    } else mn_rmsnorm_backward(DA(MN__DA_O), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D);
+    mn_delta_rule_backward(DA(MN__DA_Q), DA(MN__DA_K), DA(MN__DA_VC), DA(MN__DA_BETA), (var & 2) ? DA(MN__DA_G) : NULL, NULL, DA(MN__DA_WORK), DA(MN__DA_O), NULL,
+                           A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC), A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D));
+    if (var & 2) {   // forward: g = -e^{A_log} softplus(u), u = a + dt_bias, so: dA_log += dg g ; du = dg (-e^{A_log}) sigmoid(u)
+        const mn_real* alog = MN__PAR(m, l, MN__DL_ALOG);
+        mn_real *dalog = MN__GRD(m, l, MN__DL_ALOG), *du = DA(MN__DA_AL);
+        for (i = 0; i < N * H; i++) {
+            dalog[i % H] += DA(MN__DA_G)[i] * A(MN__DA_G)[i];
+            du[i] += (mn_real)(DA(MN__DA_G)[i] * -exp(alog[i % H]) * mn__sigmoid(A(MN__DA_AL)[i]));
+        }
+        mn_matmul_backward(din, MN__GRD(m, l, MN__DL_A), MN__GRD(m, l, MN__DL_DT), du, in, MN__PAR(m, l, MN__DL_A), N, C, H);
+    }
+    if (var & 1) for (i = 0; i < N * H; i++) DA(MN__DA_BETA)[i] *= 2;    // beta = 2 sigmoid(bl)
+    mn_sigmoid_backward(DA(MN__DA_BL), DA(MN__DA_BETA), A(MN__DA_BL), N * H);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_B), NULL, DA(MN__DA_BL), in, MN__PAR(m, l, MN__DL_B), N, C, H);
+    mn_l2norm_backward(DA(MN__DA_QC), DA(MN__DA_Q), A(MN__DA_Q), A(MN__DA_RQ), N * H, D);
+    mn_l2norm_backward(DA(MN__DA_KC), DA(MN__DA_K), A(MN__DA_K), A(MN__DA_RK), N * H, D);
+    mn_shortconv_backward(DA(MN__DA_QL), MN__GRD(m, l, MN__DL_QC), DA(MN__DA_QC), A(MN__DA_QL), MN__PAR(m, l, MN__DL_QC), B, T, HD, 4, 1);
+    mn_shortconv_backward(DA(MN__DA_KL), MN__GRD(m, l, MN__DL_KC), DA(MN__DA_KC), A(MN__DA_KL), MN__PAR(m, l, MN__DL_KC), B, T, HD, 4, 1);
+    mn_shortconv_backward(DA(MN__DA_VL), MN__GRD(m, l, MN__DL_VC), DA(MN__DA_VC), A(MN__DA_VL), MN__PAR(m, l, MN__DL_VC), B, T, HD, 4, 1);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_Q), NULL, DA(MN__DA_QL), in, MN__PAR(m, l, MN__DL_Q), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_K), NULL, DA(MN__DA_KL), in, MN__PAR(m, l, MN__DL_K), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_V), NULL, DA(MN__DA_VL), in, MN__PAR(m, l, MN__DL_V), N, C, HD);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: q, k, v conv windows (HD,3 each) and S (H,D,D)
+static size_t mn__delta_state_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + c->n_head * c->head_dim * c->head_dim; }
+static size_t mn__delta_scratch_size(const mn_config* c) { return 12 * c->n_head * c->head_dim + 6 * c->n_head; }
+static void mn__delta_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    int var = mn__delta_variant(m, l);
+    mn_real *cq = state, *ck = cq + 3 * HD, *cv = ck + 3 * HD, *S = cv + 3 * HD;
+    mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *qc = vl + HD, *kc = qc + HD, *v = kc + HD, *q = v + HD, *k = q + HD, *o = k + HD, *gl = o + HD, *on = gl + HD;
+    mn_real *bl = on + HD, *beta = bl + H, *al = beta + H, *g = al + H, *rs = g + H;
+    MN_UNUSED(pos);
+    mn_matmul_forward(ql, in, MN__PAR(m, l, MN__DL_Q), NULL, 1, C, HD);
+    mn_matmul_forward(kl, in, MN__PAR(m, l, MN__DL_K), NULL, 1, C, HD);
+    mn_matmul_forward(vl, in, MN__PAR(m, l, MN__DL_V), NULL, 1, C, HD);
+    mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__DL_QC), HD, 4, 1);
+    mn_shortconv_step(kc, ck, kl, MN__PAR(m, l, MN__DL_KC), HD, 4, 1);
+    mn_shortconv_step(v, cv, vl, MN__PAR(m, l, MN__DL_VC), HD, 4, 1);
+    mn_l2norm_forward(q, rs, qc, H, D);
+    mn_l2norm_forward(k, rs, kc, H, D);
+    mn_matmul_forward(bl, in, MN__PAR(m, l, MN__DL_B), NULL, 1, C, H);
+    mn_sigmoid_forward(beta, bl, H);
+    if (var & 1) for (i = 0; i < H; i++) beta[i] *= 2;
+    if (var & 2) {
+        const mn_real* alog = MN__PAR(m, l, MN__DL_ALOG);
+        mn_matmul_forward(al, in, MN__PAR(m, l, MN__DL_A), MN__PAR(m, l, MN__DL_DT), 1, C, H);
+        mn_softplus_forward(g, al, H);
+        for (i = 0; i < H; i++) g[i] *= (mn_real)-exp(alog[i]);
+    }
+    mn_delta_rule_step(o, S, q, k, v, beta, (var & 2) ? g : NULL, 1, H, D, D, 1.0 / sqrt((double)D));
+    if (var & 2) {
+        mn_matmul_forward(gl, in, MN__PAR(m, l, MN__DL_G), NULL, 1, C, HD);
+        mn_rmsnorm_gated_forward(on, rs, o, gl, MN__PAR(m, l, MN__DL_ON), H, D, c->norm_eps);
+    } else mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__DL_ON), H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, MN__DL_O), NULL, 1, HD, C);
+}
+static double mn__delta_flops(const mn_config* c, size_t T) {
+    // chunkwise WY form per head and token (approximate): W, U and the intra-chunk products
+    // 4C(Dk+Dv), the state read, write and output 6 Dk Dv
+    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)c->n_head * (4 * Cc * 2 * K + 6 * K * K);
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "mesa", 0, mn__mesa_params, mn__mesa_acts, mn__mesa_forward, mn__mesa_backward, mn__mesa_state_size, mn__mesa_scratch_size, mn__mesa_step_layer, mn__mesa_flops },
+    { "deltanet",     0, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
+    { "deltanet_neg", 1, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
+    { "gdn",          2, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
+    { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
 
+static int mn__delta_variant(const mn_model* m, size_t l) { return mn__mixers[m->mixer[l]].variant; }
 static size_t mn__attn_window(const mn_model* m, size_t l) {
     return mn__mixers[m->mixer[l]].variant ? m->cfg.window : 0;
 }
@@ -2707,6 +2900,12 @@ static size_t mn__build_table(mn_model* m) {
     return n;
 }
 
+// dt ~ logUniform[1e-3, 0.1] floored at 1e-4; dt_bias = softplus^-1(dt) = dt + log(-expm1(-dt)) (Mamba-2, GDN)
+static mn_real mn__dt_bias_init(mn_rng* r) {
+    double dt = exp(log(1e-3) + (log(0.1) - log(1e-3)) * mn_rng_uniform(r));
+    if (dt < 1e-4) dt = 1e-4;
+    return (mn_real)(dt + log(-expm1(-dt)));
+}
 MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
     mn_config rc;
     size_t i, j, off = 0;
@@ -2735,6 +2934,8 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
             p[j] = m->tensors[i].init == MN__INIT_NORMAL ? (mn_real)(rc.init_std * mn_rng_normal(&rng))
                  : m->tensors[i].init == MN__INIT_ONES ? (mn_real)1
                  : m->tensors[i].init == MN__INIT_LAMBDA ? (mn_real)log(exp(1.0 - 0.25) - 1.0)   // lambda = 1 at init (fla)
+                 : m->tensors[i].init == MN__INIT_ALOG ? (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(&rng)) // A ~ U[0,16] (Mamba-2, GDN)
+                 : m->tensors[i].init == MN__INIT_DTBIAS ? mn__dt_bias_init(&rng)
                  : (mn_real)0;
     }
     return MN_OK;

@@ -44,6 +44,7 @@ static size_t gN, gC, gO, gB, gT, gH, gD, gK, gW;
 static double gscale, gcap;
 
 static double L_matmul(void) { mn_matmul_forward(Y, X, Wt, Bi, gN, gC, gO); return dotw(Y, gN * gO); }
+static double L_rmsg(void) { mn_rmsnorm_gated_forward(Y, S, X, X2, Wt, gN, gC, 1e-5); return dotw(Y, gN * gC); }
 static double L_rms(void) { mn_rmsnorm_forward(Y, S, X, Wt, gN, gC, 1e-5); return dotw(Y, gN * gC); }
 static double L_swiglu(void) { mn_swiglu_forward(Y, X, X2, gN); return dotw(Y, gN); }
 static double L_conv(void) { mn_shortconv_forward(Y, X, Wt, gB, gT, gC, gK, 1); return dotw(Y, gB * gT * gC); }
@@ -90,6 +91,15 @@ static void test_rmsnorm(void) {
     mn_rmsnorm_backward(dX, dWt, W, S, X, Wt, gN, gC);
     fd_check("rmsnorm dinp", X, gN * gC, dX, L_rms);
     fd_check("rmsnorm dweight", Wt, gC, dWt, L_rms);
+}
+static void test_rmsnorm_gated(void) {
+    gN = 4; gC = 9;
+    fill(X, gN * gC, 1); fill(X2, gN * gC, 2); fill(Wt, gC, 1); fill(W, gN * gC, 1);
+    L_rmsg(); zero(dX, gN * gC); zero(dX2, gN * gC); zero(dWt, gC);
+    mn_rmsnorm_gated_backward(dX, dX2, dWt, W, S, X, X2, Wt, gN, gC);
+    fd_check("rmsnorm_gated dinp", X, gN * gC, dX, L_rmsg);
+    fd_check("rmsnorm_gated dgate", X2, gN * gC, dX2, L_rmsg);
+    fd_check("rmsnorm_gated dweight", Wt, gC, dWt, L_rmsg);
 }
 static void test_swiglu(void) {
     gN = 30; fill(X, gN, 2); fill(X2, gN, 1); fill(W, gN, 1); zero(dX, gN); zero(dX2, gN);
@@ -224,7 +234,7 @@ static void test_adamw_and_schedule(void) {
 
 int main(void) {
     mn_rng_seed(&rng, 42);
-    test_matmul(); test_rmsnorm(); test_swiglu(); test_gates(); test_residual(); test_shortconv(); test_l2norm();
+    test_matmul(); test_rmsnorm(); test_rmsnorm_gated(); test_swiglu(); test_gates(); test_residual(); test_shortconv(); test_l2norm();
     test_rope(); test_embedding(); test_crossentropy(); test_attention(); test_adamw_and_schedule();
     return tu_finish("test_grad");
 }
