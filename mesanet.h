@@ -69,7 +69,7 @@
      A failed load leaves the model untouched; a failed save leaves the previous file in place.
 
    SECTIONS (grep for the anchor)
-        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>mesa >>model >>train >>optim
+        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>ssm >>mesa >>model >>train >>optim
         >>sample >>json >>io >>license
 */
 #ifndef MESANET_H
@@ -290,6 +290,49 @@ MNDEF size_t mn_delta_rule_work_size(size_t B, size_t H, size_t Dk, size_t Dv, s
 MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale);
 MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale);
 MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, double scale);
+
+
+// --- Mamba-2 SSD core (see >>ssm): per head h_t = a_t h_{t-1} + X_t B_t^T (P,N), y_t = h_t C_t ---
+// amode: what A holds. MN_SSD_LOG_DECAY: the log-decay A*dt, a_t = exp(A_t) (Mamba-2).
+// MN_SSD_TRANSITION: the transition itself, a_t = A_t of any sign (the [-1,1] variant); recurrent
+// form and step only, the chunkwise form takes log-decays.
+enum { MN_SSD_LOG_DECAY = 0, MN_SSD_TRANSITION = 1 };
+// Workspace, in elements of mn_real: the chunkwise forward and backward (one size serves both, chunk
+// length C), and the recurrent backward.
+MNDEF size_t mn_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
+MNDEF size_t mn_ssd_recurrent_work_size(size_t T, size_t P, size_t N);
+// y (B,T,H,P), ht (B,H,P,N) written (ht may be h0: updated in place); X (B,T,H,P), A (B,T,H),
+// Bm,Cm (B,T,H,N), h0 (B,H,P,N) or NULL (zeros)
+MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode);
+// dX (B,T,H,P), dA (B,T,H) or NULL, dB,dC (B,T,H,N), dh0 (B,H,P,N) or NULL: accumulated (+=);
+// work (mn_ssd_recurrent_work_size) scratch; dy (B,T,H,P); dht (B,H,P,N) or NULL (zeros);
+// X,A,Bm,Cm,h0 as in the forward. dA is dL/dA for what A holds (log-decay or transition).
+MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode);
+// chunkwise, log-decays only: y (B,T,H,P), ht (B,H,P,N) written (ht may be h0); work
+// (mn_ssd_work_size) scratch; X,A,Bm,Cm,h0 as above; chunk length C >= 1 (any T)
+MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, mn_real* work, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
+// as mn_ssd_backward_recurrent (log-decays), with work (mn_ssd_work_size) and the chunk length C
+MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
+// one token per sequence: y (B,H,P) written; state (B,H,P,N) read and updated; X (B,H,P), A (B,H),
+// Bm,Cm (B,H,N)
+MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode);
+
+// --- RG-LRU (Hawk / Griffin's recurrence, see >>ssm), width W, NH gate blocks of W/NH channels ---
+// Resets: segment_pos (B,T) given: h restarts (h_t = x_t gx_t, h0 ignored) wherever segment_pos == 0,
+// as recurrentgemma. segment_pos NULL: a reset at t = 0 only when h0 is NULL; a given h0 continues a
+// sequence (no reset). So NULL h0 and a zero h0 differ at t = 0.
+MNDEF size_t mn_rglru_work_size(size_t B, size_t T, size_t W); // elements: the gates, and the backward's work
+// y (B,T,W), ht (B,W) written (ht may be h0); gates (2,B,T,W) written and saved for the backward
+// (the input gate, then the recurrence gate); x (B,T,W); a_param (W); wx,wa (NH,W/NH,W/NH);
+// bx,ba (NH,W/NH); h0 (B,W) or NULL; segment_pos (B,T) or NULL; c the constant (8 in Griffin)
+MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c);
+// dx (B,T,W), da_param (W), dwx,dwa (NH,W/NH,W/NH), dbx,dba (NH,W/NH), dh0 (B,W): accumulated (+=),
+// any of them but dx may be NULL; work (mn_rglru_work_size) scratch; dy (B,T,W); dht (B,W) or NULL;
+// y, gates: what the forward wrote; the rest as in the forward
+MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c);
+// one token per sequence: y (B,W) written; state (B,W) read and updated; work (mn_rglru_work_size(B,1,W))
+// scratch; x (B,W); segment_pos (B) or NULL (no reset: pass 0 for a sequence's first token)
+MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c);
 
 // --- the Mesa layer's op (von Oswald et al. 2025): per head, with H_t = g H + b k k^T, S_t = g S + b k v^T,
 //     x_t = (H_t + diag lambda)^-1 q_t (CG or exact), o_t = S_t^T x_t; see >>mesa ---
@@ -1779,6 +1822,490 @@ MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, co
     size_t bh;
     for (bh = 0; bh < B * H; bh++)
         mn__delta_token(out + bh * Dv, state + bh * Dk * Dv, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], g ? exp(g[bh]) : 1.0, Dk, Dv, scale);
+}
+
+
+// >>ssm
+// defines: mn_ssd_{forward,backward}_recurrent, mn_ssd_{forward,backward}, mn_ssd_step,
+//          mn_rglru_{forward,backward,step}, work sizes
+// Two diagonal state-space recurrences: Mamba-2's SSD core (a matrix state per head, scalar decay)
+// and Griffin's RG-LRU (a vector state, per-channel decay). Neither has a normaliser or a skip term.
+//
+// Mamba-2 SSD core (Dao & Gu 2024), per head, without dt, D and z (those belong to the layer):
+// h_t = a_t h_{t-1} + X_t B_t^T     h (P,N), mamba's orientation ([V,K], fla's transposed); h_{-1} = h0
+// y_t = h_t C_t                     decay, then write, then read: t sees itself; ht = h_{T-1}
+// a_t = exp(A_t), A_t = A*dt the discrete log-decay (MN_SSD_LOG_DECAY), or a_t = A_t directly
+// (MN_SSD_TRANSITION). X (B,T,H,P) is x*dt, A (B,T,H), Bm, Cm (B,T,H,N) (groups expanded to heads),
+// h0, ht (B,H,P,N). It is simple GLA with q = C, k = B, v = X, g = A, scale 1 (mixers.md §6).
+// The [-1,1] variant (Grazzi et al. 2025; synthetic.md §1.4, §6): the layer forms a = 2 exp(A dt) - 1
+// in (-1,1) and passes it with MN_SSD_TRANSITION; dA is then dL/da and the layer chains through
+// a = 2s - 1 itself. Log-space cumulative products cannot carry a negative (or zero) transition, so
+// the chunkwise form, which is built on exp of segment sums like ssd_minimal, takes log-decays only;
+// the recurrent form and the step take either.
+// Reference: state-spaces/mamba @ e9594ce mamba_ssm/modules/ssd_minimal.py ssd_minimal_discrete
+// (chunkwise: segsum decays, diagonal blocks, chunk states, inter-chunk scan); the recurrent form is
+// Mamba2.step's update. Golden vectors: reference/vectors/mamba2_ssd.vec.
+//
+// RG-LRU (De et al. 2024, "Griffin"), per channel of width W (gates: NH blocks of bw = W/NH):
+// gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)), BD(x;w,b)[h bw+j] = sum_i x[h bw+i] w[h,i,j] + b[h,j]
+// log a_t = -c ga_t softplus(a_param)                                   (c = 8 in recurrentgemma)
+// h_t = a_t h_{t-1} + sqrt(1 - a_t^2) (x_t gx_t);  at a reset h_t = x_t gx_t;  y_t = h_t, ht = h_{T-1}
+// Reference: google-deepmind/recurrentgemma @ 2efa84d recurrentgemma/torch/layers.py RGLRU.forward,
+// rnn_scan, SqrtBoundDerivative. Golden vectors: reference/vectors/rglru.vec.
+//
+// Forms: mn_ssd_{forward,backward}_recurrent (the naive loop, kept as the reference), mn_ssd_{forward,
+// backward} (chunkwise, matrix products through mn_gemm), mn_ssd_step; mn_rglru_{forward,backward}
+// (the sequential scan, which is also recurrentgemma's; gates through mn_gemm), mn_rglru_step.
+
+static size_t mn__ssm_min(size_t a, size_t b) { return a < b ? a : b; }
+
+// ------------------------------------------------------------------------------ SSD, recurrent
+
+// The transition a_t from what A holds.
+static double mn__ssd_a(double A, int amode) { return amode == MN_SSD_TRANSITION ? A : exp(A); }
+
+// One token of one head, in place: S (P,N) = a S + x b^T, then y (P) = S c. x (P), b,c (N).
+// The recurrent forward (and so the step) is a loop over this.
+static void mn__ssd_token(mn_real* y, mn_real* S, const mn_real* x, double a, const mn_real* b, const mn_real* c, size_t P, size_t N) {
+    size_t p, n;
+    for (p = 0; p < P; p++) {
+        double acc = 0.0;
+        for (n = 0; n < N; n++) {
+            mn_real s = (mn_real)(a * S[p * N + n] + (double)x[p] * b[n]);
+            S[p * N + n] = s;
+            acc += (double)s * c[n];
+        }
+        y[p] = (mn_real)acc;
+    }
+}
+
+// Naive recurrent form: the definition, one token at a time (the update of mamba's Mamba2.step).
+// O(T P N) per head, no workspace: ht holds the running state. Nothing is saved; the backward
+// recomputes the states. Accumulates in double: the reference the chunkwise form is tested on.
+MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode) {
+    size_t b, h, t, DS = P * N;
+    MN_ASSERT(amode == MN_SSD_LOG_DECAY || amode == MN_SSD_TRANSITION);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            mn_real* S = ht + (b * H + h) * DS;
+            if (h0 == NULL) memset(S, 0, DS * sizeof(mn_real));
+            else if (h0 != ht) memcpy(S, h0 + (b * H + h) * DS, DS * sizeof(mn_real));
+            for (t = 0; t < T; t++) {
+                size_t r = (b * T + t) * H + h;                  // row (b,t,h)
+                mn__ssd_token(y + r * P, S, X + r * P, mn__ssd_a(A[r], amode), Bm + r * N, Cm + r * N, P, N);
+            }
+        }
+}
+// forward: S_t = a_t S_{t-1} + X_t B_t^T, y_t = S_t C_t, so, walking t backwards with dS = dL/dS_t
+// (dht at t = T-1):
+//   dC_t += S_t^T dy_t ; dS += dy_t C_t^T ; dX_t += dS B_t ; dB_t += dS^T X_t ;
+//   da_t = sum(S_{t-1} o dS), dA_t += a_t da_t for log-decays (da/dA = a), da_t for transitions ;
+//   dS = a_t dS, which is dL/dS_{t-1} ; after t = 0 it is dL/dh0.
+// work (T+2,P,N): the states S_{-1} .. S_{T-1} of one head, and dS. Heads run one after another.
+MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode) {
+    size_t b, h, t, p, n, DS = P * N;
+    mn_real* Ss = work;                              // (T+1,P,N) Ss + (t+1)*DS is S_t
+    mn_real* dS = work + (T + 1) * DS;               // (P,N)
+    MN_ASSERT(amode == MN_SSD_LOG_DECAY || amode == MN_SSD_TRANSITION);
+    for (b = 0; b < B; b++)
+        for (h = 0; h < H; h++) {
+            size_t hs = (b * H + h) * DS;            // offset of this head's (P,N) state
+            if (h0) memcpy(Ss, h0 + hs, DS * sizeof(mn_real));
+            else memset(Ss, 0, DS * sizeof(mn_real));
+            for (t = 0; t < T; t++) {                // the forward again, keeping every state
+                size_t r = (b * T + t) * H + h;
+                const mn_real* Sp = Ss + t * DS; mn_real* St = Ss + (t + 1) * DS;
+                double a = mn__ssd_a(A[r], amode);
+                for (p = 0; p < P; p++)
+                    for (n = 0; n < N; n++) St[p * N + n] = (mn_real)(a * Sp[p * N + n] + (double)X[r * P + p] * Bm[r * N + n]);
+            }
+            if (dht) memcpy(dS, dht + hs, DS * sizeof(mn_real));
+            else memset(dS, 0, DS * sizeof(mn_real));
+            for (t = T; t-- > 0;) {
+                size_t r = (b * T + t) * H + h;
+                const mn_real* St = Ss + (t + 1) * DS; const mn_real* Sp = Ss + t * DS;
+                const mn_real* xt = X + r * P; const mn_real* bt = Bm + r * N;
+                const mn_real* ct = Cm + r * N; const mn_real* dyt = dy + r * P;
+                double a = mn__ssd_a(A[r], amode), da = 0.0;
+                for (n = 0; n < N; n++) {
+                    double acc = 0.0;
+                    for (p = 0; p < P; p++) acc += (double)St[p * N + n] * dyt[p];
+                    dC[r * N + n] += (mn_real)acc;
+                }
+                for (p = 0; p < P; p++)
+                    for (n = 0; n < N; n++) dS[p * N + n] += (mn_real)((double)dyt[p] * ct[n]);
+                for (p = 0; p < P; p++) {
+                    double acc = 0.0;
+                    for (n = 0; n < N; n++) acc += (double)dS[p * N + n] * bt[n];
+                    dX[r * P + p] += (mn_real)acc;
+                }
+                for (n = 0; n < N; n++) {
+                    double acc = 0.0;
+                    for (p = 0; p < P; p++) acc += (double)dS[p * N + n] * xt[p];
+                    dB[r * N + n] += (mn_real)acc;
+                }
+                for (p = 0; p < DS; p++) {
+                    da += (double)Sp[p] * dS[p];
+                    dS[p] = (mn_real)(a * dS[p]);
+                }
+                if (dA) dA[r] += (mn_real)(amode == MN_SSD_TRANSITION ? da : a * da);
+            }
+            if (dh0)
+                for (p = 0; p < DS; p++) dh0[hs + p] += dS[p];
+        }
+}
+MNDEF size_t mn_ssd_recurrent_work_size(size_t T, size_t P, size_t N) { return (T + 2) * P * N; }
+
+// One token per sequence for generation: the recurrent forward with T = 1 and h0 = ht = state,
+// since (B,1,H,D) and (B,H,D) are the same layout. O(H P N) per sequence.
+MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode) {
+    mn_ssd_forward_recurrent(y, state, X, A, Bm, Cm, state, B, 1, H, P, N, amode);
+}
+
+// ------------------------------------------------------------------------------ SSD, chunkwise
+
+// Decays inside a chunk of L tokens, with A_r its log-decays. Every decay is exp of a sum of
+// log-decays summed directly over its own span (ssd_minimal's stable "segsum"), never a difference
+// of cumulative sums, so two tokens side by side after a strong decay still get exp(A_r) to the
+// last bit and nothing overflows (every exponent is <= 0 for log-decays <= 0):
+//   eg[r] = exp(A_0 + .. + A_r)          the chunk's start to token r (the read of the incoming state)
+//   es[r] = exp(A_{r+1} + .. + A_{L-1})  token r to the chunk's end (the write into the next state)
+//   Lm[r][s] = exp(A_{s+1} + .. + A_r)   token s to token r >= s (0 above the diagonal)
+// Lm costs C^2/2 exps per chunk and head, small next to the gemms' 2 C^2 (N + P).
+static size_t mn__ssd_nchunks(size_t T, size_t C) { return (T + C - 1) / C; }
+static size_t mn__ssd_cw(size_t T, size_t C) { return T == 0 ? 1 : mn__ssm_min(C, T); } // longest chunk
+
+// Scratch of one (b,h) pair, carved out of work; Cw is the longest chunk, NC the number of chunks.
+typedef struct {
+    mn_real *eg, *es, *wo, *wk; // (Cw) decays from the chunk start / to the chunk end; backward: dA sums
+    mn_real *Lm, *M, *dM;       // (Cw,Cw) segsum decays; (C B^T) o Lm; backward: dL/dM
+    mn_real *Ce, *Bh;           // (Cw,N) C e^gam (rows scaled by eg), B e^gsuf (by es)
+    mn_real *dCl, *dBl, *tmp;   // (Cw,N) backward: this chunk's dC, dB; scratch
+    mn_real *Ss, *dS;           // (NC+1,P,N) backward: the state entering each chunk; (P,N) dL/dstate
+} mn__ssd_scratch;
+// Elements per (b,h) pair, as mn__ssd_carve lays them out.
+static size_t mn__ssd_work_per_bh(size_t T, size_t P, size_t N, size_t C) {
+    size_t Cw = mn__ssd_cw(T, C), NC = mn__ssd_nchunks(T, C);
+    return 4 * Cw + 3 * Cw * Cw + 5 * Cw * N + (NC + 2) * P * N;
+}
+static void mn__ssd_carve(mn__ssd_scratch* w, mn_real* p, size_t T, size_t P, size_t N, size_t C) {
+    size_t Cw = mn__ssd_cw(T, C), NC = mn__ssd_nchunks(T, C);
+    mn_real* p0 = p;
+    w->eg = p; p += Cw; w->es = p; p += Cw; w->wo = p; p += Cw; w->wk = p; p += Cw;
+    w->Lm = p; p += Cw * Cw; w->M = p; p += Cw * Cw; w->dM = p; p += Cw * Cw;
+    w->Ce = p; p += Cw * N; w->Bh = p; p += Cw * N;
+    w->dCl = p; p += Cw * N; w->dBl = p; p += Cw * N; w->tmp = p; p += Cw * N;
+    w->Ss = p; p += (NC + 1) * P * N; w->dS = p; p += P * N;
+    MN_ASSERT((size_t)(p - p0) == mn__ssd_work_per_bh(T, P, N, C));
+    MN_UNUSED(p0);
+}
+MNDEF size_t mn_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
+    MN_ASSERT(C >= 1);
+    return B * H * mn__ssd_work_per_bh(T, P, N, C);
+}
+
+// Prepares a chunk of L tokens: A0 its first log-decay (steps H apart), Cc, Bc (L,N) rows ld apart.
+// Writes eg, es, Bh = B e^gsuf and, when scores != 0, also Lm (sums in double, see above),
+// M = (C B^T) o Lm and Ce = C e^gam. Returns the decay across the whole chunk, eg[L-1].
+static double mn__ssd_chunk_prep(mn__ssd_scratch* w, const mn_real* A0, const mn_real* Cc, const mn_real* Bc, size_t H, size_t ld, size_t L, size_t N, int scores) {
+    size_t r, s, n;
+    double pre = 0.0, suf = 0.0;
+    for (r = 0; r < L; r++) {
+        pre += A0[r * H];
+        w->eg[r] = (mn_real)exp(pre);
+    }
+    for (r = L; r-- > 0;) {
+        w->es[r] = (mn_real)exp(suf);
+        suf += A0[r * H];
+    }
+    for (r = 0; r < L; r++)
+        for (n = 0; n < N; n++) w->Bh[r * N + n] = Bc[r * ld + n] * w->es[r];
+    if (!scores) return w->eg[L - 1];           // enough for the next state
+    for (r = 0; r < L; r++) {
+        double seg = 0.0;                        // A_{s+1} + .. + A_r as s walks down from r
+        w->Lm[r * L + r] = 1;
+        for (s = r; s-- > 0;) {
+            seg += A0[(s + 1) * H];
+            w->Lm[r * L + s] = (mn_real)mn__exp(seg);
+        }
+        for (s = r + 1; s < L; s++) w->Lm[r * L + s] = 0;
+    }
+    // intra-chunk scores: M = (C B^T) o Lm, lower triangular (Lm is 0 above the diagonal)
+    mn_gemm(0, 1, L, L, N, 1.0, Cc, ld, Bc, ld, 0.0, w->M, L);
+    for (r = 0; r < L * L; r++) w->M[r] *= w->Lm[r];
+    for (r = 0; r < L; r++)
+        for (n = 0; n < N; n++) w->Ce[r * N + n] = Cc[r * ld + n] * w->eg[r];
+    return w->eg[L - 1];
+}
+
+// Chunkwise form (ssd_minimal_discrete; mixers.md 6(2)): chunks of C tokens (the last one may be
+// shorter; T need not be a multiple of C), S the state entering the chunk:
+//   pass 1: Y = (C e^gam) S^T                                 (earlier chunks, via the state: Y_off)
+//   pass 2: Y += M X, M = (C B^T) o Lm                        (within the chunk: Y_diag)
+//   pass 3: S = e^{gam_last} S + X^T (B e^gsuf)               (the chunk state and the inter-chunk scan)
+// Cost per chunk and head O(C^2 (N + P) + C P N), in gemms, plus C^2/2 exps. Nothing is saved: the
+// backward recomputes the chunk states. work: mn_ssd_work_size elements (O(C^2 + C N) per (b,h), and
+// the backward's T/C chunk states). (b,h) pairs in parallel. Log-decays only (see the top).
+MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, mn_real* work, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
+    MN_ASSERT(C >= 1);
+    size_t per = mn__ssd_work_per_bh(T, P, N, C), DS = P * N;
+    long long bh;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t0, i;
+        mn_real* S = ht + (size_t)bh * DS;           // (P,N) the running state
+        mn__ssd_scratch w;
+        mn__ssd_carve(&w, work + (size_t)bh * per, T, P, N, C);
+        if (h0 == NULL) memset(S, 0, DS * sizeof(mn_real));
+        else if (h0 != ht) memcpy(S, h0 + (size_t)bh * DS, DS * sizeof(mn_real));
+        for (t0 = 0; t0 < T; t0 += C) {
+            size_t L = mn__ssm_min(C, T - t0), i0 = (b * T + t0) * H + h;   // i0: row (b,t0,h)
+            const mn_real* Xc = X + i0 * P; const mn_real* Bc = Bm + i0 * N; const mn_real* Cc = Cm + i0 * N;
+            mn_real* Y = y + i0 * P;
+            mn_real al = (mn_real)mn__ssd_chunk_prep(&w, A + i0, Cc, Bc, H, H * N, L, N, 1);
+            mn_gemm(0, 1, L, P, N, 1.0, w.Ce, N, S, N, 0.0, Y, H * P);            // pass 1
+            mn_gemm(0, 0, L, P, L, 1.0, w.M, L, Xc, H * P, 1.0, Y, H * P);        // pass 2
+            for (i = 0; i < DS; i++) S[i] *= al;                                   // pass 3
+            mn_gemm(1, 0, P, N, L, 1.0, Xc, H * P, w.Bh, N, 1.0, S, N);
+        }
+    }
+}
+// The passes in reverse, chunk by chunk from the last, with dS = dL/d(state leaving the chunk)
+// (dht for the last chunk), S the state entering it and al = e^{gam_last}:
+//   dX += M^T dY + Bh dS^T ;  dM = dY X^T (lower triangle) ;  dG = dM o Lm (M = G o Lm, G = C B^T)
+//   dC += dG B + e^gam (dY S) ;  dB += dG^T C + e^gsuf (X dS)
+//   dS = al dS + (C e^gam)^T dY, which is dL/d(state entering the chunk); after chunk 0 it is dL/dh0
+// The log-decay gradient collects, for every decay factor, (its gradient) x (its value) at each
+// log-decay inside its span (d exp(sum)/dA_l = exp(sum)):
+//   eg[r] (span 0..r):       wo_r = C_r . (e^gam dY S)_r           -> dA_l for l <= r
+//   es[r] (span r+1..L-1):   wk_r = B_r . (e^gsuf X dS)_r          -> dA_l for l > r
+//   al (the whole chunk):    sum(al S o dS)                        -> every dA_l of the chunk
+//   Lm[r][s] (span s+1..r):  Wt[r][s] = dM[r][s] M[r][s]           -> dA_l for s < l <= r
+// The last is R_l = sum_{s<l} sum_{r>=l} Wt[r][s]: column suffix sums of Wt, then row l's sum left
+// of the diagonal, O(C^2) and with no subtraction. pass 1 recomputes the states entering the chunks.
+MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
+    MN_ASSERT(C >= 1);
+    size_t per = mn__ssd_work_per_bh(T, P, N, C), NC = mn__ssd_nchunks(T, C), DS = P * N;
+    size_t ldx = H * P, ldb = H * N;             // row strides of the [B,T,H,D] layout
+    long long bh;
+    MN__OMP_FOR                                  // each (b,h) writes only its own slices
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, k, r, s, n, i;
+        mn__ssd_scratch w;
+        mn__ssd_carve(&w, work + (size_t)bh * per, T, P, N, C);
+        // pass 1: the state entering every chunk, Ss[k]; Ss[NC] = ht
+        if (h0) memcpy(w.Ss, h0 + (size_t)bh * DS, DS * sizeof(mn_real));
+        else memset(w.Ss, 0, DS * sizeof(mn_real));
+        for (k = 0; k < NC; k++) {
+            size_t t0 = k * C, L = mn__ssm_min(C, T - t0), i0 = (b * T + t0) * H + h;
+            mn_real* Sn = w.Ss + (k + 1) * DS;
+            mn_real al = (mn_real)mn__ssd_chunk_prep(&w, A + i0, Cm + i0 * N, Bm + i0 * N, H, ldb, L, N, 0);
+            for (i = 0; i < DS; i++) Sn[i] = al * w.Ss[k * DS + i];
+            mn_gemm(1, 0, P, N, L, 1.0, X + i0 * P, ldx, w.Bh, N, 1.0, Sn, N);
+        }
+        if (dht) memcpy(w.dS, dht + (size_t)bh * DS, DS * sizeof(mn_real));
+        else memset(w.dS, 0, DS * sizeof(mn_real));
+        // pass 2: the chunks in reverse
+        for (k = NC; k-- > 0;) {
+            size_t t0 = k * C, L = mn__ssm_min(C, T - t0), i0 = (b * T + t0) * H + h;
+            const mn_real* Xc = X + i0 * P; const mn_real* Bc = Bm + i0 * N; const mn_real* Cc = Cm + i0 * N;
+            const mn_real* dY = dy + i0 * P; const mn_real* S = w.Ss + k * DS;
+            double al = mn__ssd_chunk_prep(&w, A + i0, Cc, Bc, H, ldb, L, N, 1), ws = 0.0;
+            // forward: Y += M X and S' = ... + X^T Bh, so: dX += M^T dY + Bh dS'^T
+            mn_gemm(1, 0, L, P, L, 1.0, w.M, L, dY, ldx, 1.0, dX + i0 * P, ldx);
+            mn_gemm(0, 1, L, P, N, 1.0, w.Bh, N, w.dS, N, 1.0, dX + i0 * P, ldx);
+            // dM = dY X^T on and below the diagonal (M is 0 above it); Wt = dM o M (into M, which
+            // is not needed any more); dG = dM o Lm (into dM)
+            mn_gemm(0, 1, L, L, P, 1.0, dY, ldx, Xc, ldx, 0.0, w.dM, L);
+            for (r = 0; r < L; r++)
+                for (s = 0; s < L; s++) {
+                    size_t j = r * L + s;
+                    if (s > r) { w.dM[j] = 0; w.M[j] = 0; continue; }
+                    w.M[j] *= w.dM[j];
+                    w.dM[j] *= w.Lm[j];
+                }
+            // forward: M = (C B^T) o Lm, so: dC = dG B ; dB = dG^T C (this chunk's, before the rest)
+            mn_gemm(0, 0, L, N, L, 1.0, w.dM, L, Bc, ldb, 0.0, w.dCl, N);
+            mn_gemm(1, 0, L, N, L, 1.0, w.dM, L, Cc, ldb, 0.0, w.dBl, N);
+            // forward: Y = (C e^gam) S^T + ..., so: dC += e^gam (dY S), and wo_r = C_r . that
+            mn_gemm(0, 0, L, N, P, 1.0, dY, ldx, S, N, 0.0, w.tmp, N);
+            for (r = 0; r < L; r++) {
+                double acc = 0.0;
+                for (n = 0; n < N; n++) {
+                    mn_real v = w.tmp[r * N + n] * w.eg[r];
+                    w.dCl[r * N + n] += v;
+                    acc += (double)Cc[r * ldb + n] * v;
+                }
+                w.wo[r] = (mn_real)acc;
+            }
+            // forward: S' = ... + X^T (B e^gsuf), so: dB += e^gsuf (X dS'), and wk_r = B_r . that
+            mn_gemm(0, 0, L, N, P, 1.0, Xc, ldx, w.dS, N, 0.0, w.tmp, N);
+            for (r = 0; r < L; r++) {
+                double acc = 0.0;
+                for (n = 0; n < N; n++) {
+                    mn_real v = w.tmp[r * N + n] * w.es[r];
+                    w.dBl[r * N + n] += v;
+                    acc += (double)Bc[r * ldb + n] * v;
+                }
+                w.wk[r] = (mn_real)acc;
+            }
+            // forward: S' = al S + ..., so the chunk's total decay has weight sum(al S o dS')
+            for (i = 0; i < DS; i++) ws += (double)S[i] * w.dS[i];
+            ws *= al;
+            if (dA) {
+                double suf = 0.0, pre = 0.0;             // sum_{r>=l} wo_r ; sum_{r<l} wk_r
+                // Wt (in M): column suffix sums, M[r][s] = sum_{r'>=r} Wt[r'][s]
+                for (r = L - 1; r-- > 0;)
+                    for (s = 0; s <= r; s++) w.M[r * L + s] += w.M[(r + 1) * L + s];
+                for (r = 0; r < L; r++) suf += w.wo[r];
+                for (r = 0; r < L; r++) {            // r plays l
+                    double R = 0.0;
+                    for (s = 0; s < r; s++) R += w.M[r * L + s];
+                    dA[i0 + r * H] += (mn_real)(ws + suf + pre + R);
+                    suf -= w.wo[r];
+                    pre += w.wk[r];
+                }
+            }
+            for (r = 0; r < L; r++)
+                for (n = 0; n < N; n++) {
+                    dC[(i0 + r * H) * N + n] += w.dCl[r * N + n];
+                    dB[(i0 + r * H) * N + n] += w.dBl[r * N + n];
+                }
+            // forward: S' = al S + ..., Y = (C e^gam) S^T + ..., so: dS = al dS' + (C e^gam)^T dY
+            for (i = 0; i < DS; i++) w.dS[i] = (mn_real)(al * w.dS[i]);
+            mn_gemm(1, 0, P, N, L, 1.0, dY, ldx, w.Ce, N, 1.0, w.dS, N);
+        }
+        if (dh0)
+            for (i = 0; i < DS; i++) dh0[(size_t)bh * DS + i] += w.dS[i];
+    }
+}
+
+// ------------------------------------------------------------------------------ RG-LRU
+
+// Is token t of sequence b a reset (h restarts from x_t gx_t)? See the declarations: segment_pos
+// decides when given (recurrentgemma: reset = segment_pos == 0); without it only t = 0 of a
+// sequence with no h0 is one, so a given h0 continues the sequence it came from.
+static int mn__rglru_reset(const int* segment_pos, const mn_real* h0, size_t b, size_t t, size_t T) {
+    return segment_pos ? segment_pos[b * T + t] == 0 : (t == 0 && h0 == NULL);
+}
+// torch's softplus (threshold 20) and its derivative, as the reference calls them on a_param.
+static double mn__rglru_softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+static double mn__rglru_dsoftplus(double x) { return x > 20 ? 1.0 : 1.0 / (1.0 + exp(-x)); }
+// recurrentgemma's SqrtBoundDerivative: the forward is sqrt(u); its derivative 1/(2 sqrt(u)) is
+// clipped at 1000 (_MAX_SQRT_GRADIENT), i.e. taken as 1/sqrt(max(4u, 1e-6)), which binds for
+// u < 2.5e-7 (a_t > 0.99999987). This is what the reference's gradients are, not the exact one.
+#define MN__RGLRU_MAX_SQRT_GRAD 1000.0
+static double mn__rglru_dsqrt(double u) {
+    double u4 = 4.0 * u, lo = 1.0 / (MN__RGLRU_MAX_SQRT_GRAD * MN__RGLRU_MAX_SQRT_GRAD);
+    return 1.0 / sqrt(u4 > lo ? u4 : lo);
+}
+
+MNDEF size_t mn_rglru_work_size(size_t B, size_t T, size_t W) { return 2 * B * T * W; }
+
+// The sequential scan (recurrentgemma RGLRU.forward / rnn_scan; mixers.md §8; the reference loops
+// over t too). pass 1: both gates' pre-activations, one gemm per gate block over all B*T rows, then
+// the sigmoids (saved in gates). pass 2: per channel, the scan over t in double, with
+// a = exp(log a), a^2 = exp(2 log a) and the multiplier sqrt(1 - a^2) as the reference forms them.
+// Cost: 4 B T W bw for the gates, ~20 B T W for the scan. Channels run in parallel.
+MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c) {
+    MN_ASSERT(NH >= 1 && W % NH == 0);
+    size_t BT = B * T, bw = W / NH, hd, i;
+    mn_real* gx = gates; mn_real* ga = gates + BT * W;
+    long long wl;
+    // pass 1: Z (BT,bw) = X_h (BT,bw) w[h] (bw,bw) for every block h, rows W apart; + b, sigmoid
+    for (hd = 0; hd < NH; hd++) {
+        mn_gemm(0, 0, BT, bw, bw, 1.0, x + hd * bw, W, wx + hd * bw * bw, bw, 0.0, gx + hd * bw, W);
+        mn_gemm(0, 0, BT, bw, bw, 1.0, x + hd * bw, W, wa + hd * bw * bw, bw, 0.0, ga + hd * bw, W);
+    }
+    for (i = 0; i < BT * W; i++) {
+        gx[i] = (mn_real)mn__sigmoid((double)gx[i] + bx[i % W]);
+        ga[i] = (mn_real)mn__sigmoid((double)ga[i] + ba[i % W]);
+    }
+    // pass 2: the scan; h_prev is the stored y_{t-1} (so the backward sees the same numbers)
+    MN__OMP_FOR
+    for (wl = 0; wl < (long long)W; wl++) {
+        size_t w = (size_t)wl, b, t;
+        double sp = mn__rglru_softplus(a_param[w]);
+        for (b = 0; b < B; b++) {
+            double hp = h0 ? (double)h0[b * W + w] : 0.0;
+            for (t = 0; t < T; t++) {
+                size_t j = (b * T + t) * W + w;
+                double xg = (double)x[j] * gx[j], hc;
+                if (mn__rglru_reset(segment_pos, h0, b, t, T)) hc = xg;   // a := 0, multiplier := 1
+                else {
+                    double la = -c * ga[j] * sp;
+                    hc = exp(la) * hp + sqrt(1.0 - exp(2.0 * la)) * xg;
+                }
+                y[j] = (mn_real)hc;
+                hp = y[j];
+            }
+            ht[b * W + w] = (mn_real)hp;             // T == 0: h0 (or 0); in place when ht == h0
+        }
+    }
+}
+// forward (per channel, no reset): h_t = a h_{t-1} + m (x g), a = e^la, m = sqrt(u), u = 1 - e^{2 la},
+// la = -c ga softplus(a_param), g = gx; so, walking t backwards with d = dL/dh_t = dy_t + a_{t+1} d_{t+1}
+// (dht at t = T-1):
+//   dx_t += d g m ; dgx = d x m ; dm = d x g ; du = dm * dsqrt(u) (clipped, see mn__rglru_dsqrt) ;
+//   dla = a (d h_{t-1}) - 2 e^{2la} du ; dga = -c softplus(a_param) dla ; dsoftplus += -c ga dla ;
+//   dz = dgate * gate (1 - gate) for both gates ; the carry to t-1 is a d ; after t = 0 it is dL/dh0.
+// At a reset: h_t = x g, so dx_t += d g, dgx = d x, nothing reaches a, ga or h_{t-1} (carry 0).
+// Then the block-diagonal gates: dx += dZ w^T, dw += X^T dZ, db += column sums of dZ, per block
+// (gemms over all B*T rows). work: dZx, dZa (B,T,W). Channels in parallel.
+MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c) {
+    MN_ASSERT(NH >= 1 && W % NH == 0);
+    size_t BT = B * T, bw = W / NH, hd, i;
+    const mn_real* gx = gates; const mn_real* ga = gates + BT * W;
+    mn_real* dzx = work; mn_real* dza = work + BT * W;
+    long long wl;
+    MN__OMP_FOR                                  // each channel writes only its own entries
+    for (wl = 0; wl < (long long)W; wl++) {
+        size_t w = (size_t)wl, b, t;
+        double sp = mn__rglru_softplus(a_param[w]), dsp = 0.0;
+        for (b = 0; b < B; b++) {
+            double carry = dht ? (double)dht[b * W + w] : 0.0;   // a_{t+1} dL/dh_{t+1}
+            for (t = T; t-- > 0;) {
+                size_t j = (b * T + t) * W + w;
+                double d = dy[j] + carry, g = gx[j], xx = x[j];
+                if (mn__rglru_reset(segment_pos, h0, b, t, T)) {
+                    dx[j] += (mn_real)(d * g);
+                    dzx[j] = (mn_real)(d * xx * g * (1.0 - g));
+                    dza[j] = 0;
+                    carry = 0.0;
+                    continue;
+                }
+                double r = ga[j], la = -c * r * sp, a = exp(la), a2 = exp(2.0 * la), u = 1.0 - a2, m = sqrt(u);
+                double hp = t > 0 ? (double)y[j - W] : h0 ? (double)h0[b * W + w] : 0.0;
+                double du = d * xx * g * mn__rglru_dsqrt(u);
+                double dla = a * d * hp - 2.0 * a2 * du;
+                dx[j] += (mn_real)(d * g * m);
+                dzx[j] = (mn_real)(d * xx * m * g * (1.0 - g));
+                dza[j] = (mn_real)(-c * sp * dla * r * (1.0 - r));
+                dsp += -c * r * dla;
+                carry = a * d;
+            }
+            if (dh0) dh0[b * W + w] += (mn_real)carry;
+        }
+        if (da_param) da_param[w] += (mn_real)(dsp * mn__rglru_dsoftplus(a_param[w]));
+    }
+    // forward: z = X_h w[h] + b[h] per block, so: dX_h += dZ_h w[h]^T ; dw[h] += X_h^T dZ_h ; db[h] += sum dZ_h
+    for (hd = 0; hd < NH; hd++) {
+        mn_gemm(0, 1, BT, bw, bw, 1.0, dzx + hd * bw, W, wx + hd * bw * bw, bw, 1.0, dx + hd * bw, W);
+        mn_gemm(0, 1, BT, bw, bw, 1.0, dza + hd * bw, W, wa + hd * bw * bw, bw, 1.0, dx + hd * bw, W);
+        if (dwx) mn_gemm(1, 0, bw, bw, BT, 1.0, x + hd * bw, W, dzx + hd * bw, W, 1.0, dwx + hd * bw * bw, bw);
+        if (dwa) mn_gemm(1, 0, bw, bw, BT, 1.0, x + hd * bw, W, dza + hd * bw, W, 1.0, dwa + hd * bw * bw, bw);
+    }
+    for (i = 0; i < BT * W; i++) {
+        if (dbx) dbx[i % W] += dzx[i];
+        if (dba) dba[i % W] += dza[i];
+    }
+}
+
+// One token per sequence for generation: the forward with T = 1 and h0 = ht = state, so with
+// segment_pos NULL the state is continued (no reset) and a 0 in segment_pos (B) restarts it.
+// work: mn_rglru_work_size(B,1,W) elements for the gates. O(W (bw + 20)) per sequence.
+MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c) {
+    mn_rglru_forward(y, state, work, x, a_param, wx, bx, wa, ba, state, segment_pos, B, 1, W, NH, c);
 }
 
 // >>mesa

@@ -591,6 +591,217 @@ static int op_gated_delta_rule(cv_ctx* c)
     return cv_delta(c, 1);
 }
 
+/* Mamba-2 SSD core (ssd_minimal_discrete), layout BTHD: X (B,T,H,P) (x*dt), A (B,T,H) (the log-decay
+   A*dt), B and C (B,T,H,N), h0 (B,H,P,N) optional -> out.y (B,T,H,P), out.ht (B,H,P,N) ([V,K],
+   mamba's orientation). Runs the chunkwise form (mn_ssd_*, chunk = attr block_len, which the result
+   does not depend on), the recurrent form (mn_ssd_*_recurrent) and, forward only, the step token by
+   token; emits all of them. Gradients: do for out.y, dht (when present) for out.ht. */
+static int op_mamba2_ssd(cv_ctx* c)
+{
+    const mn_vec_tensor *X, *A, *Bt, *Ct, *h0 = NULL, *y, *ht, *dout = NULL, *dht = NULL;
+    size_t B, T, H, P, N, C, b, t;
+    mn_real *xr, *ar, *br, *cr, *h0r = NULL, *y_c, *ht_c, *y_r, *ht_r, *y_s, *ht_s, *work;
+
+    if (mn_vec_attr(c->f, "layout") == NULL) return cv_fail(c, "missing attr 'layout' (expected BTHD)");
+    if (cv_attr_opt_is(c, "layout", "BTHD") != 0) return -1;
+    if (cv_attr_size(c, "block_len", &C) != 0) return -1;
+    if (C == 0) return cv_fail(c, "attr 'block_len' is 0; the chunkwise form needs >= 1");
+    if ((X = cv_tensor(c, "X", 4)) == NULL || (A = cv_tensor(c, "A", 3)) == NULL || (Bt = cv_tensor(c, "B", 4)) == NULL ||
+        (Ct = cv_tensor(c, "C", 4)) == NULL || (y = cv_tensor(c, "out.y", 4)) == NULL || (ht = cv_tensor(c, "out.ht", 4)) == NULL)
+        return -1;
+    /* X fixes B,T,H,P and B fixes N; everything else must agree with them, so a file with a wrong
+       shape fails here instead of making the library read out of bounds */
+    B = X->dims[0], T = X->dims[1], H = X->dims[2], P = X->dims[3], N = Bt->dims[3];
+    {
+        size_t wx[4], wa[3], wb[4], ws[4];
+        wx[0] = B, wx[1] = T, wx[2] = H, wx[3] = P;
+        wa[0] = B, wa[1] = T, wa[2] = H;
+        wb[0] = B, wb[1] = T, wb[2] = H, wb[3] = N;
+        ws[0] = B, ws[1] = H, ws[2] = P, ws[3] = N;
+        if (cv_check_shape(c, A, wa) != 0 || cv_check_shape(c, Bt, wb) != 0 || cv_check_shape(c, Ct, wb) != 0 ||
+            cv_check_shape(c, y, wx) != 0 || cv_check_shape(c, ht, ws) != 0)
+            return -1;
+        /* h0, do and dht are optional (zeros / a forward-only file) */
+        if (mn_vec_get(c->f, "h0") != NULL && ((h0 = cv_tensor(c, "h0", 4)) == NULL || cv_check_shape(c, h0, ws) != 0))
+            return -1;
+        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wx) != 0))
+            return -1;
+        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
+            return -1;
+    }
+
+    if ((xr = cv_real(c, X)) == NULL || (ar = cv_real(c, A)) == NULL || (br = cv_real(c, Bt)) == NULL ||
+        (cr = cv_real(c, Ct)) == NULL || (h0 != NULL && (h0r = cv_real(c, h0)) == NULL))
+        return -1;
+    y_c = (mn_real*)cv_alloc(c, y->n, sizeof(mn_real));
+    ht_c = (mn_real*)cv_alloc(c, ht->n, sizeof(mn_real));
+    y_r = (mn_real*)cv_alloc(c, y->n, sizeof(mn_real));
+    ht_r = (mn_real*)cv_alloc(c, ht->n, sizeof(mn_real));
+    y_s = (mn_real*)cv_alloc(c, y->n, sizeof(mn_real));
+    ht_s = (mn_real*)cv_alloc(c, ht->n, sizeof(mn_real));
+    work = (mn_real*)cv_alloc(c, mn_ssd_work_size(B, T, H, P, N, C), sizeof(mn_real));
+    if (!y_c || !ht_c || !y_r || !ht_r || !y_s || !ht_s || !work) return -1;
+
+    /* all forms get the same converted inputs; none saves anything for its backward */
+    mn_ssd_forward(y_c, ht_c, work, xr, ar, br, cr, h0r, B, T, H, P, N, C);
+    mn_ssd_forward_recurrent(y_r, ht_r, xr, ar, br, cr, h0r, B, T, H, P, N, MN_SSD_LOG_DECAY);
+    /* the step, one sequence at a time: row (b,t) of a BTHD tensor is already (1,H,D) */
+    if (h0r != NULL) memcpy(ht_s, h0r, ht->n * sizeof(mn_real));
+    for (b = 0; b < B; b++)
+        for (t = 0; t < T; t++) {
+            size_t r = (b * T + t) * H;
+            mn_ssd_step(y_s + r * P, ht_s + b * H * P * N, xr + r * P, ar + r, br + r * N, cr + r * N, 1, H, P, N, MN_SSD_LOG_DECAY);
+        }
+    if (cv_emit(c, "out.y", "chunk", y_c, y->n) || cv_emit(c, "out.ht", "chunk", ht_c, ht->n) ||
+        cv_emit(c, "out.y", "recurrent", y_r, y->n) || cv_emit(c, "out.ht", "recurrent", ht_r, ht->n) ||
+        cv_emit(c, "out.y", "step", y_s, y->n) || cv_emit(c, "out.ht", "step", ht_s, ht->n))
+        return -1;
+
+    if (dout != NULL) {
+        /* calloc'd, so zero: the backwards accumulate into these; grad.h0 exists only with h0 */
+        static const char* forms[2] = {"chunk", "recurrent"};
+        mn_real* dor = cv_real(c, dout);
+        mn_real* dhtr = dht != NULL ? cv_real(c, dht) : NULL;
+        mn_real* rwork = (mn_real*)cv_alloc(c, mn_ssd_recurrent_work_size(T, P, N), sizeof(mn_real));
+        int f;
+        if (dor == NULL || (dht != NULL && dhtr == NULL) || rwork == NULL) return -1;
+        for (f = 0; f < 2; f++) {
+            mn_real* dX = (mn_real*)cv_alloc(c, X->n, sizeof(mn_real));
+            mn_real* dA = (mn_real*)cv_alloc(c, A->n, sizeof(mn_real));
+            mn_real* dB = (mn_real*)cv_alloc(c, Bt->n, sizeof(mn_real));
+            mn_real* dC = (mn_real*)cv_alloc(c, Ct->n, sizeof(mn_real));
+            mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
+            if (!dX || !dA || !dB || !dC || (h0 != NULL && !dh0)) return -1;
+            if (f == 0)
+                mn_ssd_backward(dX, dA, dB, dC, dh0, work, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, C);
+            else
+                mn_ssd_backward_recurrent(dX, dA, dB, dC, dh0, rwork, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, MN_SSD_LOG_DECAY);
+            if (cv_emit(c, "grad.X", forms[f], dX, X->n) || cv_emit(c, "grad.A", forms[f], dA, A->n) ||
+                cv_emit(c, "grad.B", forms[f], dB, Bt->n) || cv_emit(c, "grad.C", forms[f], dC, Ct->n) ||
+                (h0 != NULL && cv_emit(c, "grad.h0", forms[f], dh0, h0->n)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* RG-LRU (recurrentgemma RGLRU.forward), layout BTW: x (B,T,W); a_param (W); wx, wa (NH,bw,bw);
+   bx, ba (NH,bw) with bw = W/NH (attrs width, num_heads, c) -> out.y (B,T,W), out.ht (B,W). The
+   reference is called with segment_pos = 0..T-1, so the state resets at t = 0 (a cache h0, if a
+   file had one, would be ignored there: that is passed on as is). Runs the scan with that
+   segment_pos ("recurrent"), with segment_pos NULL ("nopos": the same reset rule when there is no
+   h0), and the step token by token (forward only); emits all of them. Gradients: do for out.y,
+   dht (when present) for out.ht. */
+static int op_rglru(cv_ctx* c)
+{
+    const mn_vec_tensor *x, *ap, *wx, *bx, *wa, *ba, *h0 = NULL, *y, *ht, *dout = NULL, *dht = NULL;
+    size_t B, T, W, NH, bw, Wa, i, t, n_forms;
+    double cc;
+    int* seg;
+    mn_real *xr, *apr, *wxr, *bxr, *war, *bar, *h0r = NULL, *yv[2], *htv[2], *gates[2], *y_s, *ht_s, *gs;
+
+    if (mn_vec_attr(c->f, "layout") == NULL) return cv_fail(c, "missing attr 'layout' (expected BTW)");
+    if (cv_attr_opt_is(c, "layout", "BTW") != 0) return -1;
+    if (cv_attr_size(c, "num_heads", &NH) != 0 || cv_attr_size(c, "width", &Wa) != 0 || cv_attr_real(c, "c", &cc) != 0)
+        return -1;
+    if ((x = cv_tensor(c, "x", 3)) == NULL || (ap = cv_tensor(c, "a_param", 1)) == NULL || (wx = cv_tensor(c, "wx", 3)) == NULL ||
+        (bx = cv_tensor(c, "bx", 2)) == NULL || (wa = cv_tensor(c, "wa", 3)) == NULL || (ba = cv_tensor(c, "ba", 2)) == NULL ||
+        (y = cv_tensor(c, "out.y", 3)) == NULL || (ht = cv_tensor(c, "out.ht", 2)) == NULL)
+        return -1;
+    /* x fixes B,T,W; the attrs must agree with it, and the blocks must tile the width */
+    B = x->dims[0], T = x->dims[1], W = x->dims[2];
+    if (Wa != W) return cv_fail(c, "attr 'width' is %lu but x has width %lu", (unsigned long)Wa, (unsigned long)W);
+    if (NH == 0 || W % NH != 0) return cv_fail(c, "attr 'num_heads' %lu does not divide the width %lu", (unsigned long)NH, (unsigned long)W);
+    bw = W / NH;
+    {
+        size_t wp[1], ww[3], wb[2], ws[2];
+        wp[0] = W;
+        ww[0] = NH, ww[1] = bw, ww[2] = bw;
+        wb[0] = NH, wb[1] = bw;
+        ws[0] = B, ws[1] = W;
+        if (cv_check_shape(c, ap, wp) != 0 || cv_check_shape(c, wx, ww) != 0 || cv_check_shape(c, wa, ww) != 0 ||
+            cv_check_shape(c, bx, wb) != 0 || cv_check_shape(c, ba, wb) != 0 || cv_check_shape(c, y, x->dims) != 0 ||
+            cv_check_shape(c, ht, ws) != 0)
+            return -1;
+        if (mn_vec_get(c->f, "h0") != NULL && ((h0 = cv_tensor(c, "h0", 2)) == NULL || cv_check_shape(c, h0, ws) != 0))
+            return -1;
+        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 3)) == NULL || cv_check_shape(c, dout, x->dims) != 0))
+            return -1;
+        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 2)) == NULL || cv_check_shape(c, dht, ws) != 0))
+            return -1;
+    }
+    if (T > 0 && T - 1 > 2147483647u) return cv_fail(c, "T = %lu does not fit segment_pos (int)", (unsigned long)T);
+
+    if ((xr = cv_real(c, x)) == NULL || (apr = cv_real(c, ap)) == NULL || (wxr = cv_real(c, wx)) == NULL ||
+        (bxr = cv_real(c, bx)) == NULL || (war = cv_real(c, wa)) == NULL || (bar = cv_real(c, ba)) == NULL ||
+        (h0 != NULL && (h0r = cv_real(c, h0)) == NULL))
+        return -1;
+    seg = (int*)cv_alloc(c, B * T, sizeof(int));
+    y_s = (mn_real*)cv_alloc(c, x->n, sizeof(mn_real));
+    ht_s = (mn_real*)cv_alloc(c, B * W, sizeof(mn_real));
+    gs = (mn_real*)cv_alloc(c, mn_rglru_work_size(B, 1, W), sizeof(mn_real));
+    if (!seg || !y_s || !ht_s || !gs) return -1;
+    for (i = 0; i < B * T; i++) seg[i] = (int)(i % T);
+    /* form 0: segment_pos 0..T-1 as the reference's call; form 1: segment_pos NULL (only without h0,
+       where it means the same) */
+    n_forms = h0 == NULL ? 2 : 1;
+    for (i = 0; i < n_forms; i++) {
+        static const char* forms[2] = {"recurrent", "nopos"};
+        yv[i] = (mn_real*)cv_alloc(c, x->n, sizeof(mn_real));
+        htv[i] = (mn_real*)cv_alloc(c, B * W, sizeof(mn_real));
+        gates[i] = (mn_real*)cv_alloc(c, mn_rglru_work_size(B, T, W), sizeof(mn_real));
+        if (!yv[i] || !htv[i] || !gates[i]) return -1;
+        mn_rglru_forward(yv[i], htv[i], gates[i], xr, apr, wxr, bxr, war, bar, h0r, i == 0 ? seg : NULL, B, T, W, NH, cc);
+        if (cv_emit(c, "out.y", forms[i], yv[i], x->n) || cv_emit(c, "out.ht", forms[i], htv[i], B * W)) return -1;
+    }
+    /* the step: all sequences at once, token t at position t (0 resets) */
+    {
+        mn_real* xt = (mn_real*)cv_alloc(c, B * W, sizeof(mn_real));
+        mn_real* yt = (mn_real*)cv_alloc(c, B * W, sizeof(mn_real));
+        int* pos = (int*)cv_alloc(c, B, sizeof(int));
+        size_t b;
+        if (!xt || !yt || !pos) return -1;
+        if (h0r != NULL) memcpy(ht_s, h0r, B * W * sizeof(mn_real));
+        for (t = 0; t < T; t++) {
+            for (b = 0; b < B; b++) {
+                memcpy(xt + b * W, xr + (b * T + t) * W, W * sizeof(mn_real));
+                pos[b] = (int)t;
+            }
+            mn_rglru_step(yt, ht_s, gs, xt, apr, wxr, bxr, war, bar, pos, B, W, NH, cc);
+            for (b = 0; b < B; b++) memcpy(y_s + (b * T + t) * W, yt + b * W, W * sizeof(mn_real));
+        }
+        if (cv_emit(c, "out.y", "step", y_s, x->n) || cv_emit(c, "out.ht", "step", ht_s, B * W)) return -1;
+    }
+
+    if (dout != NULL) {
+        /* calloc'd, so zero: the backwards accumulate into these; each form's backward uses its own
+           forward's y and gates */
+        static const char* forms[2] = {"recurrent", "nopos"};
+        mn_real* dor = cv_real(c, dout);
+        mn_real* dhtr = dht != NULL ? cv_real(c, dht) : NULL;
+        mn_real* work = (mn_real*)cv_alloc(c, mn_rglru_work_size(B, T, W), sizeof(mn_real));
+        if (dor == NULL || (dht != NULL && dhtr == NULL) || work == NULL) return -1;
+        for (i = 0; i < n_forms; i++) {
+            mn_real* dx = (mn_real*)cv_alloc(c, x->n, sizeof(mn_real));
+            mn_real* dap = (mn_real*)cv_alloc(c, W, sizeof(mn_real));
+            mn_real* dwx = (mn_real*)cv_alloc(c, wx->n, sizeof(mn_real));
+            mn_real* dbx = (mn_real*)cv_alloc(c, bx->n, sizeof(mn_real));
+            mn_real* dwa = (mn_real*)cv_alloc(c, wa->n, sizeof(mn_real));
+            mn_real* dba = (mn_real*)cv_alloc(c, ba->n, sizeof(mn_real));
+            mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
+            if (!dx || !dap || !dwx || !dbx || !dwa || !dba || (h0 != NULL && !dh0)) return -1;
+            mn_rglru_backward(dx, dap, dwx, dbx, dwa, dba, dh0, work, dor, dhtr, yv[i], gates[i], xr, apr, wxr, war, h0r,
+                              i == 0 ? seg : NULL, B, T, W, NH, cc);
+            if (cv_emit(c, "grad.x", forms[i], dx, x->n) || cv_emit(c, "grad.a_param", forms[i], dap, W) ||
+                cv_emit(c, "grad.wx", forms[i], dwx, wx->n) || cv_emit(c, "grad.bx", forms[i], dbx, bx->n) ||
+                cv_emit(c, "grad.wa", forms[i], dwa, wa->n) || cv_emit(c, "grad.ba", forms[i], dba, ba->n) ||
+                (h0 != NULL && cv_emit(c, "grad.h0", forms[i], dh0, h0->n)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
 /* ---- Mesa (mesanet.h >>mesa). The three op names share inputs: q, k, v (B,T,H,K), g, beta (B,T,H),
    lamb (H,K); outputs out.o and the final states out.h_kk (B,H,K,K), out.h_kv (B,H,K,V).
    mesa_exact: the exact solve (recurrent form, Cholesky) with its implicit backward, and the
@@ -738,9 +949,11 @@ static const struct {
     {"gated_delta_rule", op_gated_delta_rule},
     {"gla", op_gla},
     {"linear_attn", op_linear_attn},
+    {"mamba2_ssd", op_mamba2_ssd},
     {"mesa_exact", op_mesa_exact},
     {"mesa_cg", op_mesa_cg},
     {"mesa_decode", op_mesa_decode},
+    {"rglru", op_rglru},
     {"simple_gla", op_simple_gla},
 };
 

@@ -19,7 +19,6 @@
 // Run from the repository root; argv[1] overrides the vector directory (reference/vectors).
 #define MESANET_IMPLEMENTATION
 #include "mesanet.h"
-#include "wip/ssm.h"
 #define MN_VECFILE_IMPLEMENTATION
 #include "reference/vecfile.h"
 #include "testutil.h"
