@@ -2906,7 +2906,7 @@ MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
 // A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
 // MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
 
-enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS };
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS, MN__INIT_RGLRU_A };
 // parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
 enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
 // activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
@@ -3326,6 +3326,102 @@ static double mn__delta_flops(const mn_config* c, size_t T) {
     return (double)c->n_head * (4 * Cc * 2 * K + 6 * K * K);
 }
 
+// ---- Hawk: Griffin's recurrent block as a mixer (recurrentgemma torch/modules.py RecurrentBlock;
+// mixers.md §8(4)), lru width W = d_model, NH = n_head blocks in the gate matrices:
+//   y = gelu_tanh(x Wy + by) ;  x' = conv4(x Wx + bx) + bconv (no activation) ;  h = RG-LRU(x')
+//   out = (h * y) Wout + bout
+// Tensor names follow recurrentgemma's module names under fla's "attn." slot; conv weights use fla's
+// [W,1,4] layout (recurrentgemma stores [4,W]). Gate weights N(0, init_std) like every matrix here;
+// a_param so that a = exp(-softplus(a_param)) has a^2 ~ U[0.81, 0.998] (Griffin's ring init).
+enum { MN__HK_Y = MN__P_MIX, MN__HK_YB, MN__HK_X, MN__HK_XB, MN__HK_CW, MN__HK_CB, MN__HK_A, MN__HK_GX, MN__HK_GXB, MN__HK_GA, MN__HK_GAB, MN__HK_O, MN__HK_OB };
+enum { MN__HA_YL = MN__A_MIX, MN__HA_YG, MN__HA_XL, MN__HA_XC, MN__HA_H, MN__HA_GATES, MN__HA_HY, MN__HA_WORK };
+#define MN__RGLRU_C 8.0
+static void mn__hawk_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, NH = m->cfg.n_head, bw = C / NH;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("linear_y.weight"), 2, C, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("linear_y.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("linear_x.weight"), 2, C, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("linear_x.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("conv_1d.weight"), 3, C, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("conv_1d.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("rg_lru.a_param"), 1, C, 0, 0, 0, MN__INIT_RGLRU_A);       // no weight decay
+    mn__tab_add(m, count, MN__NAME("rg_lru.input_gate.w"), 3, NH, bw, bw, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("rg_lru.input_gate.b"), 2, NH, bw, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("rg_lru.a_gate.w"), 3, NH, bw, bw, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("rg_lru.a_gate.b"), 2, NH, bw, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("linear_out.weight"), 2, C, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("linear_out.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
+    #undef MN__NAME
+}
+static size_t mn__hawk_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, C = c->d_model;
+    s[0] = s[1] = s[2] = s[3] = s[4] = N * C;          // y pre-activation, gelu(y), x', conv out, h
+    s[5] = 2 * N * C;                                 // the RG-LRU gates
+    s[6] = N * C;                                     // h * gelu(y)
+    s[7] = mn_rglru_work_size(B, T, C);
+    return 8;
+}
+static void mn__hawk_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, i;
+    #define A(j) MN__ACT(m, l, j)
+    mn_matmul_forward(A(MN__HA_YL), in, MN__PAR(m, l, MN__HK_Y), MN__PAR(m, l, MN__HK_YB), N, C, C);
+    mn_gelu_forward(A(MN__HA_YG), A(MN__HA_YL), N * C);
+    mn_matmul_forward(A(MN__HA_XL), in, MN__PAR(m, l, MN__HK_X), MN__PAR(m, l, MN__HK_XB), N, C, C);
+    mn_shortconv_forward(A(MN__HA_XC), A(MN__HA_XL), MN__PAR(m, l, MN__HK_CW), B, T, C, 4, 0);
+    for (i = 0; i < N * C; i++) A(MN__HA_XC)[i] += MN__PAR(m, l, MN__HK_CB)[i % C];
+    mn_rglru_forward(A(MN__HA_H), A(MN__HA_WORK) /* final state: unused */, A(MN__HA_GATES), A(MN__HA_XC), MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX), MN__PAR(m, l, MN__HK_GXB),
+                     MN__PAR(m, l, MN__HK_GA), MN__PAR(m, l, MN__HK_GAB), NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C);
+    for (i = 0; i < N * C; i++) A(MN__HA_HY)[i] = A(MN__HA_H)[i] * A(MN__HA_YG)[i];
+    mn_matmul_forward(out, A(MN__HA_HY), MN__PAR(m, l, MN__HK_O), MN__PAR(m, l, MN__HK_OB), N, C, C);
+    #undef A
+}
+static void mn__hawk_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, i;
+    #define A(j) MN__ACT(m, l, j)
+    #define DA(j) MN__DACT(m, l, j)
+    mn_matmul_backward(DA(MN__HA_HY), MN__GRD(m, l, MN__HK_O), MN__GRD(m, l, MN__HK_OB), dout, A(MN__HA_HY), MN__PAR(m, l, MN__HK_O), N, C, C);
+    for (i = 0; i < N * C; i++) {    // forward: hy = h * yg
+        DA(MN__HA_H)[i] += DA(MN__HA_HY)[i] * A(MN__HA_YG)[i];
+        DA(MN__HA_YG)[i] += DA(MN__HA_HY)[i] * A(MN__HA_H)[i];
+    }
+    mn_gelu_backward(DA(MN__HA_YL), DA(MN__HA_YG), A(MN__HA_YL), N * C);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__HK_Y), MN__GRD(m, l, MN__HK_YB), DA(MN__HA_YL), in, MN__PAR(m, l, MN__HK_Y), N, C, C);
+    mn_rglru_backward(DA(MN__HA_XC), MN__GRD(m, l, MN__HK_A), MN__GRD(m, l, MN__HK_GX), MN__GRD(m, l, MN__HK_GXB), MN__GRD(m, l, MN__HK_GA), MN__GRD(m, l, MN__HK_GAB),
+                      NULL, DA(MN__HA_WORK), DA(MN__HA_H), NULL, A(MN__HA_H), A(MN__HA_GATES), A(MN__HA_XC), MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX),
+                      MN__PAR(m, l, MN__HK_GA), NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C);
+    for (i = 0; i < N * C; i++) MN__GRD(m, l, MN__HK_CB)[i % C] += DA(MN__HA_XC)[i];   // conv bias
+    mn_shortconv_backward(DA(MN__HA_XL), MN__GRD(m, l, MN__HK_CW), DA(MN__HA_XC), A(MN__HA_XL), MN__PAR(m, l, MN__HK_CW), B, T, C, 4, 0);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__HK_X), MN__GRD(m, l, MN__HK_XB), DA(MN__HA_XL), in, MN__PAR(m, l, MN__HK_X), N, C, C);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: the conv window (C,3) and h (C)
+static size_t mn__hawk_state_size(const mn_config* c) { return 4 * c->d_model; }
+static size_t mn__hawk_scratch_size(const mn_config* c) { return 8 * c->d_model; }
+static void mn__hawk_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, i;
+    mn_real *cw = state, *h = cw + 3 * C, *yl = scratch, *xl = yl + C, *xc = xl + C, *y = xc + C, *work = y + C;
+    int sp = (int)pos;                                 // position 0 resets h, as in the training forward
+    mn_matmul_forward(yl, in, MN__PAR(m, l, MN__HK_Y), MN__PAR(m, l, MN__HK_YB), 1, C, C);
+    mn_gelu_forward(yl, yl, C);
+    mn_matmul_forward(xl, in, MN__PAR(m, l, MN__HK_X), MN__PAR(m, l, MN__HK_XB), 1, C, C);
+    mn_shortconv_step(xc, cw, xl, MN__PAR(m, l, MN__HK_CW), C, 4, 0);
+    for (i = 0; i < C; i++) xc[i] += MN__PAR(m, l, MN__HK_CB)[i];
+    mn_rglru_step(y, h, work, xc, MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX), MN__PAR(m, l, MN__HK_GXB), MN__PAR(m, l, MN__HK_GA), MN__PAR(m, l, MN__HK_GAB),
+                  &sp, 1, C, c->n_head, MN__RGLRU_C);
+    for (i = 0; i < C; i++) y[i] *= yl[i];
+    mn_matmul_forward(out, y, MN__PAR(m, l, MN__HK_O), MN__PAR(m, l, MN__HK_OB), 1, C, C);
+}
+static double mn__hawk_flops(const mn_config* c, size_t T) {
+    MN_UNUSED(T);
+    return 2.0 * 2.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // the two block-diagonal gates
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
@@ -3333,6 +3429,7 @@ static const mn__mixer_def mn__mixers[] = {
     { "deltanet",     0, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
     { "deltanet_neg", 1, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
     { "gdn",          2, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
+    { "hawk",         0, mn__hawk_params, mn__hawk_acts, mn__hawk_forward, mn__hawk_backward, mn__hawk_state_size, mn__hawk_scratch_size, mn__hawk_step_layer, mn__hawk_flops },
     { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
@@ -3463,6 +3560,7 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
                  : m->tensors[i].init == MN__INIT_LAMBDA ? (mn_real)log(exp(1.0 - 0.25) - 1.0)   // lambda = 1 at init (fla)
                  : m->tensors[i].init == MN__INIT_ALOG ? (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(&rng)) // A ~ U[0,16] (Mamba-2, GDN)
                  : m->tensors[i].init == MN__INIT_DTBIAS ? mn__dt_bias_init(&rng)
+                 : m->tensors[i].init == MN__INIT_RGLRU_A ? (mn_real)log(exp(-0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(&rng))) - 1.0)
                  : (mn_real)0;
     }
     return MN_OK;

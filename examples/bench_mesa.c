@@ -96,24 +96,26 @@ typedef struct {
     mn_real *q, *k, *v, *g, *beta, *lamb, *dout;
     double *dq, *dk, *dv, *dg, *dbeta, *dlamb;
 } prob;
-static void fill_unit_rows(mn_real* f, double* d, size_t rows, size_t D, mn_rng* r) {
+// rows of D values: normalise(diag(decay^j) z), z ~ N(0, I) (decay 1: uniform on the sphere)
+static void fill_unit_rows(mn_real* f, double* d, size_t rows, size_t D, double decay, mn_rng* r) {
     size_t i, j; double x[1024];
     for (i = 0; i < rows; i++) {
-        double s = 0;
-        for (j = 0; j < D; j++) { x[j] = mn_rng_normal(r); s += x[j] * x[j]; }
+        double s = 0, sc = 1;
+        for (j = 0; j < D; j++) { x[j] = sc * mn_rng_normal(r); s += x[j] * x[j]; sc *= decay; }
         s = 1.0 / sqrt(s);
         for (j = 0; j < D; j++) { f[i * D + j] = (mn_real)(x[j] * s); d[i * D + j] = f[i * D + j]; }
     }
 }
-static prob make_prob(size_t T, size_t H, size_t K, size_t V, int gconst, double gval, int with_dout, uint64_t seed) {
+// kdecay: keys normalise(diag(kdecay^i) z) (1 = isotropic); q is always isotropic
+static prob make_prob(size_t T, size_t H, size_t K, size_t V, int gconst, double gval, int with_dout, double kdecay, uint64_t seed) {
     prob p; size_t i, N = T * H; mn_rng r;
     mn_rng_seed(&r, seed);
     p.T = T; p.H = H; p.K = K; p.V = V;
     p.q = falloc(N * K); p.k = falloc(N * K); p.v = falloc(N * V); p.g = falloc(N); p.beta = falloc(N); p.lamb = falloc(H * K);
     p.dq = dalloc(N * K); p.dk = dalloc(N * K); p.dv = dalloc(N * V); p.dg = dalloc(N); p.dbeta = dalloc(N); p.dlamb = dalloc(H * K);
     p.dout = with_dout ? falloc(N * V) : NULL;
-    fill_unit_rows(p.q, p.dq, N, K, &r);
-    fill_unit_rows(p.k, p.dk, N, K, &r);
+    fill_unit_rows(p.q, p.dq, N, K, 1.0, &r);
+    fill_unit_rows(p.k, p.dk, N, K, kdecay, &r);
     for (i = 0; i < N * V; i++) { p.v[i] = (mn_real)mn_rng_normal(&r); p.dv[i] = p.v[i]; }
     for (i = 0; i < N; i++) {
         double u = 2 + 2 * mn_rng_normal(&r);
@@ -225,7 +227,7 @@ static void section_accuracy(int do1, int do2) {
     const size_t T = 1024, H = 4, K = 64, V = 64, N = T * H, C = 64;
     const int cgs[4] = { 1, 3, 10, 30 };
     const double tols[5] = { 0, 1e-2, 1e-3, 1e-4, 1e-6 };
-    prob p = make_prob(T, H, K, V, 0, 0, 0, 11);
+    prob p = make_prob(T, H, K, V, 0, 0, 0, 1.0, 11);
     mn_mesa_opts ox = mkopts(MN_MESA_EXACT, 0, 0, 0, C), oc = mkopts(MN_MESA_CG, 30, 0, 0, C);
     mn_real *o = falloc(N * V), *wrec = falloc(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, T, H, K, V, &oc));
     mn_real* wch = falloc(mn_mesa_work_size(MN_MESA_FORM_CHUNK, 1, T, H, K, V, &oc));
@@ -272,7 +274,8 @@ static void section_accuracy(int do1, int do2) {
         out("\n## 2. Accuracy vs the dynamic tolerance\n\n"
             "The same problem; recurrent form (the decode path: textbook CG, x0 = 0, k_max = 30) with the paper's per-token, "
             "per-head stop ||r|| <= eps ||r0||. Iterations from mn_mesa_recurrent_forward's iters output, over all %zu "
-            "(token, head) pairs; \"at k_max\" counts systems that ran all 30 steps.\n\n"
+            "(token, head) pairs; \"at k_max\" counts systems that ran all 30 steps (eps = 0: no tolerance; the library still stops a "
+            "system whose residual is exactly zero).\n\n"
             "| eps | mean CG iters | max | at k_max | vs exact f32 | vs f64 oracle |\n|---|---|---|---|---|---|\n", N);
         for (c = 0; c < 5; c++) {
             mn_mesa_opts o1 = mkopts(MN_MESA_CG, 30, tols[c], 0, C);
@@ -280,7 +283,7 @@ static void section_accuracy(int do1, int do2) {
             progress("dynamic tolerance: eps=%g", tols[c]);
             mn_mesa_recurrent_forward(o, NULL, iters, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
             for (i = 0; i < N; i++) { sum += iters[i]; if (iters[i] > mx) mx = iters[i]; cap += iters[i] >= 30; }
-            if (tols[c] == 0) out("| 0 (fixed 30) ");
+            if (tols[c] == 0) out("| 0 (30 steps) ");
             else out("| %g ", tols[c]);
             out("| %.2f | %d | %.1f %% | %.1e | %.1e |\n", (double)sum / (double)N, mx, 100.0 * (double)cap / (double)N, relerr(o, o_ex, N * V), relerr(o, o_or, N * V));
         }
@@ -298,6 +301,8 @@ static void section_stability(void) {
     const size_t samp[5] = { 100, 1000, 4000, 10000, 16383 };
     const double gvals[2] = { -0.0010005003335835344 /* log(0.999) */, 0.0 };
     const char* gname[2] = { "log(0.999)", "0" };
+    const double kdec[2] = { 1.0, 0.9 };
+    const char* kname[2] = { "isotropic keys", "keys with a decaying spectrum" };
     mn_mesa_opts o30 = mkopts(MN_MESA_CG, 30, 0, 0, C), odec = mkopts(MN_MESA_CG, 30, 1e-4, 0, C), oneed = mkopts(MN_MESA_CG, 5000, 1e-4, 0, C);
     mn_real *o = falloc(N * V), *xs = falloc(N * K), *wch = falloc(mn_mesa_work_size(MN_MESA_FORM_CHUNK, 1, T, H, K, V, &o30));
     mn_real* wrec = falloc(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, T, H, K, V, &o30));
@@ -306,9 +311,13 @@ static void section_stability(void) {
     double *A = dalloc(K * K), *L = dalloc(K * K), *ev = dalloc(K), *xe = dalloc(K), *oe = dalloc(V), *qd = dalloc(K);
     int* iters = (int*)calloc(N, sizeof(int));
     int itn[16];
-    size_t gi, s, i, h, a, j;
+    size_t ci, gi, ki, s, i, h, a, j;
     out("\n## 3. Stability at T = %zu with gamma close to 1\n\n"
-        "B=1, H=%zu, D=%zu, g constant (gamma = exp(g)), otherwise the inputs of section 1. \"Non-finite\" counts every value "
+        "B=1, H=%zu, D=%zu, g constant (gamma = exp(g)), otherwise the inputs of section 1, with two kinds of keys: isotropic "
+        "(k uniform on the sphere, as in section 1: H_t then grows evenly in every direction and the systems get *better* "
+        "conditioned with t), and keys with a decaying spectrum, k = normalise(diag(0.9^i) z), z ~ N(0, I), i = 0..D-1 (most of "
+        "the key energy in a few directions, the rest seen rarely: the non-forgetting, step-hungry heads the paper describes; "
+        "q stays isotropic). \"Non-finite\" counts every value "
         "checked with isfinite: the chunkwise CG-30 forward's outputs and final states, the chunkwise backward's gradients for a "
         "random upstream gradient, and the decode run's outputs and final states. Decode run: the recurrent form with the paper's "
         "stop eps = 1e-4 and k_max = 30, run segment by segment through the sampled positions (states carried in and out). "
@@ -318,13 +327,15 @@ static void section_stability(void) {
         "with no cap (max over the heads); the decode run's count at t (capped at 30, max over the heads); and the relative "
         "error max|o - o*| / max|o*| of the fixed-30-step output o_t against a double Cholesky solve o* of the same float state "
         "(max over the heads).\n\n", T, H, K);
-    for (gi = 0; gi < 2; gi++) {
-        prob p = make_prob(T, H, K, V, 1, gvals[gi], 1, 21 + gi);
+    for (ci = 0; ci < 4; ci++) {
+        prob p;
         stab_row rows[5];
         size_t bad_c, bad_b, bad_d, pos = 0, cap = 0;
         long sum = 0;
         double tc, td;
-        progress("stability g=%s: chunkwise CG-30 forward + backward", gname[gi]);
+        ki = ci / 2; gi = ci % 2;
+        p = make_prob(T, H, K, V, 1, gvals[gi], 1, kdec[ki], 21 + ci);
+        progress("stability %s, g=%s: chunkwise CG-30 forward + backward", kname[ki], gname[gi]);
         tc = ex_now();
         memset(hkk, 0, H * K * K * sizeof(mn_real)); memset(hkv, 0, H * K * V * sizeof(mn_real));
         mn_mesa_chunk_forward(o, xs, NULL, hkk, hkv, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o30, wch);
@@ -334,15 +345,15 @@ static void section_stability(void) {
             mn_mesa_chunk_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &o30, wch);
             bad_b = count_nonfinite(gq, N * K) + count_nonfinite(gk, N * K) + count_nonfinite(gv, N * V) + count_nonfinite(gg, N) + count_nonfinite(gb, N) + count_nonfinite(gl, H * K);
             tc = ex_now() - tc;
-            out("**g = %s** (gamma = %.6g):\n\n- chunkwise CG-30 forward: %zu non-finite of %zu values (max |o| = %.3g); backward: %zu non-finite of %zu gradient values (%.1f s for both)\n",
-                gname[gi], exp(gvals[gi]), bad_c, N * V + H * K * (K + V), mo, bad_b, 2 * N * K + N * V + 2 * N + H * K, tc);
+            out("**%s, g = %s** (gamma = %.6g):\n\n- chunkwise CG-30 forward: %zu non-finite of %zu values (max |o| = %.3g); backward: %zu non-finite of %zu gradient values (%.1f s for both)\n",
+                kname[ki], gname[gi], exp(gvals[gi]), bad_c, N * V + H * K * (K + V), mo, bad_b, 2 * N * K + N * V + 2 * N + H * K, tc);
         }
         td = ex_now();
         memset(hkk, 0, H * K * K * sizeof(mn_real)); memset(hkv, 0, H * K * V * sizeof(mn_real));
         for (s = 0; s <= NS; s++) {
             size_t end = s < NS ? samp[s] : T;
             if (end > pos) {   // decode run over tokens [pos, end): states in and out
-                progress("stability g=%s: decode run to t=%zu", gname[gi], end);
+                progress("stability %s, g=%s: decode run to t=%zu", kname[ki], gname[gi], end);
                 mn_mesa_recurrent_forward(o + pos * H * V, NULL, iters + pos * H, hkk, hkv, p.q + pos * H * K, p.k + pos * H * K, p.v + pos * H * V,
                                           p.g + pos * H, p.beta + pos * H, p.lamb, 1, end - pos, H, K, V, &odec, wrec);
                 pos = end;
@@ -407,7 +418,7 @@ static void section_stability(void) {
 // after one warm-up. The gradient buffers are zeroed outside the timed region.
 static void time_chunk(size_t T, int cg, int reps, double* fwd_ms, double* bwd_ms, double* tot_ms) {
     const size_t H = 4, K = 64, V = 64, N = T * H, C = 64;
-    prob p = make_prob(T, H, K, V, 0, 0, 1, 31 + T);
+    prob p = make_prob(T, H, K, V, 0, 0, 1, 1.0, 31 + T);
     mn_mesa_opts op = mkopts(MN_MESA_CG, cg, 0, 0, C);
     mn_real *o = falloc(N * V), *xs = falloc(N * K), *w = falloc(mn_mesa_work_size(MN_MESA_FORM_CHUNK, 1, T, H, K, V, &op));
     mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N), *gl = falloc(H * K);
@@ -465,11 +476,11 @@ static void section_speed(void) {
         out("| %zu | %d | %.1f | %.1f | %.2f | %.1f | %.2f |\n", Ts[i], reps, f, t, t * 1e3 / (double)Ts[i], 3 * fl / t / 1e6, (t / (double)Ts[i]) / (ms1024 / 1024.0));
     }
     {   // decode: the step, one sequence, fixed 30 CG steps; every step timed, medians over two windows
-        const size_t P1 = 100, P2 = 10000, W = 64, TT = P2 + W;
-        prob p = make_prob(TT, H, K, V, 0, 0, 0, 51);
+        const size_t P1 = 100, P2 = 10000, W = 200, TT = P2 + W;
+        prob p = make_prob(TT, H, K, V, 0, 0, 0, 1.0, 51);
         mn_mesa_opts op = mkopts(MN_MESA_CG, 30, 0, 0, C);
         mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *o = falloc(H * V), *w = falloc(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, H, K, V, &op));
-        double ta[64], tb2[64], med1, med2, fl = mesa_step_flops(H, K, V, 30);
+        double ta[200], tb2[200], med1, med2, fl = mesa_step_flops(H, K, V, 30);
         int it[8], itmin = 1 << 30, itmax = 0;
         size_t t, h, bad = 0;
         progress("speed: decode step to t=%zu", TT);
@@ -498,7 +509,7 @@ static void section_speed(void) {
 // 5: dynamic CG stopping in a small trained MesaNet
 static void section_model(void) {
     const char* data = "/usr/share/common-licenses";
-    const size_t B = 8, T = 128, STEPS = 300, WARM = 30, NW = 8, W = 256;
+    const size_t B = 4, T = 256, STEPS = 250, WARM = 25, NW = 8, W = 256;
     const double lr = 3e-3, tols[4] = { 0, 1e-2, 1e-3, 1e-4 };
     unsigned char* text; size_t len, split, i, s, t, n;
     mn_config c; mn_model m; mn_state st; mn_rng r;
@@ -551,10 +562,11 @@ static void section_model(void) {
         "(first 90 %%), CG = 30 in training (chunkwise, chunk %zu): %.0f s, training loss %.3f (first 20 steps) -> %.3f (last 20).\n\n"
         "Evaluation: %zu fixed validation windows of %zu bytes from the held-out last 10 %%, decoded token by token with "
         "mn_state_init / mn_step (the %zu windows in lockstep, state reset before each row), cfg.mesa_cg_decode = 30 = k_max and "
-        "cfg.mesa_cg_tol = eps per row; loss = mean next-byte cross-entropy over all %zu positions (nats/byte). Mean CG "
+        "cfg.mesa_cg_tol = eps per row (eps = 0: no tolerance, 30 steps, except that the library stops a system early when its "
+        "residual reaches exactly zero or p.Ap underflows in float, so its mean can be below 30); loss = mean next-byte cross-entropy over all %zu positions (nats/byte). Mean CG "
         "iterations per (token, head, layer) from mn_state_cg_stats, over all positions and over each half of the windows. "
         "Training path (mn_forward, chunkwise CG 30) on the same windows: %.4f.\n\n"
-        "| eps | mean CG iters | positions 1-%zu | positions %zu-%zu | validation loss | loss - loss(fixed 30) |\n|---|---|---|---|---|---|\n",
+        "| eps | mean CG iters | positions 1-%zu | positions %zu-%zu | validation loss | loss - loss(eps = 0) |\n|---|---|---|---|---|---|\n",
         m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_params, s, lr, WARM, lr / 10, B, T, data, m.cfg.mesa_chunk,
         ttrain, first_loss, last_loss, NW, W, NW, NW * W, fwd_loss, W / 2, W / 2 + 1, W);
     if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation skipped: state init failed)\n"); goto done; }
@@ -578,7 +590,7 @@ static void section_model(void) {
         it_all = mn_state_cg_stats(&m, &st, &so_all);
         sum /= (double)(NW * W);
         if (i == 0) base_loss = sum;
-        if (tols[i] == 0) out("| 0 (fixed 30) ");
+        if (tols[i] == 0) out("| 0 (30 steps) ");
         else out("| %g ", tols[i]);
         out("| %.2f | %.2f | %.2f | %.4f | %+.4f |\n", it_all, so_h1 > 0 ? it_h1 / so_h1 : 0.0,
             so_all > so_h1 ? (it_all * so_all - it_h1) / (so_all - so_h1) : 0.0, sum, sum - base_loss);

@@ -23,12 +23,14 @@
 #include <string.h>
 
 #ifdef MESANET_DOUBLE
-#define TOL_EQ 1e-12     // two forms of the op, same inputs
-#define TOL_VEC 1e-10    // vectors README: suggested tolerance for a float64 implementation
+#define TOL_EQ 1e-12     // two forms of the op, same inputs (measured: <= 6.3e-15)
+#define TOL_EPS 1e-5     // forms whose stabilisers differ, eps = 1e-6: the eps e^m effect (measured: <= 1.5e-7)
+#define TOL_VEC 1e-10    // vectors README: suggested tolerance for a float64 implementation (measured: <= 4.8e-15)
 #define TOL_ACC 1e-14    // (1 + dx) - 1 vs dx
 #else
-#define TOL_EQ 2e-5      // float: chunk vs parallel
-#define TOL_VEC 2e-5     // float inputs and arithmetic vs the float64 references
+#define TOL_EQ 2e-5      // float: chunk vs parallel, hard gates (measured: <= 3.8e-6)
+#define TOL_EPS 5e-5     // (measured: <= 4.3e-6)
+#define TOL_VEC 1e-5     // float inputs and arithmetic vs the float64 references (measured: <= 1.4e-6)
 #define TOL_ACC 1e-6
 #endif
 
@@ -299,7 +301,7 @@ static void test_mlstm_chunk_vs_parallel(void) {
                     const char* which;
                     mres r = m_run(&p, Cs[ci], mode);
                     double e = m_compare(&p, &r, &ref, variant == 1, 0, &which);
-                    double tol = variant == 2 ? 1e-5 : TOL_EQ;
+                    double tol = variant == 2 ? TOL_EPS : TOL_EQ;
                     TU_CHECK(e < tol, "mlstm %s chunk C=%zu vs parallel (%s, variant %d): %s rel err %.3e", regime ? "hard" : "", Cs[ci], mode ? "detach" : "exact", variant, which, e);
                     if (!(e <= worst)) { worst = e; wn = which; }
                 }
@@ -340,7 +342,7 @@ static void test_mlstm_recurrent(void) {
         m_forward(&p, 0, &par);
         m_recurrent(&p, &rec);
         e = rel(rec.o, par.o, n_v(&p));
-        TU_CHECK(e < 1e-5, "mlstm recurrent vs parallel, eps = 1e-6: o rel err %.3e", e);
+        TU_CHECK(e < TOL_EPS, "mlstm recurrent vs parallel, eps = 1e-6: o rel err %.3e", e);
         printf("  recurrent vs parallel %-4s eps=1e-6 m0=0:    o %.2e (the eps effect)\n", regime ? "hard" : "vec", e);
         // with a random initial state: recurrent == chunkwise, outputs and final state
         {
