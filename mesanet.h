@@ -2932,6 +2932,7 @@ static void mn__tab_add(mn_model* m, size_t* count, const char* name, size_t ndi
     (*count)++;
 }
 
+static int mn__mixer_variant(const mn_model* m, size_t l);   // the table row's variant flag
 // A sequence mixer: one row of mn__mixers[]. Adding a mixer = writing these functions + one row.
 typedef struct mn__mixer_def {
     const char* name;     // the name used in cfg.pattern
@@ -3185,10 +3186,9 @@ static double mn__mesa_flops(const mn_config* c, size_t T) {
 enum { MN__DL_Q = MN__P_MIX, MN__DL_K, MN__DL_V, MN__DL_B, MN__DL_QC, MN__DL_KC, MN__DL_VC, MN__DL_ON, MN__DL_O, MN__DL_A, MN__DL_ALOG, MN__DL_DT, MN__DL_G };
 enum { MN__DA_QL = MN__A_MIX, MN__DA_KL, MN__DA_VL, MN__DA_QC, MN__DA_KC, MN__DA_VC, MN__DA_Q, MN__DA_K, MN__DA_RQ, MN__DA_RK, MN__DA_BL, MN__DA_BETA,
        MN__DA_AL, MN__DA_G, MN__DA_O, MN__DA_GL, MN__DA_ON, MN__DA_RO, MN__DA_HS, MN__DA_WORK };
-static int mn__delta_variant(const mn_model* m, size_t l);
 static void mn__delta_params(mn_model* m, size_t* count, size_t l) {
     size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
-    int gated = mn__delta_variant(m, l) & 2;
+    int gated = mn__mixer_variant(m, l) & 2;
     char nm[96];
     #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
     mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
@@ -3220,7 +3220,7 @@ static size_t mn__delta_acts(const mn_config* c, size_t B, size_t T, size_t* s) 
 static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    int var = mn__delta_variant(m, l);
+    int var = mn__mixer_variant(m, l);
     #define A(j) MN__ACT(m, l, j)
     mn_matmul_forward(A(MN__DA_QL), in, MN__PAR(m, l, MN__DL_Q), NULL, N, C, HD);
     mn_matmul_forward(A(MN__DA_KL), in, MN__PAR(m, l, MN__DL_K), NULL, N, C, HD);
@@ -3251,7 +3251,7 @@ static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real
 static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    int var = mn__delta_variant(m, l);
+    int var = mn__mixer_variant(m, l);
     #define A(j) MN__ACT(m, l, j)
     #define DA(j) MN__DACT(m, l, j)
     mn_matmul_backward(DA(MN__DA_ON), MN__GRD(m, l, MN__DL_O), NULL, dout, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), N, HD, C);
@@ -3290,7 +3290,7 @@ static size_t mn__delta_scratch_size(const mn_config* c) { return 12 * c->n_head
 static void mn__delta_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
     const mn_config* c = &m->cfg;
     size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    int var = mn__delta_variant(m, l);
+    int var = mn__mixer_variant(m, l);
     mn_real *cq = state, *ck = cq + 3 * HD, *cv = ck + 3 * HD, *S = cv + 3 * HD;
     mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *qc = vl + HD, *kc = qc + HD, *v = kc + HD, *q = v + HD, *k = q + HD, *o = k + HD, *gl = o + HD, *on = gl + HD;
     mn_real *bl = on + HD, *beta = bl + H, *al = beta + H, *g = al + H, *rs = g + H;
@@ -3422,6 +3422,174 @@ static double mn__hawk_flops(const mn_config* c, size_t T) {
     return 2.0 * 2.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // the two block-diagonal gates
 }
 
+// ---- Mamba-2 as a mixer (mamba_ssm modules/mamba2.py Mamba2, ngroups 1; mixers.md §6(4)).
+// d_inner DI = 2 C (expand 2), head dim P = head_dim, Hm = DI/P heads, state size N = head_dim:
+//   [z | x | B | C | dt] = xn W_in ;  [x | B | C] = silu(conv4([x | B | C]) + b_conv)
+//   Delta = softplus(dt + dt_bias), A = -exp(A_log) ;  SSD on X = x Delta, log-decay A Delta, B, C
+//   y = SSD + D x ;  out = RMSNorm(y * silu(z)) W_out   (gate then norm over DI, eps = norm_eps)
+// Variant 1, the "[-1,1]" Mamba (Grazzi et al.): transition a = 2 exp(A Delta) - 1 in (-1, 1), run by
+// the recurrent form (log-space chunked products cannot carry a negative transition).
+enum { MN__MB_IN = MN__P_MIX, MN__MB_CW, MN__MB_CB, MN__MB_DT, MN__MB_ALOG, MN__MB_D, MN__MB_NORM, MN__MB_OUT };
+enum { MN__MBA_ZX = MN__A_MIX, MN__MBA_XBCI, MN__MBA_XBCP, MN__MBA_XBC, MN__MBA_DTP, MN__MBA_DELTA, MN__MBA_XT, MN__MBA_AT, MN__MBA_BH, MN__MBA_CH,
+       MN__MBA_Y, MN__MBA_YZ, MN__MBA_YN, MN__MBA_RS, MN__MBA_WORK };
+typedef struct { size_t DI, P, Hm, Ns, W_in, Wc; } mn__mb_dims;
+static mn__mb_dims mn__mamba_dims(const mn_config* c) {
+    mn__mb_dims d;
+    d.DI = 2 * c->d_model; d.P = c->head_dim; d.Hm = d.DI / d.P; d.Ns = c->head_dim;
+    d.W_in = 2 * d.DI + 2 * d.Ns + d.Hm; d.Wc = d.DI + 2 * d.Ns;
+    return d;
+}
+static void mn__mamba_params(mn_model* m, size_t* count, size_t l) {
+    mn__mb_dims d = mn__mamba_dims(&m->cfg);
+    size_t C = m->cfg.d_model;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("in_proj.weight"), 2, d.W_in, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("conv1d.weight"), 3, d.Wc, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("conv1d.bias"), 1, d.Wc, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("dt_bias"), 1, d.Hm, 0, 0, 0, MN__INIT_DTBIAS);
+    mn__tab_add(m, count, MN__NAME("A_log"), 1, d.Hm, 0, 0, 0, MN__INIT_ALOG);
+    mn__tab_add(m, count, MN__NAME("D"), 1, d.Hm, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("norm.weight"), 1, d.DI, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("out_proj.weight"), 2, C, d.DI, 0, 1, MN__INIT_NORMAL);
+    #undef MN__NAME
+}
+static size_t mn__mamba_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    mn__mb_dims d = mn__mamba_dims(c);
+    size_t N = B * T, ws = mn_ssd_work_size(B, T, d.Hm, d.P, d.Ns, c->mesa_chunk), wr = mn_ssd_recurrent_work_size(T, d.P, d.Ns);
+    s[0] = N * d.W_in; s[1] = s[2] = s[3] = N * d.Wc; s[4] = s[5] = N * d.Hm; s[6] = N * d.DI; s[7] = N * d.Hm;
+    s[8] = s[9] = N * d.Hm * d.Ns; s[10] = s[11] = s[12] = N * d.DI; s[13] = N;
+    s[14] = B * d.Hm * d.P * d.Ns + (ws > wr ? ws : wr);    // final state (unused) + the SSD's work
+    return 15;
+}
+static void mn__mamba_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    mn__mb_dims d = mn__mamba_dims(c);
+    size_t N = B * T, C = c->d_model, n, h, p, j;
+    int neg = mn__mixer_variant(m, l);
+    #define A(x) MN__ACT(m, l, x)
+    const mn_real *dtb = MN__PAR(m, l, MN__MB_DT), *alog = MN__PAR(m, l, MN__MB_ALOG), *Dp = MN__PAR(m, l, MN__MB_D);
+    mn_real *zx = A(MN__MBA_ZX), *xbci = A(MN__MBA_XBCI), *xbcp = A(MN__MBA_XBCP), *xbc = A(MN__MBA_XBC);
+    mn_matmul_forward(zx, in, MN__PAR(m, l, MN__MB_IN), NULL, N, C, d.W_in);
+    for (n = 0; n < N; n++) memcpy(xbci + n * d.Wc, zx + n * d.W_in + d.DI, d.Wc * sizeof(mn_real));
+    mn_shortconv_forward(xbcp, xbci, MN__PAR(m, l, MN__MB_CW), B, T, d.Wc, 4, 0);
+    for (n = 0; n < N * d.Wc; n++) xbcp[n] += MN__PAR(m, l, MN__MB_CB)[n % d.Wc];
+    for (n = 0; n < N * d.Wc; n++) xbc[n] = (mn_real)(xbcp[n] * mn__sigmoid(xbcp[n]));
+    for (n = 0; n < N; n++)
+        for (h = 0; h < d.Hm; h++) {
+            size_t r = n * d.Hm + h;
+            A(MN__MBA_DTP)[r] = zx[n * d.W_in + 2 * d.DI + 2 * d.Ns + h] + dtb[h];
+            A(MN__MBA_DELTA)[r] = (mn_real)(A(MN__MBA_DTP)[r] > 20 ? A(MN__MBA_DTP)[r] : log1p(exp(A(MN__MBA_DTP)[r])));
+            double la = -exp(alog[h]) * A(MN__MBA_DELTA)[r];               // log-decay A Delta
+            A(MN__MBA_AT)[r] = (mn_real)(neg ? 2.0 * exp(la) - 1.0 : la);
+            for (p = 0; p < d.P; p++) A(MN__MBA_XT)[r * d.P + p] = xbc[n * d.Wc + h * d.P + p] * A(MN__MBA_DELTA)[r];
+            for (j = 0; j < d.Ns; j++) {                                  // B, C shared by all heads (ngroups 1)
+                A(MN__MBA_BH)[r * d.Ns + j] = xbc[n * d.Wc + d.DI + j];
+                A(MN__MBA_CH)[r * d.Ns + j] = xbc[n * d.Wc + d.DI + d.Ns + j];
+            }
+        }
+    if (neg) mn_ssd_forward_recurrent(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION);
+    else mn_ssd_forward(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_WORK) + B * d.Hm * d.P * d.Ns, A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk);
+    for (n = 0; n < N; n++)
+        for (j = 0; j < d.DI; j++) {
+            mn_real* y = A(MN__MBA_Y) + n * d.DI + j;
+            double z = zx[n * d.W_in + j];
+            *y += Dp[j / d.P] * xbc[n * d.Wc + j];                         // D skip
+            A(MN__MBA_YZ)[n * d.DI + j] = (mn_real)(*y * z * mn__sigmoid(z)); // gate, then norm
+        }
+    mn_rmsnorm_forward(A(MN__MBA_YN), A(MN__MBA_RS), A(MN__MBA_YZ), MN__PAR(m, l, MN__MB_NORM), N, d.DI, c->norm_eps);
+    mn_matmul_forward(out, A(MN__MBA_YN), MN__PAR(m, l, MN__MB_OUT), NULL, N, d.DI, C);
+    #undef A
+}
+static void mn__mamba_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    mn__mb_dims d = mn__mamba_dims(c);
+    size_t N = B * T, C = c->d_model, n, h, p, j;
+    int neg = mn__mixer_variant(m, l);
+    #define A(x) MN__ACT(m, l, x)
+    #define DA(x) MN__DACT(m, l, x)
+    const mn_real *alog = MN__PAR(m, l, MN__MB_ALOG), *Dp = MN__PAR(m, l, MN__MB_D);
+    mn_real *zx = A(MN__MBA_ZX), *xbc = A(MN__MBA_XBC), *dzx = DA(MN__MBA_ZX), *dxbc = DA(MN__MBA_XBC), *dxbcp = DA(MN__MBA_XBCP);
+    mn_matmul_backward(DA(MN__MBA_YN), MN__GRD(m, l, MN__MB_OUT), NULL, dout, A(MN__MBA_YN), MN__PAR(m, l, MN__MB_OUT), N, d.DI, C);
+    mn_rmsnorm_backward(DA(MN__MBA_YZ), MN__GRD(m, l, MN__MB_NORM), DA(MN__MBA_YN), A(MN__MBA_RS), A(MN__MBA_YZ), MN__PAR(m, l, MN__MB_NORM), N, d.DI);
+    for (n = 0; n < N; n++)     // forward: yz = y z s(z), y = ssd + D x
+        for (j = 0; j < d.DI; j++) {
+            size_t i = n * d.DI + j;
+            double z = zx[n * d.W_in + j], s = mn__sigmoid(z), dyz = DA(MN__MBA_YZ)[i], y = A(MN__MBA_Y)[i];
+            DA(MN__MBA_Y)[i] += (mn_real)(dyz * z * s);
+            dzx[n * d.W_in + j] += (mn_real)(dyz * y * s * (1.0 + z * (1.0 - s)));
+            dxbc[n * d.Wc + j] += Dp[j / d.P] * (mn_real)(dyz * z * s);
+            MN__GRD(m, l, MN__MB_D)[j / d.P] += (mn_real)(dyz * z * s * xbc[n * d.Wc + j]);
+        }
+    if (neg) mn_ssd_backward_recurrent(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_WORK), DA(MN__MBA_Y), NULL,
+                                       A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION);
+    else mn_ssd_backward(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_WORK), DA(MN__MBA_Y), NULL,
+                         A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk);
+    for (n = 0; n < N; n++)
+        for (h = 0; h < d.Hm; h++) {
+            size_t r = n * d.Hm + h;
+            double delta = A(MN__MBA_DELTA)[r], ea = exp(alog[h]), dla, ddelta = 0;
+            // forward: at = A Delta (or 2 e^{A Delta} - 1), X = x Delta, A = -e^{A_log}
+            dla = neg ? DA(MN__MBA_AT)[r] * 2.0 * exp(-ea * delta) : DA(MN__MBA_AT)[r];
+            ddelta += dla * -ea;
+            MN__GRD(m, l, MN__MB_ALOG)[h] += (mn_real)(dla * -ea * delta);
+            for (p = 0; p < d.P; p++) {
+                ddelta += (double)DA(MN__MBA_XT)[r * d.P + p] * xbc[n * d.Wc + h * d.P + p];
+                dxbc[n * d.Wc + h * d.P + p] += (mn_real)(DA(MN__MBA_XT)[r * d.P + p] * delta);
+            }
+            for (j = 0; j < d.Ns; j++) { dxbc[n * d.Wc + d.DI + j] += DA(MN__MBA_BH)[r * d.Ns + j]; dxbc[n * d.Wc + d.DI + d.Ns + j] += DA(MN__MBA_CH)[r * d.Ns + j]; }
+            // Delta = softplus(dt + dt_bias)
+            ddelta *= mn__sigmoid(A(MN__MBA_DTP)[r]);
+            dzx[n * d.W_in + 2 * d.DI + 2 * d.Ns + h] += (mn_real)ddelta;
+            MN__GRD(m, l, MN__MB_DT)[h] += (mn_real)ddelta;
+        }
+    for (n = 0; n < N * d.Wc; n++) {           // forward: xbc = silu(xbcp)
+        double a = A(MN__MBA_XBCP)[n], sg = mn__sigmoid(a);
+        dxbcp[n] += (mn_real)(dxbc[n] * sg * (1.0 + a * (1.0 - sg)));
+    }
+    for (n = 0; n < N * d.Wc; n++) MN__GRD(m, l, MN__MB_CB)[n % d.Wc] += dxbcp[n];
+    mn_shortconv_backward(DA(MN__MBA_XBCI), MN__GRD(m, l, MN__MB_CW), dxbcp, A(MN__MBA_XBCI), MN__PAR(m, l, MN__MB_CW), B, T, d.Wc, 4, 0);
+    for (n = 0; n < N; n++) for (j = 0; j < d.Wc; j++) dzx[n * d.W_in + d.DI + j] += DA(MN__MBA_XBCI)[n * d.Wc + j];
+    mn_matmul_backward(din, MN__GRD(m, l, MN__MB_IN), NULL, dzx, in, MN__PAR(m, l, MN__MB_IN), N, C, d.W_in);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: the conv window (Wc,3) and the SSD state (Hm,P,N)
+static size_t mn__mamba_state_size(const mn_config* c) { mn__mb_dims d = mn__mamba_dims(c); return 3 * d.Wc + d.Hm * d.P * d.Ns; }
+static size_t mn__mamba_scratch_size(const mn_config* c) { mn__mb_dims d = mn__mamba_dims(c); return d.W_in + 3 * d.Wc + 4 * d.DI + 2 * d.Hm * d.Ns + 3 * d.Hm + 2; }
+static void mn__mamba_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    mn__mb_dims d = mn__mamba_dims(c);
+    size_t C = c->d_model, h, p, j;
+    int neg = mn__mixer_variant(m, l);
+    const mn_real *dtb = MN__PAR(m, l, MN__MB_DT), *alog = MN__PAR(m, l, MN__MB_ALOG), *Dp = MN__PAR(m, l, MN__MB_D);
+    mn_real *cw = state, *S = cw + 3 * d.Wc;
+    mn_real *zx = scratch, *xbc = zx + d.W_in, *xt = xbc + d.Wc, *y = xt + d.DI, *yz = y + d.DI, *bh = yz + d.DI, *ch = bh + d.Hm * d.Ns, *at = ch + d.Hm * d.Ns, *rs = at + d.Hm;
+    MN_UNUSED(pos);
+    mn_matmul_forward(zx, in, MN__PAR(m, l, MN__MB_IN), NULL, 1, C, d.W_in);
+    mn_shortconv_step(xbc, cw, zx + d.DI, MN__PAR(m, l, MN__MB_CW), d.Wc, 4, 0);
+    for (j = 0; j < d.Wc; j++) { double a = xbc[j] + MN__PAR(m, l, MN__MB_CB)[j]; xbc[j] = (mn_real)(a * mn__sigmoid(a)); }
+    for (h = 0; h < d.Hm; h++) {
+        double u = zx[2 * d.DI + 2 * d.Ns + h] + dtb[h], delta = u > 20 ? u : log1p(exp(u)), la = -exp(alog[h]) * delta;
+        at[h] = (mn_real)(neg ? 2.0 * exp(la) - 1.0 : la);
+        for (p = 0; p < d.P; p++) xt[h * d.P + p] = (mn_real)(xbc[h * d.P + p] * delta);
+        for (j = 0; j < d.Ns; j++) { bh[h * d.Ns + j] = xbc[d.DI + j]; ch[h * d.Ns + j] = xbc[d.DI + d.Ns + j]; }
+    }
+    mn_ssd_step(y, S, xt, at, bh, ch, 1, d.Hm, d.P, d.Ns, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY);
+    for (j = 0; j < d.DI; j++) {
+        double z = zx[j];
+        y[j] += Dp[j / d.P] * xbc[j];
+        yz[j] = (mn_real)(y[j] * z * mn__sigmoid(z));
+    }
+    mn_rmsnorm_forward(yz, rs, yz, MN__PAR(m, l, MN__MB_NORM), 1, d.DI, c->norm_eps);
+    mn_matmul_forward(out, yz, MN__PAR(m, l, MN__MB_OUT), NULL, 1, d.DI, C);
+}
+static double mn__mamba_flops(const mn_config* c, size_t T) {
+    mn__mb_dims d = mn__mamba_dims(c);
+    double Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)d.Hm * (2 * Cc * (double)(d.Ns + d.P) + 4.0 * (double)(d.P * d.Ns));   // SSD per token (approximate)
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
@@ -3430,11 +3598,13 @@ static const mn__mixer_def mn__mixers[] = {
     { "deltanet_neg", 1, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
     { "gdn",          2, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
     { "hawk",         0, mn__hawk_params, mn__hawk_acts, mn__hawk_forward, mn__hawk_backward, mn__hawk_state_size, mn__hawk_scratch_size, mn__hawk_step_layer, mn__hawk_flops },
+    { "mamba2",       0, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
+    { "mamba2_neg",   1, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
     { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
 
-static int mn__delta_variant(const mn_model* m, size_t l) { return mn__mixers[m->mixer[l]].variant; }
+static int mn__mixer_variant(const mn_model* m, size_t l) { return mn__mixers[m->mixer[l]].variant; }
 static size_t mn__attn_window(const mn_model* m, size_t l) {
     return mn__mixers[m->mixer[l]].variant ? m->cfg.window : 0;
 }
