@@ -334,6 +334,43 @@ MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_re
 // scratch; x (B,W); segment_pos (B) or NULL (no reset: pass 0 for a sequence's first token)
 MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c);
 
+
+// --- xLSTM mLSTM (matrix memory; see >>xlstm). Layout [B,T,H,D] as fla; gates i, f are pre-activations ---
+// q,k,dq,dk (B,T,H,Dk); v,out,dv,dout (B,T,H,Dv); ig,fg,di,df (B,T,H) input / forget gate pre-activations;
+// norm, stab (B,T,H) per-token outputs (the normaliser and the stabiliser m_t; either may be NULL);
+// states C (B,H,Dk,Dv) K-first, n (B,H,Dk), m (B,H); C0,n0,m0 the initial state (NULL: zeros).
+// scale multiplies q (the reference uses Dk^-1/2); eps is added to the normaliser (reference 1e-6).
+// mode picks the backward: MN_MLSTM_BW_EXACT, the gradient of the forward as written (through the
+// normaliser and the stabiliser); MN_MLSTM_BW_DETACH, mlstm_kernels' hand-written backward, which holds
+// the normaliser and the stabiliser constant (right only when a scale-invariant per-head norm follows).
+enum { MN_MLSTM_BW_EXACT = 0, MN_MLSTM_BW_DETACH = 1 };
+// parallel form (T x T, no initial state): work (mn_mlstm_parallel_work_size) serves forward and backward
+MNDEF size_t mn_mlstm_parallel_work_size(size_t B, size_t T, size_t H);
+MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps);
+MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode);
+// recurrent form (forward only): Ct, nt, mt written (required: they hold the running state; they may be
+// C0, n0, m0, updated in place). The step is the recurrent form with T = 1: one token per sequence,
+// out (B,H,Dv), q,k (B,H,Dk), v (B,H,Dv), ig,fg (B,H), C, n, m read and updated.
+MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps);
+MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t H, size_t Dk, size_t Dv, double scale, double eps);
+// chunkwise form, chunk length C >= 1 (any T): work (mn_mlstm_work_size) serves forward and backward.
+// Ct, nt, mt (final state) may be NULL, or C0, n0, m0. The backward recomputes the forward (nothing is
+// saved); dC0 (B,H,Dk,Dv), dn0 (B,H,Dk) may be NULL; m0 gets no gradient; the final state carries none.
+MNDEF size_t mn_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
+MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C);
+MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode);
+
+// --- xLSTM sLSTM (scalar memory, block-diagonal recurrence; see >>xlstm). Hd = NH*Dh units ---
+// x,dx (B,T,4*Hd) input pre-activations W x_t, gate-major: index g*Hd + h*Dh + j, g = 0..3 = i, f, z, o;
+// R,dR (NH,4*Dh,Dh) per-head recurrent weights, R[h][g*Dh+j][i] ([out,in] as a Linear); b,db (4*Hd) indexed
+// as x; y,c,n,m (B,T,Hd) the states after each step (all four written by the forward, read by the
+// backward); dy (B,T,Hd) upstream; y0,c0,n0,m0 (B,Hd) initial states or NULL (zeros); dy0,dc0,dn0 (B,Hd)
+// or NULL; work (mn_slstm_work_size) scratch. Step: x (B,4*Hd), y,c,n,m (B,Hd) read and updated.
+MNDEF size_t mn_slstm_work_size(size_t B, size_t NH, size_t Dh);
+MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh);
+MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, mn_real* work, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh);
+MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh);
+
 // --- the Mesa layer's op (von Oswald et al. 2025): per head, with H_t = g H + b k k^T, S_t = g S + b k v^T,
 //     x_t = (H_t + diag lambda)^-1 q_t (CG or exact), o_t = S_t^T x_t; see >>mesa ---
 enum { MN_MESA_CG = 0, MN_MESA_EXACT = 1 };
@@ -2306,6 +2343,628 @@ MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_re
 // work: mn_rglru_work_size(B,1,W) elements for the gates. O(W (bw + 20)) per sequence.
 MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c) {
     mn_rglru_forward(y, state, work, x, a_param, wx, bx, wa, ba, state, segment_pos, B, 1, W, NH, c);
+}
+
+
+// >>xlstm
+// defines: mn_mlstm_{forward,backward}_parallel, mn_mlstm_forward_recurrent, mn_mlstm_step,
+// mn_mlstm_{forward,backward} (chunkwise), mn_slstm_{forward,backward}, mn_slstm_step, work sizes
+// xLSTM (Beck et al. 2024): the cores of its two blocks. The projections, convolutions, gates' linear
+// maps and norms around them are ordinary ops. Spec: shared/docs/mixers.md section 7; the exact
+// definitions the vectors use: reference/vectors/README.md sections 3.10 (mLSTM) and 3.12 (sLSTM).
+//
+// mLSTM, per head, with lf_t = logsigmoid(f_t) (sigmoid forget gate in log space) and an exponential
+// input gate exp(i_t), the unstabilised cell is
+//   Cbar_t = e^{lf_t} Cbar_{t-1} + e^{i_t} k_t v_t^T     nbar_t = e^{lf_t} nbar_{t-1} + e^{i_t} k_t
+//   o_t = Cbar_t^T q^_t / (max(|nbar_t . q^_t|, 1) + eps e^{m_t})      q^_t = scale q_t
+// Every form stores C = e^{-m} Cbar, n = e^{-m} nbar with a stabiliser m_t, so the normaliser reads
+// max(|n_t . q^_t|, e^{-m_t}) + eps: m_t enters the result only through eps (and the floor's switch).
+// Recurrent and chunkwise forms (the reference's): m_t = max(lf_t + m_{t-1}, i_t), m_{-1} = m0 (0 when
+// NULL). Parallel form (no state): m_t = max_{s<=t} (F_t - F_s + i_s), F_t = lf_0 + ... + lf_t, which is
+// the same recurrence started from m_{-1} = -inf. So the forms agree to eps e^{m} effects (~1e-8 at
+// eps = 1e-6), exactly when eps = 0, and exactly when the state forms start from m0 = -INFINITY with
+// zero C0, n0 (then the state forms are the parallel form; -inf is handled, no NaN).
+//
+// sLSTM, per unit, gates ~i,~f,~z,~o = x_t + R y_{t-1} + b (R block-diagonal over heads):
+//   m_t = max(~i, m_{t-1} + logsigmoid(~f))   (= ~i where n_{t-1} == 0: a unit with no history)
+//   i = min(e^{~i - m_t}, 1) ; f = min(e^{m_{t-1} + logsigmoid(~f) - m_t}, 1)
+//   c_t = f c_{t-1} + i tanh(~z) ; n_t = f n_{t-1} + i ; y_t = sigmoid(~o) c_t / n_t
+// (the reference's first-step rule tests n == 0 over the whole batch; with zero initial states, its
+// only use, that is the same, and a per-unit test also lets sequences of a batch start at different times).
+
+static double mn__xl_logsig(double x) { return (x < 0 ? x : 0.0) - log1p(exp(-fabs(x))); }
+static size_t mn__xl_min(size_t a, size_t b) { return a < b ? a : b; }
+static double mn__xl_sign(double x) { return (double)((x > 0) - (x < 0)); }
+
+// ------------------------------------------------------------------------------------ mLSTM parallel
+
+// Scratch of one (b,h) pair: lf (T) the log forget gates, row (T) one row of C~, drow (T) its
+// gradient, dF (T) dL/dF.
+MNDEF size_t mn_mlstm_parallel_work_size(size_t B, size_t T, size_t H) { return B * H * 4 * (T ? T : 1); }
+
+// lf[t] = logsigmoid(f_t) for one (b,h) pair (rows H apart in the gate tensor). The decays
+// F_t - F_s = lf_{s+1} + ... + lf_t are summed pair by pair in double from these (walking s down
+// from t), not subtracted from cumulative sums: a difference of two sums of size |F| carries an
+// error of |F| ulp, which in float is ~1e-5 once |F| reaches a few hundred.
+static void mn__mlstm_logf(mn_real* lf, const mn_real* fg, size_t T, size_t H) {
+    size_t t;
+    for (t = 0; t < T; t++) lf[t] = (mn_real)mn__xl_logsig(fg[t * H]);
+}
+
+// Parallel form (mlstm_kernels torch/parallel/native/fw.py::mlstm_parallel_fw), one row at a time:
+//   logD_ts = F_t - F_s + i_s (s <= t) ; m_t = max_s logD_ts ; C~_ts = scale (q_t.k_s) e^{logD_ts - m_t}
+//   norm_t = max(|sum_s C~_ts|, e^{-m_t}) ; o_t = sum_s C~_ts v_s / (norm_t + eps)
+// norm and stab (= m) are written when not NULL; the backward recomputes everything, so nothing else
+// is saved. O(T^2 (Dk + Dv)) per head, the naive reference the chunkwise form is tested against;
+// accumulates in double. work: mn_mlstm_parallel_work_size. (b,h) pairs in parallel.
+MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+    long long bh;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t, s, d, j;
+        mn_real* lf = work + (size_t)bh * 4 * T;
+        mn_real* row = lf + T;
+        const mn_real* ib = ig + b * T * H + h;      // gate of token t: ib[t*H]
+        mn__mlstm_logf(lf, fg + b * T * H + h, T, H);
+        for (t = 0; t < T; t++) {
+            size_t rt = (b * T + t) * H + h;         // row (b,t,h)
+            double mx = -INFINITY, bsum = 0.0, nrm, den, dec = 0.0;
+            // pass 1: the row's log-decays l_s = (lf_{s+1} + ... + lf_t) + i_s and their max
+            for (s = t + 1; s-- > 0;) {
+                double l = dec + ib[s * H];
+                row[s] = (mn_real)l;
+                if (l > mx) mx = l;
+                dec += lf[s];
+            }
+            // pass 2: C~_ts and its row sum
+            for (s = 0; s <= t; s++) {
+                size_t rs = (b * T + s) * H + h;
+                double acc = 0.0;
+                for (d = 0; d < Dk; d++) acc += (double)q[rt * Dk + d] * k[rs * Dk + d];
+                row[s] = (mn_real)(scale * acc * exp((double)row[s] - mx));
+                bsum += row[s];
+            }
+            nrm = fmax(fabs(bsum), exp(-mx));
+            den = nrm + eps;
+            // pass 3: o_t = C~ V / den
+            for (j = 0; j < Dv; j++) {
+                double acc = 0.0;
+                for (s = 0; s <= t; s++) acc += (double)row[s] * v[((b * T + s) * H + h) * Dv + j];
+                out[rt * Dv + j] = (mn_real)(acc / den);
+            }
+            if (norm) norm[rt] = (mn_real)nrm;
+            if (stab) stab[rt] = (mn_real)mx;
+        }
+    }
+}
+// Row t again, with den = norm_t + eps and dnum = do_t / den (so do.v_s / den is C~_ts's share):
+//   forward: o = num / den, so: dden = -(do.o) / den
+//   forward: norm = max(|b|, e^{-m}), b = sum_s C~_s, so (exact): db = dden sign(b) where |b| wins,
+//            else dm += -dden e^{-m} (the floor)
+//   forward: num = sum_s C~_s v_s, b = sum_s C~_s, so: dC~_s = do.v_s / den + db ; dv_s += C~_s dnum
+//   forward: C~_s = S_s e^{l_s - m}, S_s = scale q.k_s, so: dS_s = dC~_s e^{l_s - m} (dq, dk) ;
+//            dl_s = dC~_s C~_s ; dm += -sum_s dl_s (exact)
+//   forward: m = max_s l_s, so (exact): dl_{s*} += dm at the argmax s*
+//   forward: l_s = F_t - F_s + i_s, so: di_s += dl_s ; dF_t += dl_s ; dF_s -= dl_s
+// and at the end df_u += sigmoid(-f_u) sum_{t>=u} dF_t. MN_MLSTM_BW_DETACH drops db and dm (n and m
+// constant: mlstm_kernels torch/parallel/native/bw.py::mlstm_parallel_bw).
+MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode) {
+    long long bh;
+    MN_ASSERT(mode == MN_MLSTM_BW_EXACT || mode == MN_MLSTM_BW_DETACH);
+    MN__OMP_FOR                                  // each (b,h) writes only its own rows
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t, s, d, j, u;
+        mn_real* lf = work + (size_t)bh * 4 * T;
+        mn_real* row = lf + T; mn_real* drow = row + T; mn_real* dF = drow + T;
+        const mn_real* ib = ig + b * T * H + h;
+        double acc, dec;
+        mn__mlstm_logf(lf, fg + b * T * H + h, T, H);
+        for (t = 0; t < T; t++) dF[t] = 0;
+        for (t = 0; t < T; t++) {
+            size_t rt = (b * T + t) * H + h, amax = 0;
+            const mn_real* dot = dout + rt * Dv;
+            double mx = -INFINITY, bsum = 0.0, nrm, den, dot_o = 0.0, dden, dbs = 0.0, dm = 0.0, dlsum = 0.0;
+            for (s = t + 1, dec = 0.0; s-- > 0;) {   // the forward's row again
+                double l = dec + ib[s * H];
+                if (l > mx) { mx = l; amax = s; }
+                dec += lf[s];
+            }
+            for (s = t + 1, dec = 0.0; s-- > 0;) {
+                size_t rs = (b * T + s) * H + h;
+                double a = 0.0, l = dec + ib[s * H];
+                for (d = 0; d < Dk; d++) a += (double)q[rt * Dk + d] * k[rs * Dk + d];
+                row[s] = (mn_real)(scale * a * exp(l - mx));
+                bsum += row[s];
+                dec += lf[s];
+            }
+            nrm = fmax(fabs(bsum), exp(-mx));
+            den = nrm + eps;
+            for (s = 0; s <= t; s++) {               // drow[s] = do.v_s / den ; do.o = sum_s C~_s drow[s]
+                const mn_real* vs = v + ((b * T + s) * H + h) * Dv;
+                double a = 0.0;
+                for (j = 0; j < Dv; j++) a += (double)dot[j] * vs[j];
+                drow[s] = (mn_real)(a / den);
+                dot_o += (double)row[s] * drow[s];
+            }
+            dden = -dot_o / den;
+            if (mode == MN_MLSTM_BW_EXACT) {
+                if (fabs(bsum) >= exp(-mx)) dbs = dden * mn__xl_sign(bsum);
+                else dm = -dden * exp(-mx);
+            }
+            for (s = t + 1, dec = 0.0; s-- > 0;) {
+                size_t rs = (b * T + s) * H + h;
+                double l = dec + ib[s * H];
+                double dC = (double)drow[s] + dbs, dl = dC * row[s], dS = scale * dC * exp(l - mx);
+                dec += lf[s];
+                for (j = 0; j < Dv; j++) dv[rs * Dv + j] += (mn_real)(row[s] * dot[j] / den);
+                for (d = 0; d < Dk; d++) dk[rs * Dk + d] += (mn_real)(dS * q[rt * Dk + d]);
+                di[rs] += (mn_real)dl;
+                dF[s] -= (mn_real)dl;
+                dlsum += dl;
+                drow[s] = (mn_real)dS;               // keep dS for dq
+            }
+            dF[t] += (mn_real)dlsum;
+            for (d = 0; d < Dk; d++) {
+                double a = 0.0;
+                for (s = 0; s <= t; s++) a += (double)drow[s] * k[((b * T + s) * H + h) * Dk + d];
+                dq[rt * Dk + d] += (mn_real)a;
+            }
+            if (mode == MN_MLSTM_BW_EXACT) {
+                // forward: m = max_s l_s; every C~_s and the floor moved with it: dm gathered above
+                dm -= dlsum;
+                di[(b * T + amax) * H + h] += (mn_real)dm;
+                dF[t] += (mn_real)dm;
+                dF[amax] -= (mn_real)dm;
+            }
+        }
+        // forward: F_t = sum_{u<=t} logsigmoid(f_u), so: df_u += sigmoid(-f_u) sum_{t>=u} dF_t
+        acc = 0.0;
+        for (u = T; u-- > 0;) {
+            size_t ru = (b * T + u) * H + h;
+            acc += dF[u];
+            df[ru] += (mn_real)(acc * mn__sigmoid(-(double)fg[ru]));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------ mLSTM recurrent
+
+// Recurrent form (mlstm_kernels torch/recurrent/native_step.py::mlstm_recurrent_step__native_fw,
+// called for t = 0..T-1), per head:
+//   m_t = max(lf_t + m_{t-1}, i_t) ; f' = e^{lf_t + m_{t-1} - m_t} ; i' = e^{i_t - m_t}
+//   C_t = f' C_{t-1} + i' k_t v_t^T ; n_t = f' n_{t-1} + i' k_t ; q^ = scale q_t
+//   o_t = C_t^T q^ / (max(|n_t . q^|, e^{-m_t}) + eps)        (k is not scaled)
+// Ct, nt, mt hold the running state (so they are required); C0, n0, m0 NULL mean zeros (the
+// reference's start; m0 = -INFINITY gives the parallel form). norm, stab as in the parallel form.
+// O(T Dk Dv) per head, accumulates in double, no workspace. Forward only: training uses the chunkwise form.
+MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+    long long bh;
+    size_t DS = Dk * Dv;
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, t, d, j;
+        mn_real* Cs = Ct + (size_t)bh * DS; mn_real* ns = nt + (size_t)bh * Dk;
+        double m;
+        if (C0 == NULL) memset(Cs, 0, DS * sizeof(mn_real));
+        else if (C0 != Ct) memcpy(Cs, C0 + (size_t)bh * DS, DS * sizeof(mn_real));
+        if (n0 == NULL) memset(ns, 0, Dk * sizeof(mn_real));
+        else if (n0 != nt) memcpy(ns, n0 + (size_t)bh * Dk, Dk * sizeof(mn_real));
+        m = m0 ? (double)m0[bh] : 0.0;
+        for (t = 0; t < T; t++) {
+            size_t r = (b * T + t) * H + h;      // row (b,t,h)
+            const mn_real* qt = q + r * Dk; const mn_real* kt = k + r * Dk; const mn_real* vt = v + r * Dv;
+            double lf = mn__xl_logsig(fg[r]), mn = fmax(lf + m, (double)ig[r]);
+            double fp = exp(lf + m - mn), ip = exp((double)ig[r] - mn), qn = 0.0, den;
+            for (d = 0; d < Dk; d++) {
+                for (j = 0; j < Dv; j++) Cs[d * Dv + j] = (mn_real)(fp * Cs[d * Dv + j] + ip * kt[d] * vt[j]);
+                ns[d] = (mn_real)(fp * ns[d] + ip * kt[d]);
+                qn += scale * qt[d] * ns[d];
+            }
+            den = fmax(fabs(qn), exp(-mn));
+            if (norm) norm[r] = (mn_real)den;
+            if (stab) stab[r] = (mn_real)mn;
+            den += eps;
+            for (j = 0; j < Dv; j++) {
+                double acc = 0.0;
+                for (d = 0; d < Dk; d++) acc += scale * qt[d] * Cs[d * Dv + j];
+                out[r * Dv + j] = (mn_real)(acc / den);
+            }
+            m = (double)(mn_real)mn;             // the state's type, as the step stores it between tokens
+        }
+        mt[bh] = (mn_real)m;
+    }
+}
+
+// One token per sequence for generation: the recurrent form with T = 1 and the state in place, since
+// (B,1,H,D) and (B,H,D) are the same layout. O(H Dk Dv) per sequence.
+MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+    mn_mlstm_forward_recurrent(out, NULL, NULL, C, n, m, q, k, v, ig, fg, C, n, m, B, 1, H, Dk, Dv, scale, eps);
+}
+
+// ------------------------------------------------------------------------------------ mLSTM chunkwise
+
+// Chunkwise form (mlstm_kernels torch/chunkwise/native/{fw,bw}.py; mixers.md 7a(2)). Inside a chunk of L
+// tokens, with chunk-entry state (C, n, m), bc_r = lf_0 + ... + lf_r (from the chunk start):
+//   mu_r = max(lf_r + mu_{r-1}, i_r), mu_{-1} = m      (the recurrent form's m_t, token by token)
+//   al_r = e^{bc_r + m - mu_r}                           (inter: the state read, <= 1)
+//   E_rs = scale (q_r.k_s) e^{bc_r - bc_s + i_s - mu_r}  (intra, s <= r, <= |S|)
+//   num_r = scale al_r C^T q_r + sum_s E_rs v_s ; bt_r = scale al_r n.q_r + sum_s E_rs
+//   o_r = num_r / (max(|bt_r|, e^{-mu_r}) + eps)
+//   state: m' = mu_{L-1} ; C' = e^{g + m - m'} C + sum_s e^{g - bc_s + i_s - m'} k_s v_s^T (g = bc_{L-1}), n' alike
+// Every exponent is <= 0, so nothing overflows for any gates (the C x C decays are formed pair by pair,
+// C^2 exps per chunk; the products are gemms). Cost per chunk O(C^2 (Dk+Dv) + C Dk Dv).
+#define MN__MLSTM_NV 8    // per-token vectors of the chunk scratch
+
+typedef struct {
+    mn_real *Cs, *ns, *ms;      // (N+1,Dk,Dv), (N+1,Dk), (N+1): the state entering each chunk (and the last)
+    mn_real *dC, *dn;           // (Dk,Dv), (Dk): backward, dL/d(state leaving the chunk)
+    mn_real *lf, *mu, *al, *wk, *den, *bt, *dbt, *dmu; // (Cw) per token of the chunk
+    mn_real *Dm, *E, *dE;       // (Cw,Cw): the decays e^{bc_r - bc_s + i_s - mu_r}, E, dE
+    mn_real *Qa, *Kw, *dQl, *dKl; // (Cw,Dk): scale al Q ; e^{a - m'} K ; this chunk's dq, dk
+    mn_real *num, *dN;          // (Cw,Dv): numerators ; do / den
+    double carry;               // e^{g + m - m'} of the chunk in hand
+} mn__mlstm_scratch;
+
+static size_t mn__mlstm_nchunks(size_t T, size_t C) { return (T + C - 1) / C; }
+static size_t mn__mlstm_cw(size_t T, size_t C) { return T == 0 ? 1 : mn__xl_min(C, T); }
+static size_t mn__mlstm_work_per_bh(size_t T, size_t Dk, size_t Dv, size_t C) {
+    size_t Cw = mn__mlstm_cw(T, C), N = mn__mlstm_nchunks(T, C);
+    return (N + 1) * (Dk * Dv + Dk + 1) + Dk * Dv + Dk + MN__MLSTM_NV * Cw + 3 * Cw * Cw + 4 * Cw * Dk + 2 * Cw * Dv;
+}
+static void mn__mlstm_carve(mn__mlstm_scratch* w, mn_real* p, size_t T, size_t Dk, size_t Dv, size_t C) {
+    size_t Cw = mn__mlstm_cw(T, C), N = mn__mlstm_nchunks(T, C);
+    mn_real* p0 = p;
+    w->Cs = p; p += (N + 1) * Dk * Dv; w->ns = p; p += (N + 1) * Dk; w->ms = p; p += N + 1;
+    w->dC = p; p += Dk * Dv; w->dn = p; p += Dk;
+    w->lf = p; p += Cw; w->mu = p; p += Cw; w->al = p; p += Cw; w->wk = p; p += Cw;
+    w->den = p; p += Cw; w->bt = p; p += Cw; w->dbt = p; p += Cw; w->dmu = p; p += Cw;
+    w->Dm = p; p += Cw * Cw; w->E = p; p += Cw * Cw; w->dE = p; p += Cw * Cw;
+    w->Qa = p; p += Cw * Dk; w->Kw = p; p += Cw * Dk; w->dQl = p; p += Cw * Dk; w->dKl = p; p += Cw * Dk;
+    w->num = p; p += Cw * Dv; w->dN = p; p += Cw * Dv;
+    w->carry = 0.0;
+    MN_ASSERT((size_t)(p - p0) == mn__mlstm_work_per_bh(T, Dk, Dv, C));
+    MN_UNUSED(p0);
+}
+MNDEF size_t mn_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
+    MN_ASSERT(C >= 1);
+    return B * H * mn__mlstm_work_per_bh(T, Dk, Dv, C);
+}
+
+// Prepares a chunk of L tokens entering with stabiliser m: lf, mu, al, wk (e^{g - bc_s + i_s - m'}),
+// carry, the decays Dm, E = scale Q K^T . Dm (lower triangle), Qa = scale al Q and Kw = wk K.
+// Q, K rows ldk apart; gates ig, fg rows H apart. Every exponent is summed in double from the gates
+// it spans (bc_r - bc_s as lf_{s+1} + ... + lf_r, g - bc_s as a suffix sum), never as a difference of
+// cumulative sums (see mn__mlstm_logf).
+static void mn__mlstm_chunk_prep(mn__mlstm_scratch* w, const mn_real* Q, const mn_real* K, size_t ldk, const mn_real* ig, const mn_real* fg, size_t H, size_t L, size_t Dk, double m, double scale) {
+    size_t r, s, d;
+    double bc = 0.0, mu = m, suf = 0.0, mn;
+    for (r = 0; r < L; r++) {
+        double lf = mn__xl_logsig(fg[r * H]);
+        w->lf[r] = (mn_real)lf;
+        bc += lf;
+        mu = fmax(lf + mu, (double)ig[r * H]);   // the recurrent form's m_t, the same arithmetic
+        w->mu[r] = (mn_real)mu;
+        w->al[r] = (mn_real)exp(bc + m - mu);
+    }
+    mn = mu;                                     // m' = mu_{L-1}
+    w->carry = exp(bc + m - mn);
+    for (r = L; r-- > 0;) {                      // suf = g - bc_r = lf_{r+1} + ... + lf_{L-1}
+        w->wk[r] = (mn_real)exp(suf + ig[r * H] - mn);
+        suf += w->lf[r];
+        for (d = 0; d < Dk; d++) {
+            w->Qa[r * Dk + d] = (mn_real)(scale * w->al[r] * Q[r * ldk + d]);
+            w->Kw[r * Dk + d] = (mn_real)(w->wk[r] * K[r * ldk + d]);
+        }
+    }
+    mn_gemm(0, 1, L, L, Dk, scale, Q, ldk, K, ldk, 0.0, w->E, L);
+    for (r = 0; r < L; r++) {
+        double dec = 0.0;                        // lf_{s+1} + ... + lf_r
+        for (s = L; s-- > r + 1;) { w->Dm[r * L + s] = 0; w->E[r * L + s] = 0; }
+        for (s = r + 1; s-- > 0;) {
+            double e = exp(dec + ig[s * H] - w->mu[r]);
+            w->Dm[r * L + s] = (mn_real)e;
+            w->E[r * L + s] = (mn_real)(w->E[r * L + s] * e);
+            dec += w->lf[s];
+        }
+    }
+}
+// num (L,Dv) = Qa C + E V, bt (L) = Qa n + rowsum(E), den = max(|bt|, e^{-mu}) + eps. V rows ldv apart.
+static void mn__mlstm_chunk_num(mn__mlstm_scratch* w, const mn_real* S, const mn_real* nst, const mn_real* V, size_t ldv, size_t L, size_t Dk, size_t Dv, double eps) {
+    size_t r, s, d;
+    mn_gemm(0, 0, L, Dv, Dk, 1.0, w->Qa, Dk, S, Dv, 0.0, w->num, Dv);
+    mn_gemm(0, 0, L, Dv, L, 1.0, w->E, L, V, ldv, 1.0, w->num, Dv);
+    for (r = 0; r < L; r++) {
+        double acc = 0.0;
+        for (d = 0; d < Dk; d++) acc += (double)w->Qa[r * Dk + d] * nst[d];
+        for (s = 0; s <= r; s++) acc += w->E[r * L + s];
+        w->bt[r] = (mn_real)acc;
+        w->den[r] = (mn_real)(fmax(fabs(acc), exp(-(double)w->mu[r])) + eps);
+    }
+}
+// The state after the chunk: S' = carry S + Kw^T V, n' = carry n + Kw^T 1, m' = mu_{L-1}.
+static void mn__mlstm_next_state(mn_real* Sn, mn_real* nn, mn_real* mnext, const mn_real* S, const mn_real* nst, const mn__mlstm_scratch* w, const mn_real* V, size_t ldv, size_t L, size_t Dk, size_t Dv) {
+    size_t d, j, r;
+    for (d = 0; d < Dk; d++) {
+        double acc = w->carry * nst[d];
+        for (j = 0; j < Dv; j++) Sn[d * Dv + j] = (mn_real)(w->carry * S[d * Dv + j]);
+        for (r = 0; r < L; r++) acc += w->Kw[r * Dk + d];
+        nn[d] = (mn_real)acc;
+    }
+    mn_gemm(1, 0, Dk, Dv, L, 1.0, w->Kw, Dk, V, ldv, 1.0, Sn, Dv);
+    *mnext = w->mu[L - 1];
+}
+// Pass 1 of both directions: the state entering every chunk, Cs/ns/ms[n] for n = 0..N (N: the final state).
+static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t bh, size_t b, size_t h, size_t T, size_t H, size_t Dk, size_t Dv, double scale, size_t C) {
+    size_t n, N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
+    if (C0) memcpy(w->Cs, C0 + bh * DS, DS * sizeof(mn_real)); else memset(w->Cs, 0, DS * sizeof(mn_real));
+    if (n0) memcpy(w->ns, n0 + bh * Dk, Dk * sizeof(mn_real)); else memset(w->ns, 0, Dk * sizeof(mn_real));
+    w->ms[0] = m0 ? m0[bh] : (mn_real)0;
+    for (n = 0; n < N; n++) {
+        size_t t0 = n * C, L = mn__xl_min(C, T - t0), i0 = (b * T + t0) * H + h;
+        mn__mlstm_chunk_prep(w, q + i0 * Dk, k + i0 * Dk, H * Dk, ig + i0, fg + i0, H, L, Dk, w->ms[n], scale);
+        mn__mlstm_next_state(w->Cs + (n + 1) * DS, w->ns + (n + 1) * Dk, w->ms + n + 1, w->Cs + n * DS, w->ns + n * Dk, w, v + i0 * Dv, H * Dv, L, Dk, Dv);
+    }
+}
+
+// The chunkwise forward: pass 1 the chunk states (kept in work), pass 2 each chunk's outputs from its
+// entering state. Ct, nt, mt (the final state) may be NULL, or C0, n0, m0. C0, n0, m0 NULL mean zeros
+// (the reference's start); m0 = -INFINITY with zero C0, n0 gives the parallel form exactly.
+// work: mn_mlstm_work_size (the same for the backward). (b,h) pairs in parallel.
+MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C) {
+    size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
+    long long bh;
+    MN_ASSERT(C >= 1);
+    MN__OMP_FOR                                  // (b,h) pairs are independent
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, n, r, j;
+        mn__mlstm_scratch w;
+        mn__mlstm_carve(&w, work + (size_t)bh * per, T, Dk, Dv, C);
+        mn__mlstm_states(&w, q, k, v, ig, fg, C0, n0, m0, (size_t)bh, b, h, T, H, Dk, Dv, scale, C);
+        for (n = 0; n < N; n++) {
+            size_t t0 = n * C, L = mn__xl_min(C, T - t0), i0 = (b * T + t0) * H + h;
+            mn__mlstm_chunk_prep(&w, q + i0 * Dk, k + i0 * Dk, H * Dk, ig + i0, fg + i0, H, L, Dk, w.ms[n], scale);
+            mn__mlstm_chunk_num(&w, w.Cs + n * DS, w.ns + n * Dk, v + i0 * Dv, H * Dv, L, Dk, Dv, eps);
+            for (r = 0; r < L; r++) {
+                size_t i = i0 + r * H;               // row (b, t0+r, h)
+                for (j = 0; j < Dv; j++) out[i * Dv + j] = (mn_real)(w.num[r * Dv + j] / w.den[r]);
+                if (norm) norm[i] = (mn_real)fmax(fabs((double)w.bt[r]), exp(-(double)w.mu[r]));
+                if (stab) stab[i] = w.mu[r];
+            }
+        }
+        if (Ct) memcpy(Ct + (size_t)bh * DS, w.Cs + N * DS, DS * sizeof(mn_real));
+        if (nt) memcpy(nt + (size_t)bh * Dk, w.ns + N * Dk, Dk * sizeof(mn_real));
+        if (mt) mt[bh] = w.ms[N];
+    }
+}
+// The backward splits the exact gradient in two (o_t = Nbar_t / (max(|Bbar_t|, 1) + eps e^{mu_t}) in
+// unstabilised terms, Nbar, Bbar linear attention with value [v, 1]):
+// (1) through num and bt with every stabiliser held (the state's m cancels in them): a gated linear
+//     attention backward on the value [v, 1] with upstream [dN, dbt], dN = do / den and
+//       forward: o = num / den, den = max(|bt|, e^{-mu}) + eps, so: dbt = -(do.o) / den sign(bt) where |bt| wins
+//     The chunks in reverse, dC, dn = dL/d(state leaving the chunk), dE = dN V^T + dbt 1^T (lower triangle):
+//       dq += scale (dE . Dm) K + scale al (dN C^T + dbt n^T) ; dk += scale (dE . Dm)^T Q + wk (V dC^T + 1 dn^T)
+//       dv += E^T dN + Kw dC ; dC = carry dC + Qa^T dN ; dn = carry dn + Qa^T dbt
+//     and the gates by the identity of >>gla (q, k enter as q e^{F_t}, k e^{i_s - F_s}; F global):
+//       di_s += k_s.dk_s ; dlf_u += sum_{t>=u} (q_t.dq_t - k_t.dk_t)     (this call's dq, dk)
+// (2) through mu (exact mode only): everything above scales with e^{-mu}, and the floor is e^{-mu}, so
+//       dmu_t = -(dN.num + dbt bt) + [floor] dden e^{-mu} ... = -eps (do_t.o_t) / den_t
+//     then back through mu_t = max(lf_t + mu_{t-1}, i_t): the larger branch takes it (lf_t and mu_{t-1},
+//     or i_t); what reaches mu_{-1} = m0 is dropped.
+// MN_MLSTM_BW_DETACH sets dbt = dmu = 0: mlstm_kernels' chunkwise backward (normaliser and m constant).
+MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode) {
+    size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
+    size_t ldk = H * Dk, ldv = H * Dv;           // row strides of the [B,T,H,D] layout
+    long long bh;
+    MN_ASSERT(C >= 1 && (mode == MN_MLSTM_BW_EXACT || mode == MN_MLSTM_BW_DETACH));
+    MN__OMP_FOR                                  // each (b,h) writes only its own slices
+    for (bh = 0; bh < (long long)(B * H); bh++) {
+        size_t b = (size_t)bh / H, h = (size_t)bh % H, n, r, s, d, j;
+        double acc = 0.0, dmc = 0.0;             // running sum of dF (suffix); dL/dmu carried backwards
+        mn__mlstm_scratch w;
+        mn__mlstm_carve(&w, work + (size_t)bh * per, T, Dk, Dv, C);
+        mn__mlstm_states(&w, q, k, v, ig, fg, C0, n0, m0, (size_t)bh, b, h, T, H, Dk, Dv, scale, C);
+        memset(w.dC, 0, DS * sizeof(mn_real));
+        memset(w.dn, 0, Dk * sizeof(mn_real));
+        for (n = N; n-- > 0;) {
+            size_t t0 = n * C, L = mn__xl_min(C, T - t0), i0 = (b * T + t0) * H + h;
+            const mn_real* Q = q + i0 * Dk; const mn_real* K = k + i0 * Dk; const mn_real* V = v + i0 * Dv;
+            const mn_real* dO = dout + i0 * Dv; const mn_real* S = w.Cs + n * DS; const mn_real* nst = w.ns + n * Dk;
+            mn__mlstm_chunk_prep(&w, Q, K, ldk, ig + i0, fg + i0, H, L, Dk, w.ms[n], scale);
+            mn__mlstm_chunk_num(&w, S, nst, V, ldv, L, Dk, Dv, eps);
+            // dN = do / den ; (do.o) ; dbt and dmu (exact mode)
+            for (r = 0; r < L; r++) {
+                double dot_o = 0.0, den = w.den[r];
+                for (j = 0; j < Dv; j++) {
+                    w.dN[r * Dv + j] = (mn_real)(dO[r * ldv + j] / den);
+                    dot_o += (double)dO[r * ldv + j] * w.num[r * Dv + j];
+                }
+                dot_o /= den;
+                w.dbt[r] = 0; w.dmu[r] = 0;
+                if (mode == MN_MLSTM_BW_EXACT) {
+                    if (fabs((double)w.bt[r]) >= exp(-(double)w.mu[r])) w.dbt[r] = (mn_real)(-dot_o / den * mn__xl_sign(w.bt[r]));
+                    w.dmu[r] = (mn_real)(-eps * dot_o / den);
+                }
+            }
+            // dE = dN V^T + dbt 1^T on and below the diagonal ; then dE . Dm (dL/dS, S = scale Q K^T)
+            mn_gemm(0, 1, L, L, Dv, 1.0, w.dN, Dv, V, ldv, 0.0, w.dE, L);
+            for (r = 0; r < L; r++)
+                for (s = 0; s < L; s++) w.dE[r * L + s] = s <= r ? (mn_real)((w.dE[r * L + s] + w.dbt[r]) * w.Dm[r * L + s]) : (mn_real)0;
+            // forward: num = Qa S + E V, bt = Qa n + E 1, Qa = scale al Q, so: dq = scale (dE.Dm) K + scale al (dN S^T + dbt n^T)
+            mn_gemm(0, 1, L, Dk, Dv, 1.0, w.dN, Dv, S, Dv, 0.0, w.dQl, Dk);
+            for (r = 0; r < L; r++)
+                for (d = 0; d < Dk; d++) w.dQl[r * Dk + d] = (mn_real)(scale * w.al[r] * (w.dQl[r * Dk + d] + w.dbt[r] * nst[d]));
+            mn_gemm(0, 0, L, Dk, L, scale, w.dE, L, K, ldk, 1.0, w.dQl, Dk);
+            // forward: S' = carry S + Kw^T V, n' = carry n + Kw^T 1, Kw = wk K, so: dk = wk (V dC^T + dn) + scale (dE.Dm)^T Q
+            mn_gemm(0, 1, L, Dk, Dv, 1.0, V, ldv, w.dC, Dv, 0.0, w.dKl, Dk);
+            for (r = 0; r < L; r++)
+                for (d = 0; d < Dk; d++) w.dKl[r * Dk + d] = (mn_real)(w.wk[r] * (w.dKl[r * Dk + d] + w.dn[d]));
+            mn_gemm(1, 0, L, Dk, L, scale, w.dE, L, Q, ldk, 1.0, w.dKl, Dk);
+            // dv = E^T dN + Kw dC
+            mn_gemm(1, 0, L, Dv, L, 1.0, w.E, L, w.dN, Dv, 1.0, dv + i0 * Dv, ldv);
+            mn_gemm(0, 0, L, Dv, Dk, 1.0, w.Kw, Dk, w.dC, Dv, 1.0, dv + i0 * Dv, ldv);
+            // the state entering the chunk: dC = carry dC + Qa^T dN ; dn = carry dn + Qa^T dbt
+            for (d = 0; d < Dk; d++) {
+                double a = w.carry * w.dn[d];
+                for (j = 0; j < Dv; j++) w.dC[d * Dv + j] = (mn_real)(w.carry * w.dC[d * Dv + j]);
+                for (r = 0; r < L; r++) a += (double)w.Qa[r * Dk + d] * w.dbt[r];
+                w.dn[d] = (mn_real)a;
+            }
+            mn_gemm(1, 0, Dk, Dv, L, 1.0, w.Qa, Dk, w.dN, Dv, 1.0, w.dC, Dv);
+            // this chunk's dq, dk; the gates, tokens in reverse
+            for (r = L; r-- > 0;) {
+                size_t i = i0 + r * H;               // row (b, t0+r, h)
+                double qdq = 0.0, kdk = 0.0, dlf, dit, tot;
+                for (d = 0; d < Dk; d++) {
+                    dq[i * Dk + d] += w.dQl[r * Dk + d];
+                    dk[i * Dk + d] += w.dKl[r * Dk + d];
+                    qdq += (double)Q[r * ldk + d] * w.dQl[r * Dk + d];
+                    kdk += (double)K[r * ldk + d] * w.dKl[r * Dk + d];
+                }
+                // (1): k enters as k e^{i}, and F moves q e^{F_t} and k e^{-F_s}
+                dit = kdk;
+                acc += qdq - kdk;
+                dlf = acc;
+                // (2): mu_r = max(lf_r + mu_{r-1}, i_r), mu_{-1} the chunk's entering m
+                tot = w.dmu[r] + dmc;
+                if ((double)w.lf[r] + (r ? (double)w.mu[r - 1] : (double)w.ms[n]) >= (double)ig[i]) { dlf += tot; dmc = tot; }
+                else { dit += tot; dmc = 0.0; }
+                di[i] += (mn_real)dit;
+                df[i] += (mn_real)(dlf * mn__sigmoid(-(double)fg[i]));
+            }
+        }
+        if (dC0) for (r = 0; r < DS; r++) dC0[(size_t)bh * DS + r] += w.dC[r];
+        if (dn0) for (r = 0; r < Dk; r++) dn0[(size_t)bh * Dk + r] += w.dn[r];
+    }
+}
+
+// ------------------------------------------------------------------------------------ sLSTM
+
+// Scratch: raw gates and their gradient (B,4Hd) each, and the carries dy, dc, dn (B,Hd) each.
+MNDEF size_t mn_slstm_work_size(size_t B, size_t NH, size_t Dh) { return 11 * B * NH * Dh; }
+
+// raw (B,4Hd) = x_t + b + R y_{t-1}: one gemm per head and gate (R is block-diagonal). xt rows ldx
+// apart, yp (B,Hd) rows ldy apart or NULL (zeros).
+static void mn__slstm_raw(mn_real* raw, const mn_real* xt, size_t ldx, const mn_real* yp, size_t ldy, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh) {
+    size_t Hd = NH * Dh, G = 4 * Hd, bb, u, h, g;
+    for (bb = 0; bb < B; bb++)
+        for (u = 0; u < G; u++) raw[bb * G + u] = (mn_real)((double)xt[bb * ldx + u] + b[u]);
+    if (yp == NULL) return;
+    for (h = 0; h < NH; h++)
+        for (g = 0; g < 4; g++)   // raw[:, g Hd + h Dh + j] += sum_i y[:, h Dh + i] R[h][g Dh + j][i]
+            mn_gemm(0, 1, B, Dh, Dh, 1.0, yp + h * Dh, ldy, R + (h * 4 + g) * Dh * Dh, Dh, 1.0, raw + g * Hd + h * Dh, G);
+}
+
+// Element i of an optional state (NULL: zeros).
+static double mn__slstm_at(const mn_real* p, size_t i) { return p ? (double)p[i] : 0.0; }
+// The gates of one unit from its raw pre-activations (ri, rf at distance Hd) and m_{t-1}, m_t:
+// the input and forget gates with the reference's min(., 1) clamps (they never bind past a unit's
+// first step, where f multiplies zero states).
+static void mn__slstm_gates(double* ip, double* fp, double ri, double rf, double mprev, double mnew) {
+    *ip = fmin(exp(ri - mnew), 1.0);
+    *fp = fmin(exp(mprev + mn__xl_logsig(rf) - mnew), 1.0);
+}
+
+// The vanilla sLSTM cell (NX-AI/xlstm xlstm/blocks/slstm/src/vanilla/__init__.py::slstm_forward with
+// slstm.py::slstm_forward_pointwise), time step by time step; the cell's equations are in the
+// section comment. y, c, n, m (B,T,Hd) are the states after each step: the outputs, and what the
+// backward reads (nothing else is saved). The step t reads y_{t-1} in full before writing, so with
+// T = 1 the outputs may be the initial states (that is mn_slstm_step). O(T B Hd (4 Dh)) MACs;
+// work: mn_slstm_work_size (the first B*4Hd elements).
+MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh) {
+    size_t Hd = NH * Dh, G = 4 * Hd, t, bb, u;
+    mn_real* raw = work;                        // (B,4Hd)
+    for (t = 0; t < T; t++) {
+        // the states before step t: row t-1 of the outputs (rows T*Hd apart), or the initial states
+        const mn_real* yp = t ? y + (t - 1) * Hd : y0;
+        const mn_real* cp_ = t ? c + (t - 1) * Hd : c0;
+        const mn_real* np_ = t ? n + (t - 1) * Hd : n0;
+        const mn_real* mp_ = t ? m + (t - 1) * Hd : m0;
+        size_t ldp = t ? T * Hd : Hd;
+        // pass 1: the pre-activations of every unit, from the whole of y_{t-1}
+        mn__slstm_raw(raw, x + t * G, T * G, yp, ldp, R, b, B, NH, Dh);
+        // pass 2: the pointwise cell
+        for (bb = 0; bb < B; bb++)
+            for (u = 0; u < Hd; u++) {
+                size_t o = (bb * T + t) * Hd + u, p = bb * ldp + u;
+                double cp = mn__slstm_at(cp_, p), np = mn__slstm_at(np_, p), mp = mn__slstm_at(mp_, p);
+                const mn_real* rr = raw + bb * G + u;          // rr[g * Hd]: gate g of unit u
+                double mnew = np == 0.0 ? (double)rr[0] : fmax((double)rr[0], mp + mn__xl_logsig(rr[Hd]));
+                double ip, fp, cn, nn;
+                mn__slstm_gates(&ip, &fp, rr[0], rr[Hd], mp, mnew);
+                cn = fp * cp + ip * tanh((double)rr[2 * Hd]);
+                nn = fp * np + ip;
+                c[o] = (mn_real)cn; n[o] = (mn_real)nn; m[o] = (mn_real)mnew;
+                y[o] = (mn_real)(mn__sigmoid(rr[3 * Hd]) * cn / nn);
+            }
+    }
+}
+// Backpropagation through time. m is held constant: y does not depend on it (c and n scale together)
+// while the clamps do not bind, so the exact gradient is that of i = e^{~i - m}, f = e^{lf + m_{t-1} - m}
+// with m fixed (mixers.md 7b(3)). Walking t backwards, dy = dy_t + R^T draw_{t+1}, dc, dn the carries:
+//   forward: y = sig(~o) c / n, so: d~o = dy c / n sig' ; dc += dy sig / n ; dn -= dy y / n
+//   forward: c = f c_{t-1} + i tanh(~z), n = f n_{t-1} + i, so: d~z = dc i (1 - tanh^2) ;
+//            d~i = (dc tanh(~z) + dn) i ; d~f = (dc c_{t-1} + dn n_{t-1}) f sigmoid(-~f) ;
+//            dc_{t-1} = dc f ; dn_{t-1} = dn f
+//   forward: raw = x + b + R y_{t-1}, so: dx += draw ; db += sum_b draw ; dR += draw^T y_{t-1} ;
+//            dy_{t-1} = R^T draw (per head and gate)
+// and dy0, dc0, dn0 += the carries after t = 0. O(T B Hd Dh) like the forward; work: mn_slstm_work_size.
+MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, mn_real* work, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh) {
+    size_t Hd = NH * Dh, G = 4 * Hd, t, bb, u, h, g;
+    mn_real* raw = work;                        // (B,4Hd)
+    mn_real* draw = raw + B * G;                // (B,4Hd)
+    mn_real* dyr = draw + B * G;                // (B,Hd) R^T draw of the step after
+    mn_real* dcs = dyr + B * Hd;                // (B,Hd) dL/dc_t carried
+    mn_real* dns = dcs + B * Hd;                // (B,Hd) dL/dn_t carried
+    memset(dyr, 0, 3 * B * Hd * sizeof(mn_real));
+    for (t = T; t-- > 0;) {
+        const mn_real* yp = t ? y + (t - 1) * Hd : y0;   // the states before step t, as in the forward
+        const mn_real* cp_ = t ? c + (t - 1) * Hd : c0;
+        const mn_real* np_ = t ? n + (t - 1) * Hd : n0;
+        const mn_real* mp_ = t ? m + (t - 1) * Hd : m0;
+        size_t ldp = t ? T * Hd : Hd;
+        mn__slstm_raw(raw, x + t * G, T * G, yp, ldp, R, b, B, NH, Dh);
+        for (bb = 0; bb < B; bb++)
+            for (u = 0; u < Hd; u++) {
+                size_t o = (bb * T + t) * Hd + u, p = bb * ldp + u, s0 = bb * Hd + u;
+                double cp = mn__slstm_at(cp_, p), np = mn__slstm_at(np_, p), mp = mn__slstm_at(mp_, p);
+                const mn_real* rr = raw + bb * G + u;
+                mn_real* dr = draw + bb * G + u;
+                double ip, fp, og = mn__sigmoid(rr[3 * Hd]), tz = tanh((double)rr[2 * Hd]);
+                double cn = c[o], nn = n[o], dyt = (double)dy[o] + dyr[s0], dc, dn;
+                mn__slstm_gates(&ip, &fp, rr[0], rr[Hd], mp, m[o]);
+                dr[3 * Hd] = (mn_real)(dyt * cn / nn * og * (1.0 - og));
+                dc = dcs[s0] + dyt * og / nn;
+                dn = dns[s0] - dyt * y[o] / nn;
+                dr[2 * Hd] = (mn_real)(dc * ip * (1.0 - tz * tz));
+                dr[0] = (mn_real)((dc * tz + dn) * ip);
+                dr[Hd] = (mn_real)((dc * cp + dn * np) * fp * mn__sigmoid(-(double)rr[Hd]));
+                dcs[s0] = (mn_real)(dc * fp);
+                dns[s0] = (mn_real)(dn * fp);
+            }
+        for (bb = 0; bb < B; bb++)
+            for (u = 0; u < G; u++) {
+                dx[(bb * T + t) * G + u] += draw[bb * G + u];
+                db[u] += draw[bb * G + u];
+            }
+        // forward: raw += R y_{t-1} per head and gate, so: dR += draw^T y_{t-1} ; dy_{t-1} = R^T draw
+        for (h = 0; h < NH; h++)
+            for (g = 0; g < 4; g++) {
+                const mn_real* dg = draw + g * Hd + h * Dh;
+                const mn_real* Rg = R + (h * 4 + g) * Dh * Dh;
+                if (yp) mn_gemm(1, 0, Dh, Dh, B, 1.0, dg, G, yp + h * Dh, ldp, 1.0, dR + (h * 4 + g) * Dh * Dh, Dh);
+                mn_gemm(0, 0, B, Dh, Dh, 1.0, dg, G, Rg, Dh, g ? 1.0 : 0.0, dyr + h * Dh, Hd);
+            }
+    }
+    for (bb = 0; bb < B * Hd; bb++) {
+        if (dy0) dy0[bb] += dyr[bb];
+        if (dc0) dc0[bb] += dcs[bb];
+        if (dn0) dn0[bb] += dns[bb];
+    }
+}
+
+// One token per sequence for generation: the forward with T = 1, the state (B,Hd) in place.
+MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh) {
+    mn_slstm_forward(y, c, n, m, work, x, R, b, y, c, n, m, B, 1, NH, Dh);
 }
 
 // >>mesa

@@ -802,6 +802,255 @@ static int op_rglru(cv_ctx* c)
     return 0;
 }
 
+/* ---- mLSTM (wip/xlstm.h). The three op names share their inputs: q, k (B,H,T,K), v (B,H,T,V), i, f (B,H,T)
+   gate pre-activations, head-first BHTD (or BTHD; the library's layout is BTHD, so head-first tensors are
+   transposed on the way in and out); attrs scale (K^-1/2 in the reference) and eps (1e-6).
+   mlstm: the parallel form and its exact backward (through the normaliser n and the stabiliser m), and the
+     chunkwise form (chunk 16) started from m0 = -inf, which makes its stabiliser the parallel one, so that
+     out.n and out.m are the same tensors; outputs out.o, out.n, out.m (B,H,T), grads of q, k, v, i, f.
+   mlstm_custbw: the same with the detached backward (n and m held constant, mlstm_kernels' mlstm_parallel_bw).
+   mlstm_recurrent: forward only, from C = n = m = 0: the recurrent form, the step token by token, and the
+     chunkwise form (chunk 16, m0 = 0 as the recurrent one); out.o and the final states out.c_final
+     (B,H,K,V), out.n_final (B,H,K), out.m_final (B,H,1). */
+typedef struct {
+    const mn_vec_tensor *q, *k, *v, *ig, *fg, *o, *dout;
+    int hf; /* 1: head-first BHTD */
+    size_t B, T, H, K, V;
+    double scale, eps;
+    mn_real *qr, *kr, *vr, *ir, *fr, *dor; /* converted to BTHD; dor NULL without do */
+} cv_mlstm_in;
+
+static int cv_mlstm_inputs(cv_ctx* c, cv_mlstm_in* m)
+{
+    const char* layout = mn_vec_attr(c->f, "layout");
+    size_t wk[4], wv[4], wg[3];
+    if (layout == NULL) return cv_fail(c, "missing attr 'layout' (expected BHTD or BTHD)");
+    if (strcmp(layout, "BTHD") != 0 && strcmp(layout, "BHTD") != 0)
+        return cv_fail(c, "attr 'layout' is '%s', only 'BHTD' and 'BTHD' are supported", layout);
+    m->hf = strcmp(layout, "BHTD") == 0;
+    if (cv_attr_real(c, "scale", &m->scale) != 0 || cv_attr_real(c, "eps", &m->eps) != 0) return -1;
+    if ((m->q = cv_tensor(c, "q", 4)) == NULL || (m->k = cv_tensor(c, "k", 4)) == NULL || (m->v = cv_tensor(c, "v", 4)) == NULL ||
+        (m->ig = cv_tensor(c, "i", 3)) == NULL || (m->fg = cv_tensor(c, "f", 3)) == NULL || (m->o = cv_tensor(c, "out.o", 4)) == NULL)
+        return -1;
+    /* q fixes B,T,H,K and v fixes V; everything else must agree with them */
+    m->B = m->q->dims[0], m->T = m->hf ? m->q->dims[2] : m->q->dims[1], m->H = m->hf ? m->q->dims[1] : m->q->dims[2];
+    m->K = m->q->dims[3], m->V = m->v->dims[3];
+    wk[0] = m->B, wk[1] = m->hf ? m->H : m->T, wk[2] = m->hf ? m->T : m->H, wk[3] = m->K;
+    wv[0] = wk[0], wv[1] = wk[1], wv[2] = wk[2], wv[3] = m->V;
+    wg[0] = wk[0], wg[1] = wk[1], wg[2] = wk[2];
+    if (cv_check_shape(c, m->k, wk) != 0 || cv_check_shape(c, m->v, wv) != 0 || cv_check_shape(c, m->o, wv) != 0 ||
+        cv_check_shape(c, m->ig, wg) != 0 || cv_check_shape(c, m->fg, wg) != 0)
+        return -1;
+    /* do is optional (mlstm_recurrent is forward only); when present it is out.o's shape */
+    if (mn_vec_get(c->f, "do") == NULL) m->dout = NULL;
+    else if ((m->dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, m->dout, wv) != 0) return -1;
+    if ((m->qr = cv_real_bthd(c, m->q, m->hf, m->B, m->T, m->H, m->K)) == NULL ||
+        (m->kr = cv_real_bthd(c, m->k, m->hf, m->B, m->T, m->H, m->K)) == NULL ||
+        (m->vr = cv_real_bthd(c, m->v, m->hf, m->B, m->T, m->H, m->V)) == NULL ||
+        (m->ir = cv_real_bthd(c, m->ig, m->hf, m->B, m->T, m->H, 1)) == NULL ||
+        (m->fr = cv_real_bthd(c, m->fg, m->hf, m->B, m->T, m->H, 1)) == NULL)
+        return -1;
+    m->dor = NULL;
+    if (m->dout != NULL && (m->dor = cv_real_bthd(c, m->dout, m->hf, m->B, m->T, m->H, m->V)) == NULL) return -1;
+    return 0;
+}
+
+/* mlstm and mlstm_custbw: the parallel form and the chunkwise form (chunk 16, m0 = -inf), forward and
+   the backward in `mode`; every output the file has (out.o, and out.n, out.m when present) and, with do,
+   the five gradients. */
+static int cv_mlstm_parallel(cv_ctx* c, int mode)
+{
+    static const char* form[2] = {"parallel", "chunk"};
+    const size_t chunk = 16;
+    cv_mlstm_in m;
+    const mn_vec_tensor *tn, *tm;
+    size_t ng, f, bh;
+    mn_real* m0;
+    if (cv_mlstm_inputs(c, &m) != 0) return -1;
+    ng = m.B * m.T * m.H;
+    {
+        size_t wg[3];
+        wg[0] = m.B, wg[1] = m.hf ? m.H : m.T, wg[2] = m.hf ? m.T : m.H;
+        if (mn_vec_get(c->f, "out.n") == NULL) tn = NULL;
+        else if ((tn = cv_tensor(c, "out.n", 3)) == NULL || cv_check_shape(c, tn, wg) != 0) return -1;
+        if (mn_vec_get(c->f, "out.m") == NULL) tm = NULL;
+        else if ((tm = cv_tensor(c, "out.m", 3)) == NULL || cv_check_shape(c, tm, wg) != 0) return -1;
+    }
+    /* the chunkwise form from m0 = -inf (and zero C0, n0) is the parallel form, stabiliser included */
+    if ((m0 = (mn_real*)cv_alloc(c, m.B * m.H, sizeof(mn_real))) == NULL) return -1;
+    for (bh = 0; bh < m.B * m.H; bh++) m0[bh] = (mn_real)-INFINITY;
+    for (f = 0; f < 2; f++) {
+        size_t nw = f == 0 ? mn_mlstm_parallel_work_size(m.B, m.T, m.H) : mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk);
+        mn_real* work = (mn_real*)cv_alloc(c, nw, sizeof(mn_real));
+        mn_real* out = (mn_real*)cv_alloc(c, m.o->n, sizeof(mn_real));
+        mn_real* nrm = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
+        mn_real* stab = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
+        if (!work || !out || !nrm || !stab) return -1;
+        if (f == 0)
+            mn_mlstm_forward_parallel(out, nrm, stab, work, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale, m.eps);
+        else
+            mn_mlstm_forward(out, nrm, stab, NULL, NULL, NULL, work, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H, m.K,
+                             m.V, m.scale, m.eps, chunk);
+        if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) != 0 ||
+            (tn != NULL && cv_emit_bthd(c, "out.n", form[f], nrm, ng, m.hf, m.B, m.T, m.H, 1) != 0) ||
+            (tm != NULL && cv_emit_bthd(c, "out.m", form[f], stab, ng, m.hf, m.B, m.T, m.H, 1) != 0))
+            return -1;
+        if (m.dor != NULL) {
+            /* calloc'd, so zero: the backwards accumulate into these */
+            mn_real* dq = (mn_real*)cv_alloc(c, m.q->n, sizeof(mn_real));
+            mn_real* dk = (mn_real*)cv_alloc(c, m.k->n, sizeof(mn_real));
+            mn_real* dv = (mn_real*)cv_alloc(c, m.v->n, sizeof(mn_real));
+            mn_real* di = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
+            mn_real* df = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
+            if (!dq || !dk || !dv || !di || !df) return -1;
+            if (f == 0)
+                mn_mlstm_backward_parallel(dq, dk, dv, di, df, work, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale,
+                                           m.eps, mode);
+            else
+                mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, work, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H,
+                                  m.K, m.V, m.scale, m.eps, chunk, mode);
+            if (cv_emit_bthd(c, "grad.q", form[f], dq, m.q->n, m.hf, m.B, m.T, m.H, m.K) ||
+                cv_emit_bthd(c, "grad.k", form[f], dk, m.k->n, m.hf, m.B, m.T, m.H, m.K) ||
+                cv_emit_bthd(c, "grad.v", form[f], dv, m.v->n, m.hf, m.B, m.T, m.H, m.V) ||
+                cv_emit_bthd(c, "grad.i", form[f], di, ng, m.hf, m.B, m.T, m.H, 1) ||
+                cv_emit_bthd(c, "grad.f", form[f], df, ng, m.hf, m.B, m.T, m.H, 1))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* mlstm: autograd through mlstm_parallel_fw, the exact gradient. */
+static int op_mlstm(cv_ctx* c)
+{
+    return cv_mlstm_parallel(c, MN_MLSTM_BW_EXACT);
+}
+
+/* mlstm_custbw: mlstm_kernels' hand-written parallel backward, n and m held constant. */
+static int op_mlstm_custbw(cv_ctx* c)
+{
+    return cv_mlstm_parallel(c, MN_MLSTM_BW_DETACH);
+}
+
+/* mlstm_recurrent: the step called for t = 0..T-1 from zero states. */
+static int op_mlstm_recurrent(cv_ctx* c)
+{
+    static const char* form[3] = {"recurrent", "step", "chunk"};
+    const size_t chunk = 16;
+    cv_mlstm_in m;
+    const mn_vec_tensor *cf, *nf, *mf;
+    size_t nC, nN, f, b, t;
+    if (cv_mlstm_inputs(c, &m) != 0) return -1;
+    {
+        size_t wc[4], wn[3];
+        wc[0] = m.B, wc[1] = m.H, wc[2] = m.K, wc[3] = m.V;
+        wn[0] = m.B, wn[1] = m.H, wn[2] = m.K;
+        if ((cf = cv_tensor(c, "out.c_final", 4)) == NULL || (nf = cv_tensor(c, "out.n_final", 3)) == NULL ||
+            (mf = cv_tensor(c, "out.m_final", 3)) == NULL || cv_check_shape(c, cf, wc) != 0 || cv_check_shape(c, nf, wn) != 0)
+            return -1;
+        wn[2] = 1;
+        if (cv_check_shape(c, mf, wn) != 0) return -1;
+    }
+    nC = cf->n, nN = nf->n;
+    for (f = 0; f < 3; f++) {
+        /* calloc'd, so the states start at zero, as in the reference */
+        mn_real* out = (mn_real*)cv_alloc(c, m.o->n, sizeof(mn_real));
+        mn_real* C = (mn_real*)cv_alloc(c, nC, sizeof(mn_real));
+        mn_real* n = (mn_real*)cv_alloc(c, nN, sizeof(mn_real));
+        mn_real* mm = (mn_real*)cv_alloc(c, m.B * m.H, sizeof(mn_real));
+        mn_real* work = NULL;
+        if (!out || !C || !n || !mm) return -1;
+        if (f == 2 && (work = (mn_real*)cv_alloc(c, mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk), sizeof(mn_real))) == NULL) return -1;
+        if (f == 0)
+            mn_mlstm_forward_recurrent(out, NULL, NULL, C, n, mm, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H, m.K, m.V,
+                                       m.scale, m.eps);
+        else if (f == 1)
+            /* the step takes one token of all heads of one sequence: rows of (B,T,H,D) are already that */
+            for (b = 0; b < m.B; b++)
+                for (t = 0; t < m.T; t++) {
+                    size_t r = (b * m.T + t) * m.H;
+                    mn_mlstm_step(out + r * m.V, C + b * m.H * m.K * m.V, n + b * m.H * m.K, mm + b * m.H, m.qr + r * m.K, m.kr + r * m.K,
+                                  m.vr + r * m.V, m.ir + r, m.fr + r, 1, m.H, m.K, m.V, m.scale, m.eps);
+                }
+        else
+            mn_mlstm_forward(out, NULL, NULL, C, n, mm, work, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H, m.K, m.V,
+                             m.scale, m.eps, chunk);
+        if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) || cv_emit(c, "out.c_final", form[f], C, nC) ||
+            cv_emit(c, "out.n_final", form[f], n, nN) || cv_emit(c, "out.m_final", form[f], mm, m.B * m.H))
+            return -1;
+    }
+    return 0;
+}
+
+/* slstm: the vanilla sLSTM cell (xlstm slstm_forward), layout SBG: x [S,B,4*Hd] input pre-activations
+   (gate-major, index g*Hd + h*Dh + j), R [NH,4*Dh,Dh], b [4*Hd], attrs num_heads and head_dim; outputs
+   out.y, out.c, out.n, out.m [S,B,Hd] (the states after each step, zero initial states); grads of x, R
+   and b for L = sum(out.y * do). The library's layout is [B,S,...]: x, do and the results are transposed
+   on the way (cv_real_bthd / cv_emit_bthd with B = 1 swap the S and B axes). Runs the forward with its
+   backward, and the step token by token (outputs only). */
+static int op_slstm(cv_ctx* c)
+{
+    static const char* out_names[4] = {"out.y", "out.c", "out.n", "out.m"};
+    const mn_vec_tensor *x, *R, *b, *outs[4], *dout = NULL;
+    size_t NH, Dh, S, B, Hd, G, ny, i, t;
+    mn_real *xr, *Rr, *br, *st[4], *work;
+    if (mn_vec_attr(c->f, "layout") == NULL) return cv_fail(c, "missing attr 'layout' (expected SBG)");
+    if (cv_attr_opt_is(c, "layout", "SBG") != 0) return -1;
+    if (cv_attr_size(c, "num_heads", &NH) != 0 || cv_attr_size(c, "head_dim", &Dh) != 0) return -1;
+    if (NH == 0 || Dh == 0 || NH > 4096 || Dh > 4096) return cv_fail(c, "num_heads or head_dim out of range");
+    if ((x = cv_tensor(c, "x", 3)) == NULL || (R = cv_tensor(c, "R", 3)) == NULL || (b = cv_tensor(c, "b", 1)) == NULL) return -1;
+    S = x->dims[0], B = x->dims[1], Hd = NH * Dh, G = 4 * Hd;
+    {
+        size_t wx[3], wR[3], wb[1], wy[3];
+        wx[0] = S, wx[1] = B, wx[2] = G;
+        wR[0] = NH, wR[1] = 4 * Dh, wR[2] = Dh;
+        wb[0] = G;
+        wy[0] = S, wy[1] = B, wy[2] = Hd;
+        if (cv_check_shape(c, x, wx) != 0 || cv_check_shape(c, R, wR) != 0 || cv_check_shape(c, b, wb) != 0) return -1;
+        for (i = 0; i < 4; i++)
+            if ((outs[i] = cv_tensor(c, out_names[i], 3)) == NULL || cv_check_shape(c, outs[i], wy) != 0) return -1;
+        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 3)) == NULL || cv_check_shape(c, dout, wy) != 0)) return -1;
+    }
+    ny = outs[0]->n;
+    /* [S,B,G] is (1,S,B,G) head-first: cv_real_bthd makes it (1,B,S,G) */
+    if ((xr = cv_real_bthd(c, x, 1, 1, B, S, G)) == NULL || (Rr = cv_real(c, R)) == NULL || (br = cv_real(c, b)) == NULL) return -1;
+    for (i = 0; i < 4; i++)
+        if ((st[i] = (mn_real*)cv_alloc(c, ny, sizeof(mn_real))) == NULL) return -1;
+    if ((work = (mn_real*)cv_alloc(c, mn_slstm_work_size(B, NH, Dh), sizeof(mn_real))) == NULL) return -1;
+    mn_slstm_forward(st[0], st[1], st[2], st[3], work, xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh);
+    for (i = 0; i < 4; i++)
+        if (cv_emit_bthd(c, out_names[i], "forward", st[i], ny, 1, 1, B, S, Hd) != 0) return -1;
+    if (dout != NULL) {
+        /* calloc'd, so zero: the backward accumulates into these */
+        mn_real* dor = cv_real_bthd(c, dout, 1, 1, B, S, Hd);
+        mn_real* dx = (mn_real*)cv_alloc(c, x->n, sizeof(mn_real));
+        mn_real* dR = (mn_real*)cv_alloc(c, R->n, sizeof(mn_real));
+        mn_real* db = (mn_real*)cv_alloc(c, b->n, sizeof(mn_real));
+        if (!dor || !dx || !dR || !db) return -1;
+        mn_slstm_backward(dx, dR, db, NULL, NULL, NULL, work, dor, st[0], st[1], st[2], st[3], xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh);
+        if (cv_emit_bthd(c, "grad.x", "forward", dx, x->n, 1, 1, B, S, G) || cv_emit(c, "grad.R", "forward", dR, R->n) ||
+            cv_emit(c, "grad.b", "forward", db, b->n))
+            return -1;
+    }
+    /* the step: one time step of all B sequences; [S,B,...] rows are the step's (B,...) already, so it
+       reads x and writes the outputs in the file's layout directly */
+    {
+        mn_real* xs = cv_real(c, x);
+        mn_real* so[4];
+        for (i = 0; i < 4; i++)
+            if ((so[i] = (mn_real*)cv_alloc(c, ny, sizeof(mn_real))) == NULL) return -1;
+        if (xs == NULL) return -1;
+        for (t = 0; t < S; t++) {
+            if (t) /* the state after step t-1 is where step t starts */
+                for (i = 0; i < 4; i++) memcpy(so[i] + t * B * Hd, so[i] + (t - 1) * B * Hd, B * Hd * sizeof(mn_real));
+            mn_slstm_step(so[0] + t * B * Hd, so[1] + t * B * Hd, so[2] + t * B * Hd, so[3] + t * B * Hd, work, xs + t * B * G, Rr, br, B, NH, Dh);
+        }
+        for (i = 0; i < 4; i++)
+            if (cv_emit(c, out_names[i], "step", so[i], ny) != 0) return -1;
+    }
+    return 0;
+}
+
 /* ---- Mesa (mesanet.h >>mesa). The three op names share inputs: q, k, v (B,T,H,K), g, beta (B,T,H),
    lamb (H,K); outputs out.o and the final states out.h_kk (B,H,K,K), out.h_kv (B,H,K,V).
    mesa_exact: the exact solve (recurrent form, Cholesky) with its implicit backward, and the
@@ -953,8 +1202,12 @@ static const struct {
     {"mesa_exact", op_mesa_exact},
     {"mesa_cg", op_mesa_cg},
     {"mesa_decode", op_mesa_decode},
+    {"mlstm", op_mlstm},
+    {"mlstm_custbw", op_mlstm_custbw},
+    {"mlstm_recurrent", op_mlstm_recurrent},
     {"rglru", op_rglru},
     {"simple_gla", op_simple_gla},
+    {"slstm", op_slstm},
 };
 
 /* ------------------------------------------------------------------------------------------- */

@@ -15,7 +15,6 @@
 // Run from the repository root; argv[1] overrides the vector directory (reference/vectors).
 #define MESANET_IMPLEMENTATION
 #include "mesanet.h"
-#include "wip/xlstm.h"
 #define MN_VECFILE_IMPLEMENTATION
 #include "reference/vecfile.h"
 #include "testutil.h"
