@@ -3565,7 +3565,7 @@ MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
 // A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
 // MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
 
-enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS, MN__INIT_RGLRU_A };
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS, MN__INIT_RGLRU_A, MN__INIT_FGATE };
 // parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
 enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
 // activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
@@ -4249,6 +4249,114 @@ static double mn__mamba_flops(const mn_config* c, size_t T) {
     return (double)d.Hm * (2 * Cc * (double)(d.Ns + d.P) + 4.0 * (double)(d.P * d.Ns));   // SSD per token (approximate)
 }
 
+// ---- mLSTM as a mixer, in the layout of xLSTM-7B's mLSTM layer (NX-AI xlstm/xlstm_large/model.py;
+// mixers.md §7a(4)), which fits this Llama-style backbone (its blocks already carry a SwiGLU MLP):
+//   q, k, v = x Wq, x Wk, x Wv ;  i = 15 tanh((x Wi + bi)/15), f = 15 tanh((x Wf + bf)/15)  (soft-capped gates)
+//   h = mLSTM(q, k, v, i, f) (chunkwise, scale Dk^-1/2, eps 1e-6, exact backward)
+//   out = (RMSNorm_head(h) * sigmoid(x Wo)) Wout
+// The original xLSTM block (up-projection, conv, block-diagonal q/k/v, learnable skip) is not offered.
+// Forget-gate bias b_f = linspace(3, 6) over heads (xLSTM's init), b_i = 0.
+enum { MN__ML_Q = MN__P_MIX, MN__ML_K, MN__ML_V, MN__ML_I, MN__ML_IB, MN__ML_F, MN__ML_FB, MN__ML_OG, MN__ML_ON, MN__ML_O };
+enum { MN__MLA_Q = MN__A_MIX, MN__MLA_K, MN__MLA_V, MN__MLA_IL, MN__MLA_FL, MN__MLA_IG, MN__MLA_FG, MN__MLA_OL, MN__MLA_H, MN__MLA_HN, MN__MLA_RS, MN__MLA_HO, MN__MLA_WORK };
+#define MN__MLSTM_CAP 15.0
+static void mn__mlstm_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("q.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("igate_preact.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("igate_preact.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("fgate_preact.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("fgate_preact.bias"), 1, H, 0, 0, 0, MN__INIT_FGATE);
+    mn__tab_add(m, count, MN__NAME("ogate_preact.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("multihead_norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("out_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
+    #undef MN__NAME
+}
+static size_t mn__mlstm_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D;
+    s[0] = s[1] = s[2] = N * HD; s[3] = s[4] = s[5] = s[6] = N * H; s[7] = s[8] = s[9] = N * HD; s[10] = N * H; s[11] = N * HD;
+    s[12] = mn_mlstm_work_size(B, T, H, D, D, c->mesa_chunk);
+    return 13;
+}
+static void mn__mlstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    #define A(x) MN__ACT(m, l, x)
+    mn_matmul_forward(A(MN__MLA_Q), in, MN__PAR(m, l, MN__ML_Q), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__MLA_K), in, MN__PAR(m, l, MN__ML_K), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__MLA_V), in, MN__PAR(m, l, MN__ML_V), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__MLA_IL), in, MN__PAR(m, l, MN__ML_I), MN__PAR(m, l, MN__ML_IB), N, C, H);
+    mn_matmul_forward(A(MN__MLA_FL), in, MN__PAR(m, l, MN__ML_F), MN__PAR(m, l, MN__ML_FB), N, C, H);
+    for (i = 0; i < N * H; i++) {
+        A(MN__MLA_IG)[i] = (mn_real)(MN__MLSTM_CAP * tanh(A(MN__MLA_IL)[i] / MN__MLSTM_CAP));
+        A(MN__MLA_FG)[i] = (mn_real)(MN__MLSTM_CAP * tanh(A(MN__MLA_FL)[i] / MN__MLSTM_CAP));
+    }
+    mn_mlstm_forward(A(MN__MLA_H), NULL, NULL, NULL, NULL, NULL, A(MN__MLA_WORK), A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG),
+                     NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6, c->mesa_chunk);
+    mn_rmsnorm_forward(A(MN__MLA_HN), A(MN__MLA_RS), A(MN__MLA_H), MN__PAR(m, l, MN__ML_ON), N * H, D, c->norm_eps);
+    mn_matmul_forward(A(MN__MLA_OL), in, MN__PAR(m, l, MN__ML_OG), NULL, N, C, HD);
+    for (i = 0; i < N * HD; i++) A(MN__MLA_HO)[i] = (mn_real)(A(MN__MLA_HN)[i] * mn__sigmoid(A(MN__MLA_OL)[i]));
+    mn_matmul_forward(out, A(MN__MLA_HO), MN__PAR(m, l, MN__ML_O), NULL, N, HD, C);
+    #undef A
+}
+static void mn__mlstm_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    #define A(x) MN__ACT(m, l, x)
+    #define DA(x) MN__DACT(m, l, x)
+    mn_matmul_backward(DA(MN__MLA_HO), MN__GRD(m, l, MN__ML_O), NULL, dout, A(MN__MLA_HO), MN__PAR(m, l, MN__ML_O), N, HD, C);
+    for (i = 0; i < N * HD; i++) {   // forward: ho = hn s(ol)
+        double s = mn__sigmoid(A(MN__MLA_OL)[i]);
+        DA(MN__MLA_HN)[i] += (mn_real)(DA(MN__MLA_HO)[i] * s);
+        DA(MN__MLA_OL)[i] += (mn_real)(DA(MN__MLA_HO)[i] * A(MN__MLA_HN)[i] * s * (1.0 - s));
+    }
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_OG), NULL, DA(MN__MLA_OL), in, MN__PAR(m, l, MN__ML_OG), N, C, HD);
+    mn_rmsnorm_backward(DA(MN__MLA_H), MN__GRD(m, l, MN__ML_ON), DA(MN__MLA_HN), A(MN__MLA_RS), A(MN__MLA_H), MN__PAR(m, l, MN__ML_ON), N * H, D);
+    mn_mlstm_backward(DA(MN__MLA_Q), DA(MN__MLA_K), DA(MN__MLA_V), DA(MN__MLA_IG), DA(MN__MLA_FG), NULL, NULL, DA(MN__MLA_WORK), DA(MN__MLA_H),
+                      A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG), NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6,
+                      c->mesa_chunk, MN_MLSTM_BW_EXACT);
+    for (i = 0; i < N * H; i++) {    // forward: g = cap tanh(gl / cap), so: dgl = dg (1 - tanh^2)
+        double ti = tanh(A(MN__MLA_IL)[i] / MN__MLSTM_CAP), tf = tanh(A(MN__MLA_FL)[i] / MN__MLSTM_CAP);
+        DA(MN__MLA_IL)[i] += (mn_real)(DA(MN__MLA_IG)[i] * (1.0 - ti * ti));
+        DA(MN__MLA_FL)[i] += (mn_real)(DA(MN__MLA_FG)[i] * (1.0 - tf * tf));
+    }
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_I), MN__GRD(m, l, MN__ML_IB), DA(MN__MLA_IL), in, MN__PAR(m, l, MN__ML_I), N, C, H);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_F), MN__GRD(m, l, MN__ML_FB), DA(MN__MLA_FL), in, MN__PAR(m, l, MN__ML_F), N, C, H);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_Q), NULL, DA(MN__MLA_Q), in, MN__PAR(m, l, MN__ML_Q), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_K), NULL, DA(MN__MLA_K), in, MN__PAR(m, l, MN__ML_K), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_V), NULL, DA(MN__MLA_V), in, MN__PAR(m, l, MN__ML_V), N, C, HD);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: C (H,D,D), n (H,D), m (H)
+static size_t mn__mlstm_state_size(const mn_config* c) { size_t H = c->n_head, D = c->head_dim; return H * D * D + H * D + H; }
+static size_t mn__mlstm_scratch_size(const mn_config* c) { return 7 * c->n_head * c->head_dim + 4 * c->n_head; }
+static void mn__mlstm_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn_real *Cs = state, *ns = Cs + H * D * D, *ms = ns + H * D;
+    mn_real *q = scratch, *k = q + HD, *v = k + HD, *h = v + HD, *hn = h + HD, *ol = hn + HD, *ig = ol + HD, *fg = ig + H, *rs = fg + H;
+    MN_UNUSED(pos);
+    mn_matmul_forward(q, in, MN__PAR(m, l, MN__ML_Q), NULL, 1, C, HD);
+    mn_matmul_forward(k, in, MN__PAR(m, l, MN__ML_K), NULL, 1, C, HD);
+    mn_matmul_forward(v, in, MN__PAR(m, l, MN__ML_V), NULL, 1, C, HD);
+    mn_matmul_forward(ig, in, MN__PAR(m, l, MN__ML_I), MN__PAR(m, l, MN__ML_IB), 1, C, H);
+    mn_matmul_forward(fg, in, MN__PAR(m, l, MN__ML_F), MN__PAR(m, l, MN__ML_FB), 1, C, H);
+    for (i = 0; i < H; i++) { ig[i] = (mn_real)(MN__MLSTM_CAP * tanh(ig[i] / MN__MLSTM_CAP)); fg[i] = (mn_real)(MN__MLSTM_CAP * tanh(fg[i] / MN__MLSTM_CAP)); }
+    mn_mlstm_step(h, Cs, ns, ms, q, k, v, ig, fg, 1, H, D, D, 1.0 / sqrt((double)D), 1e-6);
+    mn_rmsnorm_forward(hn, rs, h, MN__PAR(m, l, MN__ML_ON), H, D, c->norm_eps);
+    mn_matmul_forward(ol, in, MN__PAR(m, l, MN__ML_OG), NULL, 1, C, HD);
+    for (i = 0; i < HD; i++) hn[i] = (mn_real)(hn[i] * mn__sigmoid(ol[i]));
+    mn_matmul_forward(out, hn, MN__PAR(m, l, MN__ML_O), NULL, 1, HD, C);
+}
+static double mn__mlstm_flops(const mn_config* c, size_t T) {
+    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);   // chunkwise, approximate (as the GLA family)
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
@@ -4259,6 +4367,7 @@ static const mn__mixer_def mn__mixers[] = {
     { "hawk",         0, mn__hawk_params, mn__hawk_acts, mn__hawk_forward, mn__hawk_backward, mn__hawk_state_size, mn__hawk_scratch_size, mn__hawk_step_layer, mn__hawk_flops },
     { "mamba2",       0, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
     { "mamba2_neg",   1, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
+    { "mlstm",        0, mn__mlstm_params, mn__mlstm_acts, mn__mlstm_forward, mn__mlstm_backward, mn__mlstm_state_size, mn__mlstm_scratch_size, mn__mlstm_step_layer, mn__mlstm_flops },
     { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
@@ -4389,6 +4498,7 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
                  : m->tensors[i].init == MN__INIT_LAMBDA ? (mn_real)log(exp(1.0 - 0.25) - 1.0)   // lambda = 1 at init (fla)
                  : m->tensors[i].init == MN__INIT_ALOG ? (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(&rng)) // A ~ U[0,16] (Mamba-2, GDN)
                  : m->tensors[i].init == MN__INIT_DTBIAS ? mn__dt_bias_init(&rng)
+                 : m->tensors[i].init == MN__INIT_FGATE ? (mn_real)(3.0 + 3.0 * (m->tensors[i].numel > 1 ? (double)j / (double)(m->tensors[i].numel - 1) : 0.0))
                  : m->tensors[i].init == MN__INIT_RGLRU_A ? (mn_real)log(exp(-0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(&rng))) - 1.0)
                  : (mn_real)0;
     }

@@ -329,6 +329,7 @@ int main(void) {
     test_model_gradient("gdn_neg,deltanet");
     test_model_gradient("hawk,mesa");
     test_model_gradient("mamba2,mamba2_neg");
+    test_model_gradient("mlstm,hawk");
     test_step_matches_forward("attn");
     test_step_matches_forward("swa,attn");
     test_step_matches_forward("mesa");
@@ -337,6 +338,7 @@ int main(void) {
     test_step_matches_forward("gdn_neg,deltanet");
     test_step_matches_forward("hawk,mesa");
     test_step_matches_forward("mamba2,mamba2_neg");
+    test_step_matches_forward("mlstm,hawk");
     test_training_and_resume();
     test_bad_input();
     return tu_finish(sizeof(mn_real) == 8 ? "test_model (double)" : "test_model (float)");
