@@ -3565,7 +3565,7 @@ MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
 // A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
 // MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
 
-enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS, MN__INIT_RGLRU_A, MN__INIT_FGATE };
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS, MN__INIT_RGLRU_A, MN__INIT_FGATE, MN__INIT_SLSTM_BIAS };
 // parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
 enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
 // activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
@@ -4357,6 +4357,113 @@ static double mn__mlstm_flops(const mn_config* c, size_t T) {
     return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);   // chunkwise, approximate (as the GLA family)
 }
 
+// ---- sLSTM as a mixer (NX-AI xlstm/blocks/slstm/layer.py sLSTMLayer; mixers.md §7b(4)), width C,
+// NH = n_head heads of Dh = C/NH units:
+//   xc = silu(conv4(x) + b_conv) ;  pre-activations i, f from xc and z, o from x, each through a
+//   block-diagonal per-head linear ;  (y, c, n, m) = sLSTM cell (R block-diagonal, bias b) ;
+//   out = RMSNorm_head(y) (no output projection, as the reference layer)
+// Differences from the reference block, stated: the per-head norm is an RMSNorm (xLSTM uses a
+// LayerNorm), and the block's FFN is this backbone's SwiGLU. Init: R = 0, forget bias
+// 5 - 12 (j/(Dh-1))^0.3 (xLSTM's "powerlaw_blockdependent" for the first block), other biases 0.
+enum { MN__SL_CW = MN__P_MIX, MN__SL_CB, MN__SL_WI, MN__SL_WF, MN__SL_WZ, MN__SL_WO, MN__SL_R, MN__SL_B, MN__SL_ON };
+enum { MN__SLA_XCP = MN__A_MIX, MN__SLA_XC, MN__SLA_X, MN__SLA_Y, MN__SLA_C, MN__SLA_N, MN__SLA_M, MN__SLA_YN, MN__SLA_RS, MN__SLA_WORK };
+static void mn__slstm_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, NH = m->cfg.n_head, Dh = C / NH;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("conv1d.weight"), 3, C, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("conv1d.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("igate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("fgate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("zgate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("ogate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("slstm_cell.recurrent_kernel"), 3, NH, 4 * Dh, Dh, 1, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("slstm_cell.bias"), 3, 4, NH, Dh, 0, MN__INIT_SLSTM_BIAS);
+    mn__tab_add(m, count, MN__NAME("group_norm.weight"), 1, Dh, 0, 0, 0, MN__INIT_ONES);
+    #undef MN__NAME
+}
+static size_t mn__slstm_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, C = c->d_model;
+    s[0] = s[1] = N * C; s[2] = 4 * N * C; s[3] = s[4] = s[5] = s[6] = s[7] = N * C; s[8] = N * c->n_head;
+    s[9] = mn_slstm_work_size(B, c->n_head, C / c->n_head) + 8 * B * C;
+    return 10;
+}
+// Block-diagonal linear into column block `col` of a row-major output with row stride ldo:
+// out[n, col + h Dh + j] = sum_i u[n, h Dh + i] W[h, j, i] (W (NH,Dh,Dh) stored [out,in] per head).
+static void mn__bd_forward(mn_real* out, size_t ldo, const mn_real* u, const mn_real* W, size_t N, size_t NH, size_t Dh) {
+    size_t h, C = NH * Dh;
+    for (h = 0; h < NH; h++) mn_gemm(0, 1, N, Dh, Dh, 1.0, u + h * Dh, C, W + h * Dh * Dh, Dh, 0.0, out + h * Dh, ldo);
+}
+static void mn__bd_backward(mn_real* du, mn_real* dW, const mn_real* dout, size_t ldo, const mn_real* u, const mn_real* W, size_t N, size_t NH, size_t Dh) {
+    size_t h, C = NH * Dh;
+    for (h = 0; h < NH; h++) {
+        mn_gemm(0, 0, N, Dh, Dh, 1.0, dout + h * Dh, ldo, W + h * Dh * Dh, Dh, 1.0, du + h * Dh, C);
+        mn_gemm(1, 0, Dh, Dh, N, 1.0, dout + h * Dh, ldo, u + h * Dh, C, 1.0, dW + h * Dh * Dh, Dh);
+    }
+}
+static void mn__slstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH, i;
+    #define A(x) MN__ACT(m, l, x)
+    mn_shortconv_forward(A(MN__SLA_XCP), in, MN__PAR(m, l, MN__SL_CW), B, T, C, 4, 0);
+    for (i = 0; i < N * C; i++) {
+        A(MN__SLA_XCP)[i] += MN__PAR(m, l, MN__SL_CB)[i % C];
+        A(MN__SLA_XC)[i] = (mn_real)(A(MN__SLA_XCP)[i] * mn__sigmoid(A(MN__SLA_XCP)[i]));
+    }
+    mn__bd_forward(A(MN__SLA_X) + 0 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WI), N, NH, Dh);
+    mn__bd_forward(A(MN__SLA_X) + 1 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WF), N, NH, Dh);
+    mn__bd_forward(A(MN__SLA_X) + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), N, NH, Dh);
+    mn__bd_forward(A(MN__SLA_X) + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), N, NH, Dh);
+    mn_slstm_forward(A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_WORK), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
+                     NULL, NULL, NULL, NULL, B, T, NH, Dh);
+    mn_rmsnorm_forward(out, A(MN__SLA_RS), A(MN__SLA_Y), MN__PAR(m, l, MN__SL_ON), N * NH, Dh, c->norm_eps);
+    #undef A
+}
+static void mn__slstm_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH, i;
+    #define A(x) MN__ACT(m, l, x)
+    #define DA(x) MN__DACT(m, l, x)
+    mn_rmsnorm_backward(DA(MN__SLA_Y), MN__GRD(m, l, MN__SL_ON), dout, A(MN__SLA_RS), A(MN__SLA_Y), MN__PAR(m, l, MN__SL_ON), N * NH, Dh);
+    mn_slstm_backward(DA(MN__SLA_X), MN__GRD(m, l, MN__SL_R), MN__GRD(m, l, MN__SL_B), NULL, NULL, NULL, DA(MN__SLA_WORK), DA(MN__SLA_Y),
+                      A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
+                      NULL, NULL, NULL, NULL, B, T, NH, Dh);
+    mn__bd_backward(DA(MN__SLA_XC), MN__GRD(m, l, MN__SL_WI), DA(MN__SLA_X) + 0 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WI), N, NH, Dh);
+    mn__bd_backward(DA(MN__SLA_XC), MN__GRD(m, l, MN__SL_WF), DA(MN__SLA_X) + 1 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WF), N, NH, Dh);
+    mn__bd_backward(din, MN__GRD(m, l, MN__SL_WZ), DA(MN__SLA_X) + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), N, NH, Dh);
+    mn__bd_backward(din, MN__GRD(m, l, MN__SL_WO), DA(MN__SLA_X) + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), N, NH, Dh);
+    for (i = 0; i < N * C; i++) {    // forward: xc = silu(xcp), xcp = conv(x) + b
+        double a = A(MN__SLA_XCP)[i], sg = mn__sigmoid(a);
+        DA(MN__SLA_XCP)[i] += (mn_real)(DA(MN__SLA_XC)[i] * sg * (1.0 + a * (1.0 - sg)));
+        MN__GRD(m, l, MN__SL_CB)[i % C] += DA(MN__SLA_XCP)[i];
+    }
+    mn_shortconv_backward(din, MN__GRD(m, l, MN__SL_CW), DA(MN__SLA_XCP), in, MN__PAR(m, l, MN__SL_CW), B, T, C, 4, 0);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: the conv window (C,3) and the cell states y, c, n, m (C each)
+static size_t mn__slstm_state_size(const mn_config* c) { return 7 * c->d_model; }
+static size_t mn__slstm_scratch_size(const mn_config* c) { return 7 * c->d_model + c->n_head + mn_slstm_work_size(1, c->n_head, c->d_model / c->n_head); }
+static void mn__slstm_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, NH = c->n_head, Dh = C / NH, i;
+    mn_real *cw = state, *y = cw + 3 * C, *cc = y + C, *n = cc + C, *mm = n + C;
+    mn_real *xc = scratch, *x = xc + C, *rs = x + 4 * C, *work = rs + NH + C;
+    MN_UNUSED(pos);
+    mn_shortconv_step(xc, cw, in, MN__PAR(m, l, MN__SL_CW), C, 4, 0);
+    for (i = 0; i < C; i++) { double a = xc[i] + MN__PAR(m, l, MN__SL_CB)[i]; xc[i] = (mn_real)(a * mn__sigmoid(a)); }
+    mn__bd_forward(x + 0 * C, 4 * C, xc, MN__PAR(m, l, MN__SL_WI), 1, NH, Dh);
+    mn__bd_forward(x + 1 * C, 4 * C, xc, MN__PAR(m, l, MN__SL_WF), 1, NH, Dh);
+    mn__bd_forward(x + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), 1, NH, Dh);
+    mn__bd_forward(x + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), 1, NH, Dh);
+    mn_slstm_step(y, cc, n, mm, work, x, MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B), 1, NH, Dh);
+    mn_rmsnorm_forward(out, rs, y, MN__PAR(m, l, MN__SL_ON), NH, Dh, c->norm_eps);
+}
+static double mn__slstm_flops(const mn_config* c, size_t T) {
+    MN_UNUSED(T);
+    return 2.0 * 8.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // 4 input and 4 recurrent block-diagonal products
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
@@ -4368,6 +4475,7 @@ static const mn__mixer_def mn__mixers[] = {
     { "mamba2",       0, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
     { "mamba2_neg",   1, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
     { "mlstm",        0, mn__mlstm_params, mn__mlstm_acts, mn__mlstm_forward, mn__mlstm_backward, mn__mlstm_state_size, mn__mlstm_scratch_size, mn__mlstm_step_layer, mn__mlstm_flops },
+    { "slstm",        0, mn__slstm_params, mn__slstm_acts, mn__slstm_forward, mn__slstm_backward, mn__slstm_state_size, mn__slstm_scratch_size, mn__slstm_step_layer, mn__slstm_flops },
     { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
@@ -4468,6 +4576,12 @@ static mn_real mn__dt_bias_init(mn_rng* r) {
     if (dt < 1e-4) dt = 1e-4;
     return (mn_real)(dt + log(-expm1(-dt)));
 }
+// sLSTM bias (4, NH, Dh), gate-major i, f, z, o: forget 5 - 12 (j/(Dh-1))^0.3, the rest 0 (xLSTM)
+static mn_real mn__slstm_bias_init(const mn_tensor_info* t, size_t e) {
+    size_t per_gate = t->shape[1] * t->shape[2], Dh = t->shape[2], j = e % Dh;
+    if (e / per_gate != 1) return 0;
+    return (mn_real)(5.0 - 12.0 * pow(Dh > 1 ? (double)j / (double)(Dh - 1) : 0.0, 0.3));
+}
 MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
     mn_config rc;
     size_t i, j, off = 0;
@@ -4498,6 +4612,7 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
                  : m->tensors[i].init == MN__INIT_LAMBDA ? (mn_real)log(exp(1.0 - 0.25) - 1.0)   // lambda = 1 at init (fla)
                  : m->tensors[i].init == MN__INIT_ALOG ? (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(&rng)) // A ~ U[0,16] (Mamba-2, GDN)
                  : m->tensors[i].init == MN__INIT_DTBIAS ? mn__dt_bias_init(&rng)
+                 : m->tensors[i].init == MN__INIT_SLSTM_BIAS ? mn__slstm_bias_init(&m->tensors[i], j)
                  : m->tensors[i].init == MN__INIT_FGATE ? (mn_real)(3.0 + 3.0 * (m->tensors[i].numel > 1 ? (double)j / (double)(m->tensors[i].numel - 1) : 0.0))
                  : m->tensors[i].init == MN__INIT_RGLRU_A ? (mn_real)log(exp(-0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(&rng))) - 1.0)
                  : (mn_real)0;
