@@ -3475,14 +3475,7 @@ MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
                 }
                 for (i = 0; i < KV; i++) dblast += ch->GamC * (double)Sn[i] * dSe[i];
                 db[Cn - 1] += (mn_real)dblast;
-                for (a = 0; a < Cn; a++) {   // gemm into the strided dv rows
-                    size_t r = r0 + a * H;
-                    for (j = 0; j < V; j++) {
-                        double s = 0; size_t c2;
-                        for (c2 = a; c2 < Cn; c2++) s += (double)Sx[c2 * C + a] * dO[c2 * H * V + j];
-                        dv[r * V + j] += (mn_real)s;
-                    }
-                }
+                mn_gemm(1, 0, Cn, V, Cn, 1.0, Sx, C, dO, H * V, 1.0, dv + r0 * V, H * V);   // dv rows += (Sx . M)^T dO
                 // dg from db (reverse cumsum inside the chunk); the kk part adds more below
                 { double acc = 0; for (a = Cn; a-- > 0;) { acc += db[a]; dg[(b * T + n * C + a) * H + h] += (mn_real)acc; } }
                 // B3: adjoint solve dQ = A^-1 xbar (row by row, like the forward)

@@ -39,23 +39,18 @@ static double sgemm_gflops(size_t n, int reps) {
 }
 static int cmpd(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
 
-int main(int argc, char** argv) {
-    const char* pattern = argc > 1 ? argv[1] : "attn";
-    const char* outpath = argc > 2 ? argv[2] : "results/bench.md";
-    size_t B = 16, T = 256, N = B * T, i, warm = 2, reps = 7;
+typedef struct { char pattern[64]; int cg; size_t params; double fpt, step, fwd, bwd, opt, train_tps, gflops, fwd_tps, gen_tps; } bench_row;
+
+// One REF-S configuration: median training step (forward + backward + clip + AdamW) of `reps`
+// after `warm` warm-ups, forward-only throughput, and recurrent generation.
+static void run_config(bench_row* r, size_t B, size_t T, const int* tok, const int* tgt) {
+    size_t N = B * T, i, warm = 2, reps = 7;
     mn_config c; memset(&c, 0, sizeof c);
-    c.vocab_size = 256; c.d_model = 256; c.n_layer = 4; c.n_head = 4; c.head_dim = 64; c.d_ff = 688; c.max_seq_len = 256; c.pattern = pattern;
+    c.vocab_size = 256; c.d_model = 256; c.n_layer = 4; c.n_head = 4; c.head_dim = 64; c.d_ff = 688; c.max_seq_len = 256;
+    c.pattern = r->pattern; c.mesa_cg_train = r->cg; c.mesa_cg_decode = r->cg;
     mn_model m;
-    if (mn_model_init(&m, &c) != MN_OK) return 1;
-    int *tok = (int*)malloc(N * sizeof(int)), *tgt = (int*)malloc(N * sizeof(int));
-    mn_rng r; mn_rng_seed(&r, 1);
-    for (i = 0; i < N; i++) { tok[i] = (int)(mn_rng_u32(&r) % 256); tgt[i] = (int)(mn_rng_u32(&r) % 256); }
-
-    printf("measuring sgemm ceiling...\n");
-    double peak2048 = sgemm_gflops(2048, 3), peak1024 = sgemm_gflops(1024, 5), peak256 = sgemm_gflops(256, 50);
-
-    // training step: forward + backward + clip + AdamW; median of `reps` after `warm` warm-ups
-    double ts[16], tf[16], tb[16];
+    if (mn_model_init(&m, &c) != MN_OK) return;
+    double ts[16], tf[16], tb[16], t[16];
     mn_real loss;
     for (i = 0; i < warm + reps; i++) {
         double t0 = ex_now();
@@ -68,50 +63,73 @@ int main(int argc, char** argv) {
         if (i >= warm) { ts[i - warm] = t3 - t0; tf[i - warm] = t1 - t0; tb[i - warm] = t2 - t1; }
     }
     qsort(ts, reps, sizeof(double), cmpd); qsort(tf, reps, sizeof(double), cmpd); qsort(tb, reps, sizeof(double), cmpd);
-    double step = ts[reps / 2], fwd_only;
-    {   // forward without targets (inference over a batch)
-        double t[16];
-        for (i = 0; i < warm + reps; i++) { double t0 = ex_now(); mn_forward(&m, tok, NULL, B, T, NULL); if (i >= warm) t[i - warm] = ex_now() - t0; }
-        qsort(t, reps, sizeof(double), cmpd); fwd_only = t[reps / 2];
-    }
-    // generation: the recurrent step, one sequence, T tokens
+    for (i = 0; i < warm + reps; i++) { double t0 = ex_now(); mn_forward(&m, tok, NULL, B, T, NULL); if (i >= warm) t[i - warm] = ex_now() - t0; }
+    qsort(t, reps, sizeof(double), cmpd);
     mn_state st; mn_state_init(&st, &m, 1);
-    mn_real* logits = (mn_real*)malloc(256 * sizeof(mn_real));
+    mn_real logits[256];
     double tg0 = ex_now();
     for (i = 0; i < T; i++) mn_step(&m, &st, &tok[i], logits);
-    double gen = (ex_now() - tg0) / (double)T;
+    r->gen_tps = (double)T / (ex_now() - tg0);
     mn_state_free(&st);
+    r->params = m.n_params;
+    r->fpt = 3.0 * (double)mn_flops_per_token(&m, T);
+    r->step = ts[reps / 2]; r->fwd = tf[reps / 2]; r->bwd = tb[reps / 2]; r->opt = r->step - r->fwd - r->bwd;
+    r->train_tps = (double)N / r->step; r->gflops = r->fpt * r->train_tps / 1e9; r->fwd_tps = (double)N / t[reps / 2];
+    mn_model_free(&m);
+}
 
-    double fpt = (double)mn_flops_per_token(&m, T);   // forward
-    double train_tps = N / step, train_gf = 3.0 * fpt * train_tps / 1e9;
+int main(int argc, char** argv) {
+    const char* outpath = argc > 1 ? argv[1] : "results/bench.md";
+    const char* defaults[3] = { "attn", "mesa:10", "mesa:30" };
+    size_t B = 16, T = 256, N = B * T, i, n_rows = argc > 2 ? (size_t)(argc - 2) : 3;
+    bench_row rows[16];
+    int *tok = (int*)malloc(N * sizeof(int)), *tgt = (int*)malloc(N * sizeof(int));
+    mn_rng r; mn_rng_seed(&r, 1);
+    for (i = 0; i < N; i++) { tok[i] = (int)(mn_rng_u32(&r) % 256); tgt[i] = (int)(mn_rng_u32(&r) % 256); }
+    if (n_rows > 16) n_rows = 16;
+    printf("measuring sgemm ceiling...\n");
+    double peak2048 = sgemm_gflops(2048, 3), peak1024 = sgemm_gflops(1024, 5), peak256 = sgemm_gflops(256, 50);
+    for (i = 0; i < n_rows; i++) {   // "pattern" or "pattern:cg"
+        const char* a = argc > 2 ? argv[2 + i] : defaults[i];
+        const char* colon = strchr(a, ':');
+        memset(&rows[i], 0, sizeof rows[i]);
+        snprintf(rows[i].pattern, sizeof rows[i].pattern, "%.*s", (int)(colon ? (size_t)(colon - a) : strlen(a)), a);
+        rows[i].cg = colon ? atoi(colon + 1) : 30;
+        printf("REF-S with %s...\n", a); fflush(stdout);
+        run_config(&rows[i], B, T, tok, tgt);
+    }
     char when[64]; time_t now = time(NULL); strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     struct utsname u; uname(&u);
     const char* ct = getenv("OPENBLAS_CORETYPE");
-    char table[4096];
-    snprintf(table, sizeof table,
-        "| quantity | value |\n|---|---|\n"
-        "| sgemm ceiling 2048^3 / 1024^3 / 256^3 (GFLOP/s) | %.1f / %.1f / %.1f |\n"
-        "| REF-S mixer | %s |\n| parameters | %zu |\n"
-        "| FLOPs per token, train (3 x forward) | %.2f M |\n"
-        "| train step (median of %zu), B=%zu T=%zu | %.1f ms (forward %.1f, backward %.1f, clip+AdamW %.1f) |\n"
-        "| **train tokens/s** | **%.0f** |\n"
-        "| train GFLOP/s | %.1f |\n"
-        "| fraction of the 2048^3 sgemm ceiling | %.0f %% |\n"
-        "| forward-only tokens/s (batch %zu x %zu) | %.0f |\n"
-        "| generation tokens/s (recurrent step, 1 sequence, %zu tokens) | %.0f |\n",
-        peak2048, peak1024, peak256, pattern, m.n_params, 3 * fpt / 1e6, reps, B, T, step * 1e3, tf[reps / 2] * 1e3, tb[reps / 2] * 1e3,
-        (step - tf[reps / 2] - tb[reps / 2]) * 1e3, train_tps, train_gf, 100.0 * train_gf / peak2048, B, T, N / fwd_only, T, 1.0 / gen);
+    char table[8192]; size_t len = 0;
+    len += (size_t)snprintf(table + len, sizeof table - len,
+        "sgemm ceiling (OpenBLAS's own threads, all cores): 2048^3 %.1f, 1024^3 %.1f, 256^3 %.1f GFLOP/s.\n\n"
+        "| REF-S mixer | CG | params | train FLOPs/token | step ms (fwd / bwd / clip+AdamW) | **train tokens/s** | train GFLOP/s | of 2048^3 ceiling | forward tokens/s | generation tokens/s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n", peak2048, peak1024, peak256);
+    for (i = 0; i < n_rows; i++) {
+        bench_row* w = &rows[i];
+        int mesa = strstr(w->pattern, "mesa") != NULL;
+        char cg[16]; snprintf(cg, sizeof cg, "%d", w->cg);
+        len += (size_t)snprintf(table + len, sizeof table - len, "| %s | %s | %zu | %.1f M | %.0f (%.0f / %.0f / %.0f) | **%.0f** | %.1f | %.0f %% | %.0f | %.0f |\n",
+            w->pattern, mesa ? cg : "-", w->params, w->fpt / 1e6, w->step * 1e3, w->fwd * 1e3, w->bwd * 1e3, w->opt * 1e3, w->train_tps, w->gflops,
+            100.0 * w->gflops / peak2048, w->fwd_tps, w->gen_tps);
+    }
     printf("\n%s", table);
     FILE* f = fopen(outpath, "w");
     if (f) {
         fprintf(f, "# mesanet benchmark: REF-S\n\nMeasured %s on %s %s (%ld cores online), OPENBLAS_CORETYPE=%s.\n"
-                   "Command: `make bench` (runs `./build/bench %s %s`).\n\n%s\n"
-                   "Anchor (../shared/docs/anchors.md): PyTorch 1.13 eager trains REF-S with attention at 2,642 tokens/s "
-                   "(3,078 with OPENBLAS_CORETYPE unset), 22.5 M FLOPs/token.\n",
-                when, u.machine, u.release, sysconf(_SC_NPROCESSORS_ONLN), ct ? ct : "(unset)", pattern, outpath, table);
+                   "Command: `make bench` (runs `./build/bench %s`).\n\n"
+                   "REF-S: byte vocab, d_model 256, 4 layers, 4 heads of 64, SwiGLU 688, untied head, T=256, batch 16, AdamW;\n"
+                   "median of 7 steps after 2 warm-ups. Generation: the recurrent step, one sequence, 256 tokens (Mesa: fixed CG count).\n"
+                   "FLOPs per token as anchors.md counts them: 6 x matmul parameters (lm_head in, embeddings out) + 3 x the\n"
+                   "mixer's own forward matmuls (attention over the full T x T matrix; Mesa per layer, head and token\n"
+                   "2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV with C = 64).\n\n%s\n"
+                   "Anchors (../shared/docs/anchors.md, PyTorch 1.13 eager on this kind of machine, env as set / unset):\n"
+                   "attention 2,642 / 3,078 tokens/s; Mesa CG 10 (autograd through CG) 1,475 / 1,597; Mesa CG 30 about 700 / 866.\n",
+                when, u.machine, u.release, sysconf(_SC_NPROCESSORS_ONLN), ct ? ct : "(unset)", outpath, table);
         fclose(f);
         printf("\nwritten to %s\n", outpath);
     }
-    free(tok); free(tgt); free(logits); mn_model_free(&m);
+    free(tok); free(tgt);
     return 0;
 }
