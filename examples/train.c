@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
     // MesaNet by default: 10 CG steps in training (the paper, App. G.7: enough for its gains; fla
     // uses 30), 30 at most when generating with the paper's dynamic stop at relative residual 1e-4
     o.cg = 10; o.cg_decode = 30; o.cg_tol = 1e-4;
-    o.d_model = 128; o.layers = 4; o.heads = 4; o.seq = 256; o.batch = 8; o.steps = 800; o.lr = 3e-3; o.lr_min_frac = 0.1;
+    o.d_model = 128; o.layers = 4; o.heads = 4; o.seq = 256; o.batch = 8; o.steps = 400; o.lr = 3e-3; o.lr_min_frac = 0.1;
     o.warmup = 50; o.wd = 0.1; o.clip = 1.0; o.eval_every = 50; o.eval_batches = 4; o.sample_len = 200;
     o.temp = 0.8; o.top_p = 0.95; o.seed = 1;
     if (parse(&o, argc, argv) != 0) return 2;
