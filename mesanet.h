@@ -3058,6 +3058,7 @@ static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, co
                 Ap[i] = (mn_real)a;
                 pAp += a * pp[i];
             }
+            if (!o->fla && !(pAp > 0)) break;     // converged below the element type's resolution
             alpha = delta / (pAp + eps);
             for (i = 0; i < K; i++) { x[i] += (mn_real)(alpha * pp[i]); r[i] -= (mn_real)(alpha * Ap[i]); dnew += (double)r[i] * r[i]; }
             for (i = 0; i < K; i++) pp[i] = (mn_real)(r[i] + dnew / (delta + eps) * pp[i]);

@@ -319,7 +319,25 @@ static void test_optimizer_and_sampling(void) {
     TU_CHECK(fabs(counts[1] / 20000.0 - p1) < 0.02, "sampling frequency of the mode %.3f vs softmax %.3f", counts[1] / 20000.0, p1);
 }
 
+// Decoding far past convergence (30 fixed CG steps on well-conditioned systems) must stay finite:
+// in float the residual underflows long before step 30 (this once produced NaN).
+static void test_mesa_decode_finite(void) {
+    mn_model m; mn_config c; mn_state s; size_t t, v; int tok, ok = 1;
+    mn_real logits[64];
+    memset(&c, 0, sizeof c);
+    c.vocab_size = 64; c.d_model = 64; c.n_layer = 2; c.n_head = 2; c.pattern = "mesa"; c.mesa_cg_decode = 30;
+    mn_model_init(&m, &c); mn_state_init(&s, &m, 1);
+    for (t = 0; t < 300 && ok; t++) {
+        tok = (int)(t * 7 % 64);
+        mn_step(&m, &s, &tok, logits);
+        for (v = 0; v < 64; v++) ok &= logits[v] == logits[v] && fabs(logits[v]) < 1e30;
+    }
+    TU_CHECK(ok, "Mesa decode with 30 fixed CG steps stays finite (failed at token %zu)", t);
+    mn_state_free(&s); mn_model_free(&m);
+}
+
 int main(void) {
+    test_mesa_decode_finite();
     test_optimizer_and_sampling();
     test_model_gradient("attn");
     test_model_gradient("attn,swa");
