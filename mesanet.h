@@ -3005,6 +3005,12 @@ MNDEF size_t mn_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk
     return B * H * mn__mesa_slot(form, T, Dk, Dv, op->chunk);
 }
 
+// The squared relative residual at which textbook CG stops: the tolerance, or the element type's
+// precision (||r|| <= eps_machine ||r0||) when the count is fixed.
+static double mn__cg_stop(const mn_mesa_opts* o) {
+    double em = sizeof(mn_real) == 4 ? 1.1920929e-07 : 2.220446049250313e-16;
+    return o->cg_tol > 0 ? o->cg_tol * o->cg_tol : em * em;
+}
 // Solves (Hm + diag(lamb)) x = rhs, Hm (K,K) symmetric PSD. Returns the CG iterations taken.
 // CG (Hestenes-Stiefel) in the form of mesa.md §2.2; exact: Cholesky A = L L^T, two triangular
 // solves. work: K*K + 3K.
@@ -3051,7 +3057,9 @@ static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, co
         delta0 = delta;
         for (it = 0; it < o->cg_iters; it++) {
             double pAp = 0, alpha, dnew = 0;
-            if (!o->fla && (delta == 0 || (o->cg_tol > 0 && delta <= o->cg_tol * o->cg_tol * delta0))) break;
+            // stop at the tolerance, or (fixed count) once ||r|| reaches the element type's precision:
+            // further steps change nothing but would run on denormals, many times slower
+            if (!o->fla && delta <= mn__cg_stop(o) * delta0) break;
             for (i = 0; i < K; i++) {                    // Ap = A p
                 double a = (double)lamb[i] * pp[i];
                 for (p = 0; p < K; p++) a += (double)Hm[i * K + p] * pp[p];
@@ -3286,7 +3294,7 @@ static void mn__mesa_chunk_cg(mn_real* X, int* iters, const mn_real* RHS, size_t
     for (it = 0; it < o->cg_iters; it++) {
         int active = 0;
         for (a = 0; a < Cn; a++) {
-            if (!o->fla && !done[a] && (delta[a] == 0 || (o->cg_tol > 0 && delta[a] <= o->cg_tol * o->cg_tol * delta0[a]))) done[a] = 1;
+            if (!o->fla && !done[a] && delta[a] <= mn__cg_stop(o) * delta0[a]) done[a] = 1;   // as in mn__mesa_solve
             active |= !done[a];
         }
         if (!active) break;
