@@ -88,7 +88,10 @@ int main(int argc, char** argv) {
     for (i = 0; i < N; i++) { tok[i] = (int)(mn_rng_u32(&r) % 256); tgt[i] = (int)(mn_rng_u32(&r) % 256); }
     if (n_rows > 16) n_rows = 16;
     printf("measuring sgemm ceiling...\n");
-    double peak2048 = sgemm_gflops(2048, 3), peak1024 = sgemm_gflops(1024, 5), peak256 = sgemm_gflops(256, 50);
+    double peak2048 = sgemm_gflops(2048, 6), peak1024 = sgemm_gflops(1024, 10), peak256 = sgemm_gflops(256, 50);
+    // the ceiling: the best of the sizes (a shared machine can slow any single measurement down)
+    double peak = peak2048 > peak1024 ? peak2048 : peak1024;
+    if (peak256 > peak) peak = peak256;
     for (i = 0; i < n_rows; i++) {   // "pattern" or "pattern:cg"
         const char* a = argc > 2 ? argv[2 + i] : defaults[i];
         const char* colon = strchr(a, ':');
@@ -103,16 +106,16 @@ int main(int argc, char** argv) {
     const char* ct = getenv("OPENBLAS_CORETYPE");
     char table[8192]; size_t len = 0;
     len += (size_t)snprintf(table + len, sizeof table - len,
-        "sgemm ceiling (OpenBLAS's own threads, all cores): 2048^3 %.1f, 1024^3 %.1f, 256^3 %.1f GFLOP/s.\n\n"
-        "| REF-S mixer | CG | params | train FLOPs/token | step ms (fwd / bwd / clip+AdamW) | **train tokens/s** | train GFLOP/s | of 2048^3 ceiling | forward tokens/s | generation tokens/s |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n", peak2048, peak1024, peak256);
+        "sgemm ceiling (OpenBLAS's own threads, all cores, best of repetitions): 2048^3 %.1f, 1024^3 %.1f, 256^3 %.1f GFLOP/s; ceiling = the best, %.1f.\n\n"
+        "| REF-S mixer | CG | params | train FLOPs/token | step ms (fwd / bwd / clip+AdamW) | **train tokens/s** | train GFLOP/s | of the sgemm ceiling | forward tokens/s | generation tokens/s |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n", peak2048, peak1024, peak256, peak);
     for (i = 0; i < n_rows; i++) {
         bench_row* w = &rows[i];
         int mesa = strstr(w->pattern, "mesa") != NULL;
         char cg[16]; snprintf(cg, sizeof cg, "%d", w->cg);
         len += (size_t)snprintf(table + len, sizeof table - len, "| %s | %s | %zu | %.1f M | %.0f (%.0f / %.0f / %.0f) | **%.0f** | %.1f | %.0f %% | %.0f | %.0f |\n",
             w->pattern, mesa ? cg : "-", w->params, w->fpt / 1e6, w->step * 1e3, w->fwd * 1e3, w->bwd * 1e3, w->opt * 1e3, w->train_tps, w->gflops,
-            100.0 * w->gflops / peak2048, w->fwd_tps, w->gen_tps);
+            100.0 * w->gflops / peak, w->fwd_tps, w->gen_tps);
     }
     printf("\n%s", table);
     FILE* f = fopen(outpath, "w");
@@ -124,6 +127,9 @@ int main(int argc, char** argv) {
                    "FLOPs per token as anchors.md counts them: 6 x matmul parameters (lm_head in, embeddings out) + 3 x the\n"
                    "mixer's own forward matmuls (attention over the full T x T matrix; Mesa per layer, head and token\n"
                    "2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV with C = 64).\n\n%s\n"
+                   "Mesa rows: FLOPs are counted for the nominal CG count, as anchors.md does; the textbook CG here stops a\n"
+                   "system once its residual reaches float precision (||r|| <= 1.2e-7 ||r0||), so on well-conditioned systems\n"
+                   "it runs fewer steps than nominal and GFLOP/s overstates the arithmetic done; tokens/s is the number to compare.\n\n"
                    "Anchors (../shared/docs/anchors.md, PyTorch 1.13 eager on this kind of machine, env as set / unset):\n"
                    "attention 2,642 / 3,078 tokens/s; Mesa CG 10 (autograd through CG) 1,475 / 1,597; Mesa CG 30 about 700 / 866.\n",
                 when, u.machine, u.release, sysconf(_SC_NPROCESSORS_ONLN), ct ? ct : "(unset)", outpath, table);
