@@ -52,10 +52,15 @@
         Per-head layout is fla's [B,T,H,D]; matrices are row-major; Linear weights are [out, in]
         as in PyTorch, so y = x W^T.
 
-   MIXERS (per layer, selected by name in cfg.pattern)
-        attn   causal softmax attention with RoPE:   o_t = sum_{s<=t} softmax_s(q_t.k_s / sqrt(D)) v_s
-        swa    sliding-window attention, W keys including the current one: t-W < s <= t
-     The table mn__mixers[] in >>model lists them; a new mixer is one table row.
+   MIXERS (per layer, selected by name in cfg.pattern, e.g. "mesa", "hawk,mesa", "mlstm,slstm")
+        mesa          the Mesa layer: x_t = (H_t + Lambda)^-1 q_t by CG, o_t = S_t^T x_t   (>>mesa)
+        attn, swa     causal softmax attention with RoPE; sliding window of W keys    (>>attention)
+        deltanet, gdn DeltaNet, Gated DeltaNet; *_neg: beta in (0,2), eigenvalues in [-1,1]  (>>deltanet)
+        mamba2        Mamba-2 (SSD); mamba2_neg: transition 2 exp(A dt) - 1 in (-1,1)      (>>ssm)
+        hawk          Griffin's recurrent block with the RG-LRU                            (>>ssm)
+        mlstm, slstm  xLSTM's matrix and scalar memories                                   (>>xlstm)
+     Linear attention, simple GLA and GLA exist as ops (>>gla). The table mn__mixers[] in >>model
+     lists the layers; a new mixer is its functions plus one table row.
 
    MEMORY MODEL
      mn_model_init makes three allocations (parameters, gradients, AdamW m and v together), sized by
@@ -2985,6 +2990,17 @@ MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real
 // fla compatibility (opts.fla = 1): fla's naive/Triton CG adds 1e-5 to the alpha and CG-beta
 // denominators (an accuracy floor of ~5e-4, mesa.md §2.4); mesa_cg_it*.vec and mesa_decode.vec hold
 // that arithmetic. Without it the iteration is textbook CG and converges to the exact solve.
+//
+// Why this is the "locally optimal" layer: x_t = A_t^-1 q_t makes o_t = Phi_t q_t with Phi_t the
+// minimiser of 1/2 sum_{s<=t} zeta_ts beta_s ||v_s - Phi k_s||^2 + 1/2 Tr(Phi Lambda Phi^T),
+// zeta_ts = prod_{r=s+1..t} gamma_r (reference/mesa_oracle.h solves exactly that problem directly
+// and tests/test_mesa.c checks the two agree). Reading order of this section:
+//   1. mn__mesa_solve / mn__mesa_token: one system, CG or Cholesky; the step and the recurrent
+//      forward are loops over it;
+//   2. mn_mesa_recurrent_backward: the implicit backward written per token (the teaching version);
+//   3. the chunkwise form: mn__mesa_chunk_decay (the C x C decay matrix M), mn__mesa_chunk_apply
+//      (A(P) in three matmuls), mn__mesa_chunk_cg (batched CG), mn_mesa_chunk_forward, and
+//      mn_mesa_chunk_backward (passes B0-B5 of mesa.md §3.2), each tested against 1. and 2.
 
 static const mn_mesa_opts* mn__mesa_opts(const mn_mesa_opts* o, mn_mesa_opts* tmp) {
     if (o) *tmp = *o; else memset(tmp, 0, sizeof(*tmp));
