@@ -74,8 +74,8 @@
      A failed load leaves the model untouched; a failed save leaves the previous file in place.
 
    SECTIONS (grep for the anchor)
-        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>ssm >>mesa >>model >>train >>optim
-        >>sample >>json >>io >>license
+        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>ssm >>xlstm >>mesa >>model
+        >>optim >>sample >>json >>io >>license
 */
 #ifndef MESANET_H
 #define MESANET_H
