@@ -53,26 +53,6 @@ static void fill_gates(mn_real* g, size_t n, int strong) {
     }
 }
 // max|a-b| / max|b| in double; NaN anywhere gives +inf
-static double rel(const mn_real* a, const mn_real* b, size_t n) {
-    double num = 0, den = 0; size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return INFINITY;
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
-static double rel_d(const mn_real* a, const double* b, size_t n) {
-    double num = 0, den = 0; size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d != d) return INFINITY;
-        if (d > num) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
 
 // ---- one problem: inputs, upstream gradients, and what a form computes from them
 typedef struct {
@@ -138,7 +118,7 @@ static double compare(const prob* p, const result* a, const result* b, const cha
     n[0] = n_v(p); n[1] = n_s(p); n[2] = n_qk(p); n[3] = n_qk(p); n[4] = n_v(p); n[5] = n_g(p); n[6] = n_s(p);
     *worst = "-";
     for (i = 0; i < 7; i++) {
-        double ei = x[i] ? rel(x[i], y[i], n[i]) : 0;
+        double ei = x[i] ? tu_rel(x[i], y[i], n[i]) : 0;
         if (!(ei <= e)) { e = ei; *worst = names[i]; }
     }
     return e;
@@ -172,7 +152,7 @@ static double fd_one(const char* what, mn_real* x, size_t n, const mn_real* grad
         x[i] = x0;
         num[i] = (lp - lm) / (2 * h);
     }
-    double e = rel(grad, num, n);
+    double e = tu_rel(grad, num, n);
     TU_CHECK(e < 1e-7, "%s: finite-difference rel err %.3e", what, e);
     return e;
 }
@@ -252,7 +232,7 @@ static void test_nulls_and_accumulation(void) {
             a = run(&p, C);
             b = a; b.dq = buf(n_qk(&p)); b.dk = buf(n_qk(&p)); b.dv = buf(n_v(&p)); b.dg = NULL; b.dh0 = NULL;
             run_backward(&p, C, &b);
-            e = fmax(rel(b.dq, a.dq, n_qk(&p)), fmax(rel(b.dk, a.dk, n_qk(&p)), rel(b.dv, a.dv, n_v(&p))));
+            e = fmax(tu_rel(b.dq, a.dq, n_qk(&p)), fmax(tu_rel(b.dk, a.dk, n_qk(&p)), tu_rel(b.dv, a.dv, n_v(&p))));
             TU_CHECK(e == 0, "%s %s: NULL dg/dh0 changes the other gradients (%.3e)", gname(&p), tag, e);
             // accumulation: start from 1 everywhere, the result is 1 + the fresh gradient
             b = a;
@@ -283,7 +263,7 @@ static void test_empty(void) {
             size_t G = gi == 0 ? 0 : gi == 1 ? 1 : 4, C = ci ? 16 : 0;
             prob p = make_prob(2, 0, 2, 4, 3, G, 0.5, 0);
             result r = run(&p, C);
-            double e = fmax(rel(r.ht, p.h0, n_s(&p)), rel(r.dh0, p.dht, n_s(&p)));
+            double e = fmax(tu_rel(r.ht, p.h0, n_s(&p)), tu_rel(r.dh0, p.dht, n_s(&p)));
             TU_CHECK(e == 0, "%s %s T=0: ht != h0 or dh0 != dht (%.3e)", gname(&p), C ? "chunk" : "recurrent", e);
             free_all();
         }
@@ -313,8 +293,8 @@ static void test_step(void) {
             mn_gla_step(ot, state, qt, kt, vt, G ? gt : NULL, B, H, Dk, Dv, G, p.scale);
             for (b = 0; b < B; b++) memcpy(o_s + (b * T + t) * H * Dv, ot + b * H * Dv, H * Dv * sizeof(mn_real));
         }
-        double e1 = fmax(rel(o_s, o_r, n_v(&p)), rel(state, ht_r, n_s(&p)));
-        double e2 = fmax(rel(o_s, o_c, n_v(&p)), rel(state, ht_c, n_s(&p)));
+        double e1 = fmax(tu_rel(o_s, o_r, n_v(&p)), tu_rel(state, ht_r, n_s(&p)));
+        double e2 = fmax(tu_rel(o_s, o_c, n_v(&p)), tu_rel(state, ht_c, n_s(&p)));
         TU_CHECK(e1 == 0, "%s step vs recurrent forward: %.3e", gname(&p), e1);
         TU_CHECK(e2 < TOL_EQ, "%s step vs chunkwise forward: %.3e", gname(&p), e2);
         printf("  step %-11s vs recurrent %.2e, vs chunkwise (C=4) %.2e\n", gname(&p), e1, e2);
@@ -374,7 +354,7 @@ static void test_vectors(const char* dir) {
                 }
                 const double* want = vt_get(&f, name, n[i]);
                 if (want == NULL) continue;
-                double e = rel_d(got[i], want, n[i]);
+                double e = tu_rel_d(got[i], want, n[i]);
                 TU_CHECK(e <= TOL_VEC, "%s %s form C=%zu: %s rel err %.3e", files[fi], Cs[ci] ? "chunk" : "recurrent", Cs[ci], name, e);
                 if (!(e <= worst[i])) worst[i] = e;
             }

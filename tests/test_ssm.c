@@ -58,32 +58,12 @@ static mn_real* work(size_t n) {
     return w;
 }
 // max|a-b| / max|b| in double; NaN anywhere gives +inf
-static double rel(const mn_real* a, const mn_real* b, size_t n) {
-    double num = 0, den = 0; size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return INFINITY;
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
-static double rel_d(const mn_real* a, const double* b, size_t n) {
-    double num = 0, den = 0; size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d != d) return INFINITY;
-        if (d > num) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
 // Worst of several comparisons; names the worst one. a, b: K arrays of n[k] values (NULL: skipped).
 static double worst_of(size_t K, const mn_real* const* a, const mn_real* const* b, const size_t* n, const char* const* names, const char** which) {
     size_t k; double e = 0;
     *which = "-";
     for (k = 0; k < K; k++) {
-        double ek = (a[k] && b[k]) ? rel(a[k], b[k], n[k]) : 0;
+        double ek = (a[k] && b[k]) ? tu_rel(a[k], b[k], n[k]) : 0;
         if (!(ek <= e)) { e = ek; *which = names[k]; }
     }
     return e;
@@ -196,7 +176,7 @@ static double fd_vec(double (*loss)(void), const char* what, mn_real* x, size_t 
         x[i] = x0;
         num[i] = (mn_real)((lp - lm) / (2 * h));
     }
-    double e = rel(grad, num, n);
+    double e = tu_rel(grad, num, n);
     TU_CHECK(e < TOL_FD, "%s: finite-difference rel err %.3e", what, e);
     return e;
 }
@@ -275,7 +255,7 @@ static void s_test_nulls_and_accumulation(void) {
         a = s_run(&p, C);
         b = s_alloc(&p); b.dA = NULL; b.dh0 = NULL;
         s_backward(&p, C, &b);
-        e = fmax(rel(b.dX, a.dX, s_nx(&p)), fmax(rel(b.dB, a.dB, s_nb(&p)), rel(b.dC, a.dC, s_nb(&p))));
+        e = fmax(tu_rel(b.dX, a.dX, s_nx(&p)), fmax(tu_rel(b.dB, a.dB, s_nb(&p)), tu_rel(b.dC, a.dC, s_nb(&p))));
         TU_CHECK(e == 0, "ssd %s: NULL dA/dh0 changes the other gradients (%.3e)", tag, e);
         // accumulation: start from 1 everywhere, the result is 1 + the fresh gradient
         b = s_alloc(&p); b.y = a.y; b.ht = a.ht;
@@ -303,7 +283,7 @@ static void s_test_empty(void) {
         size_t C = ci ? 16 : 0;
         sprob p = s_make(2, 0, 2, 3, 4, MN_SSD_LOG_DECAY, 0);
         sres r = s_run(&p, C);
-        double e = fmax(rel(r.ht, p.h0, s_ns(&p)), rel(r.dh0, p.dht, s_ns(&p)));
+        double e = fmax(tu_rel(r.ht, p.h0, s_ns(&p)), tu_rel(r.dh0, p.dht, s_ns(&p)));
         TU_CHECK(e == 0, "ssd %s T=0: ht != h0 or dh0 != dht (%.3e)", C ? "chunk" : "recurrent", e);
         free_all();
     }
@@ -384,10 +364,10 @@ static void s_test_step(void) {
             mn_ssd_step(yt, state, xt, at, bt, ct, B, H, P, N, amode);
             for (b = 0; b < B; b++) memcpy(y_s + (b * T + t) * H * P, yt + b * H * P, H * P * sizeof(mn_real));
         }
-        double e1 = fmax(rel(y_s, y_r, s_nx(&p)), rel(state, ht_r, s_ns(&p)));
+        double e1 = fmax(tu_rel(y_s, y_r, s_nx(&p)), tu_rel(state, ht_r, s_ns(&p)));
         TU_CHECK(e1 == 0, "ssd %s step vs recurrent forward: %.3e", s_mode(&p), e1);
         if (amode == MN_SSD_LOG_DECAY) {
-            double e2 = fmax(rel(y_s, y_c, s_nx(&p)), rel(state, ht_c, s_ns(&p)));
+            double e2 = fmax(tu_rel(y_s, y_c, s_nx(&p)), tu_rel(state, ht_c, s_ns(&p)));
             TU_CHECK(e2 < TOL_EQ, "ssd step vs chunkwise forward: %.3e", e2);
             printf("  ssd step %-10s vs recurrent %.2e, vs chunkwise (C=4) %.2e\n", s_mode(&p), e1, e2);
         } else
@@ -424,7 +404,7 @@ static void s_test_vectors(const char* dir) {
         for (i = 0; i < 7; i++) {
             const double* want = vt_get(&f, names[i], n[i]);
             if (want == NULL) continue;
-            double e = rel_d(got[i], want, n[i]);
+            double e = tu_rel_d(got[i], want, n[i]);
             TU_CHECK(e <= TOL_VEC, "mamba2_ssd %s form C=%zu: %s rel err %.3e", Cs[ci] ? "chunk" : "recurrent", Cs[ci], names[i], e);
             if (!(e <= worst[i])) worst[i] = e;
         }
@@ -669,7 +649,7 @@ static void r_test_resets_and_split(void) {
         memset(q.h0, 0, r_ns(&q) * sizeof(mn_real));
         qn = q; qn.h0 = NULL;
         rres a = r_run(&q), b2 = r_run(&qn);
-        e = rel(a.y, b2.y, r_nx(&q));
+        e = tu_rel(a.y, b2.y, r_nx(&q));
         TU_CHECK(e > 1e-3, "rglru: a zero h0 should not reset at t = 0 (%.3e)", e);
         // and with segment_pos = 0.. given, h0 is ignored at t = 0 (recurrentgemma)
         int* s0 = (int*)mem(B * 5 * sizeof(int));
@@ -712,7 +692,7 @@ static void r_test_misc(void) {
         // NULL parameter gradients and dh0: dx unchanged
         b = a; b.dx = buf(r_nx(&p)); b.dap = b.dwx = b.dbx = b.dwa = b.dba = b.dh0 = NULL;
         r_backward(&p, &b);
-        e = rel(b.dx, a.dx, r_nx(&p));
+        e = tu_rel(b.dx, a.dx, r_nx(&p));
         TU_CHECK(e == 0, "rglru %s: NULL gradient buffers change dx (%.3e)", r_case(k), e);
         // NULL dht == zeros
         rprob pz = p; pz.dht = buf(r_ns(&p));
@@ -725,7 +705,7 @@ static void r_test_misc(void) {
     {   // T = 0: ht = h0, dh0 = dht, nothing else touched
         rprob p = r_make(2, 0, 8, 2, 1);
         rres r = r_run(&p);
-        double e = fmax(rel(r.ht, p.h0, r_ns(&p)), rel(r.dh0, p.dht, r_ns(&p)));
+        double e = fmax(tu_rel(r.ht, p.h0, r_ns(&p)), tu_rel(r.dh0, p.dht, r_ns(&p)));
         TU_CHECK(e == 0, "rglru T=0: ht != h0 or dh0 != dht (%.3e)", e);
         free_all();
     }
@@ -755,7 +735,7 @@ static void r_test_step(void) {
             mn_rglru_step(yt, state, wk, xt, p.ap, p.wx, p.bx, p.wa, p.ba, pos, B, W, NH, p.c);
             for (b = 0; b < B; b++) memcpy(ys + (b * T + t) * W, yt + b * W, W * sizeof(mn_real));
         }
-        double e = fmax(rel(ys, y, r_nx(&p)), rel(state, ht, r_ns(&p)));
+        double e = fmax(tu_rel(ys, y, r_nx(&p)), tu_rel(state, ht, r_ns(&p)));
         TU_CHECK(e < TOL_EQ, "rglru %s: step vs forward %.3e", r_case(k), e);
         printf("  rglru step %-12s vs forward %.2e\n", r_case(k), e);
         free_all();
@@ -807,7 +787,7 @@ static void r_test_vectors(const char* dir) {
         for (i = 0; i < (form < 2 ? 8u : 2u); i++) {
             const double* want = vt_get(&f, names[i], n[i]);
             if (want == NULL) continue;
-            double e = rel_d(got[i], want, n[i]);
+            double e = tu_rel_d(got[i], want, n[i]);
             TU_CHECK(e <= TOL_VEC, "rglru %s: %s rel err %.3e", form == 0 ? "segment_pos NULL" : form == 1 ? "segment_pos 0..T-1" : "step", names[i], e);
             if (!(e <= worst[i])) worst[i] = e;
         }

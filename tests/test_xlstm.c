@@ -54,26 +54,6 @@ static mn_real* work(size_t n) {
     return w;
 }
 // max|a-b| / max|b| in double; NaN anywhere gives +inf
-static double rel(const mn_real* a, const mn_real* b, size_t n) {
-    double num = 0, den = 0; size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d != d) return INFINITY;
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
-static double rel_d(const mn_real* a, const double* b, size_t n) {
-    double num = 0, den = 0; size_t i;
-    for (i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d != d) return INFINITY;
-        if (d > num) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return den > 0 ? num / den : num;
-}
 // (B,X,Y,D) -> (B,Y,X,D), as the checker's cv_swap_mid: head-first <-> [B,T,H,D], [S,B,G] <-> [B,S,G]
 static void swap_mid(mn_real* dst, const mn_real* src, size_t B, size_t X, size_t Y, size_t D) {
     size_t b, x, y;
@@ -162,7 +142,7 @@ static double m_compare(const mprob* p, const mres* a, const mres* b, int with_n
     for (i = 0; i < last; i++) {
         double ei;
         if (!with_ns && (i == 6 || i == 7)) continue;
-        ei = rel(x[i], y[i], n[i]);
+        ei = tu_rel(x[i], y[i], n[i]);
         if (!(ei <= e)) { e = ei; *worst = names[i]; }
     }
     return e;
@@ -230,7 +210,7 @@ static double fd_one(const char* what, mn_real* x, size_t n, const mn_real* grad
         x[i] = x0;
         num[i] = (lp - lm) / (2 * h);
     }
-    double e = rel(grad, num, n);
+    double e = tu_rel(grad, num, n);
     TU_CHECK(e < 1e-7, "%s: finite-difference rel err %.3e", what, e);
     return e;
 }
@@ -326,21 +306,21 @@ static void test_mlstm_recurrent(void) {
         mres par = alloc_mres(&p), rec = alloc_mres(&p), ch;
         m_forward(&p, 0, &par);
         m_recurrent(&p, &rec);
-        e = rel(rec.o, par.o, n_v(&p));
+        e = tu_rel(rec.o, par.o, n_v(&p));
         TU_CHECK(e < TOL_EQ, "mlstm recurrent vs parallel, eps = 0: o rel err %.3e", e);
         printf("  recurrent vs parallel %-4s eps=0:            o %.2e\n", regime ? "hard" : "vec", e);
         // eps = 1e-6, m0 = -inf: the same stabiliser, so o, norm and stab agree
         p.eps = 1e-6; p.m0 = minus_inf(n_m(&p));
         m_forward(&p, 0, &par);
         m_recurrent(&p, &rec);
-        e = fmax(rel(rec.o, par.o, n_v(&p)), fmax(rel(rec.norm, par.norm, n_g(&p)), rel(rec.stab, par.stab, n_g(&p))));
+        e = fmax(tu_rel(rec.o, par.o, n_v(&p)), fmax(tu_rel(rec.norm, par.norm, n_g(&p)), tu_rel(rec.stab, par.stab, n_g(&p))));
         TU_CHECK(e < TOL_EQ, "mlstm recurrent (m0 = -inf) vs parallel: rel err %.3e", e);
         printf("  recurrent vs parallel %-4s eps=1e-6 m0=-inf: o,norm,stab %.2e\n", regime ? "hard" : "vec", e);
         // eps = 1e-6, m0 = 0: eps e^m apart
         p.m0 = NULL;
         m_forward(&p, 0, &par);
         m_recurrent(&p, &rec);
-        e = rel(rec.o, par.o, n_v(&p));
+        e = tu_rel(rec.o, par.o, n_v(&p));
         TU_CHECK(e < TOL_EPS, "mlstm recurrent vs parallel, eps = 1e-6: o rel err %.3e", e);
         printf("  recurrent vs parallel %-4s eps=1e-6 m0=0:    o %.2e (the eps effect)\n", regime ? "hard" : "vec", e);
         // with a random initial state: recurrent == chunkwise, outputs and final state
@@ -354,7 +334,7 @@ static void test_mlstm_recurrent(void) {
                 ch = alloc_mres(&ps);
                 m_forward(&ps, C, &ch);
                 e = m_compare(&ps, &ch, &rec, 1, 0, &which);
-                e = fmax(e, fmax(rel(ch.Ct, rec.Ct, n_C(&ps)), fmax(rel(ch.nt, rec.nt, n_n(&ps)), rel(ch.mt, rec.mt, n_m(&ps)))));
+                e = fmax(e, fmax(tu_rel(ch.Ct, rec.Ct, n_C(&ps)), fmax(tu_rel(ch.nt, rec.nt, n_n(&ps)), tu_rel(ch.mt, rec.mt, n_m(&ps)))));
                 TU_CHECK(e < TOL_EQ, "mlstm chunk C=%zu vs recurrent with a state: rel err %.3e", C, e);
                 worst = fmax(worst, e);
             }
@@ -376,7 +356,7 @@ static void test_mlstm_recurrent(void) {
                     mn_mlstm_step(ot, Cs, ns, ms, qt, kt, vt, it, ft, B, H, Dk, Dv, ps.scale, ps.eps);
                     for (b = 0; b < B; b++) memcpy(os + (b * T + t) * H * Dv, ot + b * H * Dv, H * Dv * sizeof(mn_real));
                 }
-                e = fmax(rel(os, rec.o, n_v(&ps)), fmax(rel(Cs, rec.Ct, n_C(&ps)), fmax(rel(ns, rec.nt, n_n(&ps)), rel(ms, rec.mt, n_m(&ps)))));
+                e = fmax(tu_rel(os, rec.o, n_v(&ps)), fmax(tu_rel(Cs, rec.Ct, n_C(&ps)), fmax(tu_rel(ns, rec.nt, n_n(&ps)), tu_rel(ms, rec.mt, n_m(&ps)))));
                 TU_CHECK(e == 0, "mlstm step vs recurrent: rel err %.3e", e);
                 printf("  step vs recurrent    %-4s state:              o,C,n,m %.2e\n", regime ? "hard" : "vec", e);
             }
@@ -421,7 +401,7 @@ static void test_mlstm_misc(void) {
             for (i = 0; i < n_C(&p); i++) b.dC0[i] -= 1;
             for (i = 0; i < n_n(&p); i++) b.dn0[i] -= 1;
             e = m_compare(&p, &b, &a, 0, 0, &which);
-            if (C) e = fmax(e, fmax(rel(b.dC0, a.dC0, n_C(&p)), rel(b.dn0, a.dn0, n_n(&p))));
+            if (C) e = fmax(e, fmax(tu_rel(b.dC0, a.dC0, n_C(&p)), tu_rel(b.dn0, a.dn0, n_n(&p))));
             TU_CHECK(e < TOL_ACC, "mlstm C=%zu: backward does not accumulate (%s %.3e)", C, which, e);
             acc_worst = fmax(acc_worst, e);
             free_all();
@@ -430,10 +410,10 @@ static void test_mlstm_misc(void) {
     {
         mprob p = make_mprob(2, 0, 2, 4, 3, 1e-6, 0, 1);
         mres r = m_run(&p, 8, MN_MLSTM_BW_EXACT), rr = alloc_mres(&p);
-        double e = fmax(rel(r.Ct, p.C0, n_C(&p)), fmax(rel(r.nt, p.n0, n_n(&p)), rel(r.mt, p.m0, n_m(&p))));
-        e = fmax(e, fmax(rel(r.dC0, p.C0, 0), r.dC0[0] == 0 ? 0.0 : 1.0));   // dC0 untouched (zero)
+        double e = fmax(tu_rel(r.Ct, p.C0, n_C(&p)), fmax(tu_rel(r.nt, p.n0, n_n(&p)), tu_rel(r.mt, p.m0, n_m(&p))));
+        e = fmax(e, fmax(tu_rel(r.dC0, p.C0, 0), r.dC0[0] == 0 ? 0.0 : 1.0));   // dC0 untouched (zero)
         m_recurrent(&p, &rr);
-        e = fmax(e, fmax(rel(rr.Ct, p.C0, n_C(&p)), rel(rr.mt, p.m0, n_m(&p))));
+        e = fmax(e, fmax(tu_rel(rr.Ct, p.C0, n_C(&p)), tu_rel(rr.mt, p.m0, n_m(&p))));
         m_run(&p, 0, MN_MLSTM_BW_EXACT);
         TU_CHECK(e == 0, "mlstm T = 0: final state != initial state (%.3e)", e);
         free_all();
@@ -559,7 +539,7 @@ static void test_slstm_forms(void) {
         double e, es = 0;
         s_forward(&p, &r);
         s_unstab(&p, yu);
-        e = rel(r.y, yu, s_ny(&p));
+        e = tu_rel(r.y, yu, s_ny(&p));
         TU_CHECK(e < TOL_EQ, "slstm%s vs unstabilised: y rel err %.3e", state ? " state" : "", e);
         // step == forward, token by token
         if (state) { memcpy(ys, p.y0, B * Hd * sizeof(mn_real)); memcpy(cs, p.c0, B * Hd * sizeof(mn_real)); memcpy(ns, p.n0, B * Hd * sizeof(mn_real)); memcpy(ms, p.m0, B * Hd * sizeof(mn_real)); }
@@ -587,11 +567,11 @@ static void test_slstm_forms(void) {
         for (i = 0; i < s_nR(&p); i++) b2.dR[i] -= 1;
         for (i = 0; i < 4 * Hd; i++) b2.db[i] -= 1;
         for (i = 0; i < B * Hd; i++) { b2.dy0[i] -= 1; b2.dc0[i] -= 1; b2.dn0[i] -= 1; }
-        e = fmax(fmax(rel(b2.dx, a.dx, s_nx(&p)), rel(b2.dR, a.dR, s_nR(&p))), fmax(rel(b2.db, a.db, 4 * Hd), fmax(rel(b2.dy0, a.dy0, B * Hd), fmax(rel(b2.dc0, a.dc0, B * Hd), rel(b2.dn0, a.dn0, B * Hd)))));
+        e = fmax(fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), tu_rel(b2.dR, a.dR, s_nR(&p))), fmax(tu_rel(b2.db, a.db, 4 * Hd), fmax(tu_rel(b2.dy0, a.dy0, B * Hd), fmax(tu_rel(b2.dc0, a.dc0, B * Hd), tu_rel(b2.dn0, a.dn0, B * Hd)))));
         TU_CHECK(e < TOL_ACC, "slstm%s: backward does not accumulate (%.3e)", state ? " state" : "", e);
         b2 = a; b2.dx = buf(s_nx(&p)); b2.dR = buf(s_nR(&p)); b2.db = buf(4 * Hd);
         mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, work(mn_slstm_work_size(B, NH, Dh)), p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0, p.n0, p.m0, B, T, NH, Dh);
-        e = fmax(rel(b2.dx, a.dx, s_nx(&p)), fmax(rel(b2.dR, a.dR, s_nR(&p)), rel(b2.db, a.db, 4 * Hd)));
+        e = fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), fmax(tu_rel(b2.dR, a.dR, s_nR(&p)), tu_rel(b2.db, a.db, 4 * Hd)));
         TU_CHECK(e == 0, "slstm%s: NULL dy0/dc0/dn0 change the other gradients (%.3e)", state ? " state" : "", e);
         free_all();
     }
@@ -625,7 +605,7 @@ static mn_real* vt_bthd(const mn_vec_file* f, const char* name, size_t B, size_t
 static mn_real* to_bhtd(const mn_real* x, size_t B, size_t T, size_t H, size_t D) { mn_real* y = buf(B * T * H * D); swap_mid(y, x, B, T, H, D); return y; }
 static double vt_cmp(const mn_vec_file* f, const char* name, const mn_real* got, size_t n, double* worst, const char* form) {
     const double* want = vt_get(f, name, n);
-    double e = want ? rel_d(got, want, n) : INFINITY;
+    double e = want ? tu_rel_d(got, want, n) : INFINITY;
     TU_CHECK(e <= TOL_VEC, "%s %s (%s): rel err %.3e", f->op, name, form, e);
     if (!(e <= *worst)) *worst = e;
     return e;

@@ -22,4 +22,27 @@ static inline double tu_relerr(const double* a, const double* b, size_t n) {
     }
     return den > 0 ? num / den : num;
 }
+#ifdef MESANET_H
+// The same metric on the library's element type (mn_real against mn_real, or against double).
+static inline double tu_rel(const mn_real* a, const mn_real* b, size_t n) {
+    double num = 0, den = 0; size_t i;
+    for (i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d != d) return INFINITY;
+        if (d > num) num = d;
+        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+static inline double tu_rel_d(const mn_real* a, const double* b, size_t n) {
+    double num = 0, den = 0; size_t i;
+    for (i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d != d) return INFINITY;
+        if (d > num) num = d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return den > 0 ? num / den : num;
+}
+#endif
 #endif
