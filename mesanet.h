@@ -59,7 +59,8 @@
         mamba2        Mamba-2 (SSD); mamba2_neg: transition 2 exp(A dt) - 1 in (-1,1)      (>>ssm)
         hawk          Griffin's recurrent block with the RG-LRU                            (>>ssm)
         mlstm, slstm  xLSTM's matrix and scalar memories                                   (>>xlstm)
-     Linear attention, simple GLA and GLA exist as ops (>>gla). The table mn__mixers[] in >>model
+        gla           gated linear attention with a low-rank per-channel gate              (>>gla)
+     Linear attention and simple GLA exist as ops (>>gla). The table mn__mixers[] in >>model
      lists the layers; a new mixer is its functions plus one table row.
 
    MEMORY MODEL
@@ -4482,6 +4483,97 @@ static double mn__slstm_flops(const mn_config* c, size_t T) {
     return 2.0 * 8.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // 4 input and 4 recurrent block-diagonal products
 }
 
+// ---- GLA as a mixer (fla layers/gla.py GatedLinearAttention; mixers.md §3(4)):
+//   q, k, v = x Wq, x Wk, x Wv ;  gk = logsigmoid(W2 (W1 x) + b2) / 16   (low-rank gate, rank 16)
+//   o = GLA(q, k, v, gk) (chunkwise, scale Dk^-1/2) ;  out = RMSNormGated(o, x Wg) Wo   (swish gate)
+// Key heads are as wide as value heads here (fla's default expand_k = 0.5 is not offered).
+enum { MN__GL_Q = MN__P_MIX, MN__GL_K, MN__GL_V, MN__GL_G1, MN__GL_G2, MN__GL_G2B, MN__GL_GG, MN__GL_ON, MN__GL_O };
+enum { MN__GLA_Q = MN__A_MIX, MN__GLA_K, MN__GLA_V, MN__GLA_L1, MN__GLA_L2, MN__GLA_GK, MN__GLA_O, MN__GLA_GG, MN__GLA_ON, MN__GLA_RS, MN__GLA_WORK };
+#define MN__GLA_RANK 16
+#define MN__GLA_NORMALIZER 16.0
+static void mn__glal_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("gk_proj.0.weight"), 2, MN__GLA_RANK, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("gk_proj.1.weight"), 2, HD, MN__GLA_RANK, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("gk_proj.1.bias"), 1, HD, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("g_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("g_norm_swish_gate.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
+    #undef MN__NAME
+}
+static size_t mn__glal_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D;
+    s[0] = s[1] = s[2] = N * HD; s[3] = N * MN__GLA_RANK; s[4] = s[5] = s[6] = s[7] = s[8] = N * HD; s[9] = N * H;
+    s[10] = B * H * D * D + mn_gla_work_size(B, T, H, D, D, c->mesa_chunk);   // final state (unused) + work
+    return 11;
+}
+static void mn__glal_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    #define A(x) MN__ACT(m, l, x)
+    mn_matmul_forward(A(MN__GLA_Q), in, MN__PAR(m, l, MN__GL_Q), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__GLA_K), in, MN__PAR(m, l, MN__GL_K), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__GLA_V), in, MN__PAR(m, l, MN__GL_V), NULL, N, C, HD);
+    mn_matmul_forward(A(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), NULL, N, C, MN__GLA_RANK);
+    mn_matmul_forward(A(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), N, MN__GLA_RANK, HD);
+    mn_logsigmoid_forward(A(MN__GLA_GK), A(MN__GLA_L2), N * HD);
+    for (i = 0; i < N * HD; i++) A(MN__GLA_GK)[i] = (mn_real)(A(MN__GLA_GK)[i] / MN__GLA_NORMALIZER);
+    mn_gla_forward(A(MN__GLA_O), A(MN__GLA_WORK), A(MN__GLA_WORK) + B * H * D * D, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), A(MN__GLA_GK), NULL,
+                   B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_matmul_forward(A(MN__GLA_GG), in, MN__PAR(m, l, MN__GL_GG), NULL, N, C, HD);
+    mn_rmsnorm_gated_forward(A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), A(MN__GLA_GG), MN__PAR(m, l, MN__GL_ON), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A(MN__GLA_ON), MN__PAR(m, l, MN__GL_O), NULL, N, HD, C);
+    #undef A
+}
+static void mn__glal_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    #define A(x) MN__ACT(m, l, x)
+    #define DA(x) MN__DACT(m, l, x)
+    mn_matmul_backward(DA(MN__GLA_ON), MN__GRD(m, l, MN__GL_O), NULL, dout, A(MN__GLA_ON), MN__PAR(m, l, MN__GL_O), N, HD, C);
+    mn_rmsnorm_gated_backward(DA(MN__GLA_O), DA(MN__GLA_GG), MN__GRD(m, l, MN__GL_ON), DA(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), A(MN__GLA_GG), MN__PAR(m, l, MN__GL_ON), N * H, D);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_GG), NULL, DA(MN__GLA_GG), in, MN__PAR(m, l, MN__GL_GG), N, C, HD);
+    mn_gla_backward(DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), DA(MN__GLA_GK), NULL, DA(MN__GLA_WORK), DA(MN__GLA_O), NULL, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V),
+                    A(MN__GLA_GK), NULL, B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk);
+    for (i = 0; i < N * HD; i++) DA(MN__GLA_GK)[i] = (mn_real)(DA(MN__GLA_GK)[i] / MN__GLA_NORMALIZER);   // gk = logsigmoid(.) / 16
+    mn_logsigmoid_backward(DA(MN__GLA_L2), DA(MN__GLA_GK), A(MN__GLA_L2), N * HD);
+    mn_matmul_backward(DA(MN__GLA_L1), MN__GRD(m, l, MN__GL_G2), MN__GRD(m, l, MN__GL_G2B), DA(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), N, MN__GLA_RANK, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_G1), NULL, DA(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), N, C, MN__GLA_RANK);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_Q), NULL, DA(MN__GLA_Q), in, MN__PAR(m, l, MN__GL_Q), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_K), NULL, DA(MN__GLA_K), in, MN__PAR(m, l, MN__GL_K), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_V), NULL, DA(MN__GLA_V), in, MN__PAR(m, l, MN__GL_V), N, C, HD);
+    #undef A
+    #undef DA
+}
+static size_t mn__glal_state_size(const mn_config* c) { return c->n_head * c->head_dim * c->head_dim; }
+static size_t mn__glal_scratch_size(const mn_config* c) { return 8 * c->n_head * c->head_dim + MN__GLA_RANK + c->n_head; }
+static void mn__glal_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn_real *q = scratch, *k = q + HD, *v = k + HD, *gk = v + HD, *o = gk + HD, *gg = o + HD, *on = gg + HD, *l1 = on + HD, *rs = l1 + MN__GLA_RANK;
+    MN_UNUSED(pos);
+    mn_matmul_forward(q, in, MN__PAR(m, l, MN__GL_Q), NULL, 1, C, HD);
+    mn_matmul_forward(k, in, MN__PAR(m, l, MN__GL_K), NULL, 1, C, HD);
+    mn_matmul_forward(v, in, MN__PAR(m, l, MN__GL_V), NULL, 1, C, HD);
+    mn_matmul_forward(l1, in, MN__PAR(m, l, MN__GL_G1), NULL, 1, C, MN__GLA_RANK);
+    mn_matmul_forward(gk, l1, MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), 1, MN__GLA_RANK, HD);
+    mn_logsigmoid_forward(gk, gk, HD);
+    for (i = 0; i < HD; i++) gk[i] = (mn_real)(gk[i] / MN__GLA_NORMALIZER);
+    mn_gla_step(o, state, q, k, v, gk, 1, H, D, D, D, 1.0 / sqrt((double)D));
+    mn_matmul_forward(gg, in, MN__PAR(m, l, MN__GL_GG), NULL, 1, C, HD);
+    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, MN__GL_ON), H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, MN__GL_O), NULL, 1, HD, C);
+}
+static double mn__glal_flops(const mn_config* c, size_t T) {
+    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
@@ -4494,6 +4586,7 @@ static const mn__mixer_def mn__mixers[] = {
     { "mamba2_neg",   1, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
     { "mlstm",        0, mn__mlstm_params, mn__mlstm_acts, mn__mlstm_forward, mn__mlstm_backward, mn__mlstm_state_size, mn__mlstm_scratch_size, mn__mlstm_step_layer, mn__mlstm_flops },
     { "slstm",        0, mn__slstm_params, mn__slstm_acts, mn__slstm_forward, mn__slstm_backward, mn__slstm_state_size, mn__slstm_scratch_size, mn__slstm_step_layer, mn__slstm_flops },
+    { "gla",          0, mn__glal_params, mn__glal_acts, mn__glal_forward, mn__glal_backward, mn__glal_state_size, mn__glal_scratch_size, mn__glal_step_layer, mn__glal_flops },
     { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))

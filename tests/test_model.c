@@ -349,6 +349,7 @@ int main(void) {
     test_model_gradient("mamba2,mamba2_neg");
     test_model_gradient("mlstm,hawk");
     test_model_gradient("slstm,mlstm");
+    test_model_gradient("gla,mesa");
     test_step_matches_forward("attn");
     test_step_matches_forward("swa,attn");
     test_step_matches_forward("mesa");
@@ -359,6 +360,7 @@ int main(void) {
     test_step_matches_forward("mamba2,mamba2_neg");
     test_step_matches_forward("mlstm,hawk");
     test_step_matches_forward("slstm,mlstm");
+    test_step_matches_forward("gla,mesa");
     test_training_and_resume();
     test_bad_input();
     return tu_finish(sizeof(mn_real) == 8 ? "test_model (double)" : "test_model (float)");
