@@ -3625,6 +3625,21 @@ typedef struct mn__mixer_def {
     double (*flops)(const mn_config* c, size_t T); // forward FLOPs per token of the mixer core (no projections)
 } mn__mixer_def;
 
+// The three input projections of every attention-like layer: q, k, v = in W^T with the weights in
+// the layer's parameter slots p0, p0+1, p0+2 (each (HD, C)); in (N, C), q, k, v (N, HD).
+static void mn__qkv_forward(mn_model* m, size_t l, size_t p0, mn_real* q, mn_real* k, mn_real* v, const mn_real* in, size_t N, size_t HD) {
+    size_t C = m->cfg.d_model;
+    mn_matmul_forward(q, in, MN__PAR(m, l, p0), NULL, N, C, HD);
+    mn_matmul_forward(k, in, MN__PAR(m, l, p0 + 1), NULL, N, C, HD);
+    mn_matmul_forward(v, in, MN__PAR(m, l, p0 + 2), NULL, N, C, HD);
+}
+static void mn__qkv_backward(mn_model* m, size_t l, size_t p0, mn_real* din, const mn_real* dq, const mn_real* dk, const mn_real* dv, const mn_real* in, size_t N, size_t HD) {
+    size_t C = m->cfg.d_model;
+    mn_matmul_backward(din, MN__GRD(m, l, p0), NULL, dq, in, MN__PAR(m, l, p0), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, p0 + 1), NULL, dk, in, MN__PAR(m, l, p0 + 1), N, C, HD);
+    mn_matmul_backward(din, MN__GRD(m, l, p0 + 2), NULL, dv, in, MN__PAR(m, l, p0 + 2), N, C, HD);
+}
+
 // ---- softmax attention as a mixer (fla layers/attn.py: q,k,v,o projections without bias, RoPE
 // on q and k, no conv, no gate). Variant 1 = sliding window of cfg.window keys.
 enum { MN__ATT_Q = MN__P_MIX, MN__ATT_K, MN__ATT_V, MN__ATT_O };
@@ -3649,9 +3664,7 @@ static void mn__attn_forward(mn_model* m, size_t l, mn_real* out, const mn_real*
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     mn_real *q = MN__ACT(m, l, MN__AA_Q), *k = MN__ACT(m, l, MN__AA_K), *v = MN__ACT(m, l, MN__AA_V);
-    mn_matmul_forward(q, in, MN__PAR(m, l, MN__ATT_Q), NULL, N, C, HD);
-    mn_matmul_forward(k, in, MN__PAR(m, l, MN__ATT_K), NULL, N, C, HD);
-    mn_matmul_forward(v, in, MN__PAR(m, l, MN__ATT_V), NULL, N, C, HD);
+    mn__qkv_forward(m, l, MN__ATT_Q, q, k, v, in, N, HD);
     if (c->rope_theta > 0) {            // rotate in place: the saved q, k are the rotated ones
         mn__rope_apply(q, q, B, T, H, D, 0, c->rope_theta, 1.0, 0);
         mn__rope_apply(k, k, B, T, H, D, 0, c->rope_theta, 1.0, 0);
@@ -3670,9 +3683,7 @@ static void mn__attn_backward(mn_model* m, size_t l, mn_real* din, const mn_real
         mn__rope_apply(dq, dq, B, T, H, D, 0, c->rope_theta, -1.0, 0);
         mn__rope_apply(dk, dk, B, T, H, D, 0, c->rope_theta, -1.0, 0);
     }
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ATT_Q), NULL, dq, in, MN__PAR(m, l, MN__ATT_Q), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ATT_K), NULL, dk, in, MN__PAR(m, l, MN__ATT_K), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ATT_V), NULL, dv, in, MN__PAR(m, l, MN__ATT_V), N, C, HD);
+    mn__qkv_backward(m, l, MN__ATT_Q, din, dq, dk, dv, in, N, HD);
 }
 static size_t mn__attn_state_size(const mn_config* c) {   // full-attention KV cache; SWA uses a prefix of it
     return 2 * c->max_seq_len * c->n_head * c->head_dim;
@@ -3683,9 +3694,7 @@ static void mn__attn_step(mn_model* m, size_t l, mn_real* out, mn_real* state, m
     size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, win = mn__attn_window(m, l);
     size_t len = win ? win : c->max_seq_len;
     mn_real *q = scratch, *k = q + HD, *v = k + HD, *ao = v + HD, *scores = ao + HD;
-    mn_matmul_forward(q, in, MN__PAR(m, l, MN__ATT_Q), NULL, 1, C, HD);
-    mn_matmul_forward(k, in, MN__PAR(m, l, MN__ATT_K), NULL, 1, C, HD);
-    mn_matmul_forward(v, in, MN__PAR(m, l, MN__ATT_V), NULL, 1, C, HD);
+    mn__qkv_forward(m, l, MN__ATT_Q, q, k, v, in, 1, HD);
     if (c->rope_theta > 0) {
         mn__rope_apply(q, q, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
         mn__rope_apply(k, k, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
@@ -3759,9 +3768,7 @@ static void mn__mesa_forward(mn_model* m, size_t l, mn_real* out, const mn_real*
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     mn_mesa_opts o = mn__mesa_train_opts(c);
     #define A(j) MN__ACT(m, l, j)
-    mn_matmul_forward(A(MN__MA_QL), in, MN__PAR(m, l, MN__MS_Q), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__MA_KL), in, MN__PAR(m, l, MN__MS_K), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__MA_V), in, MN__PAR(m, l, MN__MS_V), NULL, N, C, HD);
+    mn__qkv_forward(m, l, MN__MS_Q, A(MN__MA_QL), A(MN__MA_KL), A(MN__MA_V), in, N, HD);
     mn_shortconv_forward(A(MN__MA_QC), A(MN__MA_QL), MN__PAR(m, l, MN__MS_QC), B, T, HD, 4, 1);
     mn_shortconv_forward(A(MN__MA_KC), A(MN__MA_KL), MN__PAR(m, l, MN__MS_KC), B, T, HD, 4, 1);
     mn_l2norm_forward(A(MN__MA_Q), A(MN__MA_RQ), A(MN__MA_QC), N * H, D);
@@ -3800,9 +3807,7 @@ static void mn__mesa_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     mn_l2norm_backward(DA(MN__MA_KC), DA(MN__MA_K), A(MN__MA_K), A(MN__MA_RK), N * H, D);
     mn_shortconv_backward(DA(MN__MA_QL), MN__GRD(m, l, MN__MS_QC), DA(MN__MA_QC), A(MN__MA_QL), MN__PAR(m, l, MN__MS_QC), B, T, HD, 4, 1);
     mn_shortconv_backward(DA(MN__MA_KL), MN__GRD(m, l, MN__MS_KC), DA(MN__MA_KC), A(MN__MA_KL), MN__PAR(m, l, MN__MS_KC), B, T, HD, 4, 1);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_Q), NULL, DA(MN__MA_QL), in, MN__PAR(m, l, MN__MS_Q), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_K), NULL, DA(MN__MA_KL), in, MN__PAR(m, l, MN__MS_K), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_V), NULL, DA(MN__MA_V), in, MN__PAR(m, l, MN__MS_V), N, C, HD);
+    mn__qkv_backward(m, l, MN__MS_Q, din, DA(MN__MA_QL), DA(MN__MA_KL), DA(MN__MA_V), in, N, HD);
     #undef A
     #undef DA
 }
@@ -3826,9 +3831,7 @@ static void mn__mesa_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* st
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
     MN_UNUSED(pos);
-    mn_matmul_forward(ql, in, MN__PAR(m, l, MN__MS_Q), NULL, 1, C, HD);
-    mn_matmul_forward(kl, in, MN__PAR(m, l, MN__MS_K), NULL, 1, C, HD);
-    mn_matmul_forward(v, in, MN__PAR(m, l, MN__MS_V), NULL, 1, C, HD);
+    mn__qkv_forward(m, l, MN__MS_Q, ql, kl, v, in, 1, HD);
     mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__MS_QC), HD, 4, 1);
     mn_shortconv_step(kc, ck, kl, MN__PAR(m, l, MN__MS_KC), HD, 4, 1);
     mn_l2norm_forward(q, rs, qc, H, D);
@@ -3900,9 +3903,7 @@ static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
     int var = mn__mixer_variant(m, l);
     #define A(j) MN__ACT(m, l, j)
-    mn_matmul_forward(A(MN__DA_QL), in, MN__PAR(m, l, MN__DL_Q), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__DA_KL), in, MN__PAR(m, l, MN__DL_K), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__DA_VL), in, MN__PAR(m, l, MN__DL_V), NULL, N, C, HD);
+    mn__qkv_forward(m, l, MN__DL_Q, A(MN__DA_QL), A(MN__DA_KL), A(MN__DA_VL), in, N, HD);
     mn_shortconv_forward(A(MN__DA_QC), A(MN__DA_QL), MN__PAR(m, l, MN__DL_QC), B, T, HD, 4, 1);
     mn_shortconv_forward(A(MN__DA_KC), A(MN__DA_KL), MN__PAR(m, l, MN__DL_KC), B, T, HD, 4, 1);
     mn_shortconv_forward(A(MN__DA_VC), A(MN__DA_VL), MN__PAR(m, l, MN__DL_VC), B, T, HD, 4, 1);
@@ -3956,9 +3957,7 @@ static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
     mn_shortconv_backward(DA(MN__DA_QL), MN__GRD(m, l, MN__DL_QC), DA(MN__DA_QC), A(MN__DA_QL), MN__PAR(m, l, MN__DL_QC), B, T, HD, 4, 1);
     mn_shortconv_backward(DA(MN__DA_KL), MN__GRD(m, l, MN__DL_KC), DA(MN__DA_KC), A(MN__DA_KL), MN__PAR(m, l, MN__DL_KC), B, T, HD, 4, 1);
     mn_shortconv_backward(DA(MN__DA_VL), MN__GRD(m, l, MN__DL_VC), DA(MN__DA_VC), A(MN__DA_VL), MN__PAR(m, l, MN__DL_VC), B, T, HD, 4, 1);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_Q), NULL, DA(MN__DA_QL), in, MN__PAR(m, l, MN__DL_Q), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_K), NULL, DA(MN__DA_KL), in, MN__PAR(m, l, MN__DL_K), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_V), NULL, DA(MN__DA_VL), in, MN__PAR(m, l, MN__DL_V), N, C, HD);
+    mn__qkv_backward(m, l, MN__DL_Q, din, DA(MN__DA_QL), DA(MN__DA_KL), DA(MN__DA_VL), in, N, HD);
     #undef A
     #undef DA
 }
@@ -3973,9 +3972,7 @@ static void mn__delta_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* s
     mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *qc = vl + HD, *kc = qc + HD, *v = kc + HD, *q = v + HD, *k = q + HD, *o = k + HD, *gl = o + HD, *on = gl + HD;
     mn_real *bl = on + HD, *beta = bl + H, *al = beta + H, *g = al + H, *rs = g + H;
     MN_UNUSED(pos);
-    mn_matmul_forward(ql, in, MN__PAR(m, l, MN__DL_Q), NULL, 1, C, HD);
-    mn_matmul_forward(kl, in, MN__PAR(m, l, MN__DL_K), NULL, 1, C, HD);
-    mn_matmul_forward(vl, in, MN__PAR(m, l, MN__DL_V), NULL, 1, C, HD);
+    mn__qkv_forward(m, l, MN__DL_Q, ql, kl, vl, in, 1, HD);
     mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__DL_QC), HD, 4, 1);
     mn_shortconv_step(kc, ck, kl, MN__PAR(m, l, MN__DL_KC), HD, 4, 1);
     mn_shortconv_step(v, cv, vl, MN__PAR(m, l, MN__DL_VC), HD, 4, 1);
@@ -4304,9 +4301,7 @@ static void mn__mlstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
     #define A(x) MN__ACT(m, l, x)
-    mn_matmul_forward(A(MN__MLA_Q), in, MN__PAR(m, l, MN__ML_Q), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__MLA_K), in, MN__PAR(m, l, MN__ML_K), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__MLA_V), in, MN__PAR(m, l, MN__ML_V), NULL, N, C, HD);
+    mn__qkv_forward(m, l, MN__ML_Q, A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), in, N, HD);
     mn_matmul_forward(A(MN__MLA_IL), in, MN__PAR(m, l, MN__ML_I), MN__PAR(m, l, MN__ML_IB), N, C, H);
     mn_matmul_forward(A(MN__MLA_FL), in, MN__PAR(m, l, MN__ML_F), MN__PAR(m, l, MN__ML_FB), N, C, H);
     for (i = 0; i < N * H; i++) {
@@ -4344,9 +4339,7 @@ static void mn__mlstm_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
     }
     mn_matmul_backward(din, MN__GRD(m, l, MN__ML_I), MN__GRD(m, l, MN__ML_IB), DA(MN__MLA_IL), in, MN__PAR(m, l, MN__ML_I), N, C, H);
     mn_matmul_backward(din, MN__GRD(m, l, MN__ML_F), MN__GRD(m, l, MN__ML_FB), DA(MN__MLA_FL), in, MN__PAR(m, l, MN__ML_F), N, C, H);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_Q), NULL, DA(MN__MLA_Q), in, MN__PAR(m, l, MN__ML_Q), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_K), NULL, DA(MN__MLA_K), in, MN__PAR(m, l, MN__ML_K), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_V), NULL, DA(MN__MLA_V), in, MN__PAR(m, l, MN__ML_V), N, C, HD);
+    mn__qkv_backward(m, l, MN__ML_Q, din, DA(MN__MLA_Q), DA(MN__MLA_K), DA(MN__MLA_V), in, N, HD);
     #undef A
     #undef DA
 }
@@ -4359,9 +4352,7 @@ static void mn__mlstm_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* s
     mn_real *Cs = state, *ns = Cs + H * D * D, *ms = ns + H * D;
     mn_real *q = scratch, *k = q + HD, *v = k + HD, *h = v + HD, *hn = h + HD, *ol = hn + HD, *ig = ol + HD, *fg = ig + H, *rs = fg + H;
     MN_UNUSED(pos);
-    mn_matmul_forward(q, in, MN__PAR(m, l, MN__ML_Q), NULL, 1, C, HD);
-    mn_matmul_forward(k, in, MN__PAR(m, l, MN__ML_K), NULL, 1, C, HD);
-    mn_matmul_forward(v, in, MN__PAR(m, l, MN__ML_V), NULL, 1, C, HD);
+    mn__qkv_forward(m, l, MN__ML_Q, q, k, v, in, 1, HD);
     mn_matmul_forward(ig, in, MN__PAR(m, l, MN__ML_I), MN__PAR(m, l, MN__ML_IB), 1, C, H);
     mn_matmul_forward(fg, in, MN__PAR(m, l, MN__ML_F), MN__PAR(m, l, MN__ML_FB), 1, C, H);
     for (i = 0; i < H; i++) { ig[i] = (mn_real)(MN__MLSTM_CAP * tanh(ig[i] / MN__MLSTM_CAP)); fg[i] = (mn_real)(MN__MLSTM_CAP * tanh(fg[i] / MN__MLSTM_CAP)); }
@@ -4516,9 +4507,7 @@ static void mn__glal_forward(mn_model* m, size_t l, mn_real* out, const mn_real*
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
     #define A(x) MN__ACT(m, l, x)
-    mn_matmul_forward(A(MN__GLA_Q), in, MN__PAR(m, l, MN__GL_Q), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__GLA_K), in, MN__PAR(m, l, MN__GL_K), NULL, N, C, HD);
-    mn_matmul_forward(A(MN__GLA_V), in, MN__PAR(m, l, MN__GL_V), NULL, N, C, HD);
+    mn__qkv_forward(m, l, MN__GL_Q, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), in, N, HD);
     mn_matmul_forward(A(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), NULL, N, C, MN__GLA_RANK);
     mn_matmul_forward(A(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), N, MN__GLA_RANK, HD);
     mn_logsigmoid_forward(A(MN__GLA_GK), A(MN__GLA_L2), N * HD);
@@ -4544,9 +4533,7 @@ static void mn__glal_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     mn_logsigmoid_backward(DA(MN__GLA_L2), DA(MN__GLA_GK), A(MN__GLA_L2), N * HD);
     mn_matmul_backward(DA(MN__GLA_L1), MN__GRD(m, l, MN__GL_G2), MN__GRD(m, l, MN__GL_G2B), DA(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), N, MN__GLA_RANK, HD);
     mn_matmul_backward(din, MN__GRD(m, l, MN__GL_G1), NULL, DA(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), N, C, MN__GLA_RANK);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_Q), NULL, DA(MN__GLA_Q), in, MN__PAR(m, l, MN__GL_Q), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_K), NULL, DA(MN__GLA_K), in, MN__PAR(m, l, MN__GL_K), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_V), NULL, DA(MN__GLA_V), in, MN__PAR(m, l, MN__GL_V), N, C, HD);
+    mn__qkv_backward(m, l, MN__GL_Q, din, DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), in, N, HD);
     #undef A
     #undef DA
 }
@@ -4557,9 +4544,7 @@ static void mn__glal_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* st
     size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
     mn_real *q = scratch, *k = q + HD, *v = k + HD, *gk = v + HD, *o = gk + HD, *gg = o + HD, *on = gg + HD, *l1 = on + HD, *rs = l1 + MN__GLA_RANK;
     MN_UNUSED(pos);
-    mn_matmul_forward(q, in, MN__PAR(m, l, MN__GL_Q), NULL, 1, C, HD);
-    mn_matmul_forward(k, in, MN__PAR(m, l, MN__GL_K), NULL, 1, C, HD);
-    mn_matmul_forward(v, in, MN__PAR(m, l, MN__GL_V), NULL, 1, C, HD);
+    mn__qkv_forward(m, l, MN__GL_Q, q, k, v, in, 1, HD);
     mn_matmul_forward(l1, in, MN__PAR(m, l, MN__GL_G1), NULL, 1, C, MN__GLA_RANK);
     mn_matmul_forward(gk, l1, MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), 1, MN__GLA_RANK, HD);
     mn_logsigmoid_forward(gk, gk, HD);
