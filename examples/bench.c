@@ -120,10 +120,12 @@ int main(int argc, char** argv) {
     printf("\n%s", table);
     FILE* f = fopen(outpath, "w");
     if (f) {
+        char cmd[1024]; size_t cl = 0; int ai;
+        for (ai = 0; ai < argc && cl + 2 < sizeof cmd; ai++) cl += (size_t)snprintf(cmd + cl, sizeof cmd - cl, ai ? " %s" : "%s", argv[ai]);
         fprintf(f, "# mesanet benchmark: REF-S\n\nMeasured %s on %s %s (%ld cores online), OPENBLAS_CORETYPE=%s.\n"
-                   "Command: `make bench` (runs `./build/bench %s`).\n\n"
+                   "Command: `%s` (`make bench` runs `./build/bench results/bench.md`).\n\n"
                    "REF-S: byte vocab, d_model 256, 4 layers, 4 heads of 64, SwiGLU 688, untied head, T=256, batch 16, AdamW;\n"
-                   "median of 7 steps after 2 warm-ups. Generation: the recurrent step, one sequence, 256 tokens (Mesa: fixed CG count).\n"
+                   "median of 7 steps after 2 warm-ups (the three parts are separate medians, so they need not add up). Generation: the recurrent step, one sequence, 256 tokens (Mesa: fixed CG count).\n"
                    "FLOPs per token as anchors.md counts them: 6 x matmul parameters (lm_head in, embeddings out) + 3 x the\n"
                    "mixer's own forward matmuls (attention over the full T x T matrix; Mesa per layer, head and token\n"
                    "2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV with C = 64).\n\n%s\n"
@@ -132,7 +134,7 @@ int main(int argc, char** argv) {
                    "it runs fewer steps than nominal and GFLOP/s overstates the arithmetic done; tokens/s is the number to compare.\n\n"
                    "Anchors (../shared/docs/anchors.md, PyTorch 1.13 eager on this kind of machine, env as set / unset):\n"
                    "attention 2,642 / 3,078 tokens/s; Mesa CG 10 (autograd through CG) 1,475 / 1,597; Mesa CG 30 about 700 / 866.\n",
-                when, u.machine, u.release, sysconf(_SC_NPROCESSORS_ONLN), ct ? ct : "(unset)", outpath, table);
+                when, u.machine, u.release, sysconf(_SC_NPROCESSORS_ONLN), ct ? ct : "(unset)", cmd, table);
         fclose(f);
         printf("\nwritten to %s\n", outpath);
     }
