@@ -32,7 +32,7 @@ endif
 FULL = $(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(ACCEL_CFLAGS)
 
 .PHONY: all demo setup test bench check-vectors fuzz clean
-all: $(BUILD)/train $(BUILD)/generate $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/check_vectors
+all: $(BUILD)/train $(BUILD)/generate $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -43,6 +43,8 @@ $(BUILD)/train: examples/train.c examples/common.h examples/plot.h mesanet.h | $
 $(BUILD)/generate: examples/generate.c examples/common.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
 $(BUILD)/bench: examples/bench.c examples/common.h mesanet.h | $(BUILD)
+	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
+$(BUILD)/bench_ops: examples/bench_ops.c examples/common.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
 $(BUILD)/bench_mesa: examples/bench_mesa.c examples/common.h reference/mesa_oracle.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
@@ -147,10 +149,11 @@ fuzz: $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_vecfile
 test: $(TEST_BINS) all $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_vecfile
 	@BUILD=$(BUILD) VECTORS=$(VECTORS) XFAIL="$(subst $(space),$(comma),$(strip $(XFAIL)))" FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/run_all.sh
 
-# REF-S training/inference throughput (attention, Mesa CG 10 and 30), then the Mesa op's accuracy,
-# stability, speed and dynamic-CG tables; about 8 minutes on 2 cores
-bench: setup $(BUILD)/bench $(BUILD)/bench_mesa
+# REF-S training/inference throughput (attention, Mesa CG 10 and 30), the core ops' recurrent vs
+# chunkwise times, then the Mesa op's accuracy, stability, speed and dynamic-CG tables; ~6 minutes on 2 cores
+bench: setup $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops
 	./$(BUILD)/bench results/bench.md
+	./$(BUILD)/bench_ops results/bench_ops.md
 	./$(BUILD)/bench_mesa results/bench_mesa.md
 
 clean:
