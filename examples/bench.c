@@ -13,30 +13,6 @@
 #error "bench measures the sgemm ceiling with OpenBLAS: build with -DMN_USE_BLAS (make bench does)"
 #endif
 
-#ifdef _OPENMP
-extern void openblas_set_num_threads(int);
-#endif
-// The machine's ceiling: OpenBLAS's own sgemm on all cores (its threads, not ours), best of reps.
-static double sgemm_gflops(size_t n, int reps) {
-    mn_real *a = (mn_real*)malloc(n * n * sizeof(mn_real)), *b = (mn_real*)malloc(n * n * sizeof(mn_real)), *c = (mn_real*)malloc(n * n * sizeof(mn_real));
-    size_t i; double best = 1e30; int r;
-    for (i = 0; i < n * n; i++) { a[i] = (mn_real)((i % 7) * 0.1); b[i] = (mn_real)((i % 5) * 0.1); }
-#ifdef _OPENMP
-    openblas_set_num_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
-#endif
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
-    for (r = 0; r < reps; r++) {
-        double t = ex_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
-        t = ex_now() - t;
-        if (t < best) best = t;
-    }
-    free(a); free(b); free(c);
-#ifdef _OPENMP
-    openblas_set_num_threads(1);   // back to mn_gemm's arrangement (OpenMP splits, BLAS single-threaded)
-#endif
-    return 2.0 * n * n * n / best / 1e9;
-}
 static int cmpd(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
 
 typedef struct { char pattern[64]; int cg; size_t params; double fpt, step, fwd, bwd, opt, train_tps, gflops, fwd_tps, gen_tps; } bench_row;
@@ -88,7 +64,7 @@ int main(int argc, char** argv) {
     for (i = 0; i < N; i++) { tok[i] = (int)(mn_rng_u32(&r) % 256); tgt[i] = (int)(mn_rng_u32(&r) % 256); }
     if (n_rows > 16) n_rows = 16;
     printf("measuring sgemm ceiling...\n");
-    double peak2048 = sgemm_gflops(2048, 6), peak1024 = sgemm_gflops(1024, 10), peak256 = sgemm_gflops(256, 50);
+    double peak2048 = ex_sgemm_gflops(2048, 6), peak1024 = ex_sgemm_gflops(1024, 10), peak256 = ex_sgemm_gflops(256, 50);
     // the ceiling: the best of the sizes (a shared machine can slow any single measurement down)
     double peak = peak2048 > peak1024 ? peak2048 : peak1024;
     if (peak256 > peak) peak = peak256;

@@ -28,9 +28,6 @@
 #error "bench_mesa benchmarks the float build (compare with the float64 oracle): build without MESANET_DOUBLE"
 #endif
 
-#ifdef _OPENMP
-extern void openblas_set_num_threads(int);
-#endif
 
 // ---- output: every table goes to stdout and into the markdown file; progress goes to stderr ----
 static char* md_buf;
@@ -198,28 +195,6 @@ static int chol_solve(double* x, const double* A, const double* b, size_t n, dou
     return 0;
 }
 
-// ---- the machine's sgemm ceiling: OpenBLAS's own sgemm on all cores (its threads, not ours),
-// best of reps (as examples/bench.c)
-static double sgemm_gflops(size_t n, int reps) {
-    mn_real *a = falloc(n * n), *b = falloc(n * n), *c = falloc(n * n);
-    size_t i; double best = 1e30; int r;
-    for (i = 0; i < n * n; i++) { a[i] = (mn_real)((i % 7) * 0.1); b[i] = (mn_real)((i % 5) * 0.1); }
-#ifdef _OPENMP
-    openblas_set_num_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
-#endif
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
-    for (r = 0; r < reps; r++) {
-        double t = ex_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
-        t = ex_now() - t;
-        if (t < best) best = t;
-    }
-    free(a); free(b); free(c);
-#ifdef _OPENMP
-    openblas_set_num_threads(1);   // back to mn_gemm's arrangement (OpenMP splits, BLAS single-threaded)
-#endif
-    return 2.0 * n * n * n / best / 1e9;
-}
 
 // =================================================================================================
 // 1 + 2: accuracy against the exact solve (B=1, T=1024, H=4, D=64)
@@ -448,7 +423,7 @@ static void section_speed(void) {
     double peak2048, peak256, peak64, ms1024 = 0, ms16384 = 0;
     size_t i;
     progress("speed: sgemm ceiling");
-    peak2048 = sgemm_gflops(2048, 3); peak256 = sgemm_gflops(256, 50); peak64 = sgemm_gflops(64, 2000);
+    peak2048 = ex_sgemm_gflops(2048, 3); peak256 = ex_sgemm_gflops(256, 50); peak64 = ex_sgemm_gflops(64, 2000);
     out("\n## 4. Speed\n\n"
         "sgemm ceiling measured in this run (OpenBLAS's own sgemm on all %ld cores, its threads, best of reps): "
         "2048^3 **%.1f** GFLOP/s, 256^3 %.1f, 64^3 %.1f.\n\n"

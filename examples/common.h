@@ -66,6 +66,36 @@ static inline int ex_read_text(const char* path, unsigned char** buf, size_t* le
     return ex_append_file(path, buf, len);
 }
 
+#ifdef MN_USE_BLAS
+#include <cblas.h>
+#ifdef _OPENMP
+extern void openblas_set_num_threads(int);
+#endif
+// The machine's sgemm ceiling for the benchmarks: OpenBLAS's own sgemm on all cores (its threads,
+// not ours), n x n x n, best of reps, in GFLOP/s. Afterwards BLAS is single-threaded again, the
+// arrangement mn_gemm uses under OpenMP (OpenMP splits the rows, BLAS runs inside each thread).
+static inline double ex_sgemm_gflops(size_t n, int reps) {
+    float *a = (float*)malloc(n * n * sizeof(float)), *b = (float*)malloc(n * n * sizeof(float)), *c = (float*)malloc(n * n * sizeof(float));
+    size_t i; double best = 1e30; int r;
+    if (!a || !b || !c) { free(a); free(b); free(c); return 0.0; }
+    for (i = 0; i < n * n; i++) { a[i] = (float)((i % 7) * 0.1); b[i] = (float)((i % 5) * 0.1); }
+#ifdef _OPENMP
+    openblas_set_num_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
+#endif
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
+    for (r = 0; r < reps; r++) {
+        double t = ex_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
+        t = ex_now() - t;
+        if (t < best) best = t;
+    }
+    free(a); free(b); free(c);
+#ifdef _OPENMP
+    openblas_set_num_threads(1);
+#endif
+    return 2.0 * (double)n * (double)n * (double)n / best / 1e9;
+}
+#endif
 static inline void ex_fmt_time(char* out, size_t cap, double s) {
     if (s < 0 || s != s) s = 0;
     if (s >= 3600) snprintf(out, cap, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
