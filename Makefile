@@ -32,7 +32,7 @@ endif
 FULL = $(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(ACCEL_CFLAGS)
 
 .PHONY: all demo setup test bench check-vectors fuzz clean
-all: $(BUILD)/train $(BUILD)/generate $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors
+all: $(BUILD)/train $(BUILD)/generate $(BUILD)/synth $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -42,6 +42,8 @@ $(BUILD)/train: examples/train.c examples/common.h examples/plot.h mesanet.h | $
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lstb -lm
 $(BUILD)/generate: examples/generate.c examples/common.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
+$(BUILD)/synth: examples/synth.c examples/common.h examples/plot.h mesanet.h | $(BUILD)
+	$(FULL) $< -o $@ $(ACCEL_LIBS) -lstb -lm
 $(BUILD)/bench: examples/bench.c examples/common.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
 $(BUILD)/bench_ops: examples/bench_ops.c examples/common.h mesanet.h | $(BUILD)
@@ -64,11 +66,14 @@ demo: setup
 	@echo "loss curve: runs/demo/loss.png   checkpoint: runs/demo/"
 
 # ---- tests ---------------------------------------------------------------------------------
-TEST_BINS = $(BUILD)/test_grad $(BUILD)/test_mesa $(BUILD)/test_mesa_oracle $(BUILD)/test_gla_d $(BUILD)/test_gla_f $(BUILD)/test_delta_d $(BUILD)/test_delta_f \
+TEST_BINS = $(BUILD)/test_tasks $(BUILD)/synth $(BUILD)/test_grad $(BUILD)/test_mesa $(BUILD)/test_mesa_oracle $(BUILD)/test_gla_d $(BUILD)/test_gla_f $(BUILD)/test_delta_d $(BUILD)/test_delta_f \
             $(BUILD)/test_ssm_d $(BUILD)/test_ssm_f $(BUILD)/test_xlstm_d $(BUILD)/test_xlstm_f \
             $(BUILD)/asan_test_gla $(BUILD)/asan_test_delta $(BUILD)/asan_test_ssm $(BUILD)/asan_test_xlstm $(BUILD)/test_model_d $(BUILD)/test_model_f $(BUILD)/test_vecfile \
             $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile
 
+# the synthetic-task generators: every label against an independent computation
+$(BUILD)/test_tasks: tests/test_tasks.c tests/testutil.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests $< -o $@ -lm
 # finite differences need double precision (MESANET_DOUBLE); the model test runs in both types
 $(BUILD)/test_grad: tests/test_grad.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm
@@ -158,3 +163,17 @@ bench: setup $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- CUDA (optional; nvcc for sm_90, compiles on a machine without a GPU) --------------------
+# cuda/mesanet_cuda.o: the GPU library (link with -lcublas); build/test_cuda: every kernel against
+# mesanet.h in double (run it on a GPU machine); build/bench_cuda: Mesa at fla's anchor shape
+NVCC    ?= nvcc
+NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Wextra
+.PHONY: cuda
+cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda
+$(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -I. -c $< -o $@
+$(BUILD)/test_cuda: cuda/test_cuda.cu $(BUILD)/mesanet_cuda.o cuda/mesanet_cuda.h mesanet.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(BUILD)/mesanet_cuda.o -o $@ -lcublas -lgomp
+$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(BUILD)/mesanet_cuda.o cuda/mesanet_cuda.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -I. $< $(BUILD)/mesanet_cuda.o -o $@ -lcublas

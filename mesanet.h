@@ -60,8 +60,9 @@
         hawk          Griffin's recurrent block with the RG-LRU                            (>>ssm)
         mlstm, slstm  xLSTM's matrix and scalar memories                                   (>>xlstm)
         gla           gated linear attention with a low-rank per-channel gate              (>>gla)
-     Linear attention and simple GLA exist as ops (>>gla). The table mn__mixers[] in >>model
-     lists the layers; a new mixer is its functions plus one table row.
+        sgla          simple GLA: one data-dependent log-decay per head                     (>>gla)
+        linattn       linear attention (no decay) with fla's learnable Hadamard feature map (>>gla)
+     The table mn__mixers[] in >>model lists the layers; a new mixer is its functions plus one table row.
 
    MEMORY MODEL
      mn_model_init makes three allocations (parameters, gradients, AdamW m and v together), sized by
@@ -76,7 +77,7 @@
 
    SECTIONS (grep for the anchor)
         >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>ssm >>xlstm >>mesa >>model
-        >>optim >>sample >>json >>io >>license
+        >>optim >>sample >>json >>io >>tasks >>license
 */
 #ifndef MESANET_H
 #define MESANET_H
@@ -189,6 +190,7 @@ typedef struct mn_model {
     // activations: one block, pointers set from a size table for (B,T)
     size_t act_B, act_T;          // shapes the activation block was laid out for
     size_t act_cap;               // elements allocated
+    size_t tok_cap;               // (B*T) slots allocated for tokens and targets
     mn_real* acts;                // (act_cap)
     mn_real* dacts;               // (act_cap) gradients of the activations, same layout
     size_t act_off[MN_MAX_LAYERS + 1][MN_MAX_LAYER_ACTS]; // offsets of each layer's activations
@@ -402,6 +404,7 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg);
 MNDEF void mn_model_free(mn_model* m);
 MNDEF size_t mn_flops_per_token(const mn_model* m, size_t T); // forward matmul FLOPs (2 per multiply-add)
 MNDEF int mn_forward(mn_model* m, const int* tokens, const int* targets, size_t B, size_t T, mn_real* loss);
+MNDEF const mn_real* mn_logits(const mn_model* m); // (B,T,V) logits of the last forward (NULL before the first)
 MNDEF void mn_zero_grad(mn_model* m);
 MNDEF int mn_backward(mn_model* m);
 MNDEF double mn_clip_grad_norm(mn_model* m, double max_norm); // returns the norm before clipping (NaN if non-finite)
@@ -421,6 +424,37 @@ MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta)
 MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta); // m uninitialised: builds it from config.json
 MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap);
 MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta_json, size_t meta_cap);
+
+// --- synthetic length-generalisation tasks (shared/docs/synthetic.md §2, §3.2, §4.3); see >>tasks ---
+// An example is x (len) input tokens and y (len) targets: the model's output at position t is
+// scored against y[t] (what should come after x[0..t]); y[t] = -1 is not scored. Every example
+// starts with a BOS token; its length n counts every input token (BOS, content, the query token
+// such as '=' whose output is the answer). Token 0 is PAD in every task; x[n..len) = PAD, y = -1.
+typedef enum { MN_METRIC_TOKEN = 0, MN_METRIC_SEQUENCE = 1, MN_METRIC_FINAL = 2 } mn_metric;
+typedef struct mn_task {
+    const char* name;      // "parity","modarith","modarith_brackets","z5","s3","majority","majority_count","anbn","anbncn","mqar"
+    int vocab_size;        // tokens 0..vocab_size-1; token 0 is PAD in every task
+    int metric;            // main metric (mn_metric): FINAL = accuracy at the last scored position of each
+                           // sequence; TOKEN = over all scored positions; SEQUENCE = every scored position right
+    double chance;         // chance level of the main metric (uniform guess among the valid answers; 0 for
+                           // SEQUENCE metrics, where it is negligible)
+    size_t min_len;        // shortest total length the training sampler draws (z5 and mqar train at
+                           // max_len only, synthetic.md §4.3: for them it is the smallest max_len allowed)
+    const char* doc;       // one line: vocabulary, scored positions, length meaning
+} mn_task;
+MNDEF const mn_task* mn_task_find(const char* name);      // NULL if unknown (or NULL)
+MNDEF const mn_task* mn_task_list(size_t* n);             // all tasks, in the order above; *n = 10
+// One example of total length n <= len (n as close to len as the task's grammar allows; anbn and
+// anbncn draw k from the upper half of what fits, so n is in (len/2, len]) into
+// x[0..len) (inputs) and y[0..len) (targets, -1 = not scored). Positions n..len-1 are x=0 (PAD),
+// y=-1. Returns n; 0 on bad input (NULL argument, unknown task, len below the shortest example of
+// the task: 2 parity, z5, s3; 3 modarith, modarith_brackets, majority, majority_count; 4 anbn;
+// 5 anbncn, mqar), and then writes nothing. Deterministic given *rng; no allocation; O(len).
+MNDEF size_t mn_task_sample(const mn_task* task, mn_rng* rng, size_t len, int* x, int* y);
+// A training length for variable-length training: uniform on the task's valid lengths in
+// [min_len, max_len] (odd ones for modarith, 2k+2 for anbn, 3k+2 for anbncn); always max_len for
+// z5 and mqar. 0 on bad input (NULL, max_len < min_len).
+MNDEF size_t mn_task_train_len(const mn_task* task, mn_rng* rng, size_t max_len);
 
 #ifdef __cplusplus
 }
@@ -570,7 +604,9 @@ MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double
     // thread). Two thread pools taking turns cost a quarter of the time on 2 cores.
     static int blas_single = 0;
     if (!blas_single) { openblas_set_num_threads(1); blas_single = 1; }
-    if (M >= 64 && !omp_in_parallel()) {
+    // a team only for products worth it: waking threads costs microseconds, and some callers
+    // (the sLSTM backward: 64+ rows, inner size 1) make tens of thousands of tiny products
+    if (M >= 64 && (double)M * (double)Nn * (double)K >= 65536.0 && !omp_in_parallel()) {
         #pragma omp parallel
         {
             size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
@@ -1102,8 +1138,7 @@ MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_
 
 // >>gla
 // defines: mn_gla_{forward,backward}_recurrent, mn_gla_{forward,backward}, mn_gla_step, work sizes
-// Linear attention, simple GLA and GLA as one op; the gate width G picks the member:
-// One op serves all three; the gate width G picks the member (a broadcast flag):
+// Linear attention, simple GLA and GLA as one op; the gate width G picks the member (a broadcast flag):
 // S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T       S_{-1} = h0 (zeros when NULL), ht = S_{T-1}
 // o_t = S_t^T (scale q_t)                         decay, then write, then read: t sees itself
 // G = 0    linear attention (no feature map, no normaliser): no decay, g unused (NULL)
@@ -1121,6 +1156,8 @@ MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_
 //
 // Forms: mn_gla_{forward,backward}_recurrent (the naive loop, kept as the reference),
 // mn_gla_{forward,backward} (chunkwise, matrix products through mn_gemm), mn_gla_step (one token).
+// Layers (>>model): "linattn" (G = 0, fla LinearAttention), "sgla" (G = 1, fla SimpleGatedLinearAttention)
+// and "gla" (G = Dk, fla GatedLinearAttention).
 
 static size_t mn__gla_min(size_t a, size_t b) { return a < b ? a : b; }
 // Log-decay of key channel d in the gate row gt (G values; NULL when G == 0): G == 1 broadcasts.
@@ -3167,7 +3204,7 @@ MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_
     for (hh = 0; hh < (long long)H; hh++) {
         size_t h = (size_t)hh, b, t, i, j;
         mn_real* w0 = work + h * slot;
-        mn_real *Hs = w0, *Ss = Hs + T * KK, *dH = Ss + T * KV, *dS = dH + KK, *xb = dS + KV, *dqt = xb + K, *sw = dqt + K, *tv = sw + KK + 3 * K;
+        mn_real *Hs = w0, *Ss = Hs + T * KK, *dH = Ss + T * KV, *dS = dH + KK, *xb = dS + KV, *dqt = xb + K, *sw = dqt + K;
         for (b = 0; b < B; b++) {
             size_t bh = b * H + h;
             // pass 1: recompute and keep H_t, S_t
@@ -3224,7 +3261,6 @@ MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_
             if (dhkk0) for (i = 0; i < KK; i++) dhkk0[bh * KK + i] += dH[i];
             if (dhkv0) for (i = 0; i < KV; i++) dhkv0[bh * KV + i] += dS[i];
         }
-        MN_UNUSED(tv);
     }
 }
 
@@ -4559,6 +4595,195 @@ static double mn__glal_flops(const mn_config* c, size_t T) {
     return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);
 }
 
+// ---- linear attention as a mixer (fla layers/linear_attn.py LinearAttention with its defaults;
+// mixers.md §2(4); read at fla-org/flash-linear-attention 038bdb3):
+//   q, k, v = x Wq, x Wk, x Wv ;  phi(z) = (z A1^T + a1) * (z A2^T + a2) on each head's D channels
+//   (feature_map 'elementwise_product' = fla's HadamardFeatureMap, one for q and one for k, shared by
+//   the heads; tie_feature_map_qk False) ;  o = LinAttn(phi(q), phi(k), v) (the >>gla op with G = 0,
+//   chunkwise, scale Dk^-1/2, no normaliser: do_feature_map_norm False) ;  out = RMSNorm_head(o) Wo
+// No conv, no decay, no output gate. Init as fla's _init_weights: every Linear N(0, init_std), biases 0,
+// so phi starts small (~(init_std |z| sqrt(D))^2) and the output RMSNorm rescales o. expand_k = expand_v = 1.
+enum { MN__LA_Q = MN__P_MIX, MN__LA_K, MN__LA_V, MN__LA_Q1, MN__LA_Q1B, MN__LA_Q2, MN__LA_Q2B, MN__LA_K1, MN__LA_K1B, MN__LA_K2, MN__LA_K2B, MN__LA_ON, MN__LA_O };
+enum { MN__LAA_Q = MN__A_MIX, MN__LAA_K, MN__LAA_V, MN__LAA_QA, MN__LAA_QB, MN__LAA_KA, MN__LAA_KB, MN__LAA_QF, MN__LAA_KF, MN__LAA_O, MN__LAA_ON, MN__LAA_RS, MN__LAA_WORK };
+static void mn__linattn_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, D = m->cfg.head_dim, HD = m->cfg.n_head * D;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("feature_map_q.layer1.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("feature_map_q.layer1.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("feature_map_q.layer2.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("feature_map_q.layer2.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("feature_map_k.layer1.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("feature_map_k.layer1.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("feature_map_k.layer2.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("feature_map_k.layer2.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
+    #undef MN__NAME
+}
+static size_t mn__linattn_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    for (i = 0; i < 11; i++) s[i] = N * HD;                  // q k v, the feature maps' halves, phi(q) phi(k), o, normed o
+    s[11] = N * H;                                           // rstd of the output norm
+    s[12] = B * H * D * D + mn_gla_work_size(B, T, H, D, D, c->mesa_chunk);   // final state (unused) + work
+    return 13;
+}
+// The Hadamard feature map on rows of D (each head of each token): a = z W1^T + b1, b = z W2^T + b2,
+// f = a * b. p0 is the parameter slot of W1 (then b1, W2, b2); a, b are saved for the backward.
+static void mn__hadamard_forward(mn_model* m, size_t l, size_t p0, mn_real* f, mn_real* a, mn_real* b, const mn_real* z, size_t rows, size_t D) {
+    size_t i;
+    mn_matmul_forward(a, z, MN__PAR(m, l, p0), MN__PAR(m, l, p0 + 1), rows, D, D);
+    mn_matmul_forward(b, z, MN__PAR(m, l, p0 + 2), MN__PAR(m, l, p0 + 3), rows, D, D);
+    for (i = 0; i < rows * D; i++) f[i] = a[i] * b[i];
+}
+// forward: f = a * b, so: da += df * b, db += df * a; then each half's Linear backward into dz.
+static void mn__hadamard_backward(mn_model* m, size_t l, size_t p0, mn_real* dz, mn_real* da, mn_real* db, const mn_real* df, const mn_real* a, const mn_real* b, const mn_real* z, size_t rows, size_t D) {
+    size_t i;
+    for (i = 0; i < rows * D; i++) { da[i] += df[i] * b[i]; db[i] += df[i] * a[i]; }
+    mn_matmul_backward(dz, MN__GRD(m, l, p0), MN__GRD(m, l, p0 + 1), da, z, MN__PAR(m, l, p0), rows, D, D);
+    mn_matmul_backward(dz, MN__GRD(m, l, p0 + 2), MN__GRD(m, l, p0 + 3), db, z, MN__PAR(m, l, p0 + 2), rows, D, D);
+}
+static void mn__linattn_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    #define A(x) MN__ACT(m, l, x)
+    mn__qkv_forward(m, l, MN__LA_Q, A(MN__LAA_Q), A(MN__LAA_K), A(MN__LAA_V), in, N, HD);
+    mn__hadamard_forward(m, l, MN__LA_Q1, A(MN__LAA_QF), A(MN__LAA_QA), A(MN__LAA_QB), A(MN__LAA_Q), N * H, D);
+    mn__hadamard_forward(m, l, MN__LA_K1, A(MN__LAA_KF), A(MN__LAA_KA), A(MN__LAA_KB), A(MN__LAA_K), N * H, D);
+    mn_gla_forward(A(MN__LAA_O), A(MN__LAA_WORK), A(MN__LAA_WORK) + B * H * D * D, A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V), NULL, NULL,
+                   B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_rmsnorm_forward(A(MN__LAA_ON), A(MN__LAA_RS), A(MN__LAA_O), MN__PAR(m, l, MN__LA_ON), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A(MN__LAA_ON), MN__PAR(m, l, MN__LA_O), NULL, N, HD, C);
+    #undef A
+}
+static void mn__linattn_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    #define A(x) MN__ACT(m, l, x)
+    #define DA(x) MN__DACT(m, l, x)
+    mn_matmul_backward(DA(MN__LAA_ON), MN__GRD(m, l, MN__LA_O), NULL, dout, A(MN__LAA_ON), MN__PAR(m, l, MN__LA_O), N, HD, C);
+    mn_rmsnorm_backward(DA(MN__LAA_O), MN__GRD(m, l, MN__LA_ON), DA(MN__LAA_ON), A(MN__LAA_RS), A(MN__LAA_O), MN__PAR(m, l, MN__LA_ON), N * H, D);
+    mn_gla_backward(DA(MN__LAA_QF), DA(MN__LAA_KF), DA(MN__LAA_V), NULL, NULL, DA(MN__LAA_WORK), DA(MN__LAA_O), NULL, A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V),
+                    NULL, NULL, B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn__hadamard_backward(m, l, MN__LA_Q1, DA(MN__LAA_Q), DA(MN__LAA_QA), DA(MN__LAA_QB), DA(MN__LAA_QF), A(MN__LAA_QA), A(MN__LAA_QB), A(MN__LAA_Q), N * H, D);
+    mn__hadamard_backward(m, l, MN__LA_K1, DA(MN__LAA_K), DA(MN__LAA_KA), DA(MN__LAA_KB), DA(MN__LAA_KF), A(MN__LAA_KA), A(MN__LAA_KB), A(MN__LAA_K), N * H, D);
+    mn__qkv_backward(m, l, MN__LA_Q, din, DA(MN__LAA_Q), DA(MN__LAA_K), DA(MN__LAA_V), in, N, HD);
+    #undef A
+    #undef DA
+}
+static size_t mn__linattn_state_size(const mn_config* c) { return c->n_head * c->head_dim * c->head_dim; }
+static size_t mn__linattn_scratch_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + c->n_head; }
+static void mn__linattn_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn_real *q = scratch, *k = q + HD, *v = k + HD, *a = v + HD, *b = a + HD, *qf = b + HD, *kf = qf + HD, *o = kf + HD, *on = o + HD, *rs = on + HD;
+    MN_UNUSED(pos);
+    mn__qkv_forward(m, l, MN__LA_Q, q, k, v, in, 1, HD);
+    mn__hadamard_forward(m, l, MN__LA_Q1, qf, a, b, q, H, D);
+    mn__hadamard_forward(m, l, MN__LA_K1, kf, a, b, k, H, D);
+    mn_gla_step(o, state, qf, kf, v, NULL, 1, H, D, D, 0, 1.0 / sqrt((double)D));   // S += phi(k) v^T ; o = S^T phi(q) scale
+    mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__LA_ON), H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, MN__LA_O), NULL, 1, HD, C);
+}
+
+// ---- simple GLA as a mixer (fla layers/simple_gla.py SimpleGatedLinearAttention with its defaults;
+// GLA with one gate per head, G = 1 in >>gla; read at fla-org/flash-linear-attention 16c3830):
+//   q, k, v = silu(conv4(x Wq)), silu(conv4(x Wk)), silu(conv4(x Wv))          (use_short_conv True)
+//   g = logsigmoid(x Wgk + bgk) / 16   (one log-decay per head and step; gate_logit_normalizer 16)
+//   o = SimpleGLA(q, k, v, g) (chunkwise, scale Dk^-1/2) ;  out = RMSNormGated(o, x Wg) Wo  (swish gate)
+// No feature map (fla's default None); expand_k = expand_v = 1. Init: Linear and conv weights
+// N(0, init_std), the gate bias 0 (so the decay starts at sigmoid(0)^(1/16) = 0.958).
+enum { MN__SG_Q = MN__P_MIX, MN__SG_K, MN__SG_V, MN__SG_GG, MN__SG_QC, MN__SG_KC, MN__SG_VC, MN__SG_GK, MN__SG_GKB, MN__SG_ON, MN__SG_O };
+enum { MN__SGA_QL = MN__A_MIX, MN__SGA_KL, MN__SGA_VL, MN__SGA_Q, MN__SGA_K, MN__SGA_V, MN__SGA_GL, MN__SGA_G, MN__SGA_O, MN__SGA_GG, MN__SGA_ON, MN__SGA_RS, MN__SGA_WORK };
+static void mn__sgla_params(mn_model* m, size_t* count, size_t l) {
+    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
+    char nm[96];
+    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
+    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("g_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("q_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("k_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("v_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("gk_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
+    mn__tab_add(m, count, MN__NAME("gk_proj.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
+    mn__tab_add(m, count, MN__NAME("g_norm_swish_gate.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
+    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
+    #undef MN__NAME
+}
+static size_t mn__sgla_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    for (i = 0; i < 6; i++) s[i] = N * HD;                  // q k v before and after conv + silu
+    s[6] = s[7] = N * H;                                    // gate pre-activation, log-decay
+    s[8] = s[9] = s[10] = N * HD; s[11] = N * H;            // o, output gate pre-activation, normed o, its rstd
+    s[12] = B * H * D * D + mn_gla_work_size(B, T, H, D, D, c->mesa_chunk);   // final state (unused) + work
+    return 13;
+}
+static void mn__sgla_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    #define A(x) MN__ACT(m, l, x)
+    mn__qkv_forward(m, l, MN__SG_Q, A(MN__SGA_QL), A(MN__SGA_KL), A(MN__SGA_VL), in, N, HD);
+    mn_shortconv_forward(A(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);
+    mn_shortconv_forward(A(MN__SGA_K), A(MN__SGA_KL), MN__PAR(m, l, MN__SG_KC), B, T, HD, 4, 1);
+    mn_shortconv_forward(A(MN__SGA_V), A(MN__SGA_VL), MN__PAR(m, l, MN__SG_VC), B, T, HD, 4, 1);
+    mn_matmul_forward(A(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), N, C, H);
+    mn_logsigmoid_forward(A(MN__SGA_G), A(MN__SGA_GL), N * H);
+    for (i = 0; i < N * H; i++) A(MN__SGA_G)[i] = (mn_real)(A(MN__SGA_G)[i] / MN__GLA_NORMALIZER);
+    mn_gla_forward(A(MN__SGA_O), A(MN__SGA_WORK), A(MN__SGA_WORK) + B * H * D * D, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V), A(MN__SGA_G), NULL,
+                   B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_matmul_forward(A(MN__SGA_GG), in, MN__PAR(m, l, MN__SG_GG), NULL, N, C, HD);
+    mn_rmsnorm_gated_forward(A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), A(MN__SGA_GG), MN__PAR(m, l, MN__SG_ON), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A(MN__SGA_ON), MN__PAR(m, l, MN__SG_O), NULL, N, HD, C);
+    #undef A
+}
+static void mn__sgla_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    #define A(x) MN__ACT(m, l, x)
+    #define DA(x) MN__DACT(m, l, x)
+    mn_matmul_backward(DA(MN__SGA_ON), MN__GRD(m, l, MN__SG_O), NULL, dout, A(MN__SGA_ON), MN__PAR(m, l, MN__SG_O), N, HD, C);
+    mn_rmsnorm_gated_backward(DA(MN__SGA_O), DA(MN__SGA_GG), MN__GRD(m, l, MN__SG_ON), DA(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), A(MN__SGA_GG), MN__PAR(m, l, MN__SG_ON), N * H, D);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__SG_GG), NULL, DA(MN__SGA_GG), in, MN__PAR(m, l, MN__SG_GG), N, C, HD);
+    mn_gla_backward(DA(MN__SGA_Q), DA(MN__SGA_K), DA(MN__SGA_V), DA(MN__SGA_G), NULL, DA(MN__SGA_WORK), DA(MN__SGA_O), NULL, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V),
+                    A(MN__SGA_G), NULL, B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk);
+    for (i = 0; i < N * H; i++) DA(MN__SGA_G)[i] = (mn_real)(DA(MN__SGA_G)[i] / MN__GLA_NORMALIZER);   // g = logsigmoid(.) / 16
+    mn_logsigmoid_backward(DA(MN__SGA_GL), DA(MN__SGA_G), A(MN__SGA_GL), N * H);
+    mn_matmul_backward(din, MN__GRD(m, l, MN__SG_GK), MN__GRD(m, l, MN__SG_GKB), DA(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), N, C, H);
+    mn_shortconv_backward(DA(MN__SGA_QL), MN__GRD(m, l, MN__SG_QC), DA(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);
+    mn_shortconv_backward(DA(MN__SGA_KL), MN__GRD(m, l, MN__SG_KC), DA(MN__SGA_K), A(MN__SGA_KL), MN__PAR(m, l, MN__SG_KC), B, T, HD, 4, 1);
+    mn_shortconv_backward(DA(MN__SGA_VL), MN__GRD(m, l, MN__SG_VC), DA(MN__SGA_V), A(MN__SGA_VL), MN__PAR(m, l, MN__SG_VC), B, T, HD, 4, 1);
+    mn__qkv_backward(m, l, MN__SG_Q, din, DA(MN__SGA_QL), DA(MN__SGA_KL), DA(MN__SGA_VL), in, N, HD);
+    #undef A
+    #undef DA
+}
+// decode state per sequence: q, k, v conv windows (HD,3 each) and S (H,D,D)
+static size_t mn__sgla_state_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + c->n_head * c->head_dim * c->head_dim; }
+static size_t mn__sgla_scratch_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + 3 * c->n_head; }
+static void mn__sgla_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn_real *cq = state, *ck = cq + 3 * HD, *cv = ck + 3 * HD, *S = cv + 3 * HD;
+    mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *q = vl + HD, *k = q + HD, *v = k + HD, *o = v + HD, *gg = o + HD, *on = gg + HD;
+    mn_real *gl = on + HD, *g = gl + H, *rs = g + H;
+    MN_UNUSED(pos);
+    mn__qkv_forward(m, l, MN__SG_Q, ql, kl, vl, in, 1, HD);
+    mn_shortconv_step(q, cq, ql, MN__PAR(m, l, MN__SG_QC), HD, 4, 1);
+    mn_shortconv_step(k, ck, kl, MN__PAR(m, l, MN__SG_KC), HD, 4, 1);
+    mn_shortconv_step(v, cv, vl, MN__PAR(m, l, MN__SG_VC), HD, 4, 1);
+    mn_matmul_forward(gl, in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), 1, C, H);
+    mn_logsigmoid_forward(g, gl, H);
+    for (i = 0; i < H; i++) g[i] = (mn_real)(g[i] / MN__GLA_NORMALIZER);
+    mn_gla_step(o, S, q, k, v, g, 1, H, D, D, 1, 1.0 / sqrt((double)D));   // S = e^g S + k v^T ; o = S^T q scale
+    mn_matmul_forward(gg, in, MN__PAR(m, l, MN__SG_GG), NULL, 1, C, HD);
+    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, MN__SG_ON), H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, MN__SG_O), NULL, 1, HD, C);
+}
+
 static const mn__mixer_def mn__mixers[] = {
     { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
     { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
@@ -4572,6 +4797,8 @@ static const mn__mixer_def mn__mixers[] = {
     { "mlstm",        0, mn__mlstm_params, mn__mlstm_acts, mn__mlstm_forward, mn__mlstm_backward, mn__mlstm_state_size, mn__mlstm_scratch_size, mn__mlstm_step_layer, mn__mlstm_flops },
     { "slstm",        0, mn__slstm_params, mn__slstm_acts, mn__slstm_forward, mn__slstm_backward, mn__slstm_state_size, mn__slstm_scratch_size, mn__slstm_step_layer, mn__slstm_flops },
     { "gla",          0, mn__glal_params, mn__glal_acts, mn__glal_forward, mn__glal_backward, mn__glal_state_size, mn__glal_scratch_size, mn__glal_step_layer, mn__glal_flops },
+    { "linattn",      0, mn__linattn_params, mn__linattn_acts, mn__linattn_forward, mn__linattn_backward, mn__linattn_state_size, mn__linattn_scratch_size, mn__linattn_step_layer, mn__glal_flops },
+    { "sgla",         0, mn__sgla_params, mn__sgla_acts, mn__sgla_forward, mn__sgla_backward, mn__sgla_state_size, mn__sgla_scratch_size, mn__sgla_step_layer, mn__glal_flops },
     { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
@@ -4747,7 +4974,8 @@ static size_t mn__act_layout(mn_model* m, size_t B, size_t T) {
 }
 static int mn__ensure_acts(mn_model* m, size_t B, size_t T) {
     size_t need = mn__act_layout(m, B, T);
-    if (need > m->act_cap || B * T > m->act_B * m->act_T) {
+    // grow only: a smaller (B,T) is laid out inside the block it already has (variable lengths)
+    if (need > m->act_cap || B * T > m->tok_cap) {
         mn_real* a = (mn_real*)mn__calloc(2 * need, sizeof(mn_real));
         int* tk = (int*)mn__calloc(2 * B * T, sizeof(int));
         if (!a || !tk) {
@@ -4761,10 +4989,15 @@ static int mn__ensure_acts(mn_model* m, size_t B, size_t T) {
         if (m->tokens) MN_FREE(m->tokens);
         m->acts = a; m->dacts = a + need; m->act_cap = need;
         m->tokens = tk; m->targets = tk + B * T;
+        m->tok_cap = B * T;
     }
     m->act_B = B; m->act_T = T;
     return MN_OK;
 }
+
+// The logits stay in the activation block until the next forward: evaluation reads them from there
+// (argmax, accuracy) without a second copy.
+MNDEF const mn_real* mn_logits(const mn_model* m) { return m->acts ? m->acts + m->act_glob[MN__G_LOGITS] : NULL; }
 
 MNDEF size_t mn_flops_per_token(const mn_model* m, size_t T) {
     size_t i, l, mat = 0;
@@ -5501,6 +5734,371 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
     *m = tmp;
     m->cfg.pattern = m->pattern_buf;     // the struct moved: re-point at its own copy
     return MN_OK;
+}
+
+// >>tasks
+// defines: mn_task_find, mn_task_list, mn_task_sample, mn_task_train_len, one generator per task
+// Synthetic length-generalisation tasks (shared/docs/synthetic.md; trained at L = 128, evaluated
+// at 128, 512, 2048). Conventions (§2.0): x[t] is the input at t and the model's output there is
+// scored against y[t], the token that should follow x[0..t] (-1: not scored); token 0 is PAD and
+// every example starts with BOS, which stands in for a learnable initial state (Grazzi et al. A.4.1).
+// Answer-only tasks end with a query token ('=') whose target is the answer; the answer itself is
+// never an input (NX-AI FormLangDataset: x = s[:-1], y = s[1:], masked). Word problems (parity, z5,
+// s3) score every position after BOS with the running state; the main metric (FINAL) reads the
+// last one, which is the whole string's answer.
+//
+//   task               vocab  scored positions                    main (chance)    train lengths n
+//   parity               4    every bit: running parity           FINAL (1/2)      U[2, L]
+//   modarith            11    '=' (last): expression mod 5        FINAL (1/5)      odd U[3, L]
+//   modarith_brackets   12    '=' (last): expression mod 5        FINAL (1/5)      U[5, L]
+//   z5                   7    every element: running sum mod 5    FINAL (1/5)      L
+//   s3                   8    every element: prefix product       FINAL (1/6)      U[16, L]
+//   majority             7    '=' (last): unique majority symbol  FINAL (1/4)      U[8, L]
+//   majority_count      44    '=' (last): min(max count, 37)      FINAL (1/37)     U[8, L]
+//   anbn                 5    every input b: next symbol          SEQUENCE (0)     2k+2, k U[1,(L-2)/2], then k' in [k/2,k]
+//   anbncn               6    every input b, c: next symbol       SEQUENCE (0)     3k+2, k U[1,(L-2)/3], then k' in [k/2,k]
+//   mqar               512    each key's second occurrence: value TOKEN (1/256)    L (N = L/16 pairs)
+//
+// Choices beyond synthetic.md: majority breaks a tie for the maximum by moving one occurrence of a
+// tied symbol to a winner drawn uniformly among the tied ones (§2.5 "flip one token"). For
+// majority_count, A = 4 symbols and C_max = 37: at the training lengths n <= 128 about 5% of the
+// examples are clipped, at n = 128 about half, and at n = 512 and 2048 every answer is C_max
+// (every count is >= (n-2)/4): there the task asks whether the counter saturates instead of wrapping
+// or fading; §2.5's C_max = 63 would never clip when training at 128. anbn and anbncn draw k
+// uniformly from the upper half of what fits the length (next-symbol prediction, §2.6), so an
+// evaluation set at 2048 holds distinct strings with n in (1024, 2048]. mqar
+// follows zoology's layout (§3.2): keys and values disjoint, distinct within an example, each key
+// queried once at a slot drawn from zoology's power law p(g) ~ (g+1)^(a-1), a = 0.01 (early slots
+// favoured); non-query slots hold a blank token (the paper's random_non_queries=False).
+// Nothing allocates (mqar uses a 512-byte stack array); each sample is O(len); the bracket
+// generator recurses only into the shorter operand, so its depth is at most log2(len).
+
+enum { MN__TASK_PARITY, MN__TASK_MODARITH, MN__TASK_BRACKETS, MN__TASK_Z5, MN__TASK_S3,
+       MN__TASK_MAJORITY, MN__TASK_MAJCOUNT, MN__TASK_ANBN, MN__TASK_ANBNCN, MN__TASK_MQAR, MN__TASK_COUNT };
+#define MN__TASK_PAD 0
+#define MN__TASK_BOS 1
+#define MN__TASK_MAJ_A 4          // majority, majority_count: alphabet size
+#define MN__TASK_MC_CMAX 37       // majority_count: counts >= C_max are answered C_max
+#define MN__TASK_MQAR_KEY0 3      // mqar: keys 3..255, values 256..511
+#define MN__TASK_MQAR_VAL0 256
+#define MN__TASK_MQAR_V 512
+#define MN__TASK_MQAR_POWER_A 0.01
+
+static const mn_task mn__tasks[MN__TASK_COUNT] = {
+    { "parity", 4, MN_METRIC_FINAL, 0.5, 2,
+      "PAD 0, BOS 1, bits 0/1 = 2/3; BOS b_1..b_{n-1}; position t>=1 scored with the parity of b_1..b_t (2 even, 3 odd); FINAL = parity of all n-1 bits" },
+    { "modarith", 11, MN_METRIC_FINAL, 0.2, 3,
+      "PAD 0, BOS 1, = 2, + 3, - 4, * 5, digits 0-4 = 6-10; BOS d op d ... op d = (n odd); '=' (last position) scored with the value mod 5 (* before +,-; left to right)" },
+    { "modarith_brackets", 12, MN_METRIC_FINAL, 0.2, 5,
+      "PAD 0, BOS 1, = 2, + 3, - 4, ( 5, ) 6, digits 0-4 = 7-11; BOS expr =, expr: Deletang's recursive +,- expression of n-2 tokens; '=' (last) scored with its value mod 5" },
+    { "z5", 7, MN_METRIC_FINAL, 0.2, 2,
+      "PAD 0, BOS 1, elements 0-4 = 2-6; BOS g_1..g_{n-1}; position t>=1 scored with g_1+...+g_t mod 5; trains at max_len only" },
+    { "s3", 8, MN_METRIC_FINAL, 1.0 / 6.0, 16,
+      "PAD 0, BOS 1, permutations of {0,1,2} in lexicographic order (identity first) = 2-7; BOS g_1..g_{n-1}; position t>=1 scored with g_1 o ... o g_t, (a o b)(i) = a(b(i))" },
+    { "majority", 7, MN_METRIC_FINAL, 0.25, 8,
+      "PAD 0, BOS 1, = 2, symbols 3-6; BOS s_1..s_{n-2} =, unique most frequent symbol guaranteed; '=' (last) scored with that symbol" },
+    { "majority_count", 3 + MN__TASK_MAJ_A + MN__TASK_MC_CMAX, MN_METRIC_FINAL, 1.0 / MN__TASK_MC_CMAX, 8,
+      "PAD 0, BOS 1, = 2, symbols 3-6, counts 1-37 = 7-43; BOS s_1..s_{n-2} =; '=' (last) scored with min(count of the most frequent symbol, 37)" },
+    { "anbn", 5, MN_METRIC_SEQUENCE, 0.0, 4,
+      "PAD 0, S(BOS) 1, a 2, b 3, T 4; S a^k b^k T, n = 2k+2 with k as large as fits; every input b scored with the next symbol (b..., then T)" },
+    { "anbncn", 6, MN_METRIC_SEQUENCE, 0.0, 5,
+      "PAD 0, S(BOS) 1, a 2, b 3, c 4, T 5; S a^k b^k c^k T, n = 3k+2 with k as large as fits; every input b and c scored with the next symbol" },
+    { "mqar", MN__TASK_MQAR_V, MN_METRIC_TOKEN, 1.0 / (MN__TASK_MQAR_V - MN__TASK_MQAR_VAL0), 5,
+      "PAD 0, BOS 1, blank 2, keys 3-255, values 256-511; BOS k1 v1..kN vN, then blanks where each key reappears once (power-law slot, even offsets); N = max(1, n/16); each reappearance scored with its value; trains at max_len only" },
+};
+// shortest example mn_task_sample accepts, per task (BOS plus the least content the grammar has)
+static const size_t mn__task_min[MN__TASK_COUNT] = { 2, 3, 3, 2, 2, 3, 3, 4, 5, 5 };
+
+// S3 product table: mn__task_s3_mul[a][b] = a o b, the permutation i -> a[b[i]], elements indexed
+// in lexicographic order 012, 021, 102, 120, 201, 210 (index 0 is the identity).
+static const unsigned char mn__task_s3_mul[6][6] = {
+    { 0, 1, 2, 3, 4, 5 }, { 1, 0, 4, 5, 2, 3 }, { 2, 3, 0, 1, 5, 4 },
+    { 3, 2, 5, 4, 0, 1 }, { 4, 5, 1, 0, 3, 2 }, { 5, 4, 3, 2, 1, 0 },
+};
+
+// Uniform integer in [0, k), k >= 1, without modulo bias (Lemire's multiply-and-reject for
+// k < 2^32; beyond that a 64-bit draw reduced mod k, whose bias is below k / 2^64).
+static size_t mn__task_below(mn_rng* r, size_t k) {
+    if (k <= 1) return 0;
+    if (k <= 0xFFFFFFFFu) {
+        uint32_t k32 = (uint32_t)k, thresh = (uint32_t)(0u - k32) % k32;
+        uint64_t m = (uint64_t)mn_rng_u32(r) * k32;
+        while ((uint32_t)m < thresh) m = (uint64_t)mn_rng_u32(r) * k32;
+        return (size_t)(m >> 32);
+    }
+    uint64_t hi = mn_rng_u32(r), lo = mn_rng_u32(r);
+    return (size_t)(((hi << 32) | lo) % (uint64_t)k);
+}
+static int mn__task_mod5(int v) { v %= 5; return v < 0 ? v + 5 : v; }
+
+// ------------------------------------------------------------------------------------ generators
+// Each writes x[0..n) and the scored y of one example (the caller has set x = PAD, y = -1 over
+// [0, len)) and returns n.
+
+// parity: x = BOS b_1..b_{n-1}, y[t] = b_1 xor ... xor b_t (tokens 2/3)
+static size_t mn__task_parity(mn_rng* r, size_t len, int* x, int* y) {
+    size_t t;
+    int p = 0;
+    x[0] = MN__TASK_BOS;
+    for (t = 1; t < len; t++) {
+        int b = (int)(mn_rng_u32(r) >> 31);
+        p ^= b;
+        x[t] = 2 + b;
+        y[t] = 2 + p;
+    }
+    return len;
+}
+
+// modarith (NX-AI modular_arithmetic.py, mod 5): digits at odd positions, operators uniform in
+// {+,-,*} between them, '=' last. The value is a sum of signed products: `term` is the running
+// product of the current *-chain, `sum` the signed terms already closed by a + or -.
+static size_t mn__task_modarith(mn_rng* r, size_t len, int* x, int* y) {
+    size_t n = (len % 2 == 1) ? len : len - 1, t;     // BOS + (2k-1) expression tokens + '=' is odd
+    int sum = 0, sign = 1, term = (int)mn__task_below(r, 5);
+    x[0] = MN__TASK_BOS;
+    x[1] = 6 + term;
+    for (t = 3; t + 1 < n; t += 2) {
+        int op = (int)mn__task_below(r, 3), d = (int)mn__task_below(r, 5);
+        x[t - 1] = 3 + op;                            // 0 '+', 1 '-', 2 '*'
+        x[t] = 6 + d;
+        if (op == 2) term = (term * d) % 5;
+        else { sum = mn__task_mod5(sum + sign * term); sign = op == 0 ? 1 : -1; term = d; }
+    }
+    sum = mn__task_mod5(sum + sign * term);
+    x[n - 1] = 2;                                     // '='
+    y[n - 1] = 6 + sum;
+    return n;
+}
+
+// Deletang's generator (chomsky tasks/dcf/modular_arithmetic_brackets.py, mult=False): an
+// expression of exactly len tokens at e[0..len), value mod 5 returned.
+//   len 1: d   2: -d   3: (d)   4: (-d)   (d uniform in 0..4)
+//   len >= 5: ( left op right ), left U{1..len-4} tokens, right the rest, op uniform in {+,-}.
+// The value is linear in the leaves, so the expression can be built as a loop that keeps
+// `total + sign * value(rest)`: recurse into the shorter operand, continue with the longer one.
+// The recursion is on at most half the tokens each time (depth <= log2 len); the distribution of
+// the trees is the reference's (each node's length split and operator independent and uniform).
+static int mn__task_brackets_expr(mn_rng* r, int* e, size_t len) {
+    int total = 0, sign = 1;
+    for (;;) {
+        if (len <= 4) {
+            int d = (int)mn__task_below(r, 5), neg = (len == 2 || len == 4);
+            if (len == 1) e[0] = 7 + d;
+            else if (len == 2) { e[0] = 4; e[1] = 7 + d; }
+            else if (len == 3) { e[0] = 5; e[1] = 7 + d; e[2] = 6; }
+            else { e[0] = 5; e[1] = 4; e[2] = 7 + d; e[3] = 6; }
+            return mn__task_mod5(total + sign * (neg ? -d : d));
+        }
+        size_t nl = 1 + mn__task_below(r, len - 4), nr = len - nl - 3;
+        int op = (int)mn__task_below(r, 2);            // 0 '+', 1 '-'
+        int rsign = op ? -sign : sign;                  // sign of the right operand in the total
+        e[0] = 5;                                       // '('
+        e[1 + nl] = 3 + op;
+        e[len - 1] = 6;                                 // ')'
+        if (nl <= nr) {                                 // left is shorter: recurse left, loop right
+            total = mn__task_mod5(total + sign * mn__task_brackets_expr(r, e + 1, nl));
+            e += 2 + nl; len = nr; sign = rsign;
+        } else {                                        // right is shorter: recurse right, loop left
+            total = mn__task_mod5(total + rsign * mn__task_brackets_expr(r, e + 2 + nl, nr));
+            e += 1; len = nl;
+        }
+    }
+}
+static size_t mn__task_brackets(mn_rng* r, size_t len, int* x, int* y) {
+    x[0] = MN__TASK_BOS;
+    int v = mn__task_brackets_expr(r, x + 1, len - 2);
+    x[len - 1] = 2;                                   // '='
+    y[len - 1] = 7 + v;
+    return len;
+}
+
+// z5 word problem: x = BOS g_1..g_{n-1}, y[t] = g_1 + ... + g_t mod 5
+static size_t mn__task_z5(mn_rng* r, size_t len, int* x, int* y) {
+    size_t t;
+    int s = 0;
+    x[0] = MN__TASK_BOS;
+    for (t = 1; t < len; t++) {
+        int g = (int)mn__task_below(r, 5);
+        s = (s + g) % 5;
+        x[t] = 2 + g;
+        y[t] = 2 + s;
+    }
+    return len;
+}
+
+// s3 word problem (jopetty/word-problem, G = S3): y[t] = g_1 o ... o g_t, accumulated from the
+// identity with acc = acc o g_t.
+static size_t mn__task_s3(mn_rng* r, size_t len, int* x, int* y) {
+    size_t t;
+    int acc = 0;
+    x[0] = MN__TASK_BOS;
+    for (t = 1; t < len; t++) {
+        int g = (int)mn__task_below(r, 6);
+        acc = mn__task_s3_mul[acc][g];
+        x[t] = 2 + g;
+        y[t] = 2 + acc;
+    }
+    return len;
+}
+
+// majority and majority_count: x = BOS s_1..s_{n-2} '=', symbols uniform over A = 4.
+// majority: a tie for the maximum is broken by moving one uniformly chosen occurrence of a tied
+// symbol to a winner drawn uniformly among the tied ones (winner c+1, loser c-1, others <= c).
+// majority_count: the answer is the largest count clipped to C_max (no tie-breaking needed).
+static size_t mn__task_majority(mn_rng* r, size_t len, int* x, int* y, int count) {
+    size_t cnt[MN__TASK_MAJ_A] = { 0 }, best = 0, t;
+    int tied[MN__TASK_MAJ_A], ntied = 0, s;
+    x[0] = MN__TASK_BOS;
+    for (t = 1; t + 1 < len; t++) {
+        s = (int)mn__task_below(r, MN__TASK_MAJ_A);
+        x[t] = 3 + s;
+        cnt[s]++;
+    }
+    x[len - 1] = 2;                                   // '='
+    for (s = 0; s < MN__TASK_MAJ_A; s++) if (cnt[s] > best) best = cnt[s];
+    if (count) {
+        size_t c = best < MN__TASK_MC_CMAX ? best : MN__TASK_MC_CMAX;
+        y[len - 1] = 3 + MN__TASK_MAJ_A + (int)c - 1;
+        return len;
+    }
+    for (s = 0; s < MN__TASK_MAJ_A; s++) if (cnt[s] == best) tied[ntied++] = s;
+    if (ntied > 1) {
+        int w = (int)mn__task_below(r, (size_t)ntied);
+        int winner = tied[w], loser = tied[(w + 1 + (int)mn__task_below(r, (size_t)ntied - 1)) % ntied];
+        size_t j = mn__task_below(r, cnt[loser]);      // which occurrence of the loser moves
+        for (t = 1; t + 1 < len; t++)
+            if (x[t] == 3 + loser && j-- == 0) { x[t] = 3 + winner; break; }
+        tied[0] = winner;
+    }
+    y[len - 1] = 3 + tied[0];
+    return len;
+}
+
+// anbn (n_blocks 2) and anbncn (3), next-symbol prediction (synthetic.md §2.6, softmax-LM form):
+// x = S a^k b^k [c^k] T; the positions whose input is b or c are the deterministic ones and are
+// scored with the next input token; the positions before (after S and the a's) are ambiguous.
+static size_t mn__task_anbn(mn_rng* r, size_t len, int* x, int* y, size_t blocks) {
+    // k uniform on [ceil(kmax/2), kmax]: an evaluation set at one length holds distinct strings
+    // (a fixed k would make it one string, scored 0 or 1), all longer than the next shorter length's
+    size_t kmax = (len - 2) / blocks, klo = (kmax + 1) / 2, k = klo + mn__task_below(r, kmax - klo + 1), n = blocks * k + 2, t, b;
+    x[0] = MN__TASK_BOS;
+    for (b = 0; b < blocks; b++)
+        for (t = 0; t < k; t++) x[1 + b * k + t] = 2 + (int)b;
+    x[n - 1] = 2 + (int)blocks;                       // T
+    for (t = k + 1; t + 1 < n; t++) y[t] = x[t + 1];
+    return n;
+}
+
+// Slot g in [0, S) with p(g) proportional to (g+1)^(a-1) (zoology's power law), exactly: propose
+// g = floor(u) - 1 with u from the continuous density ~ u^(a-1) on [1, S+1) (inverse CDF), and
+// accept with the ratio of the two masses over 2^(1-a), which bounds it (so acceptance >= 1/2).
+static size_t mn__task_powerlaw(mn_rng* r, size_t S, double a) {
+    double span = expm1(a * log((double)S + 1.0));  // (S+1)^a - 1
+    for (;;) {
+        double u = exp(log1p(mn_rng_uniform(r) * span) / a);
+        size_t g = (size_t)u - 1;
+        if (u < 1.0 || g >= S) continue;               // rounding at the ends
+        double g1 = (double)g + 1.0;
+        double mass = pow(g1, a) * expm1(a * log1p(1.0 / g1)) / a;   // integral of u^(a-1) over [g+1, g+2)
+        double accept = pow(g1, a - 1.0) / (pow(2.0, 1.0 - a) * mass);
+        if (mn_rng_uniform(r) < accept) return g;
+    }
+}
+
+// mqar (zoology multiquery_ar.py, random_non_queries=False): x = BOS k_1 v_1 .. k_N v_N, then the
+// query region, blank (2) except that key k_i reappears once at offset 2 g_i (distinct slots g_i
+// drawn in order i = 1..N from the power law), where y = v_i. Keys are N distinct draws from
+// 3..255 and values N distinct draws from 256..511 (partial Fisher-Yates over a stack pool).
+static size_t mn__task_mqar(mn_rng* r, size_t len, int* x, int* y) {
+    unsigned short pool[MN__TASK_MQAR_V - MN__TASK_MQAR_VAL0];
+    size_t nkeys = MN__TASK_MQAR_VAL0 - MN__TASK_MQAR_KEY0, nvals = MN__TASK_MQAR_V - MN__TASK_MQAR_VAL0;
+    size_t N = len / 16 > 1 ? len / 16 : 1, q0, S, i, t;
+    if (N > nkeys) N = nkeys;
+    q0 = 1 + 2 * N;                                   // first position of the query region
+    S = (len - q0) / 2;                               // slots; >= N for every len >= 5
+    x[0] = MN__TASK_BOS;
+    for (i = 0; i < nkeys; i++) pool[i] = (unsigned short)(MN__TASK_MQAR_KEY0 + i);
+    for (i = 0; i < N; i++) {
+        size_t j = i + mn__task_below(r, nkeys - i);
+        unsigned short tmp = pool[i]; pool[i] = pool[j]; pool[j] = tmp;
+        x[1 + 2 * i] = pool[i];
+    }
+    for (i = 0; i < nvals; i++) pool[i] = (unsigned short)(MN__TASK_MQAR_VAL0 + i);
+    for (i = 0; i < N; i++) {
+        size_t j = i + mn__task_below(r, nvals - i);
+        unsigned short tmp = pool[i]; pool[i] = pool[j]; pool[j] = tmp;
+        x[2 + 2 * i] = pool[i];
+    }
+    for (t = q0; t < len; t++) x[t] = 2;              // blank
+    for (i = 0; i < N; i++) {
+        size_t pos;
+        do pos = q0 + 2 * mn__task_powerlaw(r, S, MN__TASK_MQAR_POWER_A);
+        while (x[pos] != 2);                          // slot taken: draw again (sampling without replacement)
+        x[pos] = x[1 + 2 * i];
+        y[pos] = x[2 + 2 * i];
+    }
+    return len;
+}
+
+// ------------------------------------------------------------------------------------ public API
+static int mn__task_index(const mn_task* task) {
+    int i;
+    if (task == NULL) return -1;
+    for (i = 0; i < MN__TASK_COUNT; i++) if (task == &mn__tasks[i]) return i;
+    if (task->name == NULL) return -1;                // a copy of a table entry: match by name
+    for (i = 0; i < MN__TASK_COUNT; i++) if (strcmp(task->name, mn__tasks[i].name) == 0) return i;
+    return -1;
+}
+
+MNDEF const mn_task* mn_task_find(const char* name) {
+    int i;
+    if (name == NULL) return NULL;
+    for (i = 0; i < MN__TASK_COUNT; i++) if (strcmp(name, mn__tasks[i].name) == 0) return &mn__tasks[i];
+    return NULL;
+}
+
+MNDEF const mn_task* mn_task_list(size_t* n) {
+    if (n) *n = MN__TASK_COUNT;
+    return mn__tasks;
+}
+
+MNDEF size_t mn_task_sample(const mn_task* task, mn_rng* rng, size_t len, int* x, int* y) {
+    int id = mn__task_index(task);
+    size_t t;
+    if (id < 0 || rng == NULL || x == NULL || y == NULL || len < mn__task_min[id]) return 0;
+    for (t = 0; t < len; t++) { x[t] = MN__TASK_PAD; y[t] = -1; }
+    switch (id) {
+    case MN__TASK_PARITY: return mn__task_parity(rng, len, x, y);
+    case MN__TASK_MODARITH: return mn__task_modarith(rng, len, x, y);
+    case MN__TASK_BRACKETS: return mn__task_brackets(rng, len, x, y);
+    case MN__TASK_Z5: return mn__task_z5(rng, len, x, y);
+    case MN__TASK_S3: return mn__task_s3(rng, len, x, y);
+    case MN__TASK_MAJORITY: return mn__task_majority(rng, len, x, y, 0);
+    case MN__TASK_MAJCOUNT: return mn__task_majority(rng, len, x, y, 1);
+    case MN__TASK_ANBN: return mn__task_anbn(rng, len, x, y, 2);
+    case MN__TASK_ANBNCN: return mn__task_anbn(rng, len, x, y, 3);
+    default: return mn__task_mqar(rng, len, x, y);
+    }
+}
+
+MNDEF size_t mn_task_train_len(const mn_task* task, mn_rng* rng, size_t max_len) {
+    int id = mn__task_index(task);
+    size_t lo;
+    if (id < 0 || rng == NULL) return 0;
+    lo = mn__tasks[id].min_len;
+    if (max_len < lo) return 0;
+    switch (id) {
+    case MN__TASK_Z5: case MN__TASK_MQAR:             // every prefix / fixed N = L/16 (§4.3)
+        return max_len;
+    case MN__TASK_MODARITH:                           // odd n = 2k+1, k in [1, (max_len-1)/2]
+        return 2 * (1 + mn__task_below(rng, (max_len - 1) / 2)) + 1;
+    case MN__TASK_ANBN:                               // n = 2k+2, k in [1, (max_len-2)/2]
+        return 2 * (1 + mn__task_below(rng, (max_len - 2) / 2)) + 2;
+    case MN__TASK_ANBNCN:                             // n = 3k+2, k in [1, (max_len-2)/3]
+        return 3 * (1 + mn__task_below(rng, (max_len - 2) / 3)) + 2;
+    default:
+        return lo + mn__task_below(rng, max_len - lo + 1);
+    }
 }
 
 #endif // MESANET_IMPLEMENTATION

@@ -11,6 +11,7 @@ run() {  # run NAME CMD...
 }
 run "compile C99 (float+double, -Wall -Wextra -Werror -Wpedantic)" "$B/test_compile_c"
 run "compile C++ (float+double)" "$B/test_compile_cpp"
+run "synthetic-task generators (labels by independent computation)" "$B/test_tasks"
 run "finite-difference gradients (double)" "$B/test_grad"
 run "Mesa op vs float64 oracle, across forms (double)" "$B/test_mesa"
 run "Mesa float64 oracle vs golden vectors" "$B/test_mesa_oracle"
@@ -34,6 +35,7 @@ run "ASan+UBSan: Mamba-2 SSD / RG-LRU" "$B/asan_test_ssm"
 run "ASan+UBSan: mLSTM / sLSTM" "$B/asan_test_xlstm"
 run "ASan+UBSan: vector-file parser" "$B/asan_test_vecfile"
 run "command-line programs" ./tests/test_cli.sh "$B"
+run "synthetic suite, quick tier (parity learns; resume; report)" ./tests/test_synth.sh "$B"
 mkdir -p "$B/corpus_st" "$B/corpus_vec"
 # libFuzzer is chatty: keep its log and show the end of it only when it finds something
 fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]

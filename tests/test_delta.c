@@ -29,38 +29,7 @@
 #define TOL_VEC 2e-5
 #endif
 
-static mn_rng rng;
 static const char* vec_dir = "reference/vectors";
-
-// ---- buffers: every allocation is recorded and freed at the end (LeakSanitizer stays quiet)
-#define MAX_BUFS 512
-static void* bufs[MAX_BUFS];
-static size_t n_bufs;
-static mn_real* alloc(size_t n) {
-    mn_real* p = (mn_real*)calloc(n ? n : 1, sizeof(mn_real));
-    if (p == NULL || n_bufs == MAX_BUFS) { printf("out of memory\n"); exit(2); }
-    bufs[n_bufs++] = p;
-    return p;
-}
-static void free_all(void) { while (n_bufs) free(bufs[--n_bufs]); }
-static double* dbl[2];   // two conversion buffers, so relerr can hold both sides
-static size_t dbl_cap[2];
-static double* to_double(const mn_real* x, size_t n) {
-    static int which;
-    double** d = dbl;
-    size_t* cap = dbl_cap;
-    size_t i;
-    which ^= 1;
-    if (cap[which] < n) { free(d[which]); d[which] = (double*)malloc(n * sizeof(double)); cap[which] = n; }
-    for (i = 0; i < n; i++) d[which][i] = x[i];
-    return d[which];
-}
-static void free_dbl(void) { free(dbl[0]); free(dbl[1]); dbl[0] = dbl[1] = NULL; dbl_cap[0] = dbl_cap[1] = 0; }
-static double relerr(const mn_real* a, const mn_real* b, size_t n) {
-    double* da = to_double(a, n);
-    double* db = to_double(b, n);
-    return tu_relerr(da, db, n);
-}
 
 // ---- one problem: sizes, inputs, upstream gradients
 typedef struct {
@@ -76,7 +45,6 @@ static size_t nv(const dprob* p) { return p->B * p->T * p->H * p->Dv; }
 static size_t nbt(const dprob* p) { return p->B * p->T * p->H; }
 static size_t nst(const dprob* p) { return p->B * p->H * p->Dk * p->Dv; }
 
-static void fill_normal(mn_real* x, size_t n, double s) { size_t i; for (i = 0; i < n; i++) x[i] = (mn_real)(s * mn_rng_normal(&rng)); }
 static void l2rows(mn_real* x, size_t rows, size_t D) {
     size_t r, d;
     for (r = 0; r < rows; r++) {
@@ -94,29 +62,29 @@ static dprob make_prob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, doubl
     size_t i;
     p.B = B, p.T = T, p.H = H, p.Dk = Dk, p.Dv = Dv;
     p.scale = 1.0 / sqrt((double)Dk);
-    p.q = alloc(nqk(&p)); p.k = alloc(nqk(&p)); p.v = alloc(nv(&p)); p.beta = alloc(nbt(&p));
-    fill_normal(p.q, nqk(&p), 1); fill_normal(p.k, nqk(&p), 1); fill_normal(p.v, nv(&p), 1);
+    p.q = tu_buf(nqk(&p)); p.k = tu_buf(nqk(&p)); p.v = tu_buf(nv(&p)); p.beta = tu_buf(nbt(&p));
+    tu_fill(p.q, nqk(&p), 0, 1); tu_fill(p.k, nqk(&p), 0, 1); tu_fill(p.v, nv(&p), 0, 1);
     l2rows(p.q, nbt(&p), Dk); l2rows(p.k, nbt(&p), Dk);
-    for (i = 0; i < nbt(&p); i++) p.beta[i] = (mn_real)(beta_max / (1.0 + exp(-mn_rng_normal(&rng))));
+    for (i = 0; i < nbt(&p); i++) p.beta[i] = (mn_real)(beta_max / (1.0 + exp(-mn_rng_normal(&tu_rng))));
     p.g = NULL;
     if (gated) {
-        p.g = alloc(nbt(&p));
+        p.g = tu_buf(nbt(&p));
         for (i = 0; i < nbt(&p); i++) {
-            double u = 2.0 + 2.0 * mn_rng_normal(&rng);
+            double u = 2.0 + 2.0 * mn_rng_normal(&tu_rng);
             p.g[i] = (mn_real)logsigmoid(u < -4.9 ? -4.9 : u > 12 ? 12 : u);
         }
     }
     p.h0 = NULL;
-    if (with_h0) { p.h0 = alloc(nst(&p)); fill_normal(p.h0, nst(&p), 0.5); }
-    p.dout = alloc(nv(&p)); fill_normal(p.dout, nv(&p), 1);
+    if (with_h0) { p.h0 = tu_buf(nst(&p)); tu_fill(p.h0, nst(&p), 0, 0.5); }
+    p.dout = tu_buf(nv(&p)); tu_fill(p.dout, nv(&p), 0, 1);
     p.dht = NULL;
-    if (with_dht) { p.dht = alloc(nst(&p)); fill_normal(p.dht, nst(&p), 1); }
+    if (with_dht) { p.dht = tu_buf(nst(&p)); tu_fill(p.dht, nst(&p), 0, 1); }
     return p;
 }
 static dgrads make_grads(const dprob* p) {
     dgrads g;
-    g.q = alloc(nqk(p)); g.k = alloc(nqk(p)); g.v = alloc(nv(p)); g.beta = alloc(nbt(p));
-    g.g = alloc(nbt(p)); g.h0 = alloc(nst(p));
+    g.q = tu_buf(nqk(p)); g.k = tu_buf(nqk(p)); g.v = tu_buf(nv(p)); g.beta = tu_buf(nbt(p));
+    g.g = tu_buf(nbt(p)); g.h0 = tu_buf(nst(p));
     return g;
 }
 
@@ -196,11 +164,11 @@ static void fd_one(const char* what, const dprob* p, size_t C, mn_real* x, const
 static void test_fd(const char* label, double beta_max, int gated, size_t C) {
     dprob p = make_prob(2, 7, 2, 4, 3, beta_max, gated, 1, 1);
     dgrads gr = make_grads(&p), gr2 = make_grads(&p);
-    mn_real* out = alloc(nv(&p));
-    mn_real* ht = alloc(nst(&p));
+    mn_real* out = tu_buf(nv(&p));
+    mn_real* ht = tu_buf(nst(&p));
     size_t i;
     printf("  %s, beta in (0,%g), %s\n", label, beta_max, form_name(C));
-    L_out = alloc(nv(&p)); L_ht = alloc(nst(&p));
+    L_out = tu_buf(nv(&p)); L_ht = tu_buf(nst(&p));
     fwd_bwd(&p, C, out, ht, &gr);
     fd_one("q", &p, C, p.q, gr.q, nqk(&p));
     fd_one("k", &p, C, p.k, gr.k, nqk(&p));
@@ -219,15 +187,15 @@ static void test_fd(const char* label, double beta_max, int gated, size_t C) {
         g2[0] = gr2.q, g2[1] = gr2.k, g2[2] = gr2.v, g2[3] = gr2.beta, g2[4] = gr2.g, g2[5] = gr2.h0;
         ns[0] = ns[1] = nqk(&p), ns[2] = nv(&p), ns[3] = ns[4] = nbt(&p), ns[5] = nst(&p);
         for (j = 0; j < 6; j++) {
-            bases[j] = alloc(ns[j]);
-            fill_normal(bases[j], ns[j], 1);
+            bases[j] = tu_buf(ns[j]);
+            tu_fill(bases[j], ns[j], 0, 1);
             memcpy(g2[j], bases[j], ns[j] * sizeof(mn_real));
         }
         fwd_bwd(&p, C, out, ht, &gr2);
         for (j = 0; j < 6; j++) {
             if (j == 4 && !gated) continue;
             for (i = 0; i < ns[j]; i++) g2[j][i] -= bases[j][i];
-            double e = relerr(g2[j], g1[j], ns[j]);
+            double e = tu_rel(g2[j], g1[j], ns[j]);
             TU_CHECK(e < TOL_EQ, "%s d%s does not accumulate: %.3e", form_name(C), names[j], e);
         }
         if (!gated) {       // g == NULL: dg is left alone
@@ -241,35 +209,35 @@ static void test_fd(const char* label, double beta_max, int gated, size_t C) {
 static void test_chunk_vs_naive(const char* label, double beta_max, int gated, int with_h0) {
     static const size_t Cs[4] = {1, 3, 16, 64};
     dprob p = make_prob(2, 37, 2, 16, 8, beta_max, gated, with_h0, 1);
-    mn_real* out0 = alloc(nv(&p));
-    mn_real* ht0 = alloc(nst(&p));
-    mn_real* st0 = alloc(n_saved(&p, 0));
+    mn_real* out0 = tu_buf(nv(&p));
+    mn_real* ht0 = tu_buf(nst(&p));
+    mn_real* st0 = tu_buf(n_saved(&p, 0));
     dgrads g0 = make_grads(&p);
     size_t ci, j;
     forward(&p, 0, out0, ht0, st0);
     backward(&p, 0, st0, &g0);
     for (ci = 0; ci < 4; ci++) {
         size_t C = Cs[ci], NC = (p.T + C - 1) / C, n, bh, ns = p.Dk * p.Dv;
-        mn_real* out = alloc(nv(&p));
-        mn_real* ht = alloc(nst(&p));
-        mn_real* hs = alloc(n_saved(&p, C));
+        mn_real* out = tu_buf(nv(&p));
+        mn_real* ht = tu_buf(nst(&p));
+        mn_real* hs = tu_buf(n_saved(&p, C));
         dgrads g1 = make_grads(&p);
         double e[9], worst = 0;
         forward(&p, C, out, ht, hs);
         backward(&p, C, hs, &g1);
-        e[0] = relerr(out, out0, nv(&p));
-        e[1] = relerr(ht, ht0, nst(&p));
-        e[2] = relerr(g1.q, g0.q, nqk(&p));
-        e[3] = relerr(g1.k, g0.k, nqk(&p));
-        e[4] = relerr(g1.v, g0.v, nv(&p));
-        e[5] = relerr(g1.beta, g0.beta, nbt(&p));
-        e[6] = gated ? relerr(g1.g, g0.g, nbt(&p)) : 0;
-        e[7] = relerr(g1.h0, g0.h0, nst(&p));
+        e[0] = tu_rel(out, out0, nv(&p));
+        e[1] = tu_rel(ht, ht0, nst(&p));
+        e[2] = tu_rel(g1.q, g0.q, nqk(&p));
+        e[3] = tu_rel(g1.k, g0.k, nqk(&p));
+        e[4] = tu_rel(g1.v, g0.v, nv(&p));
+        e[5] = tu_rel(g1.beta, g0.beta, nbt(&p));
+        e[6] = gated ? tu_rel(g1.g, g0.g, nbt(&p)) : 0;
+        e[7] = tu_rel(g1.h0, g0.h0, nst(&p));
         // hs[n] is the naive form's saved state at t = n C
         e[8] = 0;
         for (bh = 0; bh < p.B * p.H; bh++)
             for (n = 0; n < NC; n++) {
-                double x = relerr(hs + (bh * NC + n) * ns, st0 + (bh * p.T + n * C) * ns, ns);
+                double x = tu_rel(hs + (bh * NC + n) * ns, st0 + (bh * p.T + n * C) * ns, ns);
                 if (x > e[8]) e[8] = x;
             }
         for (j = 0; j < 9; j++) {
@@ -286,10 +254,10 @@ static void test_chunk_vs_naive(const char* label, double beta_max, int gated, i
 static void test_step(double beta_max, int gated) {
     dprob p = make_prob(2, 13, 3, 8, 5, beta_max, gated, 1, 0);
     size_t B = p.B, T = p.T, H = p.H, Dk = p.Dk, Dv = p.Dv, t, b, h;
-    mn_real* out = alloc(nv(&p)); mn_real* ht = alloc(nst(&p));
-    mn_real* outc = alloc(nv(&p)); mn_real* htc = alloc(nst(&p));
-    mn_real* outs = alloc(nv(&p)); mn_real* state = alloc(nst(&p));
-    mn_real *qt = alloc(B * H * Dk), *kt = alloc(B * H * Dk), *vt = alloc(B * H * Dv), *bt = alloc(B * H), *gt = alloc(B * H), *ot = alloc(B * H * Dv);
+    mn_real* out = tu_buf(nv(&p)); mn_real* ht = tu_buf(nst(&p));
+    mn_real* outc = tu_buf(nv(&p)); mn_real* htc = tu_buf(nst(&p));
+    mn_real* outs = tu_buf(nv(&p)); mn_real* state = tu_buf(nst(&p));
+    mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *bt = tu_buf(B * H), *gt = tu_buf(B * H), *ot = tu_buf(B * H * Dv);
     forward(&p, 0, out, ht, NULL);
     forward(&p, 4, outc, htc, NULL);
     memcpy(state, p.h0, nst(&p) * sizeof(mn_real));
@@ -308,8 +276,8 @@ static void test_step(double beta_max, int gated) {
         for (b = 0; b < B; b++)
             for (h = 0; h < H; h++) memcpy(outs + ((b * T + t) * H + h) * Dv, ot + (b * H + h) * Dv, Dv * sizeof(mn_real));
     }
-    double e1 = relerr(outs, out, nv(&p)), e2 = relerr(state, ht, nst(&p));
-    double e3 = relerr(outs, outc, nv(&p)), e4 = relerr(state, htc, nst(&p));
+    double e1 = tu_rel(outs, out, nv(&p)), e2 = tu_rel(state, ht, nst(&p));
+    double e3 = tu_rel(outs, outc, nv(&p)), e4 = tu_rel(state, htc, nst(&p));
     TU_CHECK(e1 == 0 && e2 == 0, "step vs naive forward: out %.3e ht %.3e", e1, e2);
     TU_CHECK(e3 < TOL_EQ && e4 < TOL_EQ, "step vs chunk4 forward: out %.3e ht %.3e", e3, e4);
     printf("  step (%s, beta in (0,%g)): vs naive out %.1e ht %.1e; vs chunk4 out %.1e ht %.1e\n",
@@ -320,41 +288,41 @@ static void test_step(double beta_max, int gated) {
 // g of zeros is DeltaNet (g = NULL)
 static void test_nulls(size_t C) {
     dprob p = make_prob(1, 11, 2, 6, 4, 1.0, 1, 0, 0), pz = p;
-    mn_real *o1 = alloc(nv(&p)), *h1 = alloc(nst(&p)), *o2 = alloc(nv(&p)), *h2 = alloc(nst(&p));
+    mn_real *o1 = tu_buf(nv(&p)), *h1 = tu_buf(nst(&p)), *o2 = tu_buf(nv(&p)), *h2 = tu_buf(nst(&p));
     dgrads g1 = make_grads(&p), g2 = make_grads(&p);
-    pz.h0 = alloc(nst(&p));       // zeros
-    pz.dht = alloc(nst(&p));      // zeros
+    pz.h0 = tu_buf(nst(&p));       // zeros
+    pz.dht = tu_buf(nst(&p));      // zeros
     fwd_bwd(&p, C, o1, h1, &g1);
     fwd_bwd(&pz, C, o2, h2, &g2);
-    double e = relerr(o1, o2, nv(&p)) + relerr(h1, h2, nst(&p)) + relerr(g1.q, g2.q, nqk(&p)) + relerr(g1.k, g2.k, nqk(&p)) +
-               relerr(g1.v, g2.v, nv(&p)) + relerr(g1.beta, g2.beta, nbt(&p)) + relerr(g1.g, g2.g, nbt(&p)) + relerr(g1.h0, g2.h0, nst(&p));
+    double e = tu_rel(o1, o2, nv(&p)) + tu_rel(h1, h2, nst(&p)) + tu_rel(g1.q, g2.q, nqk(&p)) + tu_rel(g1.k, g2.k, nqk(&p)) +
+               tu_rel(g1.v, g2.v, nv(&p)) + tu_rel(g1.beta, g2.beta, nbt(&p)) + tu_rel(g1.g, g2.g, nbt(&p)) + tu_rel(g1.h0, g2.h0, nst(&p));
     TU_CHECK(e == 0, "%s: NULL h0/dht differ from zeros: %.3e", form_name(C), e);
     // dg and dh0 not needed
     {
         dgrads g3 = make_grads(&p);
         g3.g = NULL; g3.h0 = NULL;
         fwd_bwd(&p, C, o2, h2, &g3);
-        e = relerr(g3.q, g1.q, nqk(&p)) + relerr(g3.k, g1.k, nqk(&p)) + relerr(g3.beta, g1.beta, nbt(&p));
+        e = tu_rel(g3.q, g1.q, nqk(&p)) + tu_rel(g3.k, g1.k, nqk(&p)) + tu_rel(g3.beta, g1.beta, nbt(&p));
         TU_CHECK(e == 0, "%s: dg = dh0 = NULL changes the other gradients: %.3e", form_name(C), e);
     }
     // g == 0 everywhere is DeltaNet
     {
         dprob pd = p;
         dgrads g4 = make_grads(&p), g5 = make_grads(&p);
-        pd.g = alloc(nbt(&p));
+        pd.g = tu_buf(nbt(&p));
         fwd_bwd(&pd, C, o1, h1, &g4);
         pd.g = NULL;
         fwd_bwd(&pd, C, o2, h2, &g5);
-        e = relerr(o1, o2, nv(&p)) + relerr(h1, h2, nst(&p)) + relerr(g4.k, g5.k, nqk(&p)) + relerr(g4.beta, g5.beta, nbt(&p));
+        e = tu_rel(o1, o2, nv(&p)) + tu_rel(h1, h2, nst(&p)) + tu_rel(g4.k, g5.k, nqk(&p)) + tu_rel(g4.beta, g5.beta, nbt(&p));
         TU_CHECK(e < TOL_EQ, "%s: g = 0 differs from g = NULL: %.3e", form_name(C), e);
     }
     // T = 0: ht = h0, dh0 += dht
     {
         dprob p0 = make_prob(1, 0, 2, 3, 2, 1.0, 1, 1, 1);
-        mn_real *h = alloc(nst(&p0));
+        mn_real *h = tu_buf(nst(&p0));
         dgrads g6 = make_grads(&p0);
-        fwd_bwd(&p0, C, alloc(0), h, &g6);
-        e = relerr(h, p0.h0, nst(&p0)) + relerr(g6.h0, p0.dht, nst(&p0));
+        fwd_bwd(&p0, C, tu_buf(0), h, &g6);
+        e = tu_rel(h, p0.h0, nst(&p0)) + tu_rel(g6.h0, p0.dht, nst(&p0));
         TU_CHECK(e == 0, "%s: T = 0 is not the identity: %.3e", form_name(C), e);
     }
 }
@@ -375,11 +343,11 @@ static const mn_vec_tensor* need(const mn_vec_file* f, const char* name) {
 // the file's tensor, in BTHD when the file is head-first (D = 1 for beta, g)
 static mn_real* load(const mn_vec_file* f, const char* name, int head_first, size_t B, size_t T, size_t H, size_t D) {
     const mn_vec_tensor* t = need(f, name);
-    mn_real* x = alloc(t->n);
+    mn_real* x = tu_buf(t->n);
     size_t i;
     for (i = 0; i < t->n; i++) x[i] = (mn_real)t->data[i];
     if (head_first && T > 0) {
-        mn_real* y = alloc(t->n);
+        mn_real* y = tu_buf(t->n);
         swap12(y, x, B, H, T, D);
         return y;
     }
@@ -388,15 +356,10 @@ static mn_real* load(const mn_vec_file* f, const char* name, int head_first, siz
 // our (BTHD) result against the file's tensor, in the file's layout
 static double cmp(const mn_vec_file* f, const char* name, const mn_real* x, int head_first, size_t B, size_t T, size_t H, size_t D) {
     const mn_vec_tensor* t = need(f, name);
-    mn_real* y = alloc(t->n);
-    double* ref = (double*)malloc(t->n * sizeof(double));
-    double e;
+    mn_real* y = tu_buf(t->n);
     if (head_first && T > 0) swap12(y, x, B, T, H, D);
     else memcpy(y, x, t->n * sizeof(mn_real));
-    memcpy(ref, t->data, t->n * sizeof(double));
-    e = tu_relerr(to_double(y, t->n), ref, t->n);
-    free(ref);
-    return e;
+    return tu_rel_d(y, t->data, t->n);
 }
 
 static void test_vectors(const char* file) {
@@ -429,8 +392,8 @@ static void test_vectors(const char* file) {
     p.dout = load(&f, "do", hf, B, T, H, Dv);
     p.dht = load(&f, "dht", 0, 0, 0, 0, 0);
     for (fi = 0; fi < 4; fi++) {
-        mn_real* out = alloc(nv(&p));
-        mn_real* ht = alloc(nst(&p));
+        mn_real* out = tu_buf(nv(&p));
+        mn_real* ht = tu_buf(nst(&p));
         dgrads gr = make_grads(&p);
         double e[8];
         fwd_bwd(&p, forms[fi], out, ht, &gr);
@@ -459,7 +422,7 @@ int main(int argc, char** argv) {
     static const size_t fd_forms[4] = {0, 1, 3, 4};
     size_t i;
     if (argc > 1) vec_dir = argv[1];
-    mn_rng_seed(&rng, 20240601);
+    mn_rng_seed(&tu_rng, 20240601);
     printf("finite differences (B=2 T=7 H=2 Dk=4 Dv=3, h0 and dht on)\n");
     for (i = 0; i < 4; i++) {
         test_fd("gated", 1.0, 1, fd_forms[i]);
@@ -467,27 +430,26 @@ int main(int argc, char** argv) {
         test_fd("DeltaNet (g = NULL)", 1.0, 0, fd_forms[i]);
         test_fd("DeltaNet, negative eigenvalues", 2.0, 0, fd_forms[i]);
     }
-    free_all();
+    tu_free_all();
     printf("chunkwise vs naive recurrent (B=2 T=37 H=2 Dk=16 Dv=8)\n");
     test_chunk_vs_naive("gated, beta (0,1), h0", 1.0, 1, 1);
     test_chunk_vs_naive("gated, beta (0,2), h0", 2.0, 1, 1);
     test_chunk_vs_naive("gated, beta (0,1), no h0", 1.0, 1, 0);
     test_chunk_vs_naive("DeltaNet, beta (0,1), h0", 1.0, 0, 1);
     test_chunk_vs_naive("DeltaNet, beta (0,2), no h0", 2.0, 0, 0);
-    free_all();
+    tu_free_all();
     printf("step and NULL arguments\n");
     test_step(1.0, 1);
     test_step(2.0, 1);
     test_step(1.0, 0);
     test_nulls(0);
     test_nulls(3);
-    free_all();
+    tu_free_all();
     printf("golden vectors (%s; worst over naive, chunk 16, 64, 7)\n", vec_dir);
     test_vectors("delta_rule.vec");
     test_vectors("gated_delta_rule_beta01.vec");
     test_vectors("gated_delta_rule_beta02.vec");
     test_vectors("gated_delta_rule_beta01_T256.vec");
-    free_all();
-    free_dbl();
+    tu_free_all();
     return tu_finish("test_delta");
 }

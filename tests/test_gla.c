@@ -28,31 +28,16 @@
 #define TOL_ACC 1e-6
 #endif
 
-static mn_rng rng;
-
-// ---- scratch buffers, all freed by free_all() at the end of each test
-static void* allocs[512];
-static size_t n_allocs;
-static mn_real* buf(size_t n) {
-    mn_real* p = (mn_real*)calloc(n ? n : 1, sizeof(mn_real));
-    if (p == NULL || n_allocs >= sizeof(allocs) / sizeof(allocs[0])) { printf("out of memory\n"); exit(2); }
-    allocs[n_allocs++] = p;
-    return p;
-}
-static void free_all(void) { while (n_allocs) free(allocs[--n_allocs]); }
-static mn_real* copy(const mn_real* x, size_t n) { mn_real* p = buf(n); memcpy(p, x, n * sizeof(mn_real)); return p; }
-static void fill(mn_real* x, size_t n, double s) { size_t i; for (i = 0; i < n; i++) x[i] = (mn_real)(s * mn_rng_normal(&rng)); }
 // log-decays as in the vectors: logsigmoid(u), u ~ N(2, 2^2), so g in (-inf, 0), mostly near 0.
 // strong != 0: about one gate in three is -400 instead, which pushes chunks past MN__GLA_SPAN.
 static void fill_gates(mn_real* g, size_t n, int strong) {
     size_t i;
     for (i = 0; i < n; i++) {
-        double u = 2 + 2 * mn_rng_normal(&rng);
+        double u = 2 + 2 * mn_rng_normal(&tu_rng);
         g[i] = (mn_real)(fmin(u, 0) - log1p(exp(-fabs(u))));
-        if (strong && mn_rng_uniform(&rng) < 0.33) g[i] = -400;
+        if (strong && mn_rng_uniform(&tu_rng) < 0.33) g[i] = -400;
     }
 }
-// max|a-b| / max|b| in double; NaN anywhere gives +inf
 
 // ---- one problem: inputs, upstream gradients, and what a form computes from them
 typedef struct {
@@ -73,37 +58,31 @@ static size_t n_s(const prob* p) { return p->B * p->H * p->Dk * p->Dv; }
 static prob make_prob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, int strong) {
     prob p;
     p.B = B; p.T = T; p.H = H; p.Dk = Dk; p.Dv = Dv; p.G = G; p.scale = scale;
-    p.q = buf(n_qk(&p)); p.k = buf(n_qk(&p)); p.v = buf(n_v(&p));
-    p.g = G ? buf(n_g(&p)) : NULL;
-    p.h0 = buf(n_s(&p)); p.dout = buf(n_v(&p)); p.dht = buf(n_s(&p));
-    fill(p.q, n_qk(&p), 1); fill(p.k, n_qk(&p), 1); fill(p.v, n_v(&p), 1);
+    p.q = tu_buf(n_qk(&p)); p.k = tu_buf(n_qk(&p)); p.v = tu_buf(n_v(&p));
+    p.g = G ? tu_buf(n_g(&p)) : NULL;
+    p.h0 = tu_buf(n_s(&p)); p.dout = tu_buf(n_v(&p)); p.dht = tu_buf(n_s(&p));
+    tu_fill(p.q, n_qk(&p), 0, 1); tu_fill(p.k, n_qk(&p), 0, 1); tu_fill(p.v, n_v(&p), 0, 1);
     if (G) fill_gates(p.g, n_g(&p), strong);
-    fill(p.h0, n_s(&p), 0.5); fill(p.dout, n_v(&p), 1); fill(p.dht, n_s(&p), 1);
+    tu_fill(p.h0, n_s(&p), 0, 0.5); tu_fill(p.dout, n_v(&p), 0, 1); tu_fill(p.dht, n_s(&p), 0, 1);
     return p;
-}
-// Workspace filled with NaN, so a form that reads scratch it did not write fails loudly.
-static mn_real* work(size_t n) {
-    mn_real* w = buf(n); size_t i;
-    for (i = 0; i < n; i++) w[i] = (mn_real)NAN;
-    return w;
 }
 // C == 0: the recurrent form; else the chunkwise form with chunk length C.
 static void run_forward(const prob* p, size_t C, mn_real* o, mn_real* ht) {
     if (C == 0) mn_gla_forward_recurrent(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale);
-    else mn_gla_forward(o, ht, work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C);
+    else mn_gla_forward(o, ht, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C);
 }
 static void run_backward(const prob* p, size_t C, result* r) {
     if (C == 0)
-        mn_gla_backward_recurrent(r->dq, r->dk, r->dv, r->dg, r->dh0, work(mn_gla_recurrent_work_size(p->T, p->Dk, p->Dv)), p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale);
+        mn_gla_backward_recurrent(r->dq, r->dk, r->dv, r->dg, r->dh0, tu_work(mn_gla_recurrent_work_size(p->T, p->Dk, p->Dv)), p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale);
     else
-        mn_gla_backward(r->dq, r->dk, r->dv, r->dg, r->dh0, work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C);
+        mn_gla_backward(r->dq, r->dk, r->dv, r->dg, r->dh0, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C);
 }
 // Fresh buffers, forward and backward of one form.
 static result run(const prob* p, size_t C) {
     result r;
-    r.o = buf(n_v(p)); r.ht = buf(n_s(p));
-    r.dq = buf(n_qk(p)); r.dk = buf(n_qk(p)); r.dv = buf(n_v(p));
-    r.dg = p->G ? buf(n_g(p)) : NULL; r.dh0 = buf(n_s(p));
+    r.o = tu_buf(n_v(p)); r.ht = tu_buf(n_s(p));
+    r.dq = tu_buf(n_qk(p)); r.dk = tu_buf(n_qk(p)); r.dv = tu_buf(n_v(p));
+    r.dg = p->G ? tu_buf(n_g(p)) : NULL; r.dh0 = tu_buf(n_s(p));
     run_forward(p, C, r.o, r.ht);
     run_backward(p, C, &r);
     return r;
@@ -131,19 +110,16 @@ static const prob* fd_p;
 static size_t fd_C;
 static double loss(void) {
     const prob* p = fd_p;
-    mn_real* o = buf(n_v(p)); mn_real* ht = buf(n_s(p));
-    size_t i; double L = 0;
+    size_t i, n0 = tu_mark(); double L = 0;
+    mn_real* o = tu_buf(n_v(p)); mn_real* ht = tu_buf(n_s(p));
     run_forward(p, fd_C, o, ht);
     for (i = 0; i < n_v(p); i++) L += (double)o[i] * p->dout[i];
     for (i = 0; i < n_s(p); i++) L += (double)ht[i] * p->dht[i];
-    // the buffers of this call are the last three allocations: give them back right away
-    free(allocs[--n_allocs]);
-    free(allocs[--n_allocs]);
-    if (fd_C) free(allocs[--n_allocs]);
+    tu_free_to(n0);                  // give this call's buffers back right away
     return L;
 }
 static double fd_one(const char* what, mn_real* x, size_t n, const mn_real* grad) {
-    mn_real* num = buf(n);
+    mn_real* num = tu_buf(n);
     size_t i; double h = 1e-6;
     for (i = 0; i < n; i++) {
         mn_real x0 = x[i];
@@ -181,7 +157,7 @@ static void test_finite_differences(void) {
                 if (strong && Cs[ci] != 0 && Cs[ci] != 3) continue;
                 fd_form(&p, Cs[ci], strong ? "strong" : "");
             }
-            free_all();
+            tu_free_all();
         }
 }
 #endif
@@ -206,7 +182,7 @@ static void test_chunk_vs_recurrent(void) {
                 worst = fmax(worst, e);
             }
             printf("  chunk vs recurrent %-11s%s T=37 C=1..64: worst %.2e\n", gname(&p), strong ? " strong gates" : "", worst);
-            free_all();
+            tu_free_all();
         }
 }
 
@@ -228,16 +204,16 @@ static void test_nulls_and_accumulation(void) {
             double e = compare(&p, &b, &a, &which);
             TU_CHECK(e == 0, "%s %s: NULL h0/dht differs from zeros (%s %.3e)", gname(&p), tag, which, e);
             // NULL dg and dh0: the other gradients are unchanged
-            fill(p.h0, n_s(&p), 0.5); fill(p.dht, n_s(&p), 1);
+            tu_fill(p.h0, n_s(&p), 0, 0.5); tu_fill(p.dht, n_s(&p), 0, 1);
             a = run(&p, C);
-            b = a; b.dq = buf(n_qk(&p)); b.dk = buf(n_qk(&p)); b.dv = buf(n_v(&p)); b.dg = NULL; b.dh0 = NULL;
+            b = a; b.dq = tu_buf(n_qk(&p)); b.dk = tu_buf(n_qk(&p)); b.dv = tu_buf(n_v(&p)); b.dg = NULL; b.dh0 = NULL;
             run_backward(&p, C, &b);
             e = fmax(tu_rel(b.dq, a.dq, n_qk(&p)), fmax(tu_rel(b.dk, a.dk, n_qk(&p)), tu_rel(b.dv, a.dv, n_v(&p))));
             TU_CHECK(e == 0, "%s %s: NULL dg/dh0 changes the other gradients (%.3e)", gname(&p), tag, e);
             // accumulation: start from 1 everywhere, the result is 1 + the fresh gradient
             b = a;
-            b.dq = buf(n_qk(&p)); b.dk = buf(n_qk(&p)); b.dv = buf(n_v(&p)); b.dh0 = buf(n_s(&p));
-            b.dg = G ? buf(n_g(&p)) : NULL;
+            b.dq = tu_buf(n_qk(&p)); b.dk = tu_buf(n_qk(&p)); b.dv = tu_buf(n_v(&p)); b.dh0 = tu_buf(n_s(&p));
+            b.dg = G ? tu_buf(n_g(&p)) : NULL;
             for (i = 0; i < n_qk(&p); i++) b.dq[i] = b.dk[i] = 1;
             for (i = 0; i < n_v(&p); i++) b.dv[i] = 1;
             for (i = 0; i < n_s(&p); i++) b.dh0[i] = 1;
@@ -250,7 +226,7 @@ static void test_nulls_and_accumulation(void) {
             e = compare(&p, &b, &a, &which);
             TU_CHECK(e < TOL_ACC, "%s %s: backward does not accumulate (%s %.3e)", gname(&p), tag, which, e);
             acc_worst = fmax(acc_worst, e);
-            free_all();
+            tu_free_all();
         }
     printf("  NULL h0/dht/dg/dh0 ok; accumulation (+=) worst %.2e\n", acc_worst);
 }
@@ -265,7 +241,7 @@ static void test_empty(void) {
             result r = run(&p, C);
             double e = fmax(tu_rel(r.ht, p.h0, n_s(&p)), tu_rel(r.dh0, p.dht, n_s(&p)));
             TU_CHECK(e == 0, "%s %s T=0: ht != h0 or dh0 != dht (%.3e)", gname(&p), C ? "chunk" : "recurrent", e);
-            free_all();
+            tu_free_all();
         }
 }
 
@@ -275,10 +251,10 @@ static void test_step(void) {
     for (gi = 0; gi < 3; gi++) {
         size_t G = gi == 0 ? 0 : gi == 1 ? 1 : Dk, t, b, B = 2, T = 13, H = 3, Dv = 4;
         prob p = make_prob(B, T, H, Dk, Dv, G, 0.4, 0);
-        mn_real* o_r = buf(n_v(&p)); mn_real* ht_r = buf(n_s(&p));
-        mn_real* o_c = buf(n_v(&p)); mn_real* ht_c = buf(n_s(&p));
-        mn_real* o_s = buf(n_v(&p)); mn_real* state = copy(p.h0, n_s(&p));
-        mn_real *qt = buf(B * H * Dk), *kt = buf(B * H * Dk), *vt = buf(B * H * Dv), *gt = buf(B * H * Dk), *ot = buf(B * H * Dv);
+        mn_real* o_r = tu_buf(n_v(&p)); mn_real* ht_r = tu_buf(n_s(&p));
+        mn_real* o_c = tu_buf(n_v(&p)); mn_real* ht_c = tu_buf(n_s(&p));
+        mn_real* o_s = tu_buf(n_v(&p)); mn_real* state = tu_copy(p.h0, n_s(&p));
+        mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *gt = tu_buf(B * H * Dk), *ot = tu_buf(B * H * Dv);
         run_forward(&p, 0, o_r, ht_r);
         run_forward(&p, 4, o_c, ht_c);
         for (t = 0; t < T; t++) {
@@ -298,7 +274,7 @@ static void test_step(void) {
         TU_CHECK(e1 == 0, "%s step vs recurrent forward: %.3e", gname(&p), e1);
         TU_CHECK(e2 < TOL_EQ, "%s step vs chunkwise forward: %.3e", gname(&p), e2);
         printf("  step %-11s vs recurrent %.2e, vs chunkwise (C=4) %.2e\n", gname(&p), e1, e2);
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -310,7 +286,7 @@ static const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
 }
 static mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
     const double* d = vt_get(f, name, n);
-    mn_real* p = buf(n); size_t i;
+    mn_real* p = tu_buf(n); size_t i;
     for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
     return p;
 }
@@ -366,12 +342,12 @@ static void test_vectors(const char* dir) {
         }
         printf("   (worst of recurrent, chunk 16, chunk 5)\n");
         mn_vec_free(&f);
-        free_all();
+        tu_free_all();
     }
 }
 
 int main(int argc, char** argv) {
-    mn_rng_seed(&rng, 20240611);
+    mn_rng_seed(&tu_rng, 20240611);
 #ifdef MESANET_DOUBLE
     printf("finite differences (double):\n");
     test_finite_differences();

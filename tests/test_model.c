@@ -124,6 +124,12 @@ static size_t read_file(const char* path, unsigned char** out) {
     FILE* f = fopen(path, "rb"); size_t n; fseek(f, 0, SEEK_END); n = (size_t)ftell(f); fseek(f, 0, SEEK_SET);
     *out = (unsigned char*)malloc(n); n = fread(*out, 1, n, f); fclose(f); return n;
 }
+// Does the string s occur in the n bytes at p (a safetensors header)?
+static int has_bytes(const unsigned char* p, size_t n, const char* s) {
+    size_t i, k = strlen(s);
+    for (i = 0; i + k <= n; i++) if (memcmp(p + i, s, k) == 0) return 1;
+    return 0;
+}
 static void test_training_and_resume(void) {
     mn_model m, m2, m3;
     mn_config c = train_config();
@@ -176,6 +182,22 @@ static void test_training_and_resume(void) {
         unsigned char* js; size_t n = read_file("build/test_ckpt/config.json", &js);
         TU_CHECK(n > 0 && strstr((char*)js, "\"model_type\": \"mesa_net\"") && strstr((char*)js, "\"attn\": {\"layers\": [1]"), "MesaNetConfig keys with the attention layer listed");
         free(js);
+        mn_model_free(&a); mn_model_free(&b2);
+    }
+    // the linear-attention layers: fla's tensor names, the pattern in config.json, the same model back
+    {
+        mn_config h = train_config(); mn_model a, b2;
+        h.pattern = "linattn,sgla";
+        mn_model_init(&a, &h);
+        train_steps(&a, 3, &data, NULL);
+        TU_CHECK(mn_save(&a, "build/test_ckpt", NULL) == MN_OK, "save linattn,sgla");
+        TU_CHECK(mn_load(&b2, "build/test_ckpt", NULL) == MN_OK, "load linattn,sgla");
+        TU_CHECK(!strcmp(b2.cfg.pattern, "linattn,sgla") && b2.n_params == a.n_params && !memcmp(b2.params, a.params, a.n_params * sizeof(mn_real)),
+                 "linattn,sgla config and weights round trip");
+        unsigned char* st; size_t n = read_file("build/test_ckpt/model.safetensors", &st);
+        TU_CHECK(n > 0 && has_bytes(st, n, "model.layers.0.attn.feature_map_k.layer2.bias") && has_bytes(st, n, "model.layers.1.attn.gk_proj.bias") &&
+                 has_bytes(st, n, "model.layers.1.attn.v_conv1d.weight"), "fla tensor names of LinearAttention and SimpleGatedLinearAttention");
+        free(st);
         mn_model_free(&a); mn_model_free(&b2);
     }
 }
@@ -350,6 +372,8 @@ int main(void) {
     test_model_gradient("mlstm,hawk");
     test_model_gradient("slstm,mlstm");
     test_model_gradient("gla,mesa");
+    test_model_gradient("linattn,sgla");
+    test_model_gradient("sgla,attn");
     test_step_matches_forward("attn");
     test_step_matches_forward("swa,attn");
     test_step_matches_forward("mesa");
@@ -361,6 +385,8 @@ int main(void) {
     test_step_matches_forward("mlstm,hawk");
     test_step_matches_forward("slstm,mlstm");
     test_step_matches_forward("gla,mesa");
+    test_step_matches_forward("linattn,sgla");
+    test_step_matches_forward("sgla,attn");
     test_training_and_resume();
     test_bad_input();
     return tu_finish(sizeof(mn_real) == 8 ? "test_model (double)" : "test_model (float)");

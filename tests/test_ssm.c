@@ -36,28 +36,6 @@
 #define TOL_ACC 2e-6      // (1 + dx) - 1 vs dx: two float roundings of ~1, over max|dx|
 #endif
 
-static mn_rng rng;
-
-// ---- scratch buffers, all freed by free_all() at the end of each test
-static void* allocs[1024];
-static size_t n_allocs;
-static void* mem(size_t bytes) {
-    void* p = calloc(bytes ? bytes : 1, 1);
-    if (p == NULL || n_allocs >= sizeof(allocs) / sizeof(allocs[0])) { printf("out of memory\n"); exit(2); }
-    allocs[n_allocs++] = p;
-    return p;
-}
-static mn_real* buf(size_t n) { return (mn_real*)mem(n * sizeof(mn_real)); }
-static void free_all(void) { while (n_allocs) free(allocs[--n_allocs]); }
-static mn_real* copy(const mn_real* x, size_t n) { mn_real* p = buf(n); memcpy(p, x, n * sizeof(mn_real)); return p; }
-static void fill(mn_real* x, size_t n, double s) { size_t i; for (i = 0; i < n; i++) x[i] = (mn_real)(s * mn_rng_normal(&rng)); }
-// Workspace filled with NaN, so a form that reads scratch it did not write fails loudly.
-static mn_real* work(size_t n) {
-    mn_real* w = buf(n); size_t i;
-    for (i = 0; i < n; i++) w[i] = (mn_real)NAN;
-    return w;
-}
-// max|a-b| / max|b| in double; NaN anywhere gives +inf
 // Worst of several comparisons; names the worst one. a, b: K arrays of n[k] values (NULL: skipped).
 static double worst_of(size_t K, const mn_real* const* a, const mn_real* const* b, const size_t* n, const char* const* names, const char** which) {
     size_t k; double e = 0;
@@ -76,7 +54,7 @@ static const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
 }
 static mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
     const double* d = vt_get(f, name, n);
-    mn_real* p = buf(n); size_t i;
+    mn_real* p = tu_buf(n); size_t i;
     for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
     return p;
 }
@@ -105,35 +83,35 @@ static const char* s_mode(const sprob* p) { return p->amode == MN_SSD_TRANSITION
 static void fill_A(mn_real* A, size_t n, int amode, int strong) {
     size_t i;
     for (i = 0; i < n; i++) {
-        if (amode == MN_SSD_TRANSITION) A[i] = (mn_real)(2 * mn_rng_uniform(&rng) - 1);
-        else A[i] = (mn_real)(-exp(log(0.005) + mn_rng_uniform(&rng) * (log(4.0) - log(0.005))));
-        if (strong && amode == MN_SSD_LOG_DECAY && mn_rng_uniform(&rng) < 0.33) A[i] = -400;
+        if (amode == MN_SSD_TRANSITION) A[i] = (mn_real)(2 * mn_rng_uniform(&tu_rng) - 1);
+        else A[i] = (mn_real)(-exp(log(0.005) + mn_rng_uniform(&tu_rng) * (log(4.0) - log(0.005))));
+        if (strong && amode == MN_SSD_LOG_DECAY && mn_rng_uniform(&tu_rng) < 0.33) A[i] = -400;
     }
 }
 static sprob s_make(size_t B, size_t T, size_t H, size_t P, size_t N, int amode, int strong) {
     sprob p;
     p.B = B; p.T = T; p.H = H; p.P = P; p.N = N; p.amode = amode;
-    p.X = buf(s_nx(&p)); p.A = buf(s_na(&p)); p.Bm = buf(s_nb(&p)); p.Cm = buf(s_nb(&p));
-    p.h0 = buf(s_ns(&p)); p.dy = buf(s_nx(&p)); p.dht = buf(s_ns(&p));
-    fill(p.X, s_nx(&p), 1); fill_A(p.A, s_na(&p), amode, strong); fill(p.Bm, s_nb(&p), 1); fill(p.Cm, s_nb(&p), 1);
-    fill(p.h0, s_ns(&p), 0.5); fill(p.dy, s_nx(&p), 1); fill(p.dht, s_ns(&p), 1);
+    p.X = tu_buf(s_nx(&p)); p.A = tu_buf(s_na(&p)); p.Bm = tu_buf(s_nb(&p)); p.Cm = tu_buf(s_nb(&p));
+    p.h0 = tu_buf(s_ns(&p)); p.dy = tu_buf(s_nx(&p)); p.dht = tu_buf(s_ns(&p));
+    tu_fill(p.X, s_nx(&p), 0, 1); fill_A(p.A, s_na(&p), amode, strong); tu_fill(p.Bm, s_nb(&p), 0, 1); tu_fill(p.Cm, s_nb(&p), 0, 1);
+    tu_fill(p.h0, s_ns(&p), 0, 0.5); tu_fill(p.dy, s_nx(&p), 0, 1); tu_fill(p.dht, s_ns(&p), 0, 1);
     return p;
 }
 // C == 0: the recurrent form; else the chunkwise form with chunk length C (log-decays only).
 static void s_forward(const sprob* p, size_t C, mn_real* y, mn_real* ht) {
     if (C == 0) mn_ssd_forward_recurrent(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode);
-    else mn_ssd_forward(y, ht, work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)), p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C);
+    else mn_ssd_forward(y, ht, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)), p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C);
 }
 static void s_backward(const sprob* p, size_t C, sres* r) {
     if (C == 0)
-        mn_ssd_backward_recurrent(r->dX, r->dA, r->dB, r->dC, r->dh0, work(mn_ssd_recurrent_work_size(p->T, p->P, p->N)), p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode);
+        mn_ssd_backward_recurrent(r->dX, r->dA, r->dB, r->dC, r->dh0, tu_work(mn_ssd_recurrent_work_size(p->T, p->P, p->N)), p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode);
     else
-        mn_ssd_backward(r->dX, r->dA, r->dB, r->dC, r->dh0, work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)), p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C);
+        mn_ssd_backward(r->dX, r->dA, r->dB, r->dC, r->dh0, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)), p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C);
 }
 static sres s_alloc(const sprob* p) {
     sres r;
-    r.y = buf(s_nx(p)); r.ht = buf(s_ns(p));
-    r.dX = buf(s_nx(p)); r.dA = buf(s_na(p)); r.dB = buf(s_nb(p)); r.dC = buf(s_nb(p)); r.dh0 = buf(s_ns(p));
+    r.y = tu_buf(s_nx(p)); r.ht = tu_buf(s_ns(p));
+    r.dX = tu_buf(s_nx(p)); r.dA = tu_buf(s_na(p)); r.dB = tu_buf(s_nb(p)); r.dC = tu_buf(s_nb(p)); r.dh0 = tu_buf(s_ns(p));
     return r;
 }
 static sres s_run(const sprob* p, size_t C) {
@@ -152,22 +130,21 @@ static double s_compare(const sprob* p, const sres* a, const sres* b, const char
 }
 
 #ifdef MESANET_DOUBLE
-static void free_last(size_t k) { while (k--) free(allocs[--n_allocs]); }
 // ---- finite differences: L = sum(y * dy) + sum(ht * dht); central difference, h = 1e-6
 static const sprob* sfd_p;
 static size_t sfd_C;
 static double s_loss(void) {
     const sprob* p = sfd_p;
-    size_t i, n0 = n_allocs; double L = 0;
-    mn_real* y = buf(s_nx(p)); mn_real* ht = buf(s_ns(p));
+    size_t i, n0 = tu_mark(); double L = 0;
+    mn_real* y = tu_buf(s_nx(p)); mn_real* ht = tu_buf(s_ns(p));
     s_forward(p, sfd_C, y, ht);
     for (i = 0; i < s_nx(p); i++) L += (double)y[i] * p->dy[i];
     for (i = 0; i < s_ns(p); i++) L += (double)ht[i] * p->dht[i];
-    free_last(n_allocs - n0);        // give this call's buffers back right away
+    tu_free_to(n0);        // give this call's buffers back right away
     return L;
 }
 static double fd_vec(double (*loss)(void), const char* what, mn_real* x, size_t n, const mn_real* grad) {
-    mn_real* num = buf(n);
+    mn_real* num = tu_buf(n);
     size_t i; double h = 1e-6;
     for (i = 0; i < n; i++) {
         mn_real x0 = x[i];
@@ -202,12 +179,12 @@ static void s_test_fd(void) {
             if (strong && Cs[ci] != 0 && Cs[ci] != 3) continue;
             s_fd_form(&p, Cs[ci], strong ? "strong" : "");
         }
-        free_all();
+        tu_free_all();
     }
     {   // transitions of any sign: the recurrent form
         sprob p = s_make(2, 7, 2, 3, 4, MN_SSD_TRANSITION, 0);
         s_fd_form(&p, 0, "");
-        free_all();
+        tu_free_all();
     }
 }
 #endif
@@ -231,7 +208,7 @@ static void s_test_chunk_vs_recurrent(void) {
                 worst = fmax(worst, e);
             }
             printf("  ssd chunk vs recurrent%s%s T=37 C=1..64: worst %.2e\n", strong ? " strong decays" : "", noh0 ? " (h0, dht NULL)" : "", worst);
-            free_all();
+            tu_free_all();
         }
 }
 
@@ -251,7 +228,7 @@ static void s_test_nulls_and_accumulation(void) {
         sres b = s_run(&pn, C);
         double e = s_compare(&p, &b, &a, &which);
         TU_CHECK(e == 0, "ssd %s: NULL h0/dht differs from zeros (%s %.3e)", tag, which, e);
-        fill(p.h0, s_ns(&p), 0.5); fill(p.dht, s_ns(&p), 1);
+        tu_fill(p.h0, s_ns(&p), 0, 0.5); tu_fill(p.dht, s_ns(&p), 0, 1);
         a = s_run(&p, C);
         b = s_alloc(&p); b.dA = NULL; b.dh0 = NULL;
         s_backward(&p, C, &b);
@@ -271,7 +248,7 @@ static void s_test_nulls_and_accumulation(void) {
         e = s_compare(&p, &b, &a, &which);
         TU_CHECK(e < TOL_ACC, "ssd %s: backward does not accumulate (%s %.3e)", tag, which, e);
         acc_worst = fmax(acc_worst, e);
-        free_all();
+        tu_free_all();
     }
     printf("  ssd NULL h0/dht/dA/dh0 ok; accumulation (+=) worst %.2e\n", acc_worst);
 }
@@ -285,13 +262,13 @@ static void s_test_empty(void) {
         sres r = s_run(&p, C);
         double e = fmax(tu_rel(r.ht, p.h0, s_ns(&p)), tu_rel(r.dh0, p.dht, s_ns(&p)));
         TU_CHECK(e == 0, "ssd %s T=0: ht != h0 or dh0 != dht (%.3e)", C ? "chunk" : "recurrent", e);
-        free_all();
+        tu_free_all();
     }
 }
 
 // Rows [t0, t0+L) of a (B,T,H,D) tensor as a (B,L,H,D) one.
 static mn_real* slice_t(const mn_real* x, size_t B, size_t T, size_t HD, size_t t0, size_t L) {
-    mn_real* s = buf(B * L * HD); size_t b;
+    mn_real* s = tu_buf(B * L * HD); size_t b;
     for (b = 0; b < B; b++) memcpy(s + b * L * HD, x + (b * T + t0) * HD, L * HD * sizeof(mn_real));
     return s;
 }
@@ -337,7 +314,7 @@ static void s_test_split(void) {
         double e = s_compare(&p, &cat, &full, &which);
         TU_CHECK(e < TOL_EQ, "ssd %s %s: split at %zu differs (%s %.3e)", C ? "chunk" : "recurrent", s_mode(&p), k, which, e);
         printf("  ssd split through ht -> h0, %-9s %-10s: %.2e\n", C ? "chunk" : "recurrent", s_mode(&p), e);
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -347,10 +324,10 @@ static void s_test_step(void) {
     for (amode = 0; amode < 2; amode++) {
         size_t t, b, B = 2, T = 13, H = 3, P = 4, N = 5;
         sprob p = s_make(B, T, H, P, N, amode, 0);
-        mn_real* y_r = buf(s_nx(&p)); mn_real* ht_r = buf(s_ns(&p));
-        mn_real* y_c = buf(s_nx(&p)); mn_real* ht_c = buf(s_ns(&p));
-        mn_real* y_s = buf(s_nx(&p)); mn_real* state = copy(p.h0, s_ns(&p));
-        mn_real *xt = buf(B * H * P), *at = buf(B * H), *bt = buf(B * H * N), *ct = buf(B * H * N), *yt = buf(B * H * P);
+        mn_real* y_r = tu_buf(s_nx(&p)); mn_real* ht_r = tu_buf(s_ns(&p));
+        mn_real* y_c = tu_buf(s_nx(&p)); mn_real* ht_c = tu_buf(s_ns(&p));
+        mn_real* y_s = tu_buf(s_nx(&p)); mn_real* state = tu_copy(p.h0, s_ns(&p));
+        mn_real *xt = tu_buf(B * H * P), *at = tu_buf(B * H), *bt = tu_buf(B * H * N), *ct = tu_buf(B * H * N), *yt = tu_buf(B * H * P);
         s_forward(&p, 0, y_r, ht_r);
         if (amode == MN_SSD_LOG_DECAY) s_forward(&p, 4, y_c, ht_c);
         for (t = 0; t < T; t++) {
@@ -372,7 +349,7 @@ static void s_test_step(void) {
             printf("  ssd step %-10s vs recurrent %.2e, vs chunkwise (C=4) %.2e\n", s_mode(&p), e1, e2);
         } else
             printf("  ssd step %-10s vs recurrent %.2e\n", s_mode(&p), e1);
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -413,7 +390,7 @@ static void s_test_vectors(const char* dir) {
     for (i = 0; i < 7; i++) printf(" %s %.1e", names[i], worst[i]);
     printf("   (worst of recurrent, chunk 16, 5, 64, 1)\n");
     mn_vec_free(&f);
-    free_all();
+    tu_free_all();
 }
 
 // =============================================================================================
@@ -440,30 +417,30 @@ static size_t r_ns(const rprob* p) { return p->B * p->W; }
 static rprob r_make(size_t B, size_t T, size_t W, size_t NH, int with_h0) {
     rprob p; size_t i, bw = W / NH;
     p.B = B; p.T = T; p.W = W; p.NH = NH; p.c = 8.0; p.seg = NULL;
-    p.x = buf(r_nx(&p)); p.ap = buf(W); p.wx = buf(r_nw(&p)); p.wa = buf(r_nw(&p)); p.bx = buf(W); p.ba = buf(W);
-    p.h0 = with_h0 ? buf(r_ns(&p)) : NULL; p.dy = buf(r_nx(&p)); p.dht = buf(r_ns(&p));
-    fill(p.x, r_nx(&p), 1);
+    p.x = tu_buf(r_nx(&p)); p.ap = tu_buf(W); p.wx = tu_buf(r_nw(&p)); p.wa = tu_buf(r_nw(&p)); p.bx = tu_buf(W); p.ba = tu_buf(W);
+    p.h0 = with_h0 ? tu_buf(r_ns(&p)) : NULL; p.dy = tu_buf(r_nx(&p)); p.dht = tu_buf(r_ns(&p));
+    tu_fill(p.x, r_nx(&p), 0, 1);
     for (i = 0; i < W; i++) {
-        double a0 = sqrt(0.81 + (0.998 - 0.81) * mn_rng_uniform(&rng));
+        double a0 = sqrt(0.81 + (0.998 - 0.81) * mn_rng_uniform(&tu_rng));
         p.ap[i] = (mn_real)log(1 / a0 - 1);
     }
-    fill(p.wx, r_nw(&p), 1 / sqrt((double)bw)); fill(p.wa, r_nw(&p), 1 / sqrt((double)bw));
-    fill(p.bx, W, 0.5); fill(p.ba, W, 0.5);
-    if (with_h0) fill(p.h0, r_ns(&p), 0.5);
-    fill(p.dy, r_nx(&p), 1); fill(p.dht, r_ns(&p), 1);
+    tu_fill(p.wx, r_nw(&p), 0, 1 / sqrt((double)bw)); tu_fill(p.wa, r_nw(&p), 0, 1 / sqrt((double)bw));
+    tu_fill(p.bx, W, 0, 0.5); tu_fill(p.ba, W, 0, 0.5);
+    if (with_h0) tu_fill(p.h0, r_ns(&p), 0, 0.5);
+    tu_fill(p.dy, r_nx(&p), 0, 1); tu_fill(p.dht, r_ns(&p), 0, 1);
     return p;
 }
 static void r_forward(const rprob* p, mn_real* y, mn_real* ht, mn_real* gates) {
     mn_rglru_forward(y, ht, gates, p->x, p->ap, p->wx, p->bx, p->wa, p->ba, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c);
 }
 static void r_backward(const rprob* p, rres* r) {
-    mn_rglru_backward(r->dx, r->dap, r->dwx, r->dbx, r->dwa, r->dba, r->dh0, work(mn_rglru_work_size(p->B, p->T, p->W)), p->dy, p->dht, r->y, r->gates, p->x, p->ap, p->wx, p->wa, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c);
+    mn_rglru_backward(r->dx, r->dap, r->dwx, r->dbx, r->dwa, r->dba, r->dh0, tu_work(mn_rglru_work_size(p->B, p->T, p->W)), p->dy, p->dht, r->y, r->gates, p->x, p->ap, p->wx, p->wa, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c);
 }
 static rres r_alloc(const rprob* p) {
     rres r;
-    r.y = buf(r_nx(p)); r.ht = buf(r_ns(p)); r.gates = work(mn_rglru_work_size(p->B, p->T, p->W));
-    r.dx = buf(r_nx(p)); r.dap = buf(p->W); r.dwx = buf(r_nw(p)); r.dbx = buf(p->W); r.dwa = buf(r_nw(p)); r.dba = buf(p->W);
-    r.dh0 = buf(r_ns(p));
+    r.y = tu_buf(r_nx(p)); r.ht = tu_buf(r_ns(p)); r.gates = tu_work(mn_rglru_work_size(p->B, p->T, p->W));
+    r.dx = tu_buf(r_nx(p)); r.dap = tu_buf(p->W); r.dwx = tu_buf(r_nw(p)); r.dbx = tu_buf(p->W); r.dwa = tu_buf(r_nw(p)); r.dba = tu_buf(p->W);
+    r.dh0 = tu_buf(r_ns(p));
     return r;
 }
 static rres r_run(const rprob* p) {
@@ -483,7 +460,7 @@ static double r_compare(const rprob* p, const rres* a, const rres* b, const char
 // Resets inside the sequences: sequence 0 starts at 0 and restarts at t = 4 and t = T-2; sequence
 // 1 continues (positions from 5, no reset at 0) and restarts at t = 6.
 static int* r_segments(size_t B, size_t T) {
-    int* s = (int*)mem(B * T * sizeof(int)); size_t b, t;
+    int* s = (int*)tu_mem(B * T * sizeof(int)); size_t b, t;
     for (b = 0; b < B; b++) {
         int pos = b == 0 ? 0 : 5;
         for (t = 0; t < T; t++) {
@@ -499,12 +476,12 @@ static const char* r_case(int k) { return k == 0 ? "no h0" : k == 1 ? "h0" : "h0
 static const rprob* rfd_p;
 static double r_loss(void) {
     const rprob* p = rfd_p;
-    size_t i, n0 = n_allocs; double L = 0;
-    mn_real* y = buf(r_nx(p)); mn_real* ht = buf(r_ns(p)); mn_real* g = buf(mn_rglru_work_size(p->B, p->T, p->W));
+    size_t i, n0 = tu_mark(); double L = 0;
+    mn_real* y = tu_buf(r_nx(p)); mn_real* ht = tu_buf(r_ns(p)); mn_real* g = tu_buf(mn_rglru_work_size(p->B, p->T, p->W));
     r_forward(p, y, ht, g);
     for (i = 0; i < r_nx(p); i++) L += (double)y[i] * p->dy[i];
     for (i = 0; i < r_ns(p); i++) L += (double)ht[i] * p->dht[i];
-    free_last(n_allocs - n0);
+    tu_free_to(n0);
     return L;
 }
 static void r_test_fd(void) {
@@ -522,7 +499,7 @@ static void r_test_fd(void) {
         if (p.h0) FD(h0, dh0, r_ns(&p));
 #undef FD
         printf("  fd rglru %-12s worst rel err %.2e\n", r_case(k), e);
-        free_all();
+        tu_free_all();
     }
 }
 #endif
@@ -584,7 +561,7 @@ static void r_test_sqrt_clip(void) {
 #endif
     TU_CHECK(ee > 0.5, "rglru: the sqrt clip does not bind (%.3e from the exact derivative)", ee);
     printf("  rglru SqrtBoundDerivative (1-a^2 ~ 1e-10): vs clipped scalar %.2e, vs exact derivative >= %.2f\n", ec, ee);
-    free_all();
+    tu_free_all();
 }
 
 // ---- resets: a 0 in segment_pos starts afresh; a split through ht -> h0 continues exactly
@@ -593,7 +570,7 @@ static void r_test_resets_and_split(void) {
     const char* which;
     // (a) segment_pos = 0..k-1, 0..T-k-1 on one sequence == two fresh sequences (h0 NULL, seg NULL)
     rprob p = r_make(B, T, W, NH, 0);
-    int* seg = (int*)mem(B * T * sizeof(int));
+    int* seg = (int*)tu_mem(B * T * sizeof(int));
     for (i = 0; i < B * T; i++) seg[i] = (int)(i % T < k ? i % T : i % T - k);
     p.seg = seg;
     rres full = r_run(&p);
@@ -601,7 +578,7 @@ static void r_test_resets_and_split(void) {
     p1.seg = p2.seg = NULL; p1.T = k; p2.T = T - k;
     p1.x = slice_t(p.x, B, T, W, 0, k); p2.x = slice_t(p.x, B, T, W, k, T - k);
     p1.dy = slice_t(p.dy, B, T, W, 0, k); p2.dy = slice_t(p.dy, B, T, W, k, T - k);
-    p1.dht = buf(B * W);                                   // zeros: the reset cuts every path to t < k
+    p1.dht = tu_buf(B * W);                                   // zeros: the reset cuts every path to t < k
     rres r1 = r_run(&p1), r2 = r_run(&p2);
     rres cat = r_alloc(&p);
     unslice_add(cat.y, r1.y, B, T, W, 0, k); unslice_add(cat.y, r2.y, B, T, W, k, T - k);
@@ -612,7 +589,7 @@ static void r_test_resets_and_split(void) {
     double e = r_compare(&p, &cat, &full, &which);
     TU_CHECK(e < TOL_EQ, "rglru: a reset at t=%zu differs from a fresh sequence (%s %.3e)", k, which, e);
     printf("  rglru reset in segment_pos == fresh sequence: %.2e\n", e);
-    free_all();
+    tu_free_all();
     // (b) [0,T) with no h0 == [0,k) with no h0, then [k,T) with h0 = its ht (no reset), gradients
     // chained through dh0 -> dht; and once more from a given h0
     {
@@ -640,7 +617,7 @@ static void r_test_resets_and_split(void) {
             e = r_compare(&q, &cq, &fq, &which);
             TU_CHECK(e < TOL_EQ, "rglru %s: split through ht -> h0 differs (%s %.3e)", with_h0 ? "h0" : "no h0", which, e);
             printf("  rglru split through ht -> h0 (%s): %.2e\n", with_h0 ? "from h0" : "fresh", e);
-            free_all();
+            tu_free_all();
         }
     }
     // (c) a zero h0 is a continued sequence, not a fresh one: it differs from h0 NULL at t = 0
@@ -652,16 +629,16 @@ static void r_test_resets_and_split(void) {
         e = tu_rel(a.y, b2.y, r_nx(&q));
         TU_CHECK(e > 1e-3, "rglru: a zero h0 should not reset at t = 0 (%.3e)", e);
         // and with segment_pos = 0.. given, h0 is ignored at t = 0 (recurrentgemma)
-        int* s0 = (int*)mem(B * 5 * sizeof(int));
+        int* s0 = (int*)tu_mem(B * 5 * sizeof(int));
         for (i = 0; i < B * 5; i++) s0[i] = (int)(i % 5);
-        fill(q.h0, r_ns(&q), 1); q.seg = s0; qn.seg = s0;
+        tu_fill(q.h0, r_ns(&q), 0, 1); q.seg = s0; qn.seg = s0;
         a = r_run(&q); b2 = r_run(&qn);
         e = r_compare(&q, &a, &b2, &which);
         TU_CHECK(e == 0, "rglru: with segment_pos[.,0] == 0, h0 should be ignored (%s %.3e)", which, e);
         e = 0;
         for (i = 0; i < r_ns(&q); i++) e = fmax(e, fabs((double)a.dh0[i]));
         TU_CHECK(e == 0, "rglru: dh0 should be 0 after a reset at t = 0 (%.3e)", e);
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -690,24 +667,24 @@ static void r_test_misc(void) {
         TU_CHECK(e < TOL_ACC, "rglru %s: backward does not accumulate (%s %.3e)", r_case(k), which, e);
         acc_worst = fmax(acc_worst, e);
         // NULL parameter gradients and dh0: dx unchanged
-        b = a; b.dx = buf(r_nx(&p)); b.dap = b.dwx = b.dbx = b.dwa = b.dba = b.dh0 = NULL;
+        b = a; b.dx = tu_buf(r_nx(&p)); b.dap = b.dwx = b.dbx = b.dwa = b.dba = b.dh0 = NULL;
         r_backward(&p, &b);
         e = tu_rel(b.dx, a.dx, r_nx(&p));
         TU_CHECK(e == 0, "rglru %s: NULL gradient buffers change dx (%.3e)", r_case(k), e);
         // NULL dht == zeros
-        rprob pz = p; pz.dht = buf(r_ns(&p));
+        rprob pz = p; pz.dht = tu_buf(r_ns(&p));
         rprob pn = p; pn.dht = NULL;
         rres za = r_run(&pz), zn = r_run(&pn);
         e = r_compare(&p, &zn, &za, &which);
         TU_CHECK(e == 0, "rglru %s: NULL dht differs from zeros (%s %.3e)", r_case(k), which, e);
-        free_all();
+        tu_free_all();
     }
     {   // T = 0: ht = h0, dh0 = dht, nothing else touched
         rprob p = r_make(2, 0, 8, 2, 1);
         rres r = r_run(&p);
         double e = fmax(tu_rel(r.ht, p.h0, r_ns(&p)), tu_rel(r.dh0, p.dht, r_ns(&p)));
         TU_CHECK(e == 0, "rglru T=0: ht != h0 or dh0 != dht (%.3e)", e);
-        free_all();
+        tu_free_all();
     }
     printf("  rglru accumulation (+=) worst %.2e; NULL gradient buffers, NULL dht, T=0 ok\n", acc_worst);
 }
@@ -719,11 +696,11 @@ static void r_test_step(void) {
         size_t B = 2, T = 11, W = 8, NH = 2, t, b;
         rprob p = r_make(B, T, W, NH, k > 0);
         int* seg = k == 2 ? r_segments(B, T) : NULL;
-        int* pos = (int*)mem(B * sizeof(int));
+        int* pos = (int*)tu_mem(B * sizeof(int));
         p.seg = seg;
-        mn_real* y = buf(r_nx(&p)); mn_real* ht = buf(r_ns(&p)); mn_real* g = buf(mn_rglru_work_size(B, T, W));
-        mn_real* ys = buf(r_nx(&p)); mn_real* state = buf(r_ns(&p));
-        mn_real *xt = buf(B * W), *yt = buf(B * W), *wk = work(mn_rglru_work_size(B, 1, W));
+        mn_real* y = tu_buf(r_nx(&p)); mn_real* ht = tu_buf(r_ns(&p)); mn_real* g = tu_buf(mn_rglru_work_size(B, T, W));
+        mn_real* ys = tu_buf(r_nx(&p)); mn_real* state = tu_buf(r_ns(&p));
+        mn_real *xt = tu_buf(B * W), *yt = tu_buf(B * W), *wk = tu_work(mn_rglru_work_size(B, 1, W));
         r_forward(&p, y, ht, g);
         if (p.h0) memcpy(state, p.h0, r_ns(&p) * sizeof(mn_real));
         for (t = 0; t < T; t++) {
@@ -738,7 +715,7 @@ static void r_test_step(void) {
         double e = fmax(tu_rel(ys, y, r_nx(&p)), tu_rel(state, ht, r_ns(&p)));
         TU_CHECK(e < TOL_EQ, "rglru %s: step vs forward %.3e", r_case(k), e);
         printf("  rglru step %-12s vs forward %.2e\n", r_case(k), e);
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -764,7 +741,7 @@ static void r_test_vectors(const char* dir) {
     p.wx = vt_real(&f, "wx", r_nw(&p)); p.bx = vt_real(&f, "bx", p.W);
     p.wa = vt_real(&f, "wa", r_nw(&p)); p.ba = vt_real(&f, "ba", p.W);
     p.h0 = NULL; p.dy = vt_real(&f, "do", r_nx(&p)); p.dht = vt_real(&f, "dht", r_ns(&p));
-    int* seg = (int*)mem(p.B * p.T * sizeof(int));
+    int* seg = (int*)tu_mem(p.B * p.T * sizeof(int));
     for (i = 0; i < p.B * p.T; i++) seg[i] = (int)(i % p.T);
     for (form = 0; form < 3; form++) {
         rres r;
@@ -773,8 +750,8 @@ static void r_test_vectors(const char* dir) {
         p.seg = form == 1 ? seg : NULL;
         if (form < 2) r = r_run(&p);
         else {                                        // the step, token by token (forward only)
-            mn_real *xt = buf(p.B * p.W), *yt = buf(p.B * p.W), *wk = buf(mn_rglru_work_size(p.B, 1, p.W));
-            int* pos = (int*)mem(p.B * sizeof(int));
+            mn_real *xt = tu_buf(p.B * p.W), *yt = tu_buf(p.B * p.W), *wk = tu_buf(mn_rglru_work_size(p.B, 1, p.W));
+            int* pos = (int*)tu_mem(p.B * sizeof(int));
             r = r_alloc(&p);
             for (t = 0; t < p.T; t++) {
                 for (b = 0; b < p.B; b++) { memcpy(xt + b * p.W, p.x + (b * p.T + t) * p.W, p.W * sizeof(mn_real)); pos[b] = (int)t; }
@@ -796,12 +773,12 @@ static void r_test_vectors(const char* dir) {
     for (i = 0; i < 8; i++) printf(" %s %.1e", names[i], worst[i]);
     printf("   (worst of segment_pos NULL, 0..T-1, step)\n");
     mn_vec_free(&f);
-    free_all();
+    tu_free_all();
 }
 
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "reference/vectors";
-    mn_rng_seed(&rng, 20240612);
+    mn_rng_seed(&tu_rng, 20240612);
 #ifdef MESANET_DOUBLE
     printf("finite differences (double):\n");
     s_test_fd();

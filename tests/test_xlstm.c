@@ -33,27 +33,6 @@
 #define TOL_ACC 1e-6
 #endif
 
-static mn_rng rng;
-
-// ---- scratch buffers, all freed by free_all() at the end of each test
-static void* allocs[1024];
-static size_t n_allocs;
-static mn_real* buf(size_t n) {
-    mn_real* p = (mn_real*)calloc(n ? n : 1, sizeof(mn_real));
-    if (p == NULL || n_allocs >= sizeof(allocs) / sizeof(allocs[0])) { printf("out of memory\n"); exit(2); }
-    allocs[n_allocs++] = p;
-    return p;
-}
-static void free_all(void) { while (n_allocs) free(allocs[--n_allocs]); }
-static mn_real* copy(const mn_real* x, size_t n) { mn_real* p = buf(n); memcpy(p, x, n * sizeof(mn_real)); return p; }
-static void fill(mn_real* x, size_t n, double mean, double s) { size_t i; for (i = 0; i < n; i++) x[i] = (mn_real)(mean + s * mn_rng_normal(&rng)); }
-// Workspace filled with NaN, so a form that reads scratch it did not write fails loudly.
-static mn_real* work(size_t n) {
-    mn_real* w = buf(n); size_t i;
-    for (i = 0; i < n; i++) w[i] = (mn_real)NAN;
-    return w;
-}
-// max|a-b| / max|b| in double; NaN anywhere gives +inf
 // (B,X,Y,D) -> (B,Y,X,D), as the checker's cv_swap_mid: head-first <-> [B,T,H,D], [S,B,G] <-> [B,S,G]
 static void swap_mid(mn_real* dst, const mn_real* src, size_t B, size_t X, size_t Y, size_t D) {
     size_t b, x, y;
@@ -90,38 +69,38 @@ static mprob make_mprob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, doub
     mprob p;
     memset(&p, 0, sizeof p);
     p.B = B; p.T = T; p.H = H; p.Dk = Dk; p.Dv = Dv; p.scale = 1.0 / sqrt((double)Dk); p.eps = eps;
-    p.q = buf(n_qk(&p)); p.k = buf(n_qk(&p)); p.v = buf(n_v(&p)); p.ig = buf(n_g(&p)); p.fg = buf(n_g(&p));
-    p.dout = buf(n_v(&p));
-    fill(p.q, n_qk(&p), 0, 1); fill(p.k, n_qk(&p), 0, 1); fill(p.v, n_v(&p), 0, 1);
-    if (regime == 0) { fill(p.ig, n_g(&p), -1, 1); fill(p.fg, n_g(&p), 3, 1); }
-    else { fill(p.ig, n_g(&p), 0, 3); fill(p.fg, n_g(&p), 0, 3); }
-    fill(p.dout, n_v(&p), 0, 1);
+    p.q = tu_buf(n_qk(&p)); p.k = tu_buf(n_qk(&p)); p.v = tu_buf(n_v(&p)); p.ig = tu_buf(n_g(&p)); p.fg = tu_buf(n_g(&p));
+    p.dout = tu_buf(n_v(&p));
+    tu_fill(p.q, n_qk(&p), 0, 1); tu_fill(p.k, n_qk(&p), 0, 1); tu_fill(p.v, n_v(&p), 0, 1);
+    if (regime == 0) { tu_fill(p.ig, n_g(&p), -1, 1); tu_fill(p.fg, n_g(&p), 3, 1); }
+    else { tu_fill(p.ig, n_g(&p), 0, 3); tu_fill(p.fg, n_g(&p), 0, 3); }
+    tu_fill(p.dout, n_v(&p), 0, 1);
     if (state) {
-        p.C0 = buf(n_C(&p)); p.n0 = buf(n_n(&p)); p.m0 = buf(n_m(&p));
-        fill(p.C0, n_C(&p), 0, 0.5); fill(p.n0, n_n(&p), 0, 0.5); fill(p.m0, n_m(&p), 0.5, 1);
+        p.C0 = tu_buf(n_C(&p)); p.n0 = tu_buf(n_n(&p)); p.m0 = tu_buf(n_m(&p));
+        tu_fill(p.C0, n_C(&p), 0, 0.5); tu_fill(p.n0, n_n(&p), 0, 0.5); tu_fill(p.m0, n_m(&p), 0.5, 1);
     }
     return p;
 }
 static mres alloc_mres(const mprob* p) {
     mres r;
-    r.o = buf(n_v(p)); r.norm = buf(n_g(p)); r.stab = buf(n_g(p));
-    r.Ct = buf(n_C(p)); r.nt = buf(n_n(p)); r.mt = buf(n_m(p));
-    r.dq = buf(n_qk(p)); r.dk = buf(n_qk(p)); r.dv = buf(n_v(p)); r.di = buf(n_g(p)); r.df = buf(n_g(p));
-    r.dC0 = buf(n_C(p)); r.dn0 = buf(n_n(p));
+    r.o = tu_buf(n_v(p)); r.norm = tu_buf(n_g(p)); r.stab = tu_buf(n_g(p));
+    r.Ct = tu_buf(n_C(p)); r.nt = tu_buf(n_n(p)); r.mt = tu_buf(n_m(p));
+    r.dq = tu_buf(n_qk(p)); r.dk = tu_buf(n_qk(p)); r.dv = tu_buf(n_v(p)); r.di = tu_buf(n_g(p)); r.df = tu_buf(n_g(p));
+    r.dC0 = tu_buf(n_C(p)); r.dn0 = tu_buf(n_n(p));
     return r;
 }
 // C == 0: the parallel form (no state; the problem's state is ignored); else chunkwise with chunk C.
 static void m_forward(const mprob* p, size_t C, mres* r) {
     if (C == 0)
-        mn_mlstm_forward_parallel(r->o, r->norm, r->stab, work(mn_mlstm_parallel_work_size(p->B, p->T, p->H)), p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps);
+        mn_mlstm_forward_parallel(r->o, r->norm, r->stab, tu_work(mn_mlstm_parallel_work_size(p->B, p->T, p->H)), p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps);
     else
-        mn_mlstm_forward(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C);
+        mn_mlstm_forward(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C);
 }
 static void m_backward(const mprob* p, size_t C, int mode, mres* r) {
     if (C == 0)
-        mn_mlstm_backward_parallel(r->dq, r->dk, r->dv, r->di, r->df, work(mn_mlstm_parallel_work_size(p->B, p->T, p->H)), p->dout, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, mode);
+        mn_mlstm_backward_parallel(r->dq, r->dk, r->dv, r->di, r->df, tu_work(mn_mlstm_parallel_work_size(p->B, p->T, p->H)), p->dout, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, mode);
     else
-        mn_mlstm_backward(r->dq, r->dk, r->dv, r->di, r->df, r->dC0, r->dn0, work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->dout, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, mode);
+        mn_mlstm_backward(r->dq, r->dk, r->dv, r->di, r->df, r->dC0, r->dn0, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->dout, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, mode);
 }
 static mres m_run(const mprob* p, size_t C, int mode) {
     mres r = alloc_mres(p);
@@ -147,7 +126,7 @@ static double m_compare(const mprob* p, const mres* a, const mres* b, int with_n
     }
     return e;
 }
-static mn_real* minus_inf(size_t n) { mn_real* p = buf(n); size_t i; for (i = 0; i < n; i++) p[i] = (mn_real)-INFINITY; return p; }
+static mn_real* minus_inf(size_t n) { mn_real* p = tu_buf(n); size_t i; for (i = 0; i < n; i++) p[i] = (mn_real)-INFINITY; return p; }
 
 #ifdef MESANET_DOUBLE
 // ---- finite differences: L = sum(o * dout); central difference, h = 1e-6
@@ -191,17 +170,17 @@ static double frozen_loss(void) {
 static double m_loss(void) {
     const mprob* p = fd_p;
     mres r;
-    size_t i, n0 = n_allocs;
+    size_t i, n0 = tu_mark();
     double L = 0;
     if (fd_mu) return frozen_loss();
-    r.o = buf(n_v(p)); r.norm = buf(n_g(p)); r.stab = buf(n_g(p)); r.Ct = buf(n_C(p)); r.nt = buf(n_n(p)); r.mt = buf(n_m(p));
+    r.o = tu_buf(n_v(p)); r.norm = tu_buf(n_g(p)); r.stab = tu_buf(n_g(p)); r.Ct = tu_buf(n_C(p)); r.nt = tu_buf(n_n(p)); r.mt = tu_buf(n_m(p));
     m_forward(p, fd_C, &r);
     for (i = 0; i < n_v(p); i++) L += (double)r.o[i] * p->dout[i];
-    while (n_allocs > n0) free(allocs[--n_allocs]);   // give this call's buffers back right away
+    tu_free_to(n0);   // give this call's buffers back right away
     return L;
 }
 static double fd_one(const char* what, mn_real* x, size_t n, const mn_real* grad, double (*loss)(void)) {
-    mn_real* num = buf(n);
+    mn_real* num = tu_buf(n);
     size_t i; double h = 1e-6;
     for (i = 0; i < n; i++) {
         mn_real x0 = x[i];
@@ -220,8 +199,8 @@ static void m_fd_form(mprob* p, size_t C, int mode, const char* tag) {
     char what[160];
     double e = 0;
     fd_p = p; fd_C = C;
-    fd_mu = mode == MN_MLSTM_BW_DETACH ? copy(r.stab, n_g(p)) : NULL;
-    fd_nrm = mode == MN_MLSTM_BW_DETACH ? copy(r.norm, n_g(p)) : NULL;
+    fd_mu = mode == MN_MLSTM_BW_DETACH ? tu_copy(r.stab, n_g(p)) : NULL;
+    fd_nrm = mode == MN_MLSTM_BW_DETACH ? tu_copy(r.norm, n_g(p)) : NULL;
 #define FD(x, g, n) do { snprintf(what, sizeof what, "mlstm %s C=%zu %s d%s", tag, C, mode ? "detach" : "exact", #x); e = fmax(e, fd_one(what, p->x, n, r.g, m_loss)); } while (0)
     FD(q, dq, n_qk(p)); FD(k, dk, n_qk(p)); FD(v, dv, n_v(p)); FD(ig, di, n_g(p)); FD(fg, df, n_g(p));
     if (C && p->C0) {
@@ -255,7 +234,7 @@ static void test_mlstm_fd(void) {
         p.eps = 1e-6;
         m_fd_form(&p, 0, MN_MLSTM_BW_EXACT, regime ? "hard gates eps=1e-6" : "eps=1e-6");
         m_fd_form(&p, 3, MN_MLSTM_BW_EXACT, regime ? "hard gates eps=1e-6" : "eps=1e-6");
-        free_all();
+        tu_free_all();
     }
 }
 #endif
@@ -287,7 +266,7 @@ static void test_mlstm_chunk_vs_parallel(void) {
                 printf("  chunk vs parallel %-6s %-6s %-28s C=1,3,16,64: worst %.2e (%s)\n", regime ? "hard" : "vec", mode ? "detach" : "exact",
                        variant == 0 ? "eps=0" : variant == 1 ? "eps=1e-6 m0=-inf (+norm,stab)" : "eps=1e-6 m0=0 (eps effect)", worst, wn);
             }
-            free_all();
+            tu_free_all();
         }
 }
 
@@ -341,9 +320,9 @@ static void test_mlstm_recurrent(void) {
             printf("  chunk vs recurrent   %-4s state, C=1..31:     o,norm,stab,C,n,m %.2e\n", regime ? "hard" : "vec", worst);
             // step == recurrent, token by token, and the final state
             {
-                mn_real *Cs = copy(ps.C0, n_C(&ps)), *ns = copy(ps.n0, n_n(&ps)), *ms = copy(ps.m0, n_m(&ps));
-                mn_real *qt = buf(B * H * Dk), *kt = buf(B * H * Dk), *vt = buf(B * H * Dv), *it = buf(B * H), *ft = buf(B * H);
-                mn_real *ot = buf(B * H * Dv), *os = buf(n_v(&ps));
+                mn_real *Cs = tu_copy(ps.C0, n_C(&ps)), *ns = tu_copy(ps.n0, n_n(&ps)), *ms = tu_copy(ps.m0, n_m(&ps));
+                mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *it = tu_buf(B * H), *ft = tu_buf(B * H);
+                mn_real *ot = tu_buf(B * H * Dv), *os = tu_buf(n_v(&ps));
                 for (t = 0; t < T; t++) {
                     for (b = 0; b < B; b++) {
                         size_t row = (b * T + t) * H;
@@ -361,7 +340,7 @@ static void test_mlstm_recurrent(void) {
                 printf("  step vs recurrent    %-4s state:              o,C,n,m %.2e\n", regime ? "hard" : "vec", e);
             }
         }
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -379,16 +358,16 @@ static void test_mlstm_misc(void) {
             double e;
             // NULL optional outputs change nothing else
             b = alloc_mres(&p);
-            if (C == 0) mn_mlstm_forward_parallel(b.o, NULL, NULL, work(mn_mlstm_parallel_work_size(p.B, p.T, p.H)), p.q, p.k, p.v, p.ig, p.fg, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps);
-            else mn_mlstm_forward(b.o, NULL, NULL, NULL, NULL, NULL, work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)), p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C);
-            if (C) mn_mlstm_backward(b.dq, b.dk, b.dv, b.di, b.df, NULL, NULL, work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)), p.dout, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, mode);
+            if (C == 0) mn_mlstm_forward_parallel(b.o, NULL, NULL, tu_work(mn_mlstm_parallel_work_size(p.B, p.T, p.H)), p.q, p.k, p.v, p.ig, p.fg, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps);
+            else mn_mlstm_forward(b.o, NULL, NULL, NULL, NULL, NULL, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)), p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C);
+            if (C) mn_mlstm_backward(b.dq, b.dk, b.dv, b.di, b.df, NULL, NULL, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)), p.dout, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, mode);
             else m_backward(&p, C, mode, &b);
             e = m_compare(&p, &b, &a, 0, 0, &which);
             TU_CHECK(e == 0, "mlstm C=%zu: NULL optional outputs change %s (%.3e)", C, which, e);
             // accumulation: start from 1 everywhere, the result is 1 + the fresh gradient
             b = a;
-            b.dq = buf(n_qk(&p)); b.dk = buf(n_qk(&p)); b.dv = buf(n_v(&p)); b.di = buf(n_g(&p)); b.df = buf(n_g(&p));
-            b.dC0 = buf(n_C(&p)); b.dn0 = buf(n_n(&p));
+            b.dq = tu_buf(n_qk(&p)); b.dk = tu_buf(n_qk(&p)); b.dv = tu_buf(n_v(&p)); b.di = tu_buf(n_g(&p)); b.df = tu_buf(n_g(&p));
+            b.dC0 = tu_buf(n_C(&p)); b.dn0 = tu_buf(n_n(&p));
             for (i = 0; i < n_qk(&p); i++) b.dq[i] = b.dk[i] = 1;
             for (i = 0; i < n_v(&p); i++) b.dv[i] = 1;
             for (i = 0; i < n_g(&p); i++) b.di[i] = b.df[i] = 1;
@@ -404,7 +383,7 @@ static void test_mlstm_misc(void) {
             if (C) e = fmax(e, fmax(tu_rel(b.dC0, a.dC0, n_C(&p)), tu_rel(b.dn0, a.dn0, n_n(&p))));
             TU_CHECK(e < TOL_ACC, "mlstm C=%zu: backward does not accumulate (%s %.3e)", C, which, e);
             acc_worst = fmax(acc_worst, e);
-            free_all();
+            tu_free_all();
         }
     // T = 0: the final state is the initial one, nothing else is touched
     {
@@ -416,7 +395,7 @@ static void test_mlstm_misc(void) {
         e = fmax(e, fmax(tu_rel(rr.Ct, p.C0, n_C(&p)), tu_rel(rr.mt, p.m0, n_m(&p))));
         m_run(&p, 0, MN_MLSTM_BW_EXACT);
         TU_CHECK(e == 0, "mlstm T = 0: final state != initial state (%.3e)", e);
-        free_all();
+        tu_free_all();
     }
     printf("  NULL outputs ok; accumulation (+=) worst %.2e; T = 0 ok\n", acc_worst);
 }
@@ -441,28 +420,28 @@ static sprob make_sprob(size_t B, size_t T, size_t NH, size_t Dh, int state) {
     size_t i;
     memset(&p, 0, sizeof p);
     p.B = B; p.T = T; p.NH = NH; p.Dh = Dh;
-    p.x = buf(s_nx(&p)); p.R = buf(s_nR(&p)); p.b = buf(4 * s_hd(&p)); p.dy = buf(s_ny(&p));
-    fill(p.x, s_nx(&p), 0, 1); fill(p.R, s_nR(&p), 0, 1.0 / sqrt((double)Dh)); fill(p.b, 4 * s_hd(&p), 0, 0.5);
-    fill(p.dy, s_ny(&p), 0, 1);
+    p.x = tu_buf(s_nx(&p)); p.R = tu_buf(s_nR(&p)); p.b = tu_buf(4 * s_hd(&p)); p.dy = tu_buf(s_ny(&p));
+    tu_fill(p.x, s_nx(&p), 0, 1); tu_fill(p.R, s_nR(&p), 0, 1.0 / sqrt((double)Dh)); tu_fill(p.b, 4 * s_hd(&p), 0, 0.5);
+    tu_fill(p.dy, s_ny(&p), 0, 1);
     if (state) {   // a state some steps in: n >= 1, |c| <= n, m anything
-        p.y0 = buf(s_ns(&p)); p.c0 = buf(s_ns(&p)); p.n0 = buf(s_ns(&p)); p.m0 = buf(s_ns(&p));
-        fill(p.y0, s_ns(&p), 0, 0.5); fill(p.m0, s_ns(&p), 0, 1);
-        for (i = 0; i < s_ns(&p); i++) { p.n0[i] = (mn_real)(1 + fabs(mn_rng_normal(&rng))); p.c0[i] = (mn_real)(p.n0[i] * (2 * mn_rng_uniform(&rng) - 1)); }
+        p.y0 = tu_buf(s_ns(&p)); p.c0 = tu_buf(s_ns(&p)); p.n0 = tu_buf(s_ns(&p)); p.m0 = tu_buf(s_ns(&p));
+        tu_fill(p.y0, s_ns(&p), 0, 0.5); tu_fill(p.m0, s_ns(&p), 0, 1);
+        for (i = 0; i < s_ns(&p); i++) { p.n0[i] = (mn_real)(1 + fabs(mn_rng_normal(&tu_rng))); p.c0[i] = (mn_real)(p.n0[i] * (2 * mn_rng_uniform(&tu_rng) - 1)); }
     }
     return p;
 }
 static sres s_alloc(const sprob* p) {
     sres r;
-    r.y = buf(s_ny(p)); r.c = buf(s_ny(p)); r.n = buf(s_ny(p)); r.m = buf(s_ny(p));
-    r.dx = buf(s_nx(p)); r.dR = buf(s_nR(p)); r.db = buf(4 * s_hd(p));
-    r.dy0 = buf(s_ns(p)); r.dc0 = buf(s_ns(p)); r.dn0 = buf(s_ns(p));
+    r.y = tu_buf(s_ny(p)); r.c = tu_buf(s_ny(p)); r.n = tu_buf(s_ny(p)); r.m = tu_buf(s_ny(p));
+    r.dx = tu_buf(s_nx(p)); r.dR = tu_buf(s_nR(p)); r.db = tu_buf(4 * s_hd(p));
+    r.dy0 = tu_buf(s_ns(p)); r.dc0 = tu_buf(s_ns(p)); r.dn0 = tu_buf(s_ns(p));
     return r;
 }
 static void s_forward(const sprob* p, sres* r) {
-    mn_slstm_forward(r->y, r->c, r->n, r->m, work(mn_slstm_work_size(p->B, p->NH, p->Dh)), p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh);
+    mn_slstm_forward(r->y, r->c, r->n, r->m, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)), p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh);
 }
 static void s_backward(const sprob* p, sres* r) {
-    mn_slstm_backward(r->dx, r->dR, r->db, r->dy0, r->dc0, r->dn0, work(mn_slstm_work_size(p->B, p->NH, p->Dh)), p->dy, r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh);
+    mn_slstm_backward(r->dx, r->dR, r->db, r->dy0, r->dc0, r->dn0, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)), p->dy, r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh);
 }
 static sres s_run(const sprob* p) { sres r = s_alloc(p); s_forward(p, &r); s_backward(p, &r); return r; }
 
@@ -500,13 +479,13 @@ static void s_unstab(const sprob* p, mn_real* yout) {
 static const sprob* sfd_p;
 static double s_loss(void) {
     const sprob* p = sfd_p;
-    size_t i, n0 = n_allocs;
+    size_t i, n0 = tu_mark();
     double L = 0;
     sres r;
-    r.y = buf(s_ny(p)); r.c = buf(s_ny(p)); r.n = buf(s_ny(p)); r.m = buf(s_ny(p));
+    r.y = tu_buf(s_ny(p)); r.c = tu_buf(s_ny(p)); r.n = tu_buf(s_ny(p)); r.m = tu_buf(s_ny(p));
     s_forward(p, &r);
     for (i = 0; i < s_ny(p); i++) L += (double)r.y[i] * p->dy[i];
-    while (n_allocs > n0) free(allocs[--n_allocs]);
+    tu_free_to(n0);
     return L;
 }
 static void test_slstm_fd(void) {
@@ -522,7 +501,7 @@ static void test_slstm_fd(void) {
         if (state) { FD(y0, dy0, s_ns(&p)); FD(c0, dc0, s_ns(&p)); FD(n0, dn0, s_ns(&p)); }
 #undef FD
         printf("  fd slstm %-6s dx dR db%s: worst rel err %.2e\n", state ? "state" : "", state ? " dy0 dc0 dn0" : "", e);
-        free_all();
+        tu_free_all();
     }
 }
 #endif
@@ -533,9 +512,9 @@ static void test_slstm_forms(void) {
         size_t B = 3, T = 19, NH = 2, Dh = 5, Hd = NH * Dh, t, bb, i;
         sprob p = make_sprob(B, T, NH, Dh, state);
         sres r = s_alloc(&p), a, b2;
-        mn_real* yu = buf(s_ny(&p));
-        mn_real *ys = buf(B * Hd), *cs = buf(B * Hd), *ns = buf(B * Hd), *ms = buf(B * Hd), *xt = buf(B * 4 * Hd);
-        mn_real* w = work(mn_slstm_work_size(B, NH, Dh));
+        mn_real* yu = tu_buf(s_ny(&p));
+        mn_real *ys = tu_buf(B * Hd), *cs = tu_buf(B * Hd), *ns = tu_buf(B * Hd), *ms = tu_buf(B * Hd), *xt = tu_buf(B * 4 * Hd);
+        mn_real* w = tu_work(mn_slstm_work_size(B, NH, Dh));
         double e, es = 0;
         s_forward(&p, &r);
         s_unstab(&p, yu);
@@ -557,7 +536,7 @@ static void test_slstm_forms(void) {
         // accumulation and NULL initial-state gradients
         a = s_run(&p);
         b2 = a;
-        b2.dx = buf(s_nx(&p)); b2.dR = buf(s_nR(&p)); b2.db = buf(4 * Hd); b2.dy0 = buf(B * Hd); b2.dc0 = buf(B * Hd); b2.dn0 = buf(B * Hd);
+        b2.dx = tu_buf(s_nx(&p)); b2.dR = tu_buf(s_nR(&p)); b2.db = tu_buf(4 * Hd); b2.dy0 = tu_buf(B * Hd); b2.dc0 = tu_buf(B * Hd); b2.dn0 = tu_buf(B * Hd);
         for (i = 0; i < s_nx(&p); i++) b2.dx[i] = 1;
         for (i = 0; i < s_nR(&p); i++) b2.dR[i] = 1;
         for (i = 0; i < 4 * Hd; i++) b2.db[i] = 1;
@@ -569,17 +548,17 @@ static void test_slstm_forms(void) {
         for (i = 0; i < B * Hd; i++) { b2.dy0[i] -= 1; b2.dc0[i] -= 1; b2.dn0[i] -= 1; }
         e = fmax(fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), tu_rel(b2.dR, a.dR, s_nR(&p))), fmax(tu_rel(b2.db, a.db, 4 * Hd), fmax(tu_rel(b2.dy0, a.dy0, B * Hd), fmax(tu_rel(b2.dc0, a.dc0, B * Hd), tu_rel(b2.dn0, a.dn0, B * Hd)))));
         TU_CHECK(e < TOL_ACC, "slstm%s: backward does not accumulate (%.3e)", state ? " state" : "", e);
-        b2 = a; b2.dx = buf(s_nx(&p)); b2.dR = buf(s_nR(&p)); b2.db = buf(4 * Hd);
-        mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, work(mn_slstm_work_size(B, NH, Dh)), p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0, p.n0, p.m0, B, T, NH, Dh);
+        b2 = a; b2.dx = tu_buf(s_nx(&p)); b2.dR = tu_buf(s_nR(&p)); b2.db = tu_buf(4 * Hd);
+        mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, tu_work(mn_slstm_work_size(B, NH, Dh)), p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0, p.n0, p.m0, B, T, NH, Dh);
         e = fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), fmax(tu_rel(b2.dR, a.dR, s_nR(&p)), tu_rel(b2.db, a.db, 4 * Hd)));
         TU_CHECK(e == 0, "slstm%s: NULL dy0/dc0/dn0 change the other gradients (%.3e)", state ? " state" : "", e);
-        free_all();
+        tu_free_all();
     }
     {   // T = 0 touches nothing
         sprob p = make_sprob(2, 0, 2, 3, 1);
         sres r = s_run(&p);
         TU_CHECK(r.dy0[0] == 0 && r.dc0[0] == 0, "slstm T = 0: gradients written");
-        free_all();
+        tu_free_all();
     }
 }
 
@@ -592,17 +571,17 @@ static const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
 }
 static mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
     const double* d = vt_get(f, name, n);
-    mn_real* p = buf(n); size_t i;
+    mn_real* p = tu_buf(n); size_t i;
     for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
     return p;
 }
 // A head-first (B,H,T,D) file tensor as (B,T,H,D); and a (B,T,H,D) result back to (B,H,T,D).
 static mn_real* vt_bthd(const mn_vec_file* f, const char* name, size_t B, size_t T, size_t H, size_t D) {
-    mn_real* x = vt_real(f, name, B * T * H * D); mn_real* y = buf(B * T * H * D);
+    mn_real* x = vt_real(f, name, B * T * H * D); mn_real* y = tu_buf(B * T * H * D);
     swap_mid(y, x, B, H, T, D);
     return y;
 }
-static mn_real* to_bhtd(const mn_real* x, size_t B, size_t T, size_t H, size_t D) { mn_real* y = buf(B * T * H * D); swap_mid(y, x, B, T, H, D); return y; }
+static mn_real* to_bhtd(const mn_real* x, size_t B, size_t T, size_t H, size_t D) { mn_real* y = tu_buf(B * T * H * D); swap_mid(y, x, B, T, H, D); return y; }
 static double vt_cmp(const mn_vec_file* f, const char* name, const mn_real* got, size_t n, double* worst, const char* form) {
     const double* want = vt_get(f, name, n);
     double e = want ? tu_rel_d(got, want, n) : INFINITY;
@@ -659,7 +638,7 @@ static void test_vec_mlstm_parallel(const char* dir, const char* file, const cha
     for (i = 0; i < 8; i++) printf(" %s %.1e", names[i], worst[i]);
     printf("  (worst of parallel, chunk 16, chunk 5)\n");
     mn_vec_free(&f);
-    free_all();
+    tu_free_all();
 }
 // mlstm_recurrent: the recurrent form, the step token by token, and the chunkwise form (C = 16, 5) from
 // the same m0 = 0; out.o and the final states.
@@ -677,7 +656,7 @@ static void test_vec_mlstm_recurrent(const char* dir) {
         if (form == 0) m_recurrent(&p, &r);
         else if (form == 1) {
             size_t B = p.B, H = p.H, Dk = p.Dk, Dv = p.Dv, T = p.T;
-            mn_real *qt = buf(B * H * Dk), *kt = buf(B * H * Dk), *vt = buf(B * H * Dv), *it = buf(B * H), *ft = buf(B * H), *ot = buf(B * H * Dv);
+            mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *it = tu_buf(B * H), *ft = tu_buf(B * H), *ot = tu_buf(B * H * Dv);
             for (t = 0; t < T; t++) {
                 for (b = 0; b < B; b++) {
                     size_t row = (b * T + t) * H;
@@ -700,7 +679,7 @@ static void test_vec_mlstm_recurrent(const char* dir) {
     for (i = 0; i < 4; i++) printf(" %s %.1e", names[i], worst[i]);
     printf("  (worst of recurrent, step, chunk 16, chunk 5)\n");
     mn_vec_free(&f);
-    free_all();
+    tu_free_all();
 }
 // slstm: layout SBG ([S,B,...]): transposed to the op's [B,T,...] and back. Forward, backward, step.
 static void test_vec_slstm(const char* dir) {
@@ -722,14 +701,14 @@ static void test_vec_slstm(const char* dir) {
     TU_CHECK(mn_vec_attr_f(&f, "num_heads", 0) == (double)p.NH && mn_vec_attr_f(&f, "head_dim", 0) == (double)p.Dh, "slstm: attrs");
     {
         mn_real* xs = vt_real(&f, "x", S * p.B * G); mn_real* ds = vt_real(&f, "do", S * p.B * Hd);
-        p.x = buf(S * p.B * G); swap_mid(p.x, xs, 1, S, p.B, G);
-        p.dy = buf(S * p.B * Hd); swap_mid(p.dy, ds, 1, S, p.B, Hd);
+        p.x = tu_buf(S * p.B * G); swap_mid(p.x, xs, 1, S, p.B, G);
+        p.dy = tu_buf(S * p.B * Hd); swap_mid(p.dy, ds, 1, S, p.B, Hd);
         p.R = vt_real(&f, "R", s_nR(&p)); p.b = vt_real(&f, "b", G);
     }
     r = s_run(&p);
     {
         const mn_real* outs[4];
-        mn_real* tmp = buf(S * p.B * G);
+        mn_real* tmp = tu_buf(S * p.B * G);
         outs[0] = r.y; outs[1] = r.c; outs[2] = r.n; outs[3] = r.m;
         for (i = 0; i < 4; i++) { swap_mid(tmp, outs[i], 1, p.B, S, Hd); vt_cmp(&f, names[i], tmp, S * p.B * Hd, &worst[i], "forward"); }
         swap_mid(tmp, r.dx, 1, p.B, S, G); vt_cmp(&f, names[4], tmp, S * p.B * G, &worst[4], "backward");
@@ -737,8 +716,8 @@ static void test_vec_slstm(const char* dir) {
         vt_cmp(&f, names[6], r.db, G, &worst[6], "backward");
     }
     {   // the step, token by token from zero states: out.y row by row ([S,B,Hd] rows are exactly the step's (B,Hd))
-        mn_real *ys = buf(p.B * Hd), *cs = buf(p.B * Hd), *ns = buf(p.B * Hd), *ms = buf(p.B * Hd), *xt = buf(p.B * G), *ya = buf(S * p.B * Hd);
-        mn_real* w = work(mn_slstm_work_size(p.B, p.NH, p.Dh));
+        mn_real *ys = tu_buf(p.B * Hd), *cs = tu_buf(p.B * Hd), *ns = tu_buf(p.B * Hd), *ms = tu_buf(p.B * Hd), *xt = tu_buf(p.B * G), *ya = tu_buf(S * p.B * Hd);
+        mn_real* w = tu_work(mn_slstm_work_size(p.B, p.NH, p.Dh));
         for (t = 0; t < S; t++) {
             for (bb = 0; bb < p.B; bb++) memcpy(xt + bb * G, p.x + (bb * S + t) * G, G * sizeof(mn_real));
             mn_slstm_step(ys, cs, ns, ms, w, xt, p.R, p.b, p.B, p.NH, p.Dh);
@@ -750,12 +729,12 @@ static void test_vec_slstm(const char* dir) {
     for (i = 0; i < 8; i++) printf(" %s %.1e", names[i], worst[i]);
     printf("\n");
     mn_vec_free(&f);
-    free_all();
+    tu_free_all();
 }
 
 int main(int argc, char** argv) {
     const char* dir = argc > 1 ? argv[1] : "reference/vectors";
-    mn_rng_seed(&rng, 20240611);
+    mn_rng_seed(&tu_rng, 20240611);
 #ifdef MESANET_DOUBLE
     printf("finite differences (double):\n");
     test_mlstm_fd();
