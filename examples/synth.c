@@ -72,7 +72,7 @@ static const synth_pub published[] = {
 };
 
 typedef struct {
-    const char *tasks, *models, *seeds, *out, *report, *eval_lens_s;
+    const char *tasks, *models, *seeds, *out, *report, *readme, *eval_lens_s;
     size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens;
     double lr, budget, deadline;
     int cg, list;
@@ -84,7 +84,8 @@ static void usage(void) {
            "             [--steps N --batch B (override the per-task table)] [--lr X] [--train_len L] [--eval_lens 128,512,2048]\n"
            "             [--eval_n N (sequences per evaluation length)] [--d_model N] [--layers N] [--heads N] [--cg N (Mesa CG steps)]\n"
            "             [--deadline S (start no cell after S seconds; running cells finish)]\n"
-           "       synth --report results/synth.csv   (writes results/synth.md and results/synth_L<len>.png)\n"
+           "       synth --report results/synth.csv [--readme README.md]   (writes results/synth.md and results/synth_L<len>.png;\n"
+           "             --readme: also replaces the table between the README's synth-table markers)\n"
            "       synth --list\n");
 }
 
@@ -102,7 +103,7 @@ static int parse(opts* o, int argc, char** argv) {
         #define S(name, field) if (!strcmp(a, name) && v) { o->field = v; i++; continue; }
         #define U(name, field) if (!strcmp(a, name) && v) { o->field = (size_t)strtoull(v, NULL, 10); i++; continue; }
         #define D(name, field) if (!strcmp(a, name) && v) { o->field = strtod(v, NULL); i++; continue; }
-        S("--tasks", tasks) S("--models", models) S("--seeds", seeds) S("--out", out) S("--report", report) S("--eval_lens", eval_lens_s)
+        S("--tasks", tasks) S("--models", models) S("--seeds", seeds) S("--out", out) S("--report", report) S("--readme", readme) S("--eval_lens", eval_lens_s)
         U("--d_model", d_model) U("--layers", layers) U("--heads", heads) U("--train_len", train_len) U("--eval_n", eval_n)
         U("--steps", steps) U("--batch", batch) U("--jobs", jobs) D("--lr", lr) D("--budget", budget) D("--deadline", deadline)
         #undef S
@@ -471,17 +472,60 @@ static int report(const opts* o) {
     }
     free(hv);
 
-    // the markdown table: one row per (task, model), best (median, seeds) per length, the published number beside
+    // markdown: (1) task x model matrix, "best at each length"; (2) every published number beside
+    // ours; (3) one row per (task, model) with best (median, seeds) per length and the time per cell
+    size_t mcap = 65536, ml = 0, q;
+    char* md = (char*)malloc(mcap);
+    if (!md) { free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
+    #define MD(...) (ml += (size_t)snprintf(md + ml, ml < mcap ? mcap - ml : 0, __VA_ARGS__))
+    MD("Scaled accuracy (1 = perfect, 0 = chance), best over seeds; each cell is");
+    for (li = 0; li < nl; li++) MD("%s%zu", li ? " / " : " L = ", lens[li]);
+    MD(" (trained at <= %zu).\n\n| task |", rows[0].train_len);
+    for (j = 0; j < nm; j++) MD(" %s |", find_model(mcol[j])->label);
+    MD("\n|---|");
+    for (j = 0; j < nm; j++) MD("---|");
+    MD("\n");
+    for (i = 0; i < nt; i++) {
+        MD("| %s |", trow[i]);
+        for (j = 0; j < nm; j++) {
+            MD(" ");
+            for (li = 0; li < nl; li++) {
+                size_t c = CELL(i, j, li);
+                if (cnt[c]) MD("%s%.2f", li ? " / " : "", best[c] < 0 ? 0.0 : best[c]);   // below chance reads as 0
+                else MD("%s–", li ? " / " : "");
+            }
+            MD(" |");
+        }
+        MD("\n");
+    }
+    MD("\nPublished numbers (synthetic.md §5: A = the subquadratic paper, secondary sources, trained at 128; "
+       "B = Grazzi et al. Table 3, scaled, best of 3, trained at 3-40, evaluated up to 256) beside ours:\n\n"
+       "| task | model | published | ours, best (median, seeds) at");
+    for (li = 0; li < nl; li++) MD("%s%zu", li ? " / " : " ", lens[li]);
+    MD(" |\n|---|---|---|---|\n");
+    for (q = 0; q < sizeof published / sizeof published[0]; q++) {
+        for (i = 0; i < nt; i++) if (!strcmp(trow[i], published[q].task)) break;
+        for (j = 0; j < nm; j++) if (!strcmp(mcol[j], published[q].model)) break;
+        MD("| %s | %s | %.3f at %zu (%s) |", published[q].task, find_model(published[q].model)->label, published[q].value, published[q].len, published[q].src);
+        for (li = 0; li < nl; li++) {
+            if (i < nt && j < nm && cnt[CELL(i, j, li)]) MD("%s%.2f (%.2f, %zu)", li ? " / " : " ", best[CELL(i, j, li)], med[CELL(i, j, li)], cnt[CELL(i, j, li)]);
+            else MD("%s–", li ? " / " : " ");
+        }
+        MD(" |\n");
+    }
+    if (ml >= mcap) { fprintf(stderr, "synth: report too large\n"); free(md); free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
+
     snprintf(path, sizeof path, "%s.md", base);
     FILE* f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "synth: cannot write %s\n", path); free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
+    if (!f) { fprintf(stderr, "synth: cannot write %s\n", path); free(md); free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
+    fprintf(f, "# Length-generalisation suite: results\n\nGenerated by `./build/synth --report %s` from %zu rows.\n\n%s\n## Every cell\n\n", o->report, n, md);
     fprintf(f, "| task | model |");
     for (li = 0; li < nl; li++) fprintf(f, " L=%zu best (median, seeds) |", lens[li]);
     fprintf(f, " published | s/cell |\n|---|---|");
     for (li = 0; li < nl; li++) fprintf(f, "---|");
     fprintf(f, "---|---|\n");
     for (i = 0; i < nt; i++) for (j = 0; j < nm; j++) {
-        char pub[160] = ""; size_t pl = 0, q;
+        char pub[160] = ""; size_t pl = 0;
         for (q = 0; q < sizeof published / sizeof published[0]; q++)
             if (!strcmp(published[q].task, trow[i]) && !strcmp(published[q].model, mcol[j]))
                 pl += (size_t)snprintf(pub + pl, sizeof pub - pl, "%s%.3f@%zu (%s)", pl ? ", " : "", published[q].value, published[q].len, published[q].src);
@@ -495,6 +539,23 @@ static int report(const opts* o) {
     }
     fclose(f);
     printf("wrote %s (%zu rows from %s)\n", path, n, o->report);
+    if (o->readme) {   // replace the text between the two markers of the README with tables (1) and (2)
+        static const char *b0 = "<!-- synth-table:begin -->", *b1 = "<!-- synth-table:end -->";
+        size_t rl; char* rd = read_file(o->readme, &rl);
+        char *s0 = rd ? strstr(rd, b0) : NULL, *s1 = s0 ? strstr(s0, b1) : NULL;
+        FILE* g;
+        if (!s0 || !s1) fprintf(stderr, "synth: %s lacks the markers %s ... %s\n", o->readme, b0, b1);
+        else if ((g = fopen(o->readme, "w")) != NULL) {
+            fwrite(rd, 1, (size_t)(s0 - rd) + strlen(b0), g);
+            fprintf(g, "\n%s", md);
+            fputs(s1, g);
+            fclose(g);
+            printf("updated the table in %s\n", o->readme);
+        }
+        free(rd);
+    }
+    free(md);
+    #undef MD
     #undef CELL
     free(best); free(med); free(wall); free(cnt); free(rows);
     return 0;
