@@ -166,7 +166,8 @@ clean:
 
 # ---- CUDA (optional; nvcc for sm_90, compiles on a machine without a GPU) --------------------
 # cuda/mesanet_cuda.o: the GPU library (link with -lcublas); build/test_cuda: every kernel against
-# mesanet.h in double (run it on a GPU machine); build/bench_cuda: Mesa at fla's anchor shape
+# mesanet.h in double (run it on a GPU machine); build/bench_cuda: Mesa at fla's anchor shape and
+# the batched decode step (mn_cuda_mesa_step)
 NVCC    ?= nvcc
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Wextra
 .PHONY: cuda

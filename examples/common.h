@@ -12,6 +12,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+// Option matchers for the examples' argument loops, used as
+//   for (i = 1; i < argc; i++) { const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+//       EX_OPT_S("--out", out) EX_OPT_U("--steps", steps) EX_OPT_D("--lr", lr) ... }
+// each matches "--name value", stores the value into o->field (string / size_t / double), skips it.
+#define EX_OPT_S(name, field) if (!strcmp(a, name) && v) { o->field = v; i++; continue; }
+#define EX_OPT_U(name, field) if (!strcmp(a, name) && v) { o->field = (size_t)strtoull(v, NULL, 10); i++; continue; }
+#define EX_OPT_D(name, field) if (!strcmp(a, name) && v) { o->field = strtod(v, NULL); i++; continue; }
+
 static inline double ex_now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
 
 // mkdir -p

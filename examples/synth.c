@@ -100,15 +100,9 @@ static int parse(opts* o, int argc, char** argv) {
     for (i = 1; i < argc; i++) {
         const char* a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-        #define S(name, field) if (!strcmp(a, name) && v) { o->field = v; i++; continue; }
-        #define U(name, field) if (!strcmp(a, name) && v) { o->field = (size_t)strtoull(v, NULL, 10); i++; continue; }
-        #define D(name, field) if (!strcmp(a, name) && v) { o->field = strtod(v, NULL); i++; continue; }
-        S("--tasks", tasks) S("--models", models) S("--seeds", seeds) S("--out", out) S("--report", report) S("--readme", readme) S("--eval_lens", eval_lens_s)
-        U("--d_model", d_model) U("--layers", layers) U("--heads", heads) U("--train_len", train_len) U("--eval_n", eval_n)
-        U("--steps", steps) U("--batch", batch) U("--jobs", jobs) D("--lr", lr) D("--budget", budget) D("--deadline", deadline)
-        #undef S
-        #undef U
-        #undef D
+        EX_OPT_S("--tasks", tasks) EX_OPT_S("--models", models) EX_OPT_S("--seeds", seeds) EX_OPT_S("--out", out) EX_OPT_S("--report", report) EX_OPT_S("--readme", readme) EX_OPT_S("--eval_lens", eval_lens_s)
+        EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads) EX_OPT_U("--train_len", train_len) EX_OPT_U("--eval_n", eval_n)
+        EX_OPT_U("--steps", steps) EX_OPT_U("--batch", batch) EX_OPT_U("--jobs", jobs) EX_OPT_D("--lr", lr) EX_OPT_D("--budget", budget) EX_OPT_D("--deadline", deadline)
         if (!strcmp(a, "--cg") && v) { o->cg = atoi(v); i++; continue; }
         if (!strcmp(a, "--list")) { o->list = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); exit(0); }

@@ -37,22 +37,16 @@ static int parse(opts* o, int argc, char** argv) {
     for (i = 1; i < argc; i++) {
         const char* a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-        #define S(name, field) if (!strcmp(a, name) && v) { o->field = v; i++; continue; }
-        #define U(name, field) if (!strcmp(a, name) && v) { o->field = (size_t)strtoull(v, NULL, 10); i++; continue; }
-        #define D(name, field) if (!strcmp(a, name) && v) { o->field = strtod(v, NULL); i++; continue; }
-        S("--data", data) S("--out", out) S("--resume", resume) S("--pattern", pattern) S("--prompt", prompt)
-        U("--d_model", d_model) U("--layers", layers) U("--heads", heads) U("--d_ff", d_ff) U("--seq", seq)
-        U("--batch", batch) U("--steps", steps) U("--warmup", warmup) U("--eval_every", eval_every)
-        U("--eval_batches", eval_batches) U("--sample", sample_len) U("--top_k", top_k) U("--window", window)
-        D("--lr", lr) D("--wd", wd) D("--clip", clip) D("--temp", temp) D("--top_p", top_p) D("--softcap", softcap)
+        EX_OPT_S("--data", data) EX_OPT_S("--out", out) EX_OPT_S("--resume", resume) EX_OPT_S("--pattern", pattern) EX_OPT_S("--prompt", prompt)
+        EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads) EX_OPT_U("--d_ff", d_ff) EX_OPT_U("--seq", seq)
+        EX_OPT_U("--batch", batch) EX_OPT_U("--steps", steps) EX_OPT_U("--warmup", warmup) EX_OPT_U("--eval_every", eval_every)
+        EX_OPT_U("--eval_batches", eval_batches) EX_OPT_U("--sample", sample_len) EX_OPT_U("--top_k", top_k) EX_OPT_U("--window", window)
+        EX_OPT_D("--lr", lr) EX_OPT_D("--wd", wd) EX_OPT_D("--clip", clip) EX_OPT_D("--temp", temp) EX_OPT_D("--top_p", top_p) EX_OPT_D("--softcap", softcap)
         if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); i++; continue; }
         if (!strcmp(a, "--cg") && v) { o->cg = atoi(v); i++; continue; }
         if (!strcmp(a, "--cg_decode") && v) { o->cg_decode = atoi(v); i++; continue; }
         if (!strcmp(a, "--gamma_clamp") && v) { o->clamp = atoi(v); i++; continue; }
-        D("--cg_tol", cg_tol) U("--chunk", chunk)
-        #undef S
-        #undef U
-        #undef D
+        EX_OPT_D("--cg_tol", cg_tol) EX_OPT_U("--chunk", chunk)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); exit(0); }
         fprintf(stderr, "train: unknown or incomplete option %s\n", a);
         usage();

@@ -36,6 +36,10 @@ run "ASan+UBSan: mLSTM / sLSTM" "$B/asan_test_xlstm"
 run "ASan+UBSan: vector-file parser" "$B/asan_test_vecfile"
 run "command-line programs" ./tests/test_cli.sh "$B"
 run "synthetic suite, quick tier (parity learns; resume; report)" ./tests/test_synth.sh "$B"
+# the optional CUDA translation unit compiles wherever nvcc is installed (it runs on a GPU machine only)
+if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    run "CUDA: make cuda compiles (sm_90; not run here)" make --no-print-directory cuda BUILD="$B" NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+else echo "=== CUDA: nvcc not found, make cuda skipped"; fi
 mkdir -p "$B/corpus_st" "$B/corpus_vec"
 # libFuzzer is chatty: keep its log and show the end of it only when it finds something
 fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]

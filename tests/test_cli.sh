@@ -6,14 +6,7 @@
 #  4. bad inputs (missing data, unknown mixer, corrupt checkpoint) fail with a message, non-zero
 #     status, and leave an existing checkpoint untouched.
 # Prints "N passed, N failed" and exits non-zero on any failure.
-set -u
-B=${1:-build}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-pass=0; fail=0
-ok()   { pass=$((pass+1)); echo "  ok   $1"; }
-bad()  { fail=$((fail+1)); echo "  FAIL $1"; }
+. "$(dirname "$0")/lib.sh"
 small="--d_model 64 --layers 2 --heads 2 --seq 64 --batch 8 --eval_batches 2 --sample 0"
 
 # 1. learning (the default model, MesaNet): 150 steps on the license texts; byte entropy of English is ~4.5 bits at unigram
@@ -52,5 +45,4 @@ cmp -s <(head -c 1000 "$W/keep") "$W/a/model.safetensors" && [ $rc -ne 0 ] && ok
 "$B/train" --lr 1e30 $small --steps 30 --eval_every 10 --out "$W/nan" > "$W/e.log" 2>&1; rc=$?
 [ $rc -eq 3 ] && grep -q "stopping" "$W/e.log" && ok "divergent run stops with a clear error" || { bad "NaN run (rc $rc)"; tail -3 "$W/e.log"; }
 
-echo "test_cli: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish test_cli

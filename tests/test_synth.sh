@@ -8,14 +8,7 @@
 #   * the same model with the [0,1] transition stays near chance (<= 0.65 at 256);
 #   * the resumable grid skips finished cells, and --report writes the table and the heatmaps.
 # Single-threaded inside each cell, so every number is reproducible on this machine.
-set -u
-B=${1:-build}
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-pass=0; fail=0
-ok()   { pass=$((pass+1)); echo "  ok   $1"; }
-bad()  { fail=$((fail+1)); echo "  FAIL $1"; }
+. "$(dirname "$0")/lib.sh"
 q="--tasks parity --train_len 64 --eval_lens 64,256 --d_model 32 --steps 600 --batch 32 --eval_n 128 --jobs 2 --out $W/q.csv"
 
 "$B/synth" $q --models mamba2_neg,mamba2 --seeds 1,2,3 > "$W/log" 2>&1 || { bad "synth run failed"; cat "$W/log"; }
@@ -44,5 +37,4 @@ grep -q "0 cells to run (6 already" "$W/log2" && cmp -s "$W/q.csv" "$W/before.cs
 "$B/synth" --models nope --out "$W/x.csv" > "$W/e" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "unknown model 'nope'" "$W/e" && ok "unknown model: clear error" || bad "unknown model (rc $rc)"
 
-echo "test_synth: $pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish test_synth

@@ -1,0 +1,1732 @@
+// mesanet_cuda.cu - the CUDA translation unit of mesanet.h (see mesanet_cuda.h for the contract,
+// the precision of each stage and the supported shapes). Build: nvcc -arch=sm_90 -c (make cuda).
+//
+// Sections (grep for the anchor):
+//   >>cuda_util     error handling, context, memory, the row-major cuBLAS wrapper
+//   >>cuda_ops      embedding, RMSNorm, SwiGLU, short conv, L2 norm, cross-entropy, matmul
+//   >>cuda_optim    AdamW, gradient-norm clipping
+//   >>cuda_mesa     the Mesa op, chunkwise: packing, decay, state scans (fp32 FMA and 3xTF32), the
+//                   fp16 tensor-core CG kernel, the intra-chunk backward kernels, the drivers
+//   >>cuda_mesa_step the Mesa decode step, batched over sequences, with per-token dynamic CG
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cublas_v2.h>
+#include <stdio.h>
+#include <string.h>
+#include <math.h>
+#include "mesanet_cuda.h"
+
+#ifndef MN_CUDA_LOG
+#define MN_CUDA_LOG(...) fprintf(stderr, __VA_ARGS__)
+#endif
+
+// >>cuda_util
+// defines: mn_cuda_init/free/strerror/malloc/dfree/upload/download/sync, mn__gemm
+
+// One line into ctx->msg and the log, then the code back to the caller (never exit()).
+static int mn__fail(mn_cuda_ctx* ctx, int code, const char* what, const char* detail, int line) {
+    // the call's text is cut at 100 characters, the reason at 100: one line fits ctx->msg
+    if (ctx) snprintf(ctx->msg, sizeof ctx->msg, "mesanet_cuda.cu:%d: %.100s: %.100s", line, what, detail);
+    MN_CUDA_LOG("mesanet_cuda.cu:%d: %.100s: %.100s\n", line, what, detail);
+    return code;
+}
+#define MN__CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return mn__fail(ctx, MN_ERR_CUDA, #call, cudaGetErrorString(e_), __LINE__); } while (0)
+#define MN__CB(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return mn__fail(ctx, MN_ERR_CUBLAS, #call, cublasGetStatusString(s_), __LINE__); } while (0)
+#define MN__TRY(expr) do { int r_ = (expr); if (r_ != MN_OK) return r_; } while (0)
+#define MN__LAUNCHED() MN__CU(cudaGetLastError())
+#define MN__STREAM ((cudaStream_t)ctx->stream)
+
+const char* mn_cuda_strerror(int code) {
+    switch (code) {
+    case MN_OK: return "ok";
+    case MN_ERR_CONFIG: return "invalid configuration (or a shape the CUDA kernels do not support)";
+    case MN_ERR_ALLOC: return "out of memory";
+    case MN_ERR_RANGE: return "value out of range";
+    case MN_ERR_CUDA: return "CUDA runtime error";
+    case MN_ERR_CUBLAS: return "cuBLAS error";
+    default: return "unknown error";
+    }
+}
+
+int mn_cuda_init(mn_cuda_ctx* ctx, int device) {
+    cudaDeviceProp prop;
+    cublasHandle_t h;
+    int n = 0, optin = 0;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->device = device;
+    MN__CU(cudaGetDeviceCount(&n));
+    if (device < 0 || device >= n) return mn__fail(ctx, MN_ERR_CUDA, "mn_cuda_init", "no such CUDA device", __LINE__);
+    MN__CU(cudaSetDevice(device));
+    MN__CU(cudaGetDeviceProperties(&prop, device));
+    MN__CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    ctx->sm_count = prop.multiProcessorCount;
+    ctx->smem_optin = (size_t)optin;
+    MN__CB(cublasCreate(&h));
+    ctx->cublas = (void*)h;
+    MN__CB(cublasSetStream(h, MN__STREAM));
+    MN__CU(cudaMalloc((void**)&ctx->scratch, 8 * sizeof(double)));
+    return MN_OK;
+}
+void mn_cuda_free(mn_cuda_ctx* ctx) {
+    if (ctx->cublas) cublasDestroy((cublasHandle_t)ctx->cublas);
+    if (ctx->scratch) cudaFree(ctx->scratch);
+    ctx->cublas = NULL; ctx->scratch = NULL;
+}
+int mn_cuda_malloc(mn_cuda_ctx* ctx, void** p, size_t bytes) {
+    *p = NULL;
+    if (cudaMalloc(p, bytes ? bytes : 1) != cudaSuccess) { cudaGetLastError(); *p = NULL; return mn__fail(ctx, MN_ERR_ALLOC, "cudaMalloc", "out of device memory", __LINE__); }
+    return MN_OK;
+}
+void mn_cuda_dfree(void* p) { if (p) cudaFree(p); }
+int mn_cuda_upload(mn_cuda_ctx* ctx, void* dst, const void* src, size_t bytes) {
+    MN__CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, MN__STREAM));
+    MN__CU(cudaStreamSynchronize(MN__STREAM));
+    return MN_OK;
+}
+int mn_cuda_download(mn_cuda_ctx* ctx, void* dst, const void* src, size_t bytes) {
+    MN__CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, MN__STREAM));
+    MN__CU(cudaStreamSynchronize(MN__STREAM));
+    return MN_OK;
+}
+int mn_cuda_sync(mn_cuda_ctx* ctx) {
+    MN__CU(cudaStreamSynchronize(MN__STREAM));
+    MN__CU(cudaGetLastError());
+    return MN_OK;
+}
+
+// Grid for a grid-stride loop over n items: enough blocks to fill the chip, no more.
+static unsigned mn__grid(const mn_cuda_ctx* ctx, size_t n, unsigned threads) {
+    size_t b = (n + threads - 1) / threads, cap = (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) * 32;
+    return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
+}
+#define MN__FOR(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// Row-major C = alpha op(A) op(B) + beta C, as mesanet.h's mn_gemm, batched with constant strides
+// (elements) between the batch's matrices. cuBLAS is column-major, and a row-major matrix is its
+// transpose in column-major, so this computes C^T = op(B)^T op(A)^T: B and A trade places.
+static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A, size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm, size_t ldc, size_t sC, size_t batch) {
+    const size_t lim = (size_t)0x7fffffff;
+    cublasComputeType_t ct = ctx->math == MN_CUDA_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    if (M == 0 || N == 0 || batch == 0) return MN_OK;
+    if (M > lim || N > lim || K > lim || lda > lim || ldb > lim || ldc > lim || batch > lim)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm", "dimension beyond cuBLAS's int range", __LINE__);
+    MN__CB(cublasGemmStridedBatchedEx((cublasHandle_t)ctx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      (int)N, (int)M, (int)K, &alpha, B, CUDA_R_32F, (int)ldb, (long long)sB, A, CUDA_R_32F, (int)lda, (long long)sA,
+                                      &beta, Cm, CUDA_R_32F, (int)ldc, (long long)sC, (int)batch, ct, CUBLAS_GEMM_DEFAULT));
+    return MN_OK;
+}
+
+// Warp and block sums (blockDim.x a multiple of 32, at most 1024; every thread gets the total).
+__device__ __forceinline__ float mn__warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float mn__warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ float mn__block_sum(float v, float* sh /*(32)*/) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = mn__warp_sum(v);
+    __syncthreads();                               // sh may still be read by a previous call
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.f;
+    return mn__warp_sum(v);
+}
+__device__ float mn__block_max(float v, float* sh /*(32)*/) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = mn__warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return mn__warp_max(v);
+}
+
+// >>cuda_ops
+// defines: mn_cuda_{matmul,embedding,rmsnorm,swiglu,shortconv,l2norm,crossentropy}_{forward,backward}
+
+// out (N,OC) += bias (OC) broadcast over rows
+__global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t OC) {
+    MN__FOR(i, N * OC) out[i] += bias[i % OC];
+}
+// dbias (OC) += column sums of dout (N,OC): thread = column, blockIdx.y = slice of rows (coalesced
+// across the warp's columns), one atomic add per slice.
+__global__ void mn__k_colsum(float* dst, const float* src, size_t N, size_t OC) {
+    size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float acc = 0.f;
+    for (size_t n = blockIdx.y; n < N; n += gridDim.y) acc += src[n * OC + c];
+    atomicAdd(dst + c, acc);
+}
+static unsigned mn__slices(size_t N) { return (unsigned)(N < 64 ? (N ? N : 1) : 64); }
+
+int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias, size_t N, size_t IC, size_t OC) {
+    // out = inp W^T: row-major (N,IC) x (OC,IC)^T
+    MN__TRY(mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, 0.f, out, OC, 0, 1));
+    if (bias) { mn__k_add_bias<<<mn__grid(ctx, N * OC, 256), 256, 0, MN__STREAM>>>(out, bias, N, OC); MN__LAUNCHED(); }
+    return MN_OK;
+}
+// forward: out = inp W^T + b, so: dinp += dout W ; dW += dout^T inp ; db += colsum(dout)
+int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
+    if (dinp) MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, 1.f, dinp, IC, 0, 1));
+    if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
+    if (dbias && N > 0) {
+        dim3 grid((unsigned)((OC + 255) / 256), mn__slices(N));
+        mn__k_colsum<<<grid, 256, 0, MN__STREAM>>>(dbias, dout, N, OC); MN__LAUNCHED();
+    }
+    return MN_OK;
+}
+
+__global__ void mn__k_embedding_fwd(float* out, const int* tokens, const float* wte, size_t N, size_t C) {
+    MN__FOR(i, N * C) out[i] = wte[(size_t)tokens[i / C] * C + i % C];
+}
+__global__ void mn__k_embedding_bwd(float* dwte, const float* dout, const int* tokens, size_t N, size_t C) {
+    MN__FOR(i, N * C) atomicAdd(dwte + (size_t)tokens[i / C] * C + i % C, dout[i]);
+}
+int mn_cuda_embedding_forward(mn_cuda_ctx* ctx, float* out, const int* tokens, const float* wte, size_t N, size_t C) {
+    if (N * C == 0) return MN_OK;
+    mn__k_embedding_fwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(out, tokens, wte, N, C); MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C) {
+    if (N * C == 0) return MN_OK;
+    mn__k_embedding_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(dwte, dout, tokens, N, C); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// RMSNorm, one warp per row: rstd = 1/sqrt(mean(x^2) + eps), y = x rstd w
+__global__ void mn__k_rmsnorm_fwd(float* out, float* rstd, const float* inp, const float* w, size_t N, size_t C, float eps) {
+    size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float* x = inp + row * C;
+    float ss = 0.f;
+    for (size_t c = lane; c < C; c += 32) ss += x[c] * x[c];
+    ss = mn__warp_sum(ss);
+    float r = 1.f / sqrtf(ss / (float)C + eps);
+    for (size_t c = lane; c < C; c += 32) out[row * C + c] = x[c] * r * w[c];
+    if (lane == 0) rstd[row] = r;
+}
+// forward: y = w x r, so with xh = x r, gd = dy w: dx += r (gd - xh mean(gd xh))
+__global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* rstd, const float* inp, const float* w, size_t N, size_t C) {
+    size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float *x = inp + row * C, *dy = dout + row * C;
+    float r = rstd[row], dot = 0.f;
+    for (size_t c = lane; c < C; c += 32) dot += dy[c] * w[c] * x[c] * r;
+    dot = mn__warp_sum(dot) / (float)C;
+    for (size_t c = lane; c < C; c += 32) dinp[row * C + c] += r * (dy[c] * w[c] - x[c] * r * dot);
+}
+// dw += sum over rows of dy x rstd (columns are threads, slices of rows are blockIdx.y)
+__global__ void mn__k_rmsnorm_dw(float* dw, const float* dout, const float* rstd, const float* inp, size_t N, size_t C) {
+    size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float acc = 0.f;
+    for (size_t n = blockIdx.y; n < N; n += gridDim.y) acc += dout[n * C + c] * inp[n * C + c] * rstd[n];
+    atomicAdd(dw + c, acc);
+}
+int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps) {
+    if (N == 0) return MN_OK;
+    mn__k_rmsnorm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, C, (float)eps); MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C) {
+    if (N == 0) return MN_OK;
+    mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C); MN__LAUNCHED();
+    dim3 grid((unsigned)((C + 255) / 256), mn__slices(N));
+    mn__k_rmsnorm_dw<<<grid, 256, 0, MN__STREAM>>>(dweight, dout, rstd, inp, N, C); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// SwiGLU: out = silu(g) u; backward du += dout g s(g), dg += dout u s(g) (1 + g (1 - s(g)))
+__global__ void mn__k_swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
+    MN__FOR(i, n) { float g = gate[i]; out[i] = g / (1.f + expf(-g)) * up[i]; }
+}
+__global__ void mn__k_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+    MN__FOR(i, n) {
+        float g = gate[i], s = 1.f / (1.f + expf(-g));
+        dup[i] += dout[i] * g * s;
+        dgate[i] += dout[i] * up[i] * s * (1.f + g * (1.f - s));
+    }
+}
+int mn_cuda_swiglu_forward(mn_cuda_ctx* ctx, float* out, const float* gate, const float* up, size_t n) {
+    if (n == 0) return MN_OK;
+    mn__k_swiglu_fwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(out, gate, up, n); MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+    if (n == 0) return MN_OK;
+    mn__k_swiglu_bwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dgate, dup, dout, gate, up, n); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// Causal depthwise conv: a_t[c] = sum_{j<K} w[c,j] x_{t-K+1+j}[c] (zero left padding), y = act(a).
+// x points at one sequence (T,Ch). The pre-activation is recomputed in the backward.
+__device__ __forceinline__ float mn__conv_pre(const float* x, const float* w, size_t t, size_t Ch, size_t K, size_t c) {
+    float acc = 0.f;
+    for (size_t j = 0; j < K; j++)
+        if (t + j + 1 >= K) acc += w[c * K + j] * x[(t + j + 1 - K) * Ch + c];
+    return acc;
+}
+__global__ void mn__k_conv_fwd(float* out, const float* inp, const float* w, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    MN__FOR(i, B * T * Ch) {
+        size_t c = i % Ch, t = (i / Ch) % T, b = i / (Ch * T);
+        float a = mn__conv_pre(inp + b * T * Ch, w, t, Ch, K, c);
+        out[i] = silu ? a / (1.f + expf(-a)) : a;
+    }
+}
+// forward: y_t = act(a_t), a_t = sum_j w_j x_{t-K+1+j}, so: da_t = dy_t act'(a_t) and
+// dx_s = sum_j w_j da_{s+K-1-j} (one thread per input element s gathers; no atomics)
+__device__ __forceinline__ float mn__conv_da(const float* x, const float* dy, const float* w, size_t t, size_t Ch, size_t K, size_t c, int silu) {
+    float da = dy[t * Ch + c];
+    if (silu) {
+        float a = mn__conv_pre(x, w, t, Ch, K, c), s = 1.f / (1.f + expf(-a));
+        da *= s * (1.f + a * (1.f - s));
+    }
+    return da;
+}
+__global__ void mn__k_conv_bwd_dx(float* dinp, const float* dout, const float* inp, const float* w, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    MN__FOR(i, B * T * Ch) {
+        size_t c = i % Ch, s = (i / Ch) % T, b = i / (Ch * T);
+        const float *x = inp + b * T * Ch, *dy = dout + b * T * Ch;
+        float acc = 0.f;
+        for (size_t j = 0; j < K; j++) {
+            size_t t = s + K - 1 - j;
+            if (t < T) acc += w[c * K + j] * mn__conv_da(x, dy, w, t, Ch, K, c, silu);
+        }
+        dinp[i] += acc;
+    }
+}
+// dw[c,j] += sum_{b,t} x_{t-K+1+j}[c] da_t[c]: 32 channels x 8 time lanes per block, registers
+// per thread, one atomic add per (thread, j). K <= 16 (checked by the launcher).
+__global__ void mn__k_conv_bwd_dw(float* dw, const float* dout, const float* inp, const float* w, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    size_t c = blockIdx.x * 32 + (threadIdx.x & 31);
+    float acc[16];
+    for (int j = 0; j < 16; j++) acc[j] = 0.f;
+    if (c >= Ch) return;
+    for (size_t p = blockIdx.y * 8 + (threadIdx.x >> 5); p < B * T; p += (size_t)gridDim.y * 8) {
+        size_t b = p / T, t = p % T;
+        const float *x = inp + b * T * Ch, *dy = dout + b * T * Ch;
+        float da = mn__conv_da(x, dy, w, t, Ch, K, c, silu);
+        for (size_t j = 0; j < K; j++)
+            if (t + j + 1 >= K) acc[j] += x[(t + j + 1 - K) * Ch + c] * da;
+    }
+    for (size_t j = 0; j < K; j++) atomicAdd(dw + c * K + j, acc[j]);
+}
+int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    if (B * T * Ch == 0) return MN_OK;
+    mn__k_conv_fwd<<<mn__grid(ctx, B * T * Ch, 256), 256, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, K, silu); MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    if (B * T * Ch == 0) return MN_OK;
+    if (K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward", "kernel size K > 16", __LINE__);
+    mn__k_conv_bwd_dx<<<mn__grid(ctx, B * T * Ch, 256), 256, 0, MN__STREAM>>>(dinp, dout, inp, weight, B, T, Ch, K, silu); MN__LAUNCHED();
+    size_t rows = (B * T + 7) / 8;
+    dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)(rows < 128 ? rows : 128));
+    mn__k_conv_bwd_dw<<<grid, 256, 0, MN__STREAM>>>(dweight, dout, inp, weight, B, T, Ch, K, silu); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// L2 norm per row (fla l2norm): y = x / sqrt(x.x + 1e-6); backward dx += r (dy - y (y.dy))
+__global__ void mn__k_l2norm_fwd(float* out, float* rstd, const float* inp, size_t N, size_t D) {
+    size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float* x = inp + row * D;
+    float ss = 0.f;
+    for (size_t d = lane; d < D; d += 32) ss += x[d] * x[d];
+    float r = 1.f / sqrtf(mn__warp_sum(ss) + 1e-6f);
+    for (size_t d = lane; d < D; d += 32) out[row * D + d] = x[d] * r;
+    if (lane == 0) rstd[row] = r;
+}
+__global__ void mn__k_l2norm_bwd(float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D) {
+    size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float *y = out + row * D, *dy = dout + row * D;
+    float dot = 0.f;
+    for (size_t d = lane; d < D; d += 32) dot += y[d] * dy[d];
+    dot = mn__warp_sum(dot);
+    for (size_t d = lane; d < D; d += 32) dinp[row * D + d] += rstd[row] * (dy[d] - y[d] * dot);
+}
+int mn_cuda_l2norm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, size_t N, size_t D) {
+    if (N == 0) return MN_OK;
+    mn__k_l2norm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, N, D); MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D) {
+    if (N == 0) return MN_OK;
+    mn__k_l2norm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, out, rstd, N, D); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// Cross-entropy with optional soft-cap z = c tanh(l/c), one block per row:
+// loss = logsumexp(z) - z[target]; dl += dloss (softmax(z) - onehot) (1 - tanh^2(l/c))
+__device__ __forceinline__ float mn__cap(float l, float c) { return c > 0.f ? c * tanhf(l / c) : l; }
+__global__ void mn__k_xent_fwd(float* losses, const float* logits, const int* targets, size_t V, float cap) {
+    __shared__ float sh[32];
+    size_t n = blockIdx.x;
+    const float* z = logits + n * V;
+    float mx = -INFINITY, sum = 0.f;
+    if (targets[n] < 0) { if (threadIdx.x == 0) losses[n] = 0.f; return; }
+    for (size_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, mn__cap(z[v], cap));
+    mx = mn__block_max(mx, sh);
+    for (size_t v = threadIdx.x; v < V; v += blockDim.x) sum += expf(mn__cap(z[v], cap) - mx);
+    sum = mn__block_sum(sum, sh);
+    if (threadIdx.x == 0) losses[n] = mx + logf(sum) - mn__cap(z[targets[n]], cap);
+}
+__global__ void mn__k_xent_bwd(float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t V, float cap) {
+    __shared__ float sh[32];
+    size_t n = blockIdx.x;
+    const float* z = logits + n * V;
+    float mx = -INFINITY, sum = 0.f;
+    int y = targets[n];
+    if (y < 0) return;
+    for (size_t v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, mn__cap(z[v], cap));
+    mx = mn__block_max(mx, sh);
+    for (size_t v = threadIdx.x; v < V; v += blockDim.x) sum += expf(mn__cap(z[v], cap) - mx);
+    sum = mn__block_sum(sum, sh);
+    float dl = dlosses[n], inv = 1.f / sum;
+    for (size_t v = threadIdx.x; v < V; v += blockDim.x) {
+        float p = expf(mn__cap(z[v], cap) - mx) * inv - (v == (size_t)y ? 1.f : 0.f);
+        if (cap > 0.f) { float th = tanhf(z[v] / cap); p *= 1.f - th * th; }
+        dlogits[n * V + v] += dl * p;
+    }
+}
+int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* logits, const int* targets, size_t N, size_t V, double softcap) {
+    if (N == 0) return MN_OK;
+    if (N > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_crossentropy_forward", "N beyond the grid", __LINE__);
+    mn__k_xent_fwd<<<(unsigned)N, 256, 0, MN__STREAM>>>(losses, logits, targets, V, (float)softcap); MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t N, size_t V, double softcap) {
+    if (N == 0) return MN_OK;
+    if (N > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_crossentropy_backward", "N beyond the grid", __LINE__);
+    mn__k_xent_bwd<<<(unsigned)N, 256, 0, MN__STREAM>>>(dlogits, dlosses, logits, targets, V, (float)softcap); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// >>cuda_optim
+// defines: mn_cuda_adamw_update, mn_cuda_clip_grad_norm
+
+// AdamW in PyTorch's order, arithmetic in double as mn_adamw_update (memory-bound: free)
+__global__ void mn__k_adamw(float* p, const float* g, float* m, float* v, size_t n, double lr, double b1, double b2, double eps, double wd, double bc1, double bc2) {
+    MN__FOR(i, n) {
+        double gi = g[i], mi = b1 * m[i] + (1.0 - b1) * gi, vi = b2 * v[i] + (1.0 - b2) * gi * gi;
+        m[i] = (float)mi; v[i] = (float)vi;
+        p[i] = (float)(p[i] * (1.0 - lr * wd) - lr * (mi / bc1) / (sqrt(vi / bc2) + eps));
+    }
+}
+int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t) {
+    if (n == 0) return MN_OK;
+    double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
+    mn__k_adamw<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2); MN__LAUNCHED();
+    return MN_OK;
+}
+
+// sum of squares in double: per-thread, per-warp, one atomic per warp into ss
+__global__ void mn__k_sumsq(double* ss, const float* g, size_t n) {
+    double acc = 0.0;
+    MN__FOR(i, n) acc += (double)g[i] * g[i];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(ss, acc);
+}
+// scale to max_norm when the (finite) norm exceeds it; the decision is made on the device so the
+// host need not wait for the norm
+__global__ void mn__k_clip(float* g, size_t n, const double* ss, double max_norm) {
+    double norm = sqrt(*ss);
+    if (!(norm <= 1e300) || !(max_norm > 0) || !(norm > max_norm)) return;
+    float s = (float)(max_norm / norm);
+    MN__FOR(i, n) g[i] *= s;
+}
+int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_norm, double* norm) {
+    MN__CU(cudaMemsetAsync(ctx->scratch, 0, sizeof(double), MN__STREAM));
+    if (n) { mn__k_sumsq<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(ctx->scratch, grads, n); MN__LAUNCHED(); }
+    if (n) { mn__k_clip<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(grads, n, ctx->scratch, max_norm); MN__LAUNCHED(); }
+    if (norm) {
+        double ss = 0;
+        MN__TRY(mn_cuda_download(ctx, &ss, ctx->scratch, sizeof ss));
+        *norm = sqrt(ss);
+        if (!(*norm <= 1e300)) *norm = NAN;
+    }
+    return MN_OK;
+}
+
+// >>cuda_mesa
+// defines: mn_cuda_mesa_work_size, mn_cuda_mesa_chunk_forward, mn_cuda_mesa_chunk_backward
+//
+// The chunkwise form of mesanet.h (mesa.md §2.3, §3.2), reorganised for the GPU:
+//   - forward, three launches besides packing g and beta: the decay data per chunk
+//     (mn__k_mesa_decay), the states at every chunk start (mn__k_mesa_scan, fp32, reading k and v
+//     in place), and one block per chunk that solves its 64 systems by CG and computes its output
+//     (mn__k_mesa_cg, fp16 tensor cores), reading q, k, v and writing out and xs in place;
+//   - backward: the state gradients at every chunk end are the same scan run in reverse; the
+//     intra-chunk products (B2, B5) are strided-batched cuBLAS calls over all NC*B*H chunks at once
+//     on inputs PACKED chunk-major, (NC, B*H, C, D) with chunk i = n*B*H + b*H + h and the tail
+//     of the last chunk zero-filled, plus a few row/column kernels; the adjoint solve is the CG
+//     kernel without its output stage. States are laid out (slot, B*H, ...) so that slot n of
+//     chunk i is at offset i*(K*K) too.
+// Zero padding makes the partial last chunk need no special case: a padded row has q = k = v
+// = 0, beta = 0 and g = 0, so it adds nothing to any state or product, its system has q = 0 and
+// stops at once, and its decay-gradient entries are 0 (the b_last term may sit on row C-1
+// because the reverse cumsum of db over the chunk reaches every valid row from there).
+
+#define MN__MC 64   // chunk length of the GPU Mesa kernels
+
+static const mn_mesa_opts* mn__mesa_opts(const mn_mesa_opts* o, mn_mesa_opts* tmp) {
+    if (o) *tmp = *o; else memset(tmp, 0, sizeof(*tmp));
+    if (tmp->cg_iters == 0) tmp->cg_iters = 30;
+    if (tmp->chunk == 0) tmp->chunk = 64;
+    return tmp;
+}
+
+// Workspace of one call: float pointers into the caller's block, each piece 256-byte aligned.
+typedef struct mn__mesa_ws {
+    float *Qp, *Kp, *Vp, *Xp;          // (NCH,C,K|V) packed q (or dout in the backward), k, v, x
+    float *T1, *T2, *T3, *T4, *T5;     // (NCH,C,max(K,V)) per-chunk temporaries
+    float *dQ, *dKp, *dVp;             // (NCH,C,K|V) adjoint solves and packed gradients
+    float *gp, *bp, *Gam, *e, *eb, *db, *dbp, *dgp; // (NCH,C) g, beta, exp(b), exp(b_last-b), e*beta, db, dbeta, dg
+    float *GamC;                       // (NCH) exp(b_last)
+    float *M, *Mp, *A1, *A2, *A3;      // (NCH,C,C) decay matrices with/without beta, C x C temporaries
+    float *Hs, *Ss;                    // (NC+1,B*H,K,K), (NC+1,B*H,K,V): states at chunk starts, then the final
+    float *dHe, *dSe;                  // (NC,B*H,K,K), (NC,B*H,K,V): state gradients at chunk ends
+    float *lp;                         // (NCH,K) per-chunk partial dlambda
+    size_t total;                      // floats
+} mn__mesa_ws;
+
+static size_t mn__mesa_layout(mn__mesa_ws* w, float* base, size_t B, size_t T, size_t H, size_t K, size_t V) {
+    size_t C = MN__MC, NC = (T + C - 1) / C, BH = B * H, NCH = NC * BH, KV = K > V ? K : V, off = 0;
+#define MN__PIECE(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+    MN__PIECE(w->Qp, NCH * C * KV); MN__PIECE(w->Kp, NCH * C * K); MN__PIECE(w->Vp, NCH * C * V); MN__PIECE(w->Xp, NCH * C * K);
+    MN__PIECE(w->T1, NCH * C * KV); MN__PIECE(w->T2, NCH * C * KV); MN__PIECE(w->T3, NCH * C * KV);
+    MN__PIECE(w->T4, NCH * C * KV); MN__PIECE(w->T5, NCH * C * KV);
+    MN__PIECE(w->dQ, NCH * C * K); MN__PIECE(w->dKp, NCH * C * K); MN__PIECE(w->dVp, NCH * C * V);
+    MN__PIECE(w->gp, NCH * C); MN__PIECE(w->bp, NCH * C); MN__PIECE(w->Gam, NCH * C); MN__PIECE(w->e, NCH * C);
+    MN__PIECE(w->eb, NCH * C); MN__PIECE(w->db, NCH * C); MN__PIECE(w->dbp, NCH * C); MN__PIECE(w->dgp, NCH * C);
+    MN__PIECE(w->GamC, NCH);
+    MN__PIECE(w->M, NCH * C * C); MN__PIECE(w->Mp, NCH * C * C); MN__PIECE(w->A1, NCH * C * C);
+    MN__PIECE(w->A2, NCH * C * C); MN__PIECE(w->A3, NCH * C * C);
+    MN__PIECE(w->Hs, (NC + 1) * BH * K * K); MN__PIECE(w->Ss, (NC + 1) * BH * K * V);
+    MN__PIECE(w->dHe, NC * BH * K * K); MN__PIECE(w->dSe, NC * BH * K * V);
+    MN__PIECE(w->lp, NCH * K);
+#undef MN__PIECE
+    w->total = off;
+    return off;
+}
+
+size_t mn_cuda_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    mn__mesa_ws w;
+    (void)form; (void)o;
+    return mn__mesa_layout(&w, NULL, B, T, H, Dk, Dv);
+}
+
+// dst (NC,B*H,C,D) <- src (B,T,H,D); rows past T are zero
+__global__ void mn__k_pack(float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, size_t NC) {
+    size_t BH = B * H;
+    MN__FOR(i, NC * BH * MN__MC * D) {
+        size_t d = i % D, r = i / D, a = r % MN__MC, ch = r / MN__MC, bh = ch % BH, n = ch / BH, t = n * MN__MC + a;
+        dst[i] = t < T ? src[(((bh / H) * T + t) * H + bh % H) * D + d] : 0.f;
+    }
+}
+// dst (B,T,H,D) (+)= src (NC,B*H,C,D)
+__global__ void mn__k_unpack(float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, int accumulate) {
+    size_t BH = B * H;
+    MN__FOR(i, B * T * H * D) {
+        size_t d = i % D, r = i / D, h = r % H, bt = r / H, t = bt % T, b = bt / T;
+        float s = src[(((t / MN__MC) * BH + b * H + h) * MN__MC + t % MN__MC) * D + d];
+        dst[i] = accumulate ? dst[i] + s : s;
+    }
+}
+// The same with 16-byte accesses and 32-bit index arithmetic (D % 4 == 0 and every index < 2^32):
+// 64-bit divisions dominated the generic kernels (1.6 TB/s measured at the anchor shape).
+__global__ void mn__k_pack4(float4* dst, const float4* src, unsigned BH, unsigned H, unsigned T, unsigned D4, unsigned total) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        unsigned d = i % D4, r = i / D4, a = r % MN__MC, ch = r / MN__MC, bh = ch % BH, n = ch / BH, t = n * MN__MC + a;
+        dst[i] = t < T ? src[(((bh / H) * T + t) * H + bh % H) * D4 + d] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+__global__ void mn__k_unpack4(float4* dst, const float4* src, unsigned BH, unsigned H, unsigned T, unsigned D4, unsigned total, int accumulate) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        unsigned d = i % D4, r = i / D4, h = r % H, bt = r / H, t = bt % T, b = bt / T;
+        float4 s = src[(((t / MN__MC) * BH + b * H + h) * MN__MC + t % MN__MC) * D4 + d];
+        if (accumulate) { float4 o = dst[i]; s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w; }
+        dst[i] = s;
+    }
+}
+static int mn__pack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D) {
+    size_t NC = (T + MN__MC - 1) / MN__MC, n = NC * B * H * MN__MC * D;
+    if (D % 4 == 0 && n / 4 < 0x7fffffffu && B * T * H * D / 4 < 0x7fffffffu) {   // i + stride stays < 2^32
+        mn__k_pack4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((float4*)dst, (const float4*)src, (unsigned)(B * H), (unsigned)H, (unsigned)T, (unsigned)(D / 4), (unsigned)(n / 4));
+    } else {
+        mn__k_pack<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, B, T, H, D, NC);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+static int mn__unpack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, int accumulate) {
+    size_t NC = (T + MN__MC - 1) / MN__MC, n = B * T * H * D;
+    if (D % 4 == 0 && n / 4 < 0x7fffffffu && NC * B * H * MN__MC * D / 4 < 0x7fffffffu) {
+        mn__k_unpack4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((float4*)dst, (const float4*)src, (unsigned)(B * H), (unsigned)H, (unsigned)T, (unsigned)(D / 4), (unsigned)(n / 4), accumulate);
+    } else {
+        mn__k_unpack<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, B, T, H, D, accumulate);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// One block of 64 threads per chunk: the local cumsum b_a = sum_{i<=a} g_i (sequential, in double,
+// as the CPU), Gam_a = exp(b_a), e_a = exp(b_last - b_a), eb = e beta, GamC = exp(b_last), and
+//   Mp[a,j] = exp(b_a - b_j) (j <= a, else 0),  M[a,j] = Mp[a,j] beta_j.
+__global__ void mn__k_mesa_decay(float* Gam, float* e, float* eb, float* GamC, float* M, float* Mp, const float* gp, const float* bp) {
+    __shared__ float sb[MN__MC], sbeta[MN__MC];
+    size_t i = blockIdx.x;
+    int a = threadIdx.x;
+    sb[a] = gp[i * MN__MC + a]; sbeta[a] = bp[i * MN__MC + a];
+    __syncthreads();
+    if (a == 0) { double acc = 0; for (int r = 0; r < MN__MC; r++) { acc += sb[r]; sb[r] = (float)acc; } }
+    __syncthreads();
+    float ba = sb[a], bl = sb[MN__MC - 1], ea = expf(bl - ba);
+    Gam[i * MN__MC + a] = expf(ba); e[i * MN__MC + a] = ea; eb[i * MN__MC + a] = ea * sbeta[a];
+    if (a == 0) GamC[i] = expf(bl);
+    for (int r = 0; r < MN__MC; r++) {              // row r, column a: coalesced
+        float mp = a <= r ? expf(sb[r] - ba) : 0.f;
+        Mp[(i * MN__MC + r) * MN__MC + a] = mp;
+        M[(i * MN__MC + r) * MN__MC + a] = mp * sbeta[a];
+    }
+}
+
+// Token-row addressing shared by the fused kernels: row (b, h, chunk n, row a) of a tensor sits at
+// p + b sb + h sh + n sn + a st (elements), its D entries contiguous. The same kernels read the
+// caller's (B,T,H,D) tensors in place and the packed (NC,B*H,C,D) ones; rows with t = nC + a >= T
+// read as zero and are not written, unless all = 1 (packed arrays hold every row of every chunk).
+typedef struct mn__rows { float* p; size_t sb, sh, sn, st; int all; } mn__rows;
+static mn__rows mn__rows_bthd(const float* p, size_t T, size_t H, size_t D) {
+    mn__rows r = { (float*)p, T * H * D, D, MN__MC * H * D, H * D, 0 };
+    return r;
+}
+static mn__rows mn__rows_packed(const float* p, size_t B, size_t H, size_t D) {
+    mn__rows r = { (float*)p, H * MN__MC * D, MN__MC * D, B * H * MN__MC * D, D, 1 };
+    return r;
+}
+__device__ __forceinline__ float* mn__row(const mn__rows& r, size_t b, size_t h, size_t n, size_t a) {
+    return r.p + b * r.sb + h * r.sh + n * r.sn + a * r.st;
+}
+
+// ---- state scans: one kernel for the states and for their gradients -----------------------------
+// (Two implementations of the same recurrence: this one in fp32 FMA, mn__k_mesa_scan_tc below on the
+// tensor cores in 3xTF32; ctx->mesa_scan picks.)
+// One block (256 threads) owns a 64 x 64 tile of one head's state (K x N) and walks the chunks in
+// order, the tile in registers (4 x 4 per thread) in fp32 FMA (exact fp32, like the CPU):
+//   forward (mesa.md §2.3 step 1):  E_0 = init,   E_{n+1} = GamC_n E_n + sum_a w_a Y_a^T Z_a    (slots 0..NC)
+//   reverse (§3.2 B1, B4):          E_{NC-1} = init, E_{n-1} = GamC_n E_n + sum_a w_a Y_a^T Z_a (slots NC-1..0)
+//                                   and out0 += GamC_0 E_0 + sum_{a in chunk 0} w_a Y_a^T Z_a
+// with w = wsign * (e beta) for the states, wsign * Gam for the gradients (packed (NCH,C) arrays).
+// Each slot holds the value entering the chunk (forward) or leaving it (reverse). The next chunk's
+// two 64 x 64 input tiles are prefetched into registers while the current one is multiplied.
+typedef struct mn__scan_job {
+    float* S;              // slots (NC+1 forward / NC reverse, B*H, K, N)
+    const float* init;     // (B*H,K,N) or NULL (zeros)
+    float* out0;           // reverse only: (B*H,K,N) accumulated, or NULL
+    mn__rows Y, Z;         // the K side and the N side of each token's rank-one term
+    int N;                 // columns of the state
+} mn__scan_job;
+
+template <bool REV>
+__global__ void __launch_bounds__(256, 2) mn__k_mesa_scan(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
+    __shared__ __align__(16) float sY[MN__MC][64], sZ[MN__MC][64];
+    const mn__scan_job J = blockIdx.z ? j1 : j0;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, N = J.N;
+    const int r0 = (int)(blockIdx.x / (N / 64)) * 64, c0 = (int)(blockIdx.x % (N / 64)) * 64;
+    const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC, E = (size_t)K * N;
+    const size_t base = bh * E + (size_t)(r0 + 4 * ty) * N + c0 + 4 * tx;   // this thread's 4 x 4 block, first row
+    float acc[4][4];
+    float4 py[4], pz[4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = J.init ? J.init[base + (size_t)i * N + j] : 0.f;
+    // the tiles of chunk n into registers: rows a = idx / 16, 4 columns at (idx % 16) * 4
+    auto fetch = [&](size_t n) {
+        for (int m = 0; m < 4; m++) {
+            int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
+            size_t t = n * MN__MC + a;
+            if (t < T) {
+                float s = wsign * w[(n * BH + bh) * MN__MC + a];
+                float4 y = *(const float4*)(mn__row(J.Y, b, h, n, a) + r0 + c4), z = *(const float4*)(mn__row(J.Z, b, h, n, a) + c0 + c4);
+                py[m] = make_float4(s * y.x, s * y.y, s * y.z, s * y.w); pz[m] = z;
+            } else {
+                py[m] = pz[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+        }
+    };
+    auto store = [&](float* dst) {
+        for (int i = 0; i < 4; i++) *(float4*)(dst + base + (size_t)i * N) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+    };
+    // one chunk: acc = GamC_n acc + (w Y)^T Z over its 64 rows
+    auto step = [&](size_t n, long nnext) {
+        for (int m = 0; m < 4; m++) {
+            int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
+            *(float4*)&sY[a][c4] = py[m]; *(float4*)&sZ[a][c4] = pz[m];
+        }
+        __syncthreads();
+        if (nnext >= 0) fetch((size_t)nnext);
+        float gc = GamC[n * BH + bh];
+        for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] *= gc;
+#pragma unroll 8
+        for (int a = 0; a < MN__MC; a++) {
+            float4 y = *(const float4*)&sY[a][4 * ty], z = *(const float4*)&sZ[a][4 * tx];
+            float yy[4] = { y.x, y.y, y.z, y.w }, zz[4] = { z.x, z.y, z.z, z.w };
+            for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] += yy[i] * zz[j];
+        }
+        __syncthreads();
+    };
+    if (!REV) {
+        fetch(0);
+        for (size_t n = 0; n < NC; n++) {
+            store(J.S + n * BH * E);
+            step(n, n + 1 < NC ? (long)(n + 1) : -1);
+        }
+        store(J.S + NC * BH * E);
+    } else {
+        size_t last = J.out0 ? 0 : 1;       // chunk 0 only feeds the initial-state gradient
+        store(J.S + (NC - 1) * BH * E);
+        if (NC - 1 >= last) fetch(NC - 1);
+        for (size_t n = NC - 1; n >= last && n < NC; n--) {
+            step(n, n > last ? (long)(n - 1) : -1);
+            if (n >= 1) store(J.S + (n - 1) * BH * E);
+            else for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) J.out0[base + (size_t)i * N + j] += acc[i][j];
+        }
+    }
+}
+
+// The same scan on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3). A chunk's
+// update (wY)^T Z of the 64 x 64 tile is mma.sync m16n8k8 with TF32 operands and fp32 accumulation:
+// A[m][t] = w_t Y[t][m] (the tile's rows m, the chunk's tokens t), B[t][n] = Z[t][n]. TF32 keeps 10
+// mantissa bits (~3e-4), too coarse for states that the tests hold to 1e-5 and that a long decode
+// keeps accumulating, so each operand x is split x = hi + lo with hi = tf32(x), lo = tf32(x - hi),
+// and the product is lo*hi + hi*lo + hi*hi (the lo*lo term, ~2^-22 relative, is dropped):
+// fp32-level accuracy for three tensor-core products.
+// Feeding it: the FFMA kernel (and a first version of this one, measured at 0.68 ms against the FMA
+// kernel's 0.79 ms for the forward at the anchor shape) is latency-bound, not arithmetic-bound: one
+// chunk prefetched in registers, and GamC read from memory on the critical path of every chunk.
+// Here a 3-stage cp.async pipeline keeps two chunks in flight while the third is multiplied; a stage
+// holds the raw fp32 tiles of Y and Z (rows past T zero-filled by the copy), the chunk's 64 weights
+// w and its GamC. w_t scaling and the hi/lo split happen on the fragments, after the shared loads.
+// Warp w owns rows 16 (w%4) .. +15 and columns 32 (w/4) .. +31 of the tile: 4 n-tiles of 8,
+// acc[j] = rows g, g+8 (g = lane/4) x columns 8j + 2(lane%4) + {0,1}, as the mma accumulator.
+__device__ __forceinline__ uint32_t mn__tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ void mn__split(float x, uint32_t& hi, uint32_t& lo) {
+    hi = mn__tf32(x);
+    lo = mn__tf32(x - __uint_as_float(hi));
+}
+// c (16x8, fp32) += a (16x8, tf32, row) b (8x8, tf32, col)
+__device__ __forceinline__ void mn__mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// cp.async: 16 bytes (zero-filled when ok = 0: nothing is read), 4 bytes; commit; wait for all but N groups
+__device__ __forceinline__ void mn__cp16z(void* sdst, const void* gsrc, bool ok) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(sdst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(gsrc), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void mn__cp4(void* sdst, const void* gsrc) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(sdst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(a), "l"(gsrc) : "memory");
+}
+__device__ __forceinline__ void mn__cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void mn__cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+__device__ __forceinline__ void mn__cp_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+#define MN__SLD 72          // row stride (floats) of the scan's shared tiles: fragment loads hit 32 distinct banks
+#define MN__SST 3           // pipeline stages
+#define MN__STILE (MN__MC * MN__SLD)
+#define MN__SSTRIDE (2 * MN__STILE + MN__MC + 4)   // one stage: Y tile, Z tile, w (C), GamC (+pad), floats
+static size_t mn__scan_tc_smem(void) { return (size_t)MN__SST * MN__SSTRIDE * sizeof(float); }
+
+template <bool REV>
+__global__ void __launch_bounds__(256, 2) mn__k_mesa_scan_tc(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float* sbase = (float*)mn__smem;               // stage s at sbase + s * SSTRIDE
+    const mn__scan_job J = blockIdx.z ? j1 : j0;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2, gq = lane >> 2, t4 = lane & 3, N = J.N;
+    const int r0 = (int)(blockIdx.x / (N / 64)) * 64, c0 = (int)(blockIdx.x % (N / 64)) * 64;
+    const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC, E = (size_t)K * N;
+    // this thread's accumulator entries: rows r0 + 16 wm + gq (+8), columns c0 + 32 wn + 8 j + 2 t4 (+1)
+    const size_t base = bh * E + (size_t)(r0 + 16 * wm + gq) * N + c0 + 32 * wn + 2 * t4, off8 = (size_t)8 * N;
+    // chunks in processing order: forward 0 .. NC-1; reverse NC-1 down to 1 (or 0 when the
+    // initial-state gradient is wanted)
+    const long count = REV ? (long)NC - (J.out0 ? 0 : 1) : (long)NC;
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 u = make_float2(0.f, 0.f), u8 = u;
+        if (J.init) { u = *(const float2*)(J.init + base + 8 * j); u8 = *(const float2*)(J.init + base + off8 + 8 * j); }
+        acc[j][0] = u.x; acc[j][1] = u.y; acc[j][2] = u8.x; acc[j][3] = u8.y;
+    }
+    auto chunk = [&](long s) -> size_t { return REV ? NC - 1 - (size_t)s : (size_t)s; };
+    auto issue = [&](long s) {                     // chunk s's tiles, weights and GamC into stage s % SST
+        if (s < count) {
+            const size_t n = chunk(s);
+            float* st = sbase + (s % MN__SST) * MN__SSTRIDE;
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
+                const bool ok = n * MN__MC + a < T;   // rows past T: zero-filled, nothing read
+                mn__cp16z(st + a * MN__SLD + c4, mn__row(J.Y, b, h, n, ok ? a : 0) + r0 + c4, ok);
+                mn__cp16z(st + MN__STILE + a * MN__SLD + c4, mn__row(J.Z, b, h, n, ok ? a : 0) + c0 + c4, ok);
+            }
+            if (tid < MN__MC / 4) mn__cp16z(st + 2 * MN__STILE + 4 * tid, w + (n * BH + bh) * MN__MC + 4 * tid, true);
+            else if (tid == MN__MC / 4) mn__cp4(st + 2 * MN__STILE + MN__MC, GamC + n * BH + bh);
+        }
+        mn__cp_commit();                           // an empty group past the end keeps the count uniform
+    };
+    auto store = [&](float* dst) {
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            *(float2*)(dst + base + 8 * j) = make_float2(acc[j][0], acc[j][1]);
+            *(float2*)(dst + base + off8 + 8 * j) = make_float2(acc[j][2], acc[j][3]);
+        }
+    };
+    auto compute = [&](const float* st) {          // acc = GamC acc + (w Y)^T Z over the chunk's 64 tokens
+        const float *sY = st, *sZ = st + MN__STILE, *sw = st + 2 * MN__STILE;
+        const float gc = sw[MN__MC];
+#pragma unroll
+        for (int j = 0; j < 4; j++) { acc[j][0] *= gc; acc[j][1] *= gc; acc[j][2] *= gc; acc[j][3] *= gc; }
+#pragma unroll
+        for (int ks = 0; ks < MN__MC / 8; ks++) {
+            const int k0 = 8 * ks + t4, m0 = 16 * wm + gq;
+            const float w0 = wsign * sw[k0], w1 = wsign * sw[k0 + 4];
+            // A fragment (row m, col t): a0 (gq, t4), a1 (gq+8, t4), a2 (gq, t4+4), a3 (gq+8, t4+4)
+            uint32_t ah[4], al[4];
+            mn__split(w0 * sY[k0 * MN__SLD + m0], ah[0], al[0]);
+            mn__split(w0 * sY[k0 * MN__SLD + m0 + 8], ah[1], al[1]);
+            mn__split(w1 * sY[(k0 + 4) * MN__SLD + m0], ah[2], al[2]);
+            mn__split(w1 * sY[(k0 + 4) * MN__SLD + m0 + 8], ah[3], al[3]);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int n0 = 32 * wn + 8 * j + gq;   // B fragment: b0 (t4, gq), b1 (t4+4, gq)
+                uint32_t bh0, bl0, bh1, bl1;
+                mn__split(sZ[k0 * MN__SLD + n0], bh0, bl0);
+                mn__split(sZ[(k0 + 4) * MN__SLD + n0], bh1, bl1);
+                mn__mma_tf32(acc[j], al, bh0, bh1);  // small terms first
+                mn__mma_tf32(acc[j], ah, bl0, bl1);
+                mn__mma_tf32(acc[j], ah, bh0, bh1);
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < MN__SST - 1; s++) issue(s);
+    if (REV) store(J.S + (NC - 1) * BH * E);       // the slot of the last chunk: the gradient leaving it
+    for (long s = 0; s < count; s++) {
+        mn__cp_wait<MN__SST - 2>();                // this thread's copies of stage s have landed
+        __syncthreads();                           // everyone's have; everyone is done with stage s-1
+        issue(s + MN__SST - 1);                    // refills stage (s-1) % SST
+        const size_t n = chunk(s);
+        if (!REV) store(J.S + n * BH * E);         // the state entering chunk n
+        compute(sbase + (s % MN__SST) * MN__SSTRIDE);
+        if (REV) {
+            if (n >= 1) store(J.S + (n - 1) * BH * E);
+            else {
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float2* o0 = (float2*)(J.out0 + base + 8 * j);
+                    float2* o8 = (float2*)(J.out0 + base + off8 + 8 * j);
+                    float2 u = *o0, u8 = *o8;
+                    *o0 = make_float2(u.x + acc[j][0], u.y + acc[j][1]);
+                    *o8 = make_float2(u8.x + acc[j][2], u8.y + acc[j][3]);
+                }
+            }
+        }
+    }
+    if (!REV) store(J.S + NC * BH * E);
+    mn__cp_wait_all();                             // no copy outlives the block
+}
+
+// Launches the scan (forward or reverse) for up to two states at once (j1 NULL: one), on the
+// kernel ctx->mesa_scan selects.
+static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, const mn__scan_job* j1, const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
+    if (K % 64 || j0->N % 64 || (j1 && (j1->N % 64 || j1->N != j0->N))) return mn__fail(ctx, MN_ERR_CONFIG, "mesa scan", "state sizes must be multiples of 64", __LINE__);
+    dim3 grid((unsigned)((K / 64) * (j0->N / 64)), (unsigned)(B * H), j1 ? 2 : 1);
+    const mn__scan_job& J1 = j1 ? *j1 : *j0;
+    if (ctx->mesa_scan == MN_CUDA_SCAN_FFMA) {
+        if (reverse) mn__k_mesa_scan<true><<<grid, 256, 0, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        else mn__k_mesa_scan<false><<<grid, 256, 0, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+    } else {
+        static int attr = 0;
+        size_t smem = mn__scan_tc_smem();
+        if (!attr) {
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            attr = 1;
+        }
+        if (reverse) mn__k_mesa_scan_tc<true><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        else mn__k_mesa_scan_tc<false><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// ---- the batched CG solve: one thread block (8 warps) per chunk ------------------------------
+// Row a of the chunk's 64 systems is (H_t + diag lambda) x_a = rhs_a with t the row's token, and
+//   A(P) = ((P Kc^T) . M) Kc + diag(Gam) P H_n + P diag(lambda)            (mesa.md §2.3)
+// is three products on the tensor cores (fp16 operands, fp32 accumulation, mma.sync m16n8k16):
+//   GEMM1  S1 (C,C) = P Kc^T          A = P (smem)      B = Kc rows (n-major: ldmatrix)
+//   GEMM3  AP (C,K) = P H_n           A = P             B = H_n (k-major: ldmatrix.trans)
+//   GEMM2  AP += (S1 . M) Kc          A = S1.M (smem)   B = Kc (k-major: ldmatrix.trans)
+// Warp w owns rows 16 (w%4) .. +15; in GEMM1 columns 32 (w/4) .. +31, in AP columns (K/2)(w/4) ..
+// +K/2-1. x, r, p (fp32) live in registers in exactly the accumulator layout of AP, so the CG
+// updates are register-local; the per-row dots are reduced over the quad (shuffles) and the two
+// column halves (shared memory). Each row keeps its own alpha, delta and stopping point, as
+// mn__mesa_chunk_cg in mesanet.h, whose iteration this reproduces step for step.
+// The forward then computes the output in the same block with the same three products:
+//   O = ((X Kc^T) . M) Vc + diag(Gam) X S_n                                 (mesa.md §2.3 step 3)
+// Scaling for fp16: the fp16 copy of row a of P is p_a * s_a, s_a a power of two near 1/||p_a||
+// (||p||^2 tracked as delta + cb^2 ||p_old||^2, using r_new . p_old = 0); H_n is stored times hs,
+// a power of two with hs * max diag(H_n) <= 1 (|H_ij| <= max diag for PSD H); in the output stage
+// X rows, S_n and Vc get such scales from their norms / largest entries. All scales are exact
+// in binary and divided out in fp32, so they change nothing but the fp16 range.
+
+__device__ __forceinline__ void mn__ldsm4(uint32_t (&r)[4], const __half* p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+__device__ __forceinline__ void mn__ldsm4t(uint32_t (&r)[4], const __half* p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+// c (16x8, fp32) += a (16x16, fp16, row) b (16x8, fp16, col)
+__device__ __forceinline__ void mn__mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// ldmatrix lane addresses. A (16x16 at row0,k0 of a row-major array): lanes 0-15 rows, 16-31 +8
+// columns. B n-major (Bt[n][k], 2 n-tiles): lanes 8i..8i+7 give n rows of matrix i, which covers
+// n + 8 (i/2), k + 8 (i%2). B k-major (B[k][n], .trans): matrix i covers k + 8 (i%2), n + 8 (i/2).
+__device__ __forceinline__ const __half* mn__a_addr(const __half* s, int ld, int row0, int k0, int lane) {
+    return s + (size_t)(row0 + (lane & 15)) * ld + k0 + ((lane >> 4) << 3);
+}
+__device__ __forceinline__ const __half* mn__bn_addr(const __half* s, int ld, int n0, int k0, int lane) {
+    return s + (size_t)(n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + (((lane >> 3) & 1) << 3);
+}
+__device__ __forceinline__ const __half* mn__bk_addr(const __half* s, int ld, int k0, int n0, int lane) {
+    return s + (size_t)(k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * ld + n0 + ((lane >> 4) << 3);
+}
+// Power of two near 1/sqrt(pn) (1 for zero or non-finite pn).
+__device__ __forceinline__ float mn__pscale(float pn) {
+    int ex;
+    if (!(pn > 0.f) || !(pn < 3.0e38f)) return 1.f;
+    frexpf(pn, &ex);
+    return ldexpf(1.f, -(ex >> 1));
+}
+// Power of two hs with hs * mx <= 1 (1 for zero or non-finite mx).
+__device__ __forceinline__ float mn__mscale(float mx) {
+    return mx > 0.f && mx < 3.0e38f ? exp2f(-ceilf(log2f(mx))) : 1.f;
+}
+// Row sums of a (C rows) x (K cols) register tile: v0, v1 are a thread's partial sums for its
+// rows r0 = 16 wm + lane/4 and r0 + 8; returns the totals in v0, v1 (same in every thread of the
+// row). buf (2,C) is shared; one barrier.
+__device__ __forceinline__ void mn__rowsum(float& v0, float& v1, float* buf, int wm, int wn, int lane) {
+    v0 += __shfl_xor_sync(0xffffffffu, v0, 1); v0 += __shfl_xor_sync(0xffffffffu, v0, 2);
+    v1 += __shfl_xor_sync(0xffffffffu, v1, 1); v1 += __shfl_xor_sync(0xffffffffu, v1, 2);
+    int row = 16 * wm + (lane >> 2);
+    if ((lane & 3) == 0) { buf[wn * MN__MC + row] = v0; buf[wn * MN__MC + row + 8] = v1; }
+    __syncthreads();
+    v0 = buf[row] + buf[MN__MC + row];
+    v1 = buf[row + 8] + buf[MN__MC + row + 8];
+}
+// GEMM1: sS (C,C) = fp16((A Kc^T) . M), A (C,K) and Kc (C,K) fp16 in smem, M fp32 in smem.
+template <int K>
+__device__ __forceinline__ void mn__cg_gemm1(__half* sS, const __half* sA, const __half* sK, const float* sM, int wm, int wn, int lane) {
+    constexpr int SK = K + 8, SC = MN__MC + 8;
+    const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
+    float c1[4][4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) { c1[t][0] = c1[t][1] = c1[t][2] = c1[t][3] = 0.f; }
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ks++) {
+        uint32_t af[4], bf[4];
+        mn__ldsm4(af, mn__a_addr(sA, SK, 16 * wm, 16 * ks, lane));
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+            mn__ldsm4(bf, mn__bn_addr(sK, SK, 32 * wn + 16 * np, 16 * ks, lane));
+            mn__mma(c1[2 * np], af, bf[0], bf[1]);
+            mn__mma(c1[2 * np + 1], af, bf[2], bf[3]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        int col = 32 * wn + 8 * t + qc;
+        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
+        *(__half2*)&sS[r0 * SC + col] = __floats2half2_rn(c1[t][0] * m0.x, c1[t][1] * m0.y);
+        *(__half2*)&sS[r1 * SC + col] = __floats2half2_rn(c1[t][2] * m1.x, c1[t][3] * m1.y);
+    }
+}
+// acc (C,K in the AP layout) += A (C,KD; fp16, row stride lda) B (KD,K; fp16 k-major, stride ldb)
+template <int K, int KD>
+__device__ __forceinline__ void mn__cg_gemm_acc(float (&acc)[K / 16][4], const __half* sA, int lda, const __half* sB, int ldb, int wm, int wn, int lane) {
+    constexpr int NT = K / 16, KH = K / 2;
+#pragma unroll
+    for (int ks = 0; ks < KD / 16; ks++) {
+        uint32_t af[4], bf[4];
+        mn__ldsm4(af, mn__a_addr(sA, lda, 16 * wm, 16 * ks, lane));
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            mn__ldsm4t(bf, mn__bk_addr(sB, ldb, 16 * ks, KH * wn + 16 * np, lane));
+            mn__mma(acc[2 * np], af, bf[0], bf[1]);
+            mn__mma(acc[2 * np + 1], af, bf[2], bf[3]);
+        }
+    }
+}
+// Loads rows x cols (cols % 4 == 0) fp32 from global (row i at src + i * lds, or from token rows
+// of chunk (b,h,n) when tok != NULL) into fp16 smem (stride ld), times a power of two that brings
+// the largest |entry| to <= 1: two passes over the source (the second from L2). Returns the scale.
+// red8: 8 floats of shared scratch. All threads of the block must call it.
+__device__ float mn__load_f16_scaled(__half* dst, int ld, const float* src, size_t lds, const mn__rows* tok, size_t b, size_t h, size_t n, unsigned T, int rows, int cols, float* red8) {
+    const int tid = threadIdx.x;
+    float mx = 0.f;
+#pragma unroll 8
+    for (int idx = tid; idx < rows * cols / 4; idx += 256) {
+        int row = idx / (cols / 4), col = (idx % (cols / 4)) * 4;
+        if (tok && n * MN__MC + row >= T) continue;
+        float4 v = *(const float4*)((tok ? mn__row(*tok, b, h, n, row) : src + row * lds) + col);
+        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    mx = mn__warp_max(mx);
+    if ((tid & 31) == 0) red8[tid >> 5] = mx;
+    __syncthreads();
+    mx = red8[0];
+    for (int i = 1; i < 8; i++) mx = fmaxf(mx, red8[i]);
+    const float sc = mn__mscale(mx);
+#pragma unroll 8
+    for (int idx = tid; idx < rows * cols / 4; idx += 256) {
+        int row = idx / (cols / 4), col = (idx % (cols / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (!tok || n * MN__MC + row < T) v = *(const float4*)((tok ? mn__row(*tok, b, h, n, row) : src + row * lds) + col);
+        *(__half2*)&dst[row * ld + col] = __floats2half2_rn(v.x * sc, v.y * sc);
+        *(__half2*)&dst[row * ld + col + 2] = __floats2half2_rn(v.z * sc, v.w * sc);
+    }
+    __syncthreads();                                  // red8 free again, dst complete
+    return sc;
+}
+
+template <int K> static size_t mn__cg_smem(void) {
+    return (size_t)(3 * MN__MC * (K + 8) + K * (K + 8) + MN__MC * (MN__MC + 8)) * sizeof(__half)
+         + (size_t)(MN__MC * (MN__MC + 8) + 4 * MN__MC + 8) * sizeof(float);
+}
+
+typedef struct mn__cg_args {
+    mn__rows rhs, kk, vv;     // right-hand sides (q, or xbar in the backward), keys, values (output only)
+    mn__rows xo, oo;          // solves X, and (output stage) O
+    int* iters;               // (B,T,H) or NULL
+    const float *Hs, *Ss, *M, *Gam, *lamb;  // (NCH slots,K,K), (NCH slots,K,V), (NCH,C,C), (NCH,C), (H,K)
+    unsigned B, H, T;
+    int n_iter, fla, output;  // n_iter < 0: no solve (x = rhs)
+    float stop, eps;          // squared relative residual where a row stops; fla's 1e-5 (else 0)
+} mn__cg_args;
+
+// One block per chunk i = n B H + b H + h: X = A^-1 RHS for its 64 rows, and with output = 1 the
+// chunk's output O. stop = tolerance^2 (or float eps^2 for a fixed count); fla = 1: no stopping
+// and eps = 1e-5 in the alpha and beta denominators, as fla.
+template <int K>
+__global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
+    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __half* sK = (__half*)mn__smem;               // (C,SK)  Kc
+    __half* sP = sK + C * SK;                     // (C,SK)  P (then X), row-scaled
+    __half* sH = sP + C * SK;                     // (K,SK)  H_n * hs (then S_n * ss)
+    __half* sV = sH + K * SK;                     // (C,SK)  Vc * sv (output stage)
+    __half* sS = sV + C * SK;                     // (C,SC)  (P Kc^T) . M, row-scaled
+    float* sM = (float*)(sS + C * SC);            // (C,SC)  M
+    float* red = sM + C * SC;                     // (2 buffers, 2 halves, C)
+    float* misc = red + 4 * C;                    // [0] hs, [..8] scratch
+    const size_t i = blockIdx.x, BH = (size_t)A.B * A.H, n = i / BH, bh = i % BH, b = bh / A.H, h = bh % A.H;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
+    const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
+    const bool v0ok = A.rhs.all || n * C + r0 < A.T, v1ok = A.rhs.all || n * C + r1 < A.T;
+
+    // ---- load the chunk: Kc and H_n to fp16, M to fp32 (16-byte loads) ----
+    const float *Hg = A.Hs + i * (size_t)K * K, *Mg = A.M + i * C * C;
+    const bool solve = A.n_iter >= 0;             // no solve (x = q): H_n is never read
+    if (warp == 0) {
+        float mx = 0.f;
+#pragma unroll
+        for (int d = lane; d < K && solve; d += 32) mx = fmaxf(mx, fabsf(Hg[(size_t)d * K + d]));
+        mx = mn__warp_max(mx);
+        if (lane == 0) misc[0] = mn__mscale(mx);
+    }
+#pragma unroll
+    for (int idx = tid; idx < C * K / 4; idx += 256) {
+        int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (A.kk.all || n * C + row < A.T) v = *(const float4*)(mn__row(A.kk, b, h, n, row) + col);
+        *(__half2*)&sK[row * SK + col] = __floats2half2_rn(v.x, v.y);
+        *(__half2*)&sK[row * SK + col + 2] = __floats2half2_rn(v.z, v.w);
+    }
+#pragma unroll
+    for (int idx = tid; idx < C * C / 4; idx += 256) {
+        float4 v = ((const float4*)Mg)[idx];
+        int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
+        *(float4*)&sM[row * SC + col] = v;
+    }
+    __syncthreads();
+    const float hs = misc[0];
+#pragma unroll 8
+    for (int idx = tid; idx < K * K / 4 && solve; idx += 256) {
+        float4 v = ((const float4*)Hg)[idx];
+        int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
+        *(__half2*)&sH[row * SK + col] = __floats2half2_rn(v.x * hs, v.y * hs);
+        *(__half2*)&sH[row * SK + col + 2] = __floats2half2_rn(v.z * hs, v.w * hs);
+    }
+    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], gh0 = gam0 / hs, gh1 = gam1 / hs;
+
+    // ---- registers: x = 0, r = p = rhs, in the AP accumulator layout ----
+    float x[NT][4], r[NT][4], p[NT][4], lam[NT][2];
+    const float *R0 = mn__row(A.rhs, b, h, n, r0), *R1 = mn__row(A.rhs, b, h, n, r1);
+    float d0 = 0.f, d1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int col = KH * wn + 8 * j + qc;
+        float2 u0 = v0ok ? *(const float2*)&R0[col] : make_float2(0.f, 0.f), u1 = v1ok ? *(const float2*)&R1[col] : make_float2(0.f, 0.f);
+        r[j][0] = u0.x; r[j][1] = u0.y; r[j][2] = u1.x; r[j][3] = u1.y;
+        lam[j][0] = A.lamb[(size_t)h * K + col]; lam[j][1] = A.lamb[(size_t)h * K + col + 1];
+#pragma unroll
+        for (int c = 0; c < 4; c++) { p[j][c] = r[j][c]; x[j][c] = A.n_iter < 0 ? r[j][c] : 0.f; }
+        d0 += r[j][0] * r[j][0] + r[j][1] * r[j][1];
+        d1 += r[j][2] * r[j][2] + r[j][3] * r[j][3];
+    }
+    mn__rowsum(d0, d1, red + 2 * C, wm, wn, lane);   // delta = r.r (this barrier also publishes sK, sH, sM)
+    const float dz0 = d0, dz1 = d1;                  // delta_0
+    float pn0 = d0, pn1 = d1;                        // ||p||^2
+    int done0 = 0, done1 = 0, it0 = 0, it1 = 0;
+
+    for (int it = 0; it < A.n_iter; it++) {
+        // a row stops once ||r||^2 <= stop ||r0||^2 (never in fla mode), as the CPU loop
+        if (!A.fla) { if (!done0 && d0 <= A.stop * dz0) done0 = 1; if (!done1 && d1 <= A.stop * dz1) done1 = 1; }
+        if (!__syncthreads_or(!done0 || !done1)) break;
+        const float s0 = mn__pscale(pn0), s1 = mn__pscale(pn1);
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int col = KH * wn + 8 * j + qc;
+            *(__half2*)&sP[r0 * SK + col] = __floats2half2_rn(p[j][0] * s0, p[j][1] * s0);
+            *(__half2*)&sP[r1 * SK + col] = __floats2half2_rn(p[j][2] * s1, p[j][3] * s1);
+        }
+        __syncthreads();
+        mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);      // GEMM1: S1 = P Kc^T, times M
+        float acc[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+        mn__cg_gemm_acc<K, K>(acc, sP, SK, sH, SK, wm, wn, lane);   // GEMM3: P H_n
+#pragma unroll
+        for (int j = 0; j < NT; j++) { acc[j][0] *= gh0; acc[j][1] *= gh0; acc[j][2] *= gh1; acc[j][3] *= gh1; }
+        __syncthreads();                              // sS complete
+        mn__cg_gemm_acc<K, C>(acc, sS, SC, sK, SK, wm, wn, lane);   // GEMM2: += (S1 . M) Kc
+        // AP = acc / s + lambda p (fp32), and p.Ap
+        const float is0 = 1.f / s0, is1 = 1.f / s1;
+        float pa0 = 0.f, pa1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            acc[j][0] = acc[j][0] * is0 + lam[j][0] * p[j][0];
+            acc[j][1] = acc[j][1] * is0 + lam[j][1] * p[j][1];
+            acc[j][2] = acc[j][2] * is1 + lam[j][0] * p[j][2];
+            acc[j][3] = acc[j][3] * is1 + lam[j][1] * p[j][3];
+            pa0 += p[j][0] * acc[j][0] + p[j][1] * acc[j][1];
+            pa1 += p[j][2] * acc[j][2] + p[j][3] * acc[j][3];
+        }
+        mn__rowsum(pa0, pa1, red, wm, wn, lane);
+        // alpha = delta / p.Ap ; x += alpha p ; r -= alpha Ap
+        int act0 = !done0, act1 = !done1;
+        if (!A.fla) {                                 // converged below float resolution
+            if (act0 && !(pa0 > 0.f)) { done0 = 1; act0 = 0; }
+            if (act1 && !(pa1 > 0.f)) { done1 = 1; act1 = 0; }
+        }
+        const float al0 = act0 ? d0 / (pa0 + A.eps) : 0.f, al1 = act1 ? d1 / (pa1 + A.eps) : 0.f;
+        float dn0 = 0.f, dn1 = 0.f;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            if (act0) {
+                x[j][0] += al0 * p[j][0]; x[j][1] += al0 * p[j][1];
+                r[j][0] -= al0 * acc[j][0]; r[j][1] -= al0 * acc[j][1];
+            }
+            if (act1) {
+                x[j][2] += al1 * p[j][2]; x[j][3] += al1 * p[j][3];
+                r[j][2] -= al1 * acc[j][2]; r[j][3] -= al1 * acc[j][3];
+            }
+            dn0 += r[j][0] * r[j][0] + r[j][1] * r[j][1];
+            dn1 += r[j][2] * r[j][2] + r[j][3] * r[j][3];
+        }
+        mn__rowsum(dn0, dn1, red + 2 * C, wm, wn, lane);
+        // p = r + (delta_new / delta) p
+        if (act0) {
+            float cb = dn0 / (d0 + A.eps);
+#pragma unroll
+            for (int j = 0; j < NT; j++) { p[j][0] = r[j][0] + cb * p[j][0]; p[j][1] = r[j][1] + cb * p[j][1]; }
+            pn0 = dn0 + cb * cb * pn0; d0 = dn0; it0++;
+        }
+        if (act1) {
+            float cb = dn1 / (d1 + A.eps);
+#pragma unroll
+            for (int j = 0; j < NT; j++) { p[j][2] = r[j][2] + cb * p[j][2]; p[j][3] = r[j][3] + cb * p[j][3]; }
+            pn1 = dn1 + cb * cb * pn1; d1 = dn1; it1++;
+        }
+    }
+    // ---- the solves out ----
+    {
+        float *X0 = mn__row(A.xo, b, h, n, r0), *X1 = mn__row(A.xo, b, h, n, r1);
+        bool w0 = A.xo.all || n * C + r0 < A.T, w1 = A.xo.all || n * C + r1 < A.T;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int col = KH * wn + 8 * j + qc;
+            if (w0) *(float2*)&X0[col] = make_float2(x[j][0], x[j][1]);
+            if (w1) *(float2*)&X1[col] = make_float2(x[j][2], x[j][3]);
+        }
+    }
+    if (A.iters && wn == 0 && (lane & 3) == 0) {
+        if (n * C + r0 < A.T) A.iters[(b * A.T + n * C + r0) * A.H + h] = it0;
+        if (n * C + r1 < A.T) A.iters[(b * A.T + n * C + r1) * A.H + h] = it1;
+    }
+    if (!A.output) return;                            // block-uniform
+
+    // ---- output stage: O = ((X Kc^T) . M) Vc + diag(Gam) X S_n (V == K) ----
+    float xn0 = 0.f, xn1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NT; j++) { xn0 += x[j][0] * x[j][0] + x[j][1] * x[j][1]; xn1 += x[j][2] * x[j][2] + x[j][3] * x[j][3]; }
+    mn__rowsum(xn0, xn1, red, wm, wn, lane);          // also: every thread is past the CG loop
+    const float sx0 = mn__pscale(xn0), sx1 = mn__pscale(xn1);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        int col = KH * wn + 8 * j + qc;
+        *(__half2*)&sP[r0 * SK + col] = __floats2half2_rn(x[j][0] * sx0, x[j][1] * sx0);
+        *(__half2*)&sP[r1 * SK + col] = __floats2half2_rn(x[j][2] * sx1, x[j][3] * sx1);
+    }
+    const float ss = mn__load_f16_scaled(sH, SK, A.Ss + i * (size_t)K * K, K, NULL, b, h, n, A.T, K, K, misc);
+    const float sv = mn__load_f16_scaled(sV, SK, NULL, 0, &A.vv, b, h, n, A.T, C, K, misc);
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+    mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);          // (X Kc^T) . M
+    mn__cg_gemm_acc<K, K>(acc, sP, SK, sH, SK, wm, wn, lane);   // X S_n
+    const float o0 = gam0 * sv / ss, o1 = gam1 * sv / ss;   // to the scale of the other term
+#pragma unroll
+    for (int j = 0; j < NT; j++) { acc[j][0] *= o0; acc[j][1] *= o0; acc[j][2] *= o1; acc[j][3] *= o1; }
+    __syncthreads();                                  // sS complete
+    mn__cg_gemm_acc<K, C>(acc, sS, SC, sV, SK, wm, wn, lane);   // += ((X Kc^T) . M) Vc
+    {
+        const float u0 = 1.f / (sx0 * sv), u1 = 1.f / (sx1 * sv);
+        float *O0 = mn__row(A.oo, b, h, n, r0), *O1 = mn__row(A.oo, b, h, n, r1);
+        bool w0 = A.oo.all || n * C + r0 < A.T, w1 = A.oo.all || n * C + r1 < A.T;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int col = KH * wn + 8 * j + qc;
+            if (w0) *(float2*)&O0[col] = make_float2(acc[j][0] * u0, acc[j][1] * u0);
+            if (w1) *(float2*)&O1[col] = make_float2(acc[j][2] * u1, acc[j][3] * u1);
+        }
+    }
+}
+
+// Solves every chunk's systems (and with out != NULL computes the output). rhs, kk, vv, xo, oo:
+// row descriptors; iters (B,T,H) or NULL.
+static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv, mn__rows xo, mn__rows oo, int output, int* iters, const mn__mesa_ws* w, const float* lamb, size_t B, size_t T, size_t H, size_t K, const mn_mesa_opts* op) {
+    size_t NCH = (T + MN__MC - 1) / MN__MC * B * H;
+    mn__cg_args a;
+    memset(&a, 0, sizeof a);
+    a.rhs = rhs; a.kk = kk; a.vv = vv; a.xo = xo; a.oo = oo; a.iters = iters;
+    a.Hs = w->Hs; a.Ss = w->Ss; a.M = w->M; a.Gam = w->Gam; a.lamb = lamb;
+    a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
+    a.n_iter = op->cg_iters; a.fla = op->fla; a.output = output;
+    a.stop = op->cg_tol > 0 ? (float)(op->cg_tol * op->cg_tol) : 1.1920929e-07f * 1.1920929e-07f;
+    a.eps = op->fla ? 1e-5f : 0.f;
+    if (NCH > 0x7fffffff || T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, "mesa cg", "too many chunks for one grid", __LINE__);
+    if (K == 128) {
+        static int attr = 0;
+        size_t smem = mn__cg_smem<128>();
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        mn__k_mesa_cg<128><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
+    } else {
+        static int attr = 0;
+        size_t smem = mn__cg_smem<64>();
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        mn__k_mesa_cg<64><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// ---- intra-chunk backward kernels (one block of 256 threads per chunk; C = 64) ----------------
+// B2, rows and columns. On entry Sx = X Kc^T, Do = dO Vc^T, Xb = dO S_n^T. forward: o_a = Gam_a
+// S_n^T x_a + sum_{j<=a} M[a,j] (x_a.k_j) v_j with M[a,j] = exp(b_a - b_j) beta_j, so with
+// E = Sx . M . Do (dM[a,j]/db_a = M, dM/db_j = -M):
+//   db_a = Gam_a x_a.Xb_a + sum_{j<=a} E[a,j] - sum_{a'>=a} E[a',a]
+// then Xb <- diag(Gam) Xb, Do <- Do . M, DoMp = Do . Mp, Sx <- Sx . M (kept for dv and B5).
+__global__ void mn__k_mesa_b2a(float* db, float* Xb, float* Sx, float* Do, float* DoMp, const float* M, const float* Mp, const float* Xp, const float* Gam, int K) {
+    __shared__ float sr[MN__MC], sc[MN__MC];
+    const size_t i = blockIdx.x, cc = i * MN__MC * MN__MC, ck = i * MN__MC * K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        float s = 0.f, e = 0.f;
+        for (int k = lane; k < K; k += 32) s += Xp[ck + a * K + k] * Xb[ck + a * K + k];
+        for (int j = lane; j <= a; j += 32) e += Sx[cc + a * MN__MC + j] * M[cc + a * MN__MC + j] * Do[cc + a * MN__MC + j];
+        s = mn__warp_sum(s); e = mn__warp_sum(e);
+        if (lane == 0) sr[a] = Gam[i * MN__MC + a] * s + e;
+    }
+    if (tid < MN__MC) {
+        float e = 0.f;
+        for (int a = tid; a < MN__MC; a++) e += Sx[cc + a * MN__MC + tid] * M[cc + a * MN__MC + tid] * Do[cc + a * MN__MC + tid];
+        sc[tid] = e;
+    }
+    __syncthreads();                                   // every sum has read the originals
+    if (tid < MN__MC) db[i * MN__MC + tid] = sr[tid] - sc[tid];
+    for (int idx = tid; idx < MN__MC * MN__MC; idx += 256) {
+        float d = Do[cc + idx], m = M[cc + idx];
+        DoMp[cc + idx] = d * Mp[cc + idx]; Do[cc + idx] = d * m; Sx[cc + idx] *= m;
+    }
+    for (int idx = tid; idx < MN__MC * K; idx += 256) Xb[ck + idx] *= Gam[i * MN__MC + idx / K];
+}
+// The chunk's last decay-gradient terms and dg: db[C-1] += last, then dg_t += sum_{s>=t} db_s.
+__device__ void mn__mesa_db_finish(float* dgp, float* sdb, const float* sw, float last, size_t i) {
+    for (int a = 0; a < MN__MC; a++) last += sw[a];
+    sdb[MN__MC - 1] += last;
+    float acc = 0.f;
+    for (int a = MN__MC - 1; a >= 0; a--) { acc += sdb[a]; dgp[i * MN__MC + a] += acc; }
+}
+// B2, the rest. On entry tk = (Do . Mp)^T X, tq = Vc dSe^T, tv = Kc dSe (dSe: gradient of the state
+// at the chunk END). With dKb the gradient w.r.t. beta_j k_j in S's update:
+//   dKb = tk + diag(e) tq: dbeta += dKb.k, dk += beta dKb ; dv += diag(e beta) tv ;
+//   w_a = e_a beta_a (tv_a.v_a): db_a -= w_a, db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)
+__global__ void mn__k_mesa_b2b(float* dKp, float* dVp, float* dbp, float* dgp, const float* db, const float* tk, const float* tq, const float* tv,
+                               const float* Kp, const float* Vp, const float* bp, const float* e, const float* eb, const float* GamC, const float* Ss, const float* dSe, int K, int V) {
+    __shared__ float sdb[MN__MC], sw[MN__MC], sh[32];
+    const size_t i = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        size_t ra = i * MN__MC + a, rk = ra * K, rv = ra * V;
+        float ea = e[ra], be = bp[ra], eba = eb[ra], s = 0.f, wv = 0.f;
+        for (int k = lane; k < K; k += 32) { float d = tk[rk + k] + ea * tq[rk + k]; s += d * Kp[rk + k]; dKp[rk + k] += be * d; }
+        for (int v = lane; v < V; v += 32) { float t = tv[rv + v]; wv += t * Vp[rv + v]; dVp[rv + v] += eba * t; }
+        s = mn__warp_sum(s); wv = mn__warp_sum(wv);
+        if (lane == 0) { dbp[ra] += s; sw[a] = eba * wv; sdb[a] = db[ra] - eba * wv; }
+    }
+    float f = 0.f;
+    const float *S = Ss + i * (size_t)K * V, *G = dSe + i * (size_t)K * V;
+    for (int idx = tid; idx < K * V; idx += 256) f += S[idx] * G[idx];
+    f = mn__block_sum(f, sh);                          // its barriers also publish sdb, sw
+    if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
+}
+// B5, rows and columns. On entry SxM = Sx . M (from B2), Dq = dQ Kc^T, tk = X H_n^T. forward: H's
+// read-out enters through A_t x = q, dL/dH_t = -dq_t x_t^T, so with E' = -SxM . Dq:
+//   db_a = sum_{j<=a} E'[a,j] - sum_{a'>=a} E'[a',a] - Gam_a dq_a.(H_n x_a) ;
+//   lp (this chunk's dlambda) = -colsum(dQ . X) ; then Dq <- -Dq . Mp.
+__global__ void mn__k_mesa_b5a(float* db, float* lp, float* Dq, const float* SxM, const float* Mp, const float* dQ, const float* Xp, const float* tk, const float* Gam, int K) {
+    __shared__ float sr[MN__MC], sc[MN__MC];
+    const size_t i = blockIdx.x, cc = i * MN__MC * MN__MC, ck = i * MN__MC * K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        float s = 0.f, e = 0.f;
+        for (int k = lane; k < K; k += 32) s += dQ[ck + a * K + k] * tk[ck + a * K + k];
+        for (int j = lane; j <= a; j += 32) e -= SxM[cc + a * MN__MC + j] * Dq[cc + a * MN__MC + j];
+        s = mn__warp_sum(s); e = mn__warp_sum(e);
+        if (lane == 0) sr[a] = e - Gam[i * MN__MC + a] * s;
+    }
+    if (tid < MN__MC) {
+        float e = 0.f;
+        for (int a = tid; a < MN__MC; a++) e -= SxM[cc + a * MN__MC + tid] * Dq[cc + a * MN__MC + tid];
+        sc[tid] = e;
+    }
+    for (int k = tid; k < K; k += 256) {
+        float s = 0.f;
+        for (int a = 0; a < MN__MC; a++) s += dQ[ck + a * K + k] * Xp[ck + a * K + k];
+        lp[i * K + k] = -s;
+    }
+    __syncthreads();
+    if (tid < MN__MC) db[i * MN__MC + tid] = sr[tid] - sc[tid];
+    for (int idx = tid; idx < MN__MC * MN__MC; idx += 256) Dq[cc + idx] = -Dq[cc + idx] * Mp[cc + idx];
+}
+// B5, the rest. On entry tk = (-Dq . Mp)^T X, t2 = Kc dHe^T, t3 = -(SxM)^T dQ, t4 = Kc dHe:
+//   dKb = tk + diag(e) t2 (k in the "key" slot of beta k k^T): dbeta += dKb.k, dk += beta dKb ;
+//   dk += t3 + diag(e beta) t4 (k in the "value" slot) ; w'_a = e_a beta_a (t4_a.k_a): db_a -= w'_a,
+//   db_last += sum w' + GamC <H_n, dHe> ; dg += revcumsum(db)
+__global__ void mn__k_mesa_b5b(float* dKp, float* dbp, float* dgp, const float* db, const float* tk, const float* t2, const float* t3, const float* t4,
+                               const float* Kp, const float* bp, const float* e, const float* eb, const float* GamC, const float* Hs, const float* dHe, int K) {
+    __shared__ float sdb[MN__MC], sw[MN__MC], sh[32];
+    const size_t i = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        size_t ra = i * MN__MC + a, rk = ra * K;
+        float ea = e[ra], be = bp[ra], eba = eb[ra], s = 0.f, wv = 0.f;
+        for (int k = lane; k < K; k += 32) {
+            float kk = Kp[rk + k], d = tk[rk + k] + ea * t2[rk + k];
+            s += d * kk; wv += t4[rk + k] * kk;
+            dKp[rk + k] += be * d + t3[rk + k] + eba * t4[rk + k];
+        }
+        s = mn__warp_sum(s); wv = mn__warp_sum(wv);
+        if (lane == 0) { dbp[ra] += s; sw[a] = eba * wv; sdb[a] = db[ra] - eba * wv; }
+    }
+    float f = 0.f;
+    const float *Hn = Hs + i * (size_t)K * K, *G = dHe + i * (size_t)K * K;
+    for (int idx = tid; idx < K * K; idx += 256) f += Hn[idx] * G[idx];
+    f = mn__block_sum(f, sh);
+    if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
+}
+// dlamb (H,K) += sum over chunks n and batch b of lp (NC,B,H,K)
+__global__ void mn__k_mesa_dlamb(float* dlamb, const float* lp, size_t NC, size_t B, size_t H, size_t K) {
+    MN__FOR(idx, H * K) {
+        size_t h = idx / K, k = idx % K;
+        float s = 0.f;
+        for (size_t nb = 0; nb < NC * B; nb++) s += lp[(nb * H + h) * K + k];
+        dlamb[idx] += s;
+    }
+}
+
+// ---- drivers ----------------------------------------------------------------------------------
+static int mn__mesa_check(mn_cuda_ctx* ctx, const mn_mesa_opts* op, size_t Dk, size_t Dv) {
+    if (Dk != Dv || (Dk != 64 && Dk != 128)) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels need Dk == Dv in {64, 128}", __LINE__);
+    if (op->chunk != MN__MC) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels need chunk 64", __LINE__);
+    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels solve by CG only", __LINE__);
+    if (op->jacobi) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA chunkwise CG starts at x0 = 0 (jacobi = 0)", __LINE__);
+    return MN_OK;
+}
+// Packs g and beta and builds the decay data (shared by the forward and the backward).
+static int mn__mesa_prepare(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* g, const float* beta, size_t B, size_t T, size_t H) {
+    size_t NCH = (T + MN__MC - 1) / MN__MC * B * H;
+    MN__TRY(mn__pack(ctx, w->gp, g, B, T, H, 1));
+    MN__TRY(mn__pack(ctx, w->bp, beta, B, T, H, 1));
+    mn__k_mesa_decay<<<(unsigned)NCH, MN__MC, 0, MN__STREAM>>>(w->Gam, w->e, w->eb, w->GamC, w->M, w->Mp, w->gp, w->bp); MN__LAUNCHED();
+    return MN_OK;
+}
+// State pass (mesa.md §2.3 step 1): H_{n+1} = GamC H_n + Kt^T Kc, S_{n+1} = GamC S_n + Kt^T Vc with
+// Kt = diag(e beta) Kc, both states in one launch; slots 0..NC of w->Hs, w->Ss.
+static int mn__mesa_states(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* hkk0, const float* hkv0, mn__rows kr, mn__rows vr, size_t B, size_t T, size_t H, size_t K, size_t V) {
+    mn__scan_job jh = { w->Hs, hkk0, NULL, kr, kr, (int)K }, js = { w->Ss, hkv0, NULL, kr, vr, (int)V };
+    return mn__mesa_scan(ctx, 0, &jh, &js, w->eb, 1.f, w->GamC, B, T, H, K);
+}
+
+int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+    mn_mesa_opts tmp;
+    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, NC = (T + MN__MC - 1) / MN__MC, BH = B * H;
+    mn__mesa_ws w;
+    MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
+    if (B * T * H == 0) return MN_OK;
+    mn__mesa_layout(&w, work, B, T, H, K, V);
+    mn__rows qr = mn__rows_bthd(q, T, H, K), kr = mn__rows_bthd(k, T, H, K), vr = mn__rows_bthd(v, T, H, V);
+    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
+    MN__TRY(mn__mesa_states(ctx, &w, hkk, hkv, kr, vr, B, T, H, K, V));         // step 1: states, read in place
+    // steps 2 and 3 in one kernel: X = A^-1 Q, then O = ((X Kc^T) . M) Vc + diag(Gam) X S_n
+    MN__TRY(mn__mesa_cg(ctx, qr, kr, vr, xs ? mn__rows_bthd(xs, T, H, K) : mn__rows_packed(w.Xp, B, H, K), mn__rows_bthd(out, T, H, V), 1, iters, &w, lamb, B, T, H, K, op));
+    if (hkk) MN__CU(cudaMemcpyAsync(hkk, w.Hs + NC * BH * K * K, BH * K * K * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
+    if (hkv) MN__CU(cudaMemcpyAsync(hkv, w.Ss + NC * BH * K * V, BH * K * V * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
+    return MN_OK;
+}
+
+// Backward, passes B0-B5 of mesa.md §3.2 (see mn_mesa_chunk_backward in mesanet.h, line for line).
+int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+    mn_mesa_opts tmp;
+    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, C = MN__MC, NC = (T + C - 1) / C, BH = B * H, NCH = NC * BH;
+    mn__mesa_ws w;
+    float* dOp;
+    (void)q;
+    MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
+    if (B * T * H == 0) return MN_OK;
+    mn__mesa_layout(&w, work, B, T, H, K, V);
+    dOp = w.Qp;                                                            // q is not needed: its slot holds dout
+    mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H, K);
+    mn__rows dOr = mn__rows_packed(dOp, B, H, V), dQr = mn__rows_packed(w.dQ, B, H, K);
+    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
+    MN__TRY(mn__pack(ctx, w.Kp, k, B, T, H, K));
+    MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
+    MN__TRY(mn__pack(ctx, w.Xp, xs, B, T, H, K));
+    MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
+    MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dbp, 0, NCH * C * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dgp, 0, NCH * C * sizeof(float), MN__STREAM));
+    // B0: chunk-start states
+    MN__TRY(mn__mesa_states(ctx, &w, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
+    // B1: dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO  (o_a = Gam_a S_n^T x_a + ...); dS_0 into dhkv0
+    {
+        mn__scan_job j = { w.dSe, dhkv, dhkv0, Xr, dOr, (int)V };
+        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, 1.f, w.GamC, B, T, H, K));
+    }
+    // B2: xbar = diag(Gam) dO S_n^T + (Do . M) Kc, dv, and the kv part of dk, dbeta, dg
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));    // Do = dO Vc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
+    mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K); MN__LAUNCHED();
+    MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));   // xbar += (Do.M) Kc
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (Do.Mp)^T X
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
+    MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
+    MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));   // dv += (Sx.M)^T dO
+    mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp, w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V); MN__LAUNCHED();
+    // B3: adjoint solve dQ = A^-1 xbar (A symmetric: the same CG, no output stage)
+    MN__TRY(mn__mesa_cg(ctx, mn__rows_packed(w.T1, B, H, K), Kr, Vr, dQr, dQr, 0, NULL, &w, lamb, B, T, H, K, op));
+    // B4: dHe_{n-1} = GamC dHe_n - (diag(Gam) dQ)^T X  (dL/dH_t = -dq_t x_t^T; rows index dq); dH_0 into dhkk0
+    {
+        mn__scan_job j = { w.dHe, dhkk, dhkk0, dQr, Xr, (int)K };
+        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, -1.f, w.GamC, B, T, H, K));
+    }
+    // B5: the kk part of dk, dbeta, dg, and dlambda
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.dQ, K, C * K, w.Kp, K, C * K, 0.f, w.A2, C, C * C, NCH));   // Dq = dQ Kc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, K, 1.f, w.Xp, K, C * K, w.Hs, K, K * K, 0.f, w.T2, K, C * K, NCH));   // X H_n^T
+    mn__k_mesa_b5a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.lp, w.A2, w.A1, w.Mp, w.dQ, w.Xp, w.T2, w.Gam, (int)K); MN__LAUNCHED();
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A2, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (-Dq.Mp)^T X
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, K, 1.f, w.Kp, K, C * K, w.dHe, K, K * K, 0.f, w.T3, K, C * K, NCH));  // Kc dHe^T
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, -1.f, w.A1, C, C * C, w.dQ, K, C * K, 0.f, w.T4, K, C * K, NCH));  // -(Sx.M)^T dQ
+    MN__TRY(mn__gemm(ctx, 0, 0, C, K, K, 1.f, w.Kp, K, C * K, w.dHe, K, K * K, 0.f, w.T5, K, C * K, NCH));  // Kc dHe
+    mn__k_mesa_b5b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.T5, w.Kp, w.bp, w.e, w.eb, w.GamC, w.Hs, w.dHe, (int)K); MN__LAUNCHED();
+    mn__k_mesa_dlamb<<<mn__grid(ctx, H * K, 256), 256, 0, MN__STREAM>>>(dlamb, w.lp, NC, B, H, K); MN__LAUNCHED();
+    // B6: back to (B,T,H,.) layout, accumulating
+    MN__TRY(mn__unpack(ctx, dq, w.dQ, B, T, H, K, 1));
+    MN__TRY(mn__unpack(ctx, dk, w.dKp, B, T, H, K, 1));
+    MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
+    MN__TRY(mn__unpack(ctx, dbeta, w.dbp, B, T, H, 1, 1));
+    MN__TRY(mn__unpack(ctx, dg, w.dgp, B, T, H, 1, 1));
+    return MN_OK;
+}
+
+// >>cuda_mesa_step
+// defines: mn_cuda_mesa_step
+//
+// The decode step (mesa.md §2.2; mn_mesa_step in mesanet.h, iteration for iteration): one thread
+// block of 8 warps per (sequence b, head h), the whole system on one multiprocessor, fp32 throughout.
+//   - H (K x K) lives in registers for the whole solve: warp w holds rows R w .. R w + R-1 (R = K/8),
+//     lane l columns CW l .. CW l + CW-1 (CW = K/32), so a warp's load of a row is one contiguous,
+//     coalesced segment; the update H = e^g H + beta k k^T happens on load and H goes straight back.
+//   - A matrix-vector product: each thread multiplies its R x CW block by its CW entries of the
+//     vector, then a halving butterfly over the warp (R/2 + R/4 + ... + 1 shuffles, then log2(32/R)
+//     more) leaves row R w + l / (32/R) complete in lane l (each row in 32/R lanes, bitwise equal).
+//   - CG's vectors are per row, in those lanes: x, r, p in registers. Each iteration needs two block
+//     reductions (p.Ap, r.r: warp butterflies, 8 partials through shared memory, summed in a fixed
+//     order so every thread holds the same value and the stopping test is block-uniform) and one
+//     broadcast of the new r through shared memory, from which every thread rebuilds ITS columns of
+//     p = r + cb p with the same fma as the row owners: two barriers per iteration.
+//   - S (K x V) is copied to shared memory by cp.async at the start, so its transfer overlaps the
+//     solve; after it, S = e^g S + beta k v^T goes back to memory and out = S^T x is summed over the
+//     warps' row blocks in shared memory.
+// Stopping: as the CPU loop: before each iteration, stop when delta <= tol^2 delta_0 (tol = the
+// float epsilon for a fixed count), and after A p when p.Ap <= 0; never in fla mode. The Jacobi
+// guess is q / (diag H_t + lambda) as the CPU step (fla's Triton kernel adds 1e-5 to that
+// denominator; mesa.md §2.2).
+
+__device__ __forceinline__ void mn__cp16(void* sdst, const void* gsrc) { mn__cp16z(sdst, gsrc, true); }
+
+// v[R] partial row sums of one warp -> the total of row lane / (32/R) in lane (see above). Written
+// as compile-time recursion: a runtime-halving loop is not unrolled and puts v in local memory.
+template <int HALF, int OFF, int R>
+__device__ __forceinline__ void mn__halve(float (&v)[R], int lane) {
+    if constexpr (HALF >= 1) {
+        const bool up = (lane & OFF) != 0;          // the upper lane keeps rows [HALF, 2 HALF)
+#pragma unroll
+        for (int i = 0; i < HALF; i++) {
+            float send = up ? v[i] : v[i + HALF], keep = up ? v[i + HALF] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, OFF);
+        }
+        mn__halve<HALF / 2, OFF / 2, R>(v, lane);
+    } else {                                        // the 32/R lanes of a row: butterfly, bitwise equal sums
+#pragma unroll
+        for (int o = OFF; o >= 1; o /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+    }
+}
+template <int R>
+__device__ __forceinline__ float mn__rowreduce(float (&v)[R], int lane) {
+    mn__halve<R / 2, 16, R>(v, lane);
+    return v[0];
+}
+
+typedef struct mn__step_args {
+    float *out, *hkk, *hkv;
+    int* iters;
+    const float *q, *k, *v, *g, *beta, *lamb;
+    unsigned H, V;
+    int n_iter, fla, jacobi;
+    float stop, eps;        // squared relative residual where a system stops; fla's 1e-5 (else 0)
+} mn__step_args;
+
+template <int K> static size_t mn__step_smem(size_t V) { return ((size_t)K * V + 6 * K + 9 * V + 16) * sizeof(float); }
+
+template <int K>
+__global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
+    constexpr int R = K / 8, CW = K / 32, LPR = 32 / R;   // rows per warp, columns per lane, lanes per row
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    const int V = (int)A.V;
+    float* sS = (float*)mn__smem;                  // (K,V) S, then S_t
+    float *sq = sS + K * V, *sk = sq + K, *sl = sk + K, *sdg = sl + K, *svx = sdg + K, *svr = svx + K;
+    float *sv = svr + K, *sout = sv + V, *sred = sout + 8 * V;   // (V), (8,V) per-warp outputs, (2,8) partial sums
+    const size_t bh = blockIdx.x, h = bh % A.H;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, c0 = lane * CW;
+    float* Hg = A.hkk + bh * K * K;
+    float* Sg = A.hkv + bh * (size_t)K * V;
+
+    for (int idx = tid; idx < K * V / 4; idx += 256) mn__cp16(sS + 4 * idx, Sg + 4 * idx);   // S: async
+    mn__cp_commit();
+    if (tid < K) { sq[tid] = A.q[bh * K + tid]; sk[tid] = A.k[bh * K + tid]; sl[tid] = A.lamb[h * K + tid]; }
+    for (int c = tid; c < V; c += 256) sv[c] = A.v[bh * V + c];
+    const float gam = expf(A.g[bh]), bt = A.beta[bh];
+    __syncthreads();
+
+    // H_t = e^g H + beta k k^T on the way in, written back at once; its diagonal into sdg
+    float Hr[R][CW];
+#pragma unroll
+    for (int ii = 0; ii < R; ii++) {
+        const float* src = Hg + (size_t)(w * R + ii) * K + c0;
+        if constexpr (CW == 4) { float4 u = *(const float4*)src; Hr[ii][0] = u.x; Hr[ii][1] = u.y; Hr[ii][2] = u.z; Hr[ii][3] = u.w; }
+        else { float2 u = *(const float2*)src; Hr[ii][0] = u.x; Hr[ii][1] = u.y; }
+    }
+    {
+        float kc[CW];
+#pragma unroll
+        for (int j = 0; j < CW; j++) kc[j] = sk[c0 + j];
+#pragma unroll
+        for (int ii = 0; ii < R; ii++) {
+            const int row = w * R + ii;
+            const float bk = bt * sk[row];
+#pragma unroll
+            for (int j = 0; j < CW; j++) {
+                Hr[ii][j] = fmaf(gam, Hr[ii][j], bk * kc[j]);
+                if (row == c0 + j) sdg[row] = Hr[ii][j];
+            }
+            float* dst = Hg + (size_t)row * K + c0;
+            if constexpr (CW == 4) *(float4*)dst = make_float4(Hr[ii][0], Hr[ii][1], Hr[ii][2], Hr[ii][3]);
+            else *(float2*)dst = make_float2(Hr[ii][0], Hr[ii][1]);
+        }
+    }
+    __syncthreads();                               // sdg complete
+
+    auto matvec = [&](const float (&vc)[CW]) -> float {   // (H_t vc) for this lane's row
+        float part[R];
+#pragma unroll
+        for (int ii = 0; ii < R; ii++) {
+            float a = 0.f;
+#pragma unroll
+            for (int j = 0; j < CW; j++) a = fmaf(Hr[ii][j], vc[j], a);
+            part[ii] = a;
+        }
+        return mn__rowreduce<R>(part, lane);
+    };
+    auto bsum = [&](float val, float* buf) -> float {     // block sum of a per-row value (buf: 8 floats)
+#pragma unroll
+        for (int o = LPR; o < 32; o <<= 1) val += __shfl_xor_sync(0xffffffffu, val, o);
+        if (lane == 0) buf[w] = val;
+        __syncthreads();
+        float s = buf[0];
+#pragma unroll
+        for (int i = 1; i < 8; i++) s += buf[i];
+        return s;
+    };
+
+    const int ir = w * R + lane / LPR;             // this lane's row
+    const bool owner = lane % LPR == 0;            // one writer per row
+    const float qi = sq[ir], li = sl[ir];
+    float x = qi;
+    int it = 0;
+    if (A.n_iter >= 0) {
+        float r = qi;
+        x = A.jacobi ? qi / (sdg[ir] + li) : 0.f;
+        if (A.jacobi) {                            // r0 = q - (H_t + diag lambda) x0
+            if (owner) svx[ir] = x;
+            __syncthreads();
+            float vc[CW];
+#pragma unroll
+            for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
+            r = qi - matvec(vc) - li * x;
+        }
+        float p = r, pc[CW];
+        if (owner) svr[ir] = r;
+        float delta = bsum(r * r, sred);           // its barrier also publishes svr
+        const float delta0 = delta;
+#pragma unroll
+        for (int j = 0; j < CW; j++) pc[j] = svr[c0 + j];
+        for (; it < A.n_iter; it++) {
+            if (!A.fla && delta <= A.stop * delta0) break;
+            const float ap = fmaf(li, p, matvec(pc));
+            const float pap = bsum(p * ap, sred + 8);
+            if (!A.fla && !(pap > 0.f)) break;     // converged below float resolution
+            const float alpha = delta / (pap + A.eps);
+            x = fmaf(alpha, p, x);
+            r = fmaf(-alpha, ap, r);
+            if (owner) svr[ir] = r;                // every read of the old r was before bsum's barrier
+            const float dn = bsum(r * r, sred);
+            const float cb = dn / (delta + A.eps);
+            p = fmaf(cb, p, r);
+#pragma unroll
+            for (int j = 0; j < CW; j++) pc[j] = fmaf(cb, pc[j], svr[c0 + j]);   // the same p, bit for bit
+            delta = dn;
+        }
+    }
+    if (owner) svx[ir] = x;
+    if (A.iters && tid == 0) A.iters[bh] = it;
+    mn__cp_wait_all();
+    __syncthreads();                               // S and x in shared memory
+
+    // S_t = e^g S + beta k v^T back to memory; out = S_t^T x (per-warp partial sums, then over warps)
+    float4 o[2] = { make_float4(0.f, 0.f, 0.f, 0.f), make_float4(0.f, 0.f, 0.f, 0.f) };
+    for (int i = w; i < K; i += 8) {
+        const float xi = svx[i], bk = bt * sk[i];
+#pragma unroll
+        for (int m = 0; m < 2; m++) {
+            const int c = 4 * lane + 128 * m;
+            if (c >= V) break;
+            float4 s = *(const float4*)&sS[i * V + c], vv = *(const float4*)&sv[c];
+            s.x = fmaf(gam, s.x, bk * vv.x); s.y = fmaf(gam, s.y, bk * vv.y);
+            s.z = fmaf(gam, s.z, bk * vv.z); s.w = fmaf(gam, s.w, bk * vv.w);
+            *(float4*)&Sg[(size_t)i * V + c] = s;
+            o[m].x = fmaf(s.x, xi, o[m].x); o[m].y = fmaf(s.y, xi, o[m].y);
+            o[m].z = fmaf(s.z, xi, o[m].z); o[m].w = fmaf(s.w, xi, o[m].w);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < 2; m++) {
+        const int c = 4 * lane + 128 * m;
+        if (c < V) *(float4*)&sout[w * V + c] = o[m];
+    }
+    __syncthreads();
+    for (int c = tid; c < V; c += 256) {
+        float s = sout[c];
+#pragma unroll
+        for (int i = 1; i < 8; i++) s += sout[i * V + c];
+        A.out[bh * V + c] = s;
+    }
+}
+
+int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    mn_mesa_opts tmp;
+    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, n = B * H;
+    if ((K != 64 && K != 128) || V == 0 || V % 4 || K * V > 16384)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "needs Dk in {64, 128}, Dv % 4 == 0 and Dk * Dv <= 16384", __LINE__);
+    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "the CUDA step solves by CG only", __LINE__);
+    if (n == 0) return MN_OK;
+    if (((uintptr_t)hkk | (uintptr_t)hkv) % 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "hkk and hkv must be 16-byte aligned", __LINE__);
+    if (n > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "B * H beyond the grid", __LINE__);
+    mn__step_args a;
+    memset(&a, 0, sizeof a);
+    a.out = out; a.hkk = hkk; a.hkv = hkv; a.iters = iters;
+    a.q = q; a.k = k; a.v = v; a.g = g; a.beta = beta; a.lamb = lamb;
+    a.H = (unsigned)H; a.V = (unsigned)V;
+    a.n_iter = op->cg_iters; a.fla = op->fla; a.jacobi = op->jacobi;
+    a.stop = op->cg_tol > 0 ? (float)(op->cg_tol * op->cg_tol) : 1.1920929e-07f * 1.1920929e-07f;
+    a.eps = op->fla ? 1e-5f : 0.f;
+    if (K == 128) {
+        static size_t set = 0;
+        size_t smem = mn__step_smem<128>(V);
+        if (smem > set) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_step<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); set = smem; }
+        mn__k_mesa_step<128><<<(unsigned)n, 256, smem, MN__STREAM>>>(a);
+    } else {
+        static size_t set = 0;
+        size_t smem = mn__step_smem<64>(V);
+        if (smem > set) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_step<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); set = smem; }
+        mn__k_mesa_step<64><<<(unsigned)n, 256, smem, MN__STREAM>>>(a);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}

@@ -1,0 +1,161 @@
+/* mesanet_cuda.h - optional CUDA translation unit for mesanet.h (same model, same op contracts)
+
+   WHAT THIS IS
+     GPU versions of mesanet.h's ops for an NVIDIA Hopper GPU (built for sm_90). Every launcher
+     mirrors the CPU op of the same name in mesanet.h: `mn_cuda_<op>` takes a context first, then
+     exactly the CPU arguments, with every tensor pointer a DEVICE pointer to float. Backward ops
+     accumulate (+=) into their gradients, as on the CPU. Compile cuda/mesanet_cuda.cu once with
+     nvcc (`make cuda`), include this header from C or C++, link with -lcublas -lcudart.
+
+   ERRORS
+     Every function that can fail returns MN_OK (0) or a negative code: the MN_ERR_* codes of
+     mesanet.h (MN_ERR_CONFIG for a shape these kernels do not support) or MN_ERR_CUDA /
+     MN_ERR_CUBLAS below; ctx->msg holds one line saying why (also written to MN_CUDA_LOG, stderr
+     by default). Launches are asynchronous: a launcher returns the launch status, and a fault
+     inside a kernel shows up at the next mn_cuda_sync / download. Nothing here calls exit().
+
+   MEMORY
+     The caller owns every device buffer (mn_cuda_malloc / mn_cuda_dfree or plain cudaMalloc).
+     Ops never allocate: the Mesa op takes a workspace of mn_cuda_mesa_work_size floats. The
+     context holds the cuBLAS handle, the stream (NULL: the default stream) and 64 bytes of
+     device scratch for reductions (the gradient norm).
+
+   PRECISION (which stage uses what, and why)
+     - Elementwise, norm, loss and optimizer kernels: fp32 storage, fp32 arithmetic; row sums of
+       squares and the AdamW update in fp32/fp64 as the CPU op does (double where the CPU op uses
+       double and it costs nothing: AdamW, the gradient norm). Memory-bound, so precision is free.
+     - Projections (mn_cuda_matmul_*) and the Mesa backward's batched per-chunk products go through
+       cuBLAS in fp32 (ctx->math = MN_CUDA_MATH_FP32, the default: results agree with the CPU to
+       float rounding) or TF32 tensor cores (MN_CUDA_MATH_TF32: inputs rounded to 10 mantissa
+       bits, ~3e-4 relative, 7x the rate on an H200).
+     - Mesa states H_n, S_n and their gradients: fp32 in memory (fla keeps them in fp16/bf16, which
+       issue #1187 ties to NaNs in training; mesa.md §2.5 recommends fp32). The chunk scan's products
+       run on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3, the default): each
+       fp32 operand is split into a TF32 head and a TF32 tail, and head*head + head*tail + tail*head
+       is accumulated in fp32, which keeps fp32-level accuracy (~1e-7 relative per product, the
+       tail*tail term ~2^-22 being dropped); MN_CUDA_SCAN_FFMA is the plain fp32-FMA scan.
+     - Mesa decode step (mn_cuda_mesa_step): fp32 throughout (states, CG, read-out), like fla's
+       decode kernel; one thread block per (sequence, head), the K x K state in registers.
+     - The Mesa CG solve (the op's hot loop, n_cg x (4CK + 2K^2) flops per token and head) and the
+       forward's output stage: fp16 tensor cores (mma.sync m16n8k16, fp32 accumulation) for the
+       three products of A(P), like fla's Triton kernel; x, r, p, alpha, delta and the lambda term
+       stay fp32 in registers. Unlike fla, every row of P (and of X) is scaled by a power of two
+       near 1/||p|| before the fp16 cast, and H_n, S_n and the chunk's v by one that brings their
+       largest entry to <= 1, so the shrinking CG directions never underflow fp16 and large
+       states never overflow it; the scales are exact and are undone in fp32.
+
+   SUPPORTED SHAPES (Mesa): chunk forward/backward: Dk == Dv in {64, 128}, chunk 64, solver CG with
+     x0 = 0 (opts.jacobi = 0), fixed count or relative tolerance, fla's epsilons or textbook CG,
+     cg_iters < 0 (no solve). Decode step: Dk in {64, 128}, Dv a multiple of 4 with Dk*Dv <= 16384,
+     CG from x0 = 0 or the Jacobi guess, every other option as the CPU step. Anything else returns
+     MN_ERR_CONFIG. Other ops: any size.
+
+   NOTATION as mesanet.h: B batch, T time, C d_model (or channels), H heads, Dk/Dv head dims,
+   V vocabulary, N rows. Shapes in the comments are row-major, fla's [B,T,H,D] layout.
+*/
+#ifndef MESANET_CUDA_H
+#define MESANET_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "mesanet.h"   // declarations only: MN_OK, MN_ERR_*, mn_mesa_opts, MN_MESA_FORM_*
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    MN_ERR_CUDA = -20,    // a CUDA runtime call or kernel launch failed (ctx->msg says which)
+    MN_ERR_CUBLAS = -21   // a cuBLAS call failed
+};
+enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1 };   // cuBLAS products: exact fp32 or TF32
+enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1 };  // Mesa state scan: 3xTF32 tensor cores or fp32 FMA
+
+typedef struct mn_cuda_ctx {
+    int device;           // CUDA device ordinal
+    void* stream;         // cudaStream_t all launches go to (NULL = default stream)
+    void* cublas;         // cublasHandle_t, bound to stream
+    int math;             // MN_CUDA_MATH_FP32 (default) or MN_CUDA_MATH_TF32
+    int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate)
+    int sm_count;         // multiprocessors of the device
+    size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
+    double* scratch;      // (8) device scratch for reductions
+    char msg[256];        // last error, one line
+} mn_cuda_ctx;
+
+// --- lifecycle and memory (all return MN_OK or MN_ERR_CUDA / MN_ERR_CUBLAS) ---
+int mn_cuda_init(mn_cuda_ctx* ctx, int device);     // picks the device, creates the cuBLAS handle
+void mn_cuda_free(mn_cuda_ctx* ctx);
+const char* mn_cuda_strerror(int code);             // mn_strerror plus the two codes above
+int mn_cuda_malloc(mn_cuda_ctx* ctx, void** p, size_t bytes);
+void mn_cuda_dfree(void* p);
+int mn_cuda_upload(mn_cuda_ctx* ctx, void* dst, const void* src, size_t bytes);    // host -> device, synchronous
+int mn_cuda_download(mn_cuda_ctx* ctx, void* dst, const void* src, size_t bytes);  // device -> host, synchronous
+int mn_cuda_sync(mn_cuda_ctx* ctx);                 // waits for the stream; reports kernel faults
+
+// --- matmul through cuBLAS: out (N,OC) = inp (N,IC) weight (OC,IC)^T + bias (OC) ---
+int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias, size_t N, size_t IC, size_t OC);
+// dinp (N,IC), dweight (OC,IC), dbias (OC) accumulated; any may be NULL. dout (N,OC).
+int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC);
+
+// --- elementwise and normalisation ops (contracts as mesanet.h >>ops) ---
+// out (N,C) = wte (V,C)[tokens (N)]; ids must be valid (the caller checks, as on the CPU)
+int mn_cuda_embedding_forward(mn_cuda_ctx* ctx, float* out, const int* tokens, const float* wte, size_t N, size_t C);
+// dwte (V,C) += scatter of dout (N,C) (atomic adds: the order of the adds is not fixed)
+int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C);
+// out (N,C), rstd (N) written; inp (N,C); weight (C)
+int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps);
+// dinp (N,C), dweight (C) accumulated
+int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C);
+// out (n) = silu(gate (n)) * up (n)
+int mn_cuda_swiglu_forward(mn_cuda_ctx* ctx, float* out, const float* gate, const float* up, size_t n);
+int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n);
+// causal depthwise conv (fla ShortConvolution) + optional SiLU: out, inp (B,T,Ch); weight (Ch,K)
+int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+// dinp (B,T,Ch), dweight (Ch,K) accumulated
+int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+// out (N,D) = inp / sqrt(sum inp^2 + 1e-6), rstd (N)
+int mn_cuda_l2norm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, size_t N, size_t D);
+int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D);
+// losses (N) from logits (N,V), targets (N) (< 0: no loss), optional soft-cap c tanh(l/c)
+int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* logits, const int* targets, size_t N, size_t V, double softcap);
+// dlogits (N,V) accumulated; dlosses (N)
+int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t N, size_t V, double softcap);
+
+// --- optimizer ---
+// AdamW, PyTorch order (as mn_adamw_update): p, m, v (n) updated from g (n); t is the 1-based step
+int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t);
+// Global L2 norm of grads (n) (fp64 accumulation); scales them to max_norm when larger (max_norm
+// > 0), leaves them untouched when the norm is not finite. norm (host, may be NULL) receives the
+// norm before clipping (NaN if not finite); asking for it synchronises the stream.
+int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_norm, double* norm);
+
+// --- the Mesa op, chunkwise form (contracts as mn_mesa_chunk_forward / _backward) ---
+// Workspace in floats for form MN_MESA_FORM_CHUNK (one size serves the forward and the backward).
+size_t mn_cuda_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
+// out (B,T,H,Dv), xs (B,T,H,Dk) (saved for the backward; may be NULL), iters (B,T,H) (may be NULL)
+// written; hkk (B,H,Dk,Dk), hkv (B,H,Dk,Dv): initial states in, final states out (NULL: zeros,
+// not returned); q,k (B,T,H,Dk); v (B,T,H,Dv); g, beta (B,T,H); lamb (H,Dk); work (work_size)
+int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+// dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg,dbeta (B,T,H), dlamb (H,Dk), dhkk0 (B,H,Dk,Dk), dhkv0
+// (B,H,Dk,Dv) accumulated (the last two may be NULL); dout (B,T,H,Dv); dhkk, dhkv upstream
+// gradients of the final states (NULL = 0); xs from the forward; hkk0, hkv0 the initial states
+// the forward used (NULL = 0). q is not read (the implicit backward needs only x).
+int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+
+
+// --- the Mesa decode step, batched over sequences (contract as mn_mesa_step, one call for B of them) ---
+// One token for B sequences x H heads: H_t = e^g H + beta k k^T, S_t = e^g S + beta k v^T (states
+// updated in place), x = (H_t + diag lambda)^-1 q by CG with the CPU step's options (cg_iters the
+// most iterations, negative: no solve, x = q; cg_tol > 0: the paper's per-token dynamic stop
+// ||r|| <= cg_tol ||r0||, else a fixed count that ends early only at float precision; fla: fla's
+// 1e-5 epsilons and exactly cg_iters iterations; jacobi: x0 = q / (diag H_t + lambda), else 0),
+// out = S_t^T x. out (B,H,Dv) written; iters (B,H) receives each system's CG iterations (may be
+// NULL); hkk (B,H,Dk,Dk), hkv (B,H,Dk,Dv) in/out, 16-byte aligned; q,k (B,H,Dk); v (B,H,Dv);
+// g, beta (B,H); lamb (H,Dk). No workspace: one launch, B*H thread blocks.
+int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif // MESANET_CUDA_H
