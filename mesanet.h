@@ -4518,6 +4518,38 @@ enum { MN__GL_Q = MN__P_MIX, MN__GL_K, MN__GL_V, MN__GL_G1, MN__GL_G2, MN__GL_G2
 enum { MN__GLA_Q = MN__A_MIX, MN__GLA_K, MN__GLA_V, MN__GLA_L1, MN__GLA_L2, MN__GLA_GK, MN__GLA_O, MN__GLA_GG, MN__GLA_ON, MN__GLA_RS, MN__GLA_WORK };
 #define MN__GLA_RANK 16
 #define MN__GLA_NORMALIZER 16.0
+// fla's GLA-family gate (gla, sgla): the log-decay g = logsigmoid(z) / 16 (gate_logit_normalizer);
+// g (n) written, may alias z (n)
+static void mn__gla_gate_forward(mn_real* g, const mn_real* z, size_t n) {
+    size_t i;
+    mn_logsigmoid_forward(g, z, n);
+    for (i = 0; i < n; i++) g[i] = (mn_real)(g[i] / MN__GLA_NORMALIZER);
+}
+// dz (n) += dL/dz; dg (n) is scaled in place by 1/16 (scratch afterwards); z (n) the forward's input
+static void mn__gla_gate_backward(mn_real* dz, mn_real* dg, const mn_real* z, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) dg[i] = (mn_real)(dg[i] / MN__GLA_NORMALIZER);
+    mn_logsigmoid_backward(dz, dg, z, n);
+}
+// fla's GLA-family output (gla, sgla): out = o_proj(RMSNorm_head(o) * swish(g_proj x)) over N rows of
+// H heads of D. pg, pn, po: the layer's g_proj, norm and o_proj tensor indices. out (N,C) written;
+// gg, on (N,H*D) and rs (N*H) written and saved for the backward; o (N,H*D); in (N,C)
+static void mn__gla_out_forward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* out, mn_real* gg, mn_real* on, mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
+    mn_matmul_forward(gg, in, MN__PAR(m, l, pg), NULL, N, C, H * D);
+    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, pn), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, po), NULL, N, H * D, C);
+}
+// din (N,C), dgg (N,H*D), do_ (N,H*D) accumulated (+=), don (N,H*D) written; dout (N,C); the rest as saved
+static void mn__gla_out_backward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* din, mn_real* dgg, mn_real* don, mn_real* do_, const mn_real* dout,
+                                 const mn_real* gg, const mn_real* on, const mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
+    mn_matmul_backward(don, MN__GRD(m, l, po), NULL, dout, on, MN__PAR(m, l, po), N, H * D, C);
+    mn_rmsnorm_gated_backward(do_, dgg, MN__GRD(m, l, pn), don, rs, o, gg, MN__PAR(m, l, pn), N * H, D);
+    mn_matmul_backward(din, MN__GRD(m, l, pg), NULL, dgg, in, MN__PAR(m, l, pg), N, C, H * D);
+}
 static void mn__glal_params(mn_model* m, size_t* count, size_t l) {
     size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
     char nm[96];
@@ -4541,32 +4573,26 @@ static size_t mn__glal_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
 }
 static void mn__glal_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     #define A(x) MN__ACT(m, l, x)
     mn__qkv_forward(m, l, MN__GL_Q, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), in, N, HD);
     mn_matmul_forward(A(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), NULL, N, C, MN__GLA_RANK);
     mn_matmul_forward(A(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), N, MN__GLA_RANK, HD);
-    mn_logsigmoid_forward(A(MN__GLA_GK), A(MN__GLA_L2), N * HD);
-    for (i = 0; i < N * HD; i++) A(MN__GLA_GK)[i] = (mn_real)(A(MN__GLA_GK)[i] / MN__GLA_NORMALIZER);
+    mn__gla_gate_forward(A(MN__GLA_GK), A(MN__GLA_L2), N * HD);
     mn_gla_forward(A(MN__GLA_O), A(MN__GLA_WORK), A(MN__GLA_WORK) + B * H * D * D, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), A(MN__GLA_GK), NULL,
                    B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk);
-    mn_matmul_forward(A(MN__GLA_GG), in, MN__PAR(m, l, MN__GL_GG), NULL, N, C, HD);
-    mn_rmsnorm_gated_forward(A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), A(MN__GLA_GG), MN__PAR(m, l, MN__GL_ON), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, A(MN__GLA_ON), MN__PAR(m, l, MN__GL_O), NULL, N, HD, C);
+    mn__gla_out_forward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, out, A(MN__GLA_GG), A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), in, N);
     #undef A
 }
 static void mn__glal_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     #define A(x) MN__ACT(m, l, x)
     #define DA(x) MN__DACT(m, l, x)
-    mn_matmul_backward(DA(MN__GLA_ON), MN__GRD(m, l, MN__GL_O), NULL, dout, A(MN__GLA_ON), MN__PAR(m, l, MN__GL_O), N, HD, C);
-    mn_rmsnorm_gated_backward(DA(MN__GLA_O), DA(MN__GLA_GG), MN__GRD(m, l, MN__GL_ON), DA(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), A(MN__GLA_GG), MN__PAR(m, l, MN__GL_ON), N * H, D);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_GG), NULL, DA(MN__GLA_GG), in, MN__PAR(m, l, MN__GL_GG), N, C, HD);
+    mn__gla_out_backward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, din, DA(MN__GLA_GG), DA(MN__GLA_ON), DA(MN__GLA_O), dout, A(MN__GLA_GG), A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), in, N);
     mn_gla_backward(DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), DA(MN__GLA_GK), NULL, DA(MN__GLA_WORK), DA(MN__GLA_O), NULL, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V),
                     A(MN__GLA_GK), NULL, B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk);
-    for (i = 0; i < N * HD; i++) DA(MN__GLA_GK)[i] = (mn_real)(DA(MN__GLA_GK)[i] / MN__GLA_NORMALIZER);   // gk = logsigmoid(.) / 16
-    mn_logsigmoid_backward(DA(MN__GLA_L2), DA(MN__GLA_GK), A(MN__GLA_L2), N * HD);
+    mn__gla_gate_backward(DA(MN__GLA_L2), DA(MN__GLA_GK), A(MN__GLA_L2), N * HD);
     mn_matmul_backward(DA(MN__GLA_L1), MN__GRD(m, l, MN__GL_G2), MN__GRD(m, l, MN__GL_G2B), DA(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), N, MN__GLA_RANK, HD);
     mn_matmul_backward(din, MN__GRD(m, l, MN__GL_G1), NULL, DA(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), N, C, MN__GLA_RANK);
     mn__qkv_backward(m, l, MN__GL_Q, din, DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), in, N, HD);
@@ -4577,18 +4603,15 @@ static size_t mn__glal_state_size(const mn_config* c) { return c->n_head * c->he
 static size_t mn__glal_scratch_size(const mn_config* c) { return 8 * c->n_head * c->head_dim + MN__GLA_RANK + c->n_head; }
 static void mn__glal_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
     const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     mn_real *q = scratch, *k = q + HD, *v = k + HD, *gk = v + HD, *o = gk + HD, *gg = o + HD, *on = gg + HD, *l1 = on + HD, *rs = l1 + MN__GLA_RANK;
     MN_UNUSED(pos);
     mn__qkv_forward(m, l, MN__GL_Q, q, k, v, in, 1, HD);
     mn_matmul_forward(l1, in, MN__PAR(m, l, MN__GL_G1), NULL, 1, C, MN__GLA_RANK);
     mn_matmul_forward(gk, l1, MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), 1, MN__GLA_RANK, HD);
-    mn_logsigmoid_forward(gk, gk, HD);
-    for (i = 0; i < HD; i++) gk[i] = (mn_real)(gk[i] / MN__GLA_NORMALIZER);
+    mn__gla_gate_forward(gk, gk, HD);
     mn_gla_step(o, state, q, k, v, gk, 1, H, D, D, D, 1.0 / sqrt((double)D));
-    mn_matmul_forward(gg, in, MN__PAR(m, l, MN__GL_GG), NULL, 1, C, HD);
-    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, MN__GL_ON), H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, MN__GL_O), NULL, 1, HD, C);
+    mn__gla_out_forward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, out, gg, on, rs, o, in, 1);
 }
 static double mn__glal_flops(const mn_config* c, size_t T) {
     double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
@@ -4725,34 +4748,28 @@ static size_t mn__sgla_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
 }
 static void mn__sgla_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     #define A(x) MN__ACT(m, l, x)
     mn__qkv_forward(m, l, MN__SG_Q, A(MN__SGA_QL), A(MN__SGA_KL), A(MN__SGA_VL), in, N, HD);
     mn_shortconv_forward(A(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);
     mn_shortconv_forward(A(MN__SGA_K), A(MN__SGA_KL), MN__PAR(m, l, MN__SG_KC), B, T, HD, 4, 1);
     mn_shortconv_forward(A(MN__SGA_V), A(MN__SGA_VL), MN__PAR(m, l, MN__SG_VC), B, T, HD, 4, 1);
     mn_matmul_forward(A(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), N, C, H);
-    mn_logsigmoid_forward(A(MN__SGA_G), A(MN__SGA_GL), N * H);
-    for (i = 0; i < N * H; i++) A(MN__SGA_G)[i] = (mn_real)(A(MN__SGA_G)[i] / MN__GLA_NORMALIZER);
+    mn__gla_gate_forward(A(MN__SGA_G), A(MN__SGA_GL), N * H);
     mn_gla_forward(A(MN__SGA_O), A(MN__SGA_WORK), A(MN__SGA_WORK) + B * H * D * D, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V), A(MN__SGA_G), NULL,
                    B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk);
-    mn_matmul_forward(A(MN__SGA_GG), in, MN__PAR(m, l, MN__SG_GG), NULL, N, C, HD);
-    mn_rmsnorm_gated_forward(A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), A(MN__SGA_GG), MN__PAR(m, l, MN__SG_ON), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, A(MN__SGA_ON), MN__PAR(m, l, MN__SG_O), NULL, N, HD, C);
+    mn__gla_out_forward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, out, A(MN__SGA_GG), A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), in, N);
     #undef A
 }
 static void mn__sgla_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     #define A(x) MN__ACT(m, l, x)
     #define DA(x) MN__DACT(m, l, x)
-    mn_matmul_backward(DA(MN__SGA_ON), MN__GRD(m, l, MN__SG_O), NULL, dout, A(MN__SGA_ON), MN__PAR(m, l, MN__SG_O), N, HD, C);
-    mn_rmsnorm_gated_backward(DA(MN__SGA_O), DA(MN__SGA_GG), MN__GRD(m, l, MN__SG_ON), DA(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), A(MN__SGA_GG), MN__PAR(m, l, MN__SG_ON), N * H, D);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__SG_GG), NULL, DA(MN__SGA_GG), in, MN__PAR(m, l, MN__SG_GG), N, C, HD);
+    mn__gla_out_backward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, din, DA(MN__SGA_GG), DA(MN__SGA_ON), DA(MN__SGA_O), dout, A(MN__SGA_GG), A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), in, N);
     mn_gla_backward(DA(MN__SGA_Q), DA(MN__SGA_K), DA(MN__SGA_V), DA(MN__SGA_G), NULL, DA(MN__SGA_WORK), DA(MN__SGA_O), NULL, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V),
                     A(MN__SGA_G), NULL, B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk);
-    for (i = 0; i < N * H; i++) DA(MN__SGA_G)[i] = (mn_real)(DA(MN__SGA_G)[i] / MN__GLA_NORMALIZER);   // g = logsigmoid(.) / 16
-    mn_logsigmoid_backward(DA(MN__SGA_GL), DA(MN__SGA_G), A(MN__SGA_GL), N * H);
+    mn__gla_gate_backward(DA(MN__SGA_GL), DA(MN__SGA_G), A(MN__SGA_GL), N * H);
     mn_matmul_backward(din, MN__GRD(m, l, MN__SG_GK), MN__GRD(m, l, MN__SG_GKB), DA(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), N, C, H);
     mn_shortconv_backward(DA(MN__SGA_QL), MN__GRD(m, l, MN__SG_QC), DA(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);
     mn_shortconv_backward(DA(MN__SGA_KL), MN__GRD(m, l, MN__SG_KC), DA(MN__SGA_K), A(MN__SGA_KL), MN__PAR(m, l, MN__SG_KC), B, T, HD, 4, 1);
@@ -4766,7 +4783,7 @@ static size_t mn__sgla_state_size(const mn_config* c) { return 9 * c->n_head * c
 static size_t mn__sgla_scratch_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + 3 * c->n_head; }
 static void mn__sgla_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
     const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     mn_real *cq = state, *ck = cq + 3 * HD, *cv = ck + 3 * HD, *S = cv + 3 * HD;
     mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *q = vl + HD, *k = q + HD, *v = k + HD, *o = v + HD, *gg = o + HD, *on = gg + HD;
     mn_real *gl = on + HD, *g = gl + H, *rs = g + H;
@@ -4776,12 +4793,9 @@ static void mn__sgla_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* st
     mn_shortconv_step(k, ck, kl, MN__PAR(m, l, MN__SG_KC), HD, 4, 1);
     mn_shortconv_step(v, cv, vl, MN__PAR(m, l, MN__SG_VC), HD, 4, 1);
     mn_matmul_forward(gl, in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), 1, C, H);
-    mn_logsigmoid_forward(g, gl, H);
-    for (i = 0; i < H; i++) g[i] = (mn_real)(g[i] / MN__GLA_NORMALIZER);
+    mn__gla_gate_forward(g, gl, H);
     mn_gla_step(o, S, q, k, v, g, 1, H, D, D, 1, 1.0 / sqrt((double)D));   // S = e^g S + k v^T ; o = S^T q scale
-    mn_matmul_forward(gg, in, MN__PAR(m, l, MN__SG_GG), NULL, 1, C, HD);
-    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, MN__SG_ON), H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, MN__SG_O), NULL, 1, HD, C);
+    mn__gla_out_forward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, out, gg, on, rs, o, in, 1);
 }
 
 static const mn__mixer_def mn__mixers[] = {
