@@ -165,16 +165,25 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- CUDA (optional; nvcc for sm_90, compiles on a machine without a GPU) --------------------
-# cuda/mesanet_cuda.o: the GPU library (link with -lcublas); build/test_cuda: every kernel against
-# mesanet.h in double (run it on a GPU machine); build/bench_cuda: Mesa at fla's anchor shape and
-# the batched decode step (mn_cuda_mesa_step)
+# cuda/mesanet_cuda.o + mesanet_cuda_host.o: the GPU library (link both, with -lcublas);
+# build/test_cuda: every kernel against mesanet.h in double, and with the name "model" the whole
+# GPU model (mn_cuda_model) against mn_model (run it on a GPU machine); build/bench_cuda: Mesa at
+# fla's anchor shape and the batched decode step (mn_cuda_mesa_step); build/train_cuda: a byte-level
+# MesaNet trained on the GPU (examples/train.c's loop; --anchor is fla's 40M-parameter config)
 NVCC    ?= nvcc
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Wextra
+CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
+
 .PHONY: cuda
-cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda
+cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda
 $(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. -c $< -o $@
-$(BUILD)/test_cuda: cuda/test_cuda.cu $(BUILD)/mesanet_cuda.o cuda/mesanet_cuda.h mesanet.h | $(BUILD)
-	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(BUILD)/mesanet_cuda.o -o $@ -lcublas -lgomp
-$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(BUILD)/mesanet_cuda.o cuda/mesanet_cuda.h | $(BUILD)
-	$(NVCC) $(NVFLAGS) -I. $< $(BUILD)/mesanet_cuda.o -o $@ -lcublas
+# the library's private float copy of mesanet.h (mn_model_init, mn_save, mn_load for the GPU model)
+$(BUILD)/mesanet_cuda_host.o: cuda/mesanet_cuda_host.c mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -c $< -o $@
+$(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp
+$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -I. $< $(CUDA_LIB) -o $@ -lcublas
+$(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h examples/common.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp

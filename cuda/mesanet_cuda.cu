@@ -8,6 +8,8 @@
 //   >>cuda_mesa     the Mesa op, chunkwise: packing, decay, state scans (fp32 FMA and 3xTF32), the
 //                   fp16 tensor-core CG kernel, the intra-chunk backward kernels, the drivers
 //   >>cuda_mesa_step the Mesa decode step, batched over sequences, with per-token dynamic CG
+//   >>cuda_model    the model (mn_cuda_model): mn_forward / mn_backward / clip / AdamW of mesanet.h
+//                   for Mesa layers, with the CPU model's parameter table and checkpoints
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
@@ -1728,5 +1730,459 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
         mn__k_mesa_step<64><<<(unsigned)n, 256, smem, MN__STREAM>>>(a);
     }
     MN__LAUNCHED();
+    return MN_OK;
+}
+
+// >>cuda_model
+// defines: mn_cuda_model_{init,load,save,free,get,set,reserve,forward,logits,zero_grad,backward,
+//          clip_grad_norm,adamw_step,flops_per_token,device_bytes}
+//
+// mesanet.h's model (>>model: mn_forward, mn_backward, the Mesa mixer mn__mesa_forward/backward)
+// on the GPU, call for call with the ops above. The parameter table is the CPU model's: the
+// library's private float copy of mesanet.h (cuda/mesanet_cuda_host.c) builds an mn_model with
+// mn_model_init or mn_load, and the device blocks params, grads, opt_m, opt_v copy its parameter
+// block. Differences from the CPU, none of them in the math:
+//   - activations: the forward keeps what the backward reads, per layer (the residual stream,
+//     both norms' inputs/outputs and rstd, the MLP's gate/up/h, and the Mesa layer's q/k/v before
+//     and after the conv and norm, gates, lambda, the solves, o and the normed o); activation
+//     GRADIENTS live in one layer's worth of buffers reused from the last layer to the first, plus
+//     two residual-gradient buffers that swap (dres[l+1] -> dres[l]);
+//   - the residual adds are fused into the output projections (x2 = x + o Wo^T and
+//     y = x2 + h Wd^T as one cuBLAS call each with beta = 1);
+//   - the loss is summed in double on the device (one atomic per warp), as the CPU sums in double.
+// Everything else (which op, which inputs, which order of accumulation into each gradient) is
+// mn_forward / mn_backward's.
+
+#ifdef MESANET_DOUBLE
+#error "mesanet_cuda.cu is float: build it without MESANET_DOUBLE (a program using the library may still be double)"
+#endif
+
+// the library's private CPU model (cuda/mesanet_cuda_host.c)
+extern "C" {
+int mn_cuda_host_model_init(mn_model* m, const mn_config* cfg);
+void mn_cuda_host_model_free(mn_model* m);
+int mn_cuda_host_load(mn_model* m, const char* dir, mn_train_meta* meta);
+size_t mn_cuda_host_flops_per_token(const mn_model* m, size_t T);
+int mn_cuda_host_save(mn_model* m, const char* dir, const mn_train_meta* meta, float* opt_mv, uint64_t opt_step);
+}
+
+// A Mesa block's parameter slots, in table order (mesanet.h: MN__P_* then MN__MS_*); checked
+// against the table's names when a model is set up.
+enum { MN__CP_ATTN_NORM, MN__CP_MLP_NORM, MN__CP_GATE, MN__CP_UP, MN__CP_DOWN,
+       MN__CP_Q, MN__CP_K, MN__CP_V, MN__CP_A, MN__CP_AB, MN__CP_B, MN__CP_BB, MN__CP_LAM, MN__CP_QC, MN__CP_KC, MN__CP_ON, MN__CP_O, MN__CP_COUNT };
+static const char* const mn__cp_names[MN__CP_COUNT] = {
+    "attn_norm.weight", "mlp_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+    "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.a_proj.weight", "attn.a_proj.bias",
+    "attn.b_proj.weight", "attn.b_proj.bias", "attn.lambda_params", "attn.q_conv1d.weight", "attn.k_conv1d.weight",
+    "attn.o_norm.weight", "attn.o_proj.weight" };
+#define MN__MESA_CLAMP 0.0025   // 1 - b_gamma (paper §4.2), as mesanet.h
+
+#define MN__HOST(cm) ((mn_model*)(cm)->host)
+#define MN__PAR(cm, l, j) ((cm)->params + (cm)->tensors[MN__HOST(cm)->layer_first[l] + (j)].offset)
+#define MN__GRD(cm, l, j) ((cm)->grads + (cm)->tensors[MN__HOST(cm)->layer_first[l] + (j)].offset)
+
+// One layer's saved activations (shapes as mesanet.h's MN__A_* / MN__MA_* slots).
+typedef struct mn__cm_layer {
+    float *xn1, *rstd1, *x2, *xn2, *rstd2, *gate, *up, *h;        // (N,C) (N) (N,C) (N,C) (N) (N,F) x3
+    float *ql, *kl, *q, *k, *rq, *rk, *v;                        // (N,HD) x4, (N,H) x2, (N,HD)
+    float *al, *bl, *g, *beta, *lamb, *xs, *o, *on, *ro;         // (N,H) x4, (HD), (N,HD) x3, (N,H)
+} mn__cm_layer;
+typedef struct mn__cm_acts {
+    float *res, *xf, *rstdf, *logits, *losses;                   // ((L+1),N,C) (N,C) (N) (N,V) (N)
+    mn__cm_layer L[MN_MAX_LAYERS];
+} mn__cm_acts;
+// Activation gradients: the head's, two residual buffers, and one layer's (from dxn1 on: zeroed
+// before each layer's backward; dqc/dkc double as the forward's conv outputs).
+typedef struct mn__cm_dacts {
+    float *dlogits, *dlosses, *dxf, *dres[2];
+    float *layer; size_t layer_n;
+    float *dxn1, *dxn2, *dh, *dgate, *dup, *dql, *dkl, *dqc, *dkc, *dq, *dk, *dv, *dO, *don, *dal, *dbl, *dg, *dbeta, *dlamb;
+} mn__cm_dacts;
+
+#define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+static size_t mn__cm_layout_acts(const mn_config* c, size_t B, size_t T, float* base, mn__cm_acts* a) {
+    size_t N = B * T, C = c->d_model, F = c->d_ff, H = c->n_head, HD = H * c->head_dim, V = c->vocab_size, off = 0;
+    MN__P(a->res, (c->n_layer + 1) * N * C); MN__P(a->xf, N * C); MN__P(a->rstdf, N); MN__P(a->logits, N * V); MN__P(a->losses, N);
+    for (size_t l = 0; l < c->n_layer; l++) {
+        mn__cm_layer* y = &a->L[l];
+        MN__P(y->xn1, N * C); MN__P(y->rstd1, N); MN__P(y->x2, N * C); MN__P(y->xn2, N * C); MN__P(y->rstd2, N);
+        MN__P(y->gate, N * F); MN__P(y->up, N * F); MN__P(y->h, N * F);
+        MN__P(y->ql, N * HD); MN__P(y->kl, N * HD); MN__P(y->q, N * HD); MN__P(y->k, N * HD); MN__P(y->rq, N * H); MN__P(y->rk, N * H);
+        MN__P(y->v, N * HD); MN__P(y->al, N * H); MN__P(y->bl, N * H); MN__P(y->g, N * H); MN__P(y->beta, N * H); MN__P(y->lamb, HD);
+        MN__P(y->xs, N * HD); MN__P(y->o, N * HD); MN__P(y->on, N * HD); MN__P(y->ro, N * H);
+    }
+    return off;
+}
+static size_t mn__cm_layout_dacts(const mn_config* c, size_t B, size_t T, float* base, mn__cm_dacts* d) {
+    size_t N = B * T, C = c->d_model, F = c->d_ff, H = c->n_head, HD = H * c->head_dim, V = c->vocab_size, off = 0, l0;
+    MN__P(d->dlogits, N * V); MN__P(d->dlosses, N); MN__P(d->dxf, N * C); MN__P(d->dres[0], N * C); MN__P(d->dres[1], N * C);
+    l0 = off;
+    MN__P(d->dxn1, N * C); MN__P(d->dxn2, N * C); MN__P(d->dh, N * F); MN__P(d->dgate, N * F); MN__P(d->dup, N * F);
+    MN__P(d->dql, N * HD); MN__P(d->dkl, N * HD); MN__P(d->dqc, N * HD); MN__P(d->dkc, N * HD); MN__P(d->dq, N * HD); MN__P(d->dk, N * HD);
+    MN__P(d->dv, N * HD); MN__P(d->dO, N * HD); MN__P(d->don, N * HD);
+    MN__P(d->dal, N * H); MN__P(d->dbl, N * H); MN__P(d->dg, N * H); MN__P(d->dbeta, N * H); MN__P(d->dlamb, HD);
+    d->layer = base ? base + l0 : NULL; d->layer_n = off - l0;
+    return off;
+}
+#undef MN__P
+
+static mn_mesa_opts mn__cm_mesa_opts(const mn_config* c) {   // mn__mesa_train_opts
+    mn_mesa_opts o; memset(&o, 0, sizeof o);
+    o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk;
+    return o;
+}
+
+// ---- the model's own small kernels (gates, lambda, loss) ----
+// g = logsigmoid(al) [+ log(1 - c beta^2)], beta = sigmoid(bl): in double, as the CPU
+__global__ void mn__k_cm_gates(float* g, float* beta, const float* al, const float* bl, size_t n, int clamp) {
+    MN__FOR(i, n) {
+        double x = al[i], gi = (x < 0 ? x : 0.0) - log1p(exp(-fabs(x)));
+        float b = (float)(1.0 / (1.0 + exp(-(double)bl[i])));
+        g[i] = clamp ? (float)((double)(float)gi + log(1.0 - MN__MESA_CLAMP * (double)b * b)) : (float)gi;
+        beta[i] = b;
+    }
+}
+// forward: g = logsigmoid(al) + log(1 - c beta^2), beta = sigmoid(bl), so:
+// dbeta += dg (-2 c beta) / (1 - c beta^2) (clamp); dal += dg sigmoid(-al); dbl += dbeta s (1 - s)
+__global__ void mn__k_cm_gates_bwd(float* dal, float* dbl, float* dbeta, const float* dg, const float* al, const float* bl, const float* beta, size_t n, int clamp) {
+    MN__FOR(i, n) {
+        double be = beta[i], db = dbeta[i];
+        if (clamp) { db = (float)(db + dg[i] * (-2.0 * MN__MESA_CLAMP * be) / (1.0 - MN__MESA_CLAMP * be * be)); dbeta[i] = (float)db; }
+        dal[i] += (float)(dg[i] * (1.0 / (1.0 + exp((double)al[i]))));
+        double s = 1.0 / (1.0 + exp(-(double)bl[i]));
+        dbl[i] += (float)(db * s * (1.0 - s));
+    }
+}
+// lambda = softplus(theta) + 0.25; backward dtheta += dlambda sigmoid(theta) (1 for theta > 20)
+__global__ void mn__k_cm_lambda(float* lamb, const float* theta, size_t n) {
+    MN__FOR(i, n) { double x = theta[i]; lamb[i] = (float)(x > 20 ? x : log1p(exp(x))) + 0.25f; }
+}
+__global__ void mn__k_cm_lambda_bwd(float* dtheta, const float* dlamb, const float* theta, size_t n) {
+    MN__FOR(i, n) { double x = theta[i]; dtheta[i] += (float)(dlamb[i] * (x > 20 ? 1.0 : 1.0 / (1.0 + exp(-x)))); }
+}
+// sum of the losses at targets >= 0, in double: one atomic per warp
+__global__ void mn__k_cm_loss_sum(double* out, const float* losses, const int* targets, size_t N) {
+    double acc = 0.0;
+    MN__FOR(i, N) if (targets[i] >= 0) acc += losses[i];
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
+}
+// the mean's weights: 1/n_valid where the target counts, else 0
+__global__ void mn__k_cm_dlosses(float* dl, const int* targets, size_t N, float w) {
+    MN__FOR(i, N) dl[i] = targets[i] >= 0 ? w : 0.f;
+}
+
+// out (N,OC) += inp (N,IC) W^T: the residual add fused into a projection (beta = 1)
+static int mn__cm_matmul_add(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
+    return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, 1.f, out, OC, 0, 1);
+}
+#define MN__D2D(dst, src, n) MN__CU(cudaMemcpyAsync((dst), (src), (size_t)(n) * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM))
+
+// ---- the Mesa layer (mn__mesa_forward / mn__mesa_backward) ----
+// x2 = res + o_proj(o_norm(Mesa(...)))
+static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    mn_mesa_opts o = mn__cm_mesa_opts(c);
+    const float* in = A->xn1;
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->ql, in, MN__PAR(cm, l, MN__CP_Q), NULL, N, C, HD));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->kl, in, MN__PAR(cm, l, MN__CP_K), NULL, N, C, HD));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->v, in, MN__PAR(cm, l, MN__CP_V), NULL, N, C, HD));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, D->dqc, A->ql, MN__PAR(cm, l, MN__CP_QC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, D->dkc, A->kl, MN__PAR(cm, l, MN__CP_KC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, A->q, A->rq, D->dqc, N * H, Dh));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, A->k, A->rk, D->dkc, N * H, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->al, in, MN__PAR(cm, l, MN__CP_A), MN__PAR(cm, l, MN__CP_AB), N, C, H));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->bl, in, MN__PAR(cm, l, MN__CP_B), MN__PAR(cm, l, MN__CP_BB), N, C, H));
+    mn__k_cm_gates<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->beta, A->al, A->bl, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
+    mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(A->lamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
+    MN__TRY(mn_cuda_mesa_chunk_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H, Dh, Dh, &o, cm->work));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, c->norm_eps));
+    MN__D2D(A->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, A->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
+}
+// din (N,C) += the layer's input gradient; dout (N,C) the gradient of the mixer's output
+static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    mn_mesa_opts o = mn__cm_mesa_opts(c);
+    const float* in = A->xn1;
+    MN__TRY(mn_cuda_matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C));
+    MN__TRY(mn_cuda_rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh));
+    // the op's implicit backward; dlambda collects in the (zeroed) dlamb
+    MN__TRY(mn_cuda_mesa_chunk_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
+                                        A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh, &o, cm->work));
+    mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
+    mn__k_cm_gates_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dbl, D->dbeta, D->dg, A->al, A->bl, A->beta, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_A), MN__GRD(cm, l, MN__CP_AB), D->dal, in, MN__PAR(cm, l, MN__CP_A), N, C, H));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_B), MN__GRD(cm, l, MN__CP_BB), D->dbl, in, MN__PAR(cm, l, MN__CP_B), N, C, H));
+    MN__TRY(mn_cuda_l2norm_backward(ctx, D->dqc, D->dq, A->q, A->rq, N * H, Dh));
+    MN__TRY(mn_cuda_l2norm_backward(ctx, D->dkc, D->dk, A->k, A->rk, N * H, Dh));
+    MN__TRY(mn_cuda_shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CP_QC), D->dqc, A->ql, MN__PAR(cm, l, MN__CP_QC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CP_KC), D->dkc, A->kl, MN__PAR(cm, l, MN__CP_KC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_Q), NULL, D->dql, in, MN__PAR(cm, l, MN__CP_Q), N, C, HD));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_K), NULL, D->dkl, in, MN__PAR(cm, l, MN__CP_K), N, C, HD));
+    return mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_V), NULL, D->dv, in, MN__PAR(cm, l, MN__CP_V), N, C, HD);
+}
+
+// ---- lifecycle ----
+// Checks that the CPU model is one these kernels run, then allocates the device blocks and uploads
+// the parameters (and, when the CPU model has them, the AdamW moments).
+static int mn__cm_setup(mn_cuda_model* cm) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    mn_model* h = MN__HOST(cm);
+    const mn_config* c = &h->cfg;
+    size_t P = h->n_params;
+    cm->cfg = h->cfg; cm->tensors = h->tensors; cm->n_tensors = h->n_tensors; cm->n_params = P;
+    {   // every layer must be "mesa" (the pattern is cycled over the layers)
+        const char* p = c->pattern;
+        while (1) {
+            const char* e = p;
+            while (*e && *e != ',') e++;
+            const char* s = p; size_t len = (size_t)(e - p);
+            while (len && *s == ' ') { s++; len--; }
+            while (len && s[len - 1] == ' ') len--;
+            if (len != 4 || memcmp(s, "mesa", 4) != 0)
+                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "only \"mesa\" layers run on the GPU so far (the pattern names another mixer)", __LINE__);
+            if (!*e) break;
+            p = e + 1;
+        }
+    }
+    if (c->head_dim != 64 && c->head_dim != 128) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU Mesa op needs head_dim 64 or 128", __LINE__);
+    if (c->mesa_chunk != MN__MC) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU Mesa op needs mesa_chunk 64", __LINE__);
+    for (size_t l = 0; l < c->n_layer; l++) {   // the table is the one the slots above assume
+        size_t next = l + 1 < c->n_layer ? h->layer_first[l + 1] : h->norm_idx;
+        if (next - h->layer_first[l] != MN__CP_COUNT) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "unexpected parameter table (tensors per layer)", __LINE__);
+        for (int j = 0; j < MN__CP_COUNT; j++) {
+            char want[128];
+            snprintf(want, sizeof want, "model.layers.%u.%s", (unsigned)l, mn__cp_names[j]);
+            if (strcmp(h->tensors[h->layer_first[l] + j].name, want) != 0)
+                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model: unexpected parameter table", h->tensors[h->layer_first[l] + j].name, __LINE__);
+        }
+    }
+    MN__TRY(mn_cuda_malloc(ctx, (void**)&cm->params, 4 * P * sizeof(float)));
+    cm->grads = cm->params + P; cm->opt_m = cm->grads + P; cm->opt_v = cm->opt_m + P;
+    MN__TRY(mn_cuda_malloc(ctx, (void**)&cm->red, 8 * sizeof(double)));
+    MN__CU(cudaMemsetAsync(cm->grads, 0, 3 * P * sizeof(float), MN__STREAM));
+    MN__TRY(mn_cuda_upload(ctx, cm->params, h->params, P * sizeof(float)));
+    if (h->opt_m) {
+        MN__TRY(mn_cuda_upload(ctx, cm->opt_m, h->opt_m, P * sizeof(float)));
+        MN__TRY(mn_cuda_upload(ctx, cm->opt_v, h->opt_v, P * sizeof(float)));
+        cm->opt_step = h->opt_step;
+    }
+    return MN_OK;
+}
+int mn_cuda_model_init(mn_cuda_model* cm, mn_cuda_ctx* ctx, const mn_config* cfg) {
+    int err;
+    memset(cm, 0, sizeof *cm);
+    cm->ctx = ctx;
+    mn_model* h = (mn_model*)calloc(1, sizeof(mn_model));
+    if (!h) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_init", "out of host memory", __LINE__);
+    if ((err = mn_cuda_host_model_init(h, cfg)) != MN_OK) { free(h); return mn__fail(ctx, err, "mn_cuda_model_init", "mn_model_init failed (config)", __LINE__); }
+    cm->host = h;
+    if ((err = mn__cm_setup(cm)) != MN_OK) { mn_cuda_model_free(cm); cm->ctx = ctx; }
+    return err;
+}
+int mn_cuda_model_load(mn_cuda_model* cm, mn_cuda_ctx* ctx, const char* dir, mn_train_meta* meta) {
+    int err;
+    memset(cm, 0, sizeof *cm);
+    cm->ctx = ctx;
+    mn_model* h = (mn_model*)calloc(1, sizeof(mn_model));
+    if (!h) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_load", "out of host memory", __LINE__);
+    if ((err = mn_cuda_host_load(h, dir, meta)) != MN_OK) { free(h); return mn__fail(ctx, err, "mn_cuda_model_load: mn_load failed", dir, __LINE__); }
+    cm->host = h;
+    if ((err = mn__cm_setup(cm)) != MN_OK) { mn_cuda_model_free(cm); cm->ctx = ctx; }
+    return err;
+}
+void mn_cuda_model_free(mn_cuda_model* cm) {
+    mn_cuda_dfree(cm->params); mn_cuda_dfree(cm->red); mn_cuda_dfree(cm->acts); mn_cuda_dfree(cm->dacts);
+    mn_cuda_dfree(cm->work); mn_cuda_dfree(cm->tokens);
+    if (cm->host) { mn_cuda_host_model_free(MN__HOST(cm)); free(cm->host); }
+    memset(cm, 0, sizeof *cm);
+}
+int mn_cuda_model_save(mn_cuda_model* cm, const char* dir, const mn_train_meta* meta) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    mn_model* h = MN__HOST(cm);
+    size_t P = cm->n_params;
+    float* mv = NULL;
+    int err;
+    MN__TRY(mn_cuda_download(ctx, h->params, cm->params, P * sizeof(float)));
+    if (meta) {
+        if (cm->opt_step == 0) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_save", "no optimizer state to save (take an AdamW step first)", __LINE__);
+        if (!(mv = (float*)malloc(2 * P * sizeof(float)))) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_save", "out of host memory", __LINE__);
+        if ((err = mn_cuda_download(ctx, mv, cm->opt_m, 2 * P * sizeof(float))) != MN_OK) { free(mv); return err; }   // opt_m, opt_v adjacent
+    }
+    err = mn_cuda_host_save(h, dir, meta, mv, cm->opt_step);
+    free(mv);
+    if (err != MN_OK) return mn__fail(ctx, err, "mn_cuda_model_save: mn_save failed", dir, __LINE__);
+    return MN_OK;
+}
+static float* mn__cm_block(mn_cuda_model* cm, int which) {
+    return which == MN_CUDA_PARAMS ? cm->params : which == MN_CUDA_GRADS ? cm->grads : which == MN_CUDA_OPT_M ? cm->opt_m : which == MN_CUDA_OPT_V ? cm->opt_v : NULL;
+}
+int mn_cuda_model_get(mn_cuda_model* cm, int which, float* host_dst) {
+    float* b = mn__cm_block(cm, which);
+    if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_get", "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
+    return mn_cuda_download(cm->ctx, host_dst, b, cm->n_params * sizeof(float));
+}
+int mn_cuda_model_set(mn_cuda_model* cm, int which, const float* host_src) {
+    float* b = mn__cm_block(cm, which);
+    if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_set", "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
+    return mn_cuda_upload(cm->ctx, b, host_src, cm->n_params * sizeof(float));
+}
+size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T) { return mn_cuda_host_flops_per_token((const mn_model*)cm->host, T); }
+size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm) {
+    return (4 * cm->n_params + cm->cap_acts + cm->cap_dacts + cm->cap_work) * sizeof(float) + 2 * cm->cap_tok * sizeof(int) + 8 * sizeof(double);
+}
+const float* mn_cuda_model_logits(const mn_cuda_model* cm) {
+    mn__cm_acts a;
+    if (!cm->acts || !cm->B) return NULL;
+    mn__cm_layout_acts(&cm->cfg, cm->B, cm->T, cm->acts, &a);
+    return a.logits;
+}
+
+// Grows (never shrinks) the activation, gradient, workspace and token buffers to (B,T).
+int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    mn__cm_acts a; mn__cm_dacts d;
+    mn_mesa_opts o = mn__cm_mesa_opts(c);
+    size_t na = mn__cm_layout_acts(c, B, T, NULL, &a), nd = mn__cm_layout_dacts(c, B, T, NULL, &d);
+    size_t nw = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, c->n_head, c->head_dim, c->head_dim, &o), nt = B * T;
+    cm->B = 0; cm->T = 0; cm->have_loss = 0;
+#define MN__GROW(ptr, cap, need, elem) do { if ((need) > (cap)) { mn_cuda_dfree(ptr); (ptr) = NULL; (cap) = 0; \
+        MN__TRY(mn_cuda_malloc(ctx, (void**)&(ptr), (need) * (elem))); (cap) = (need); } } while (0)
+    MN__GROW(cm->acts, cm->cap_acts, na, sizeof(float));
+    MN__GROW(cm->dacts, cm->cap_dacts, nd, sizeof(float));
+    MN__GROW(cm->work, cm->cap_work, nw, sizeof(float));
+    if (nt > cm->cap_tok) {
+        mn_cuda_dfree(cm->tokens); cm->tokens = cm->targets = NULL; cm->cap_tok = 0;
+        MN__TRY(mn_cuda_malloc(ctx, (void**)&cm->tokens, 2 * nt * sizeof(int)));
+        cm->targets = cm->tokens + nt; cm->cap_tok = nt;
+    }
+#undef MN__GROW
+    cm->B = B; cm->T = T;
+    return MN_OK;
+}
+
+// ---- forward, backward, optimizer ----
+int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targets, size_t B, size_t T, float* loss) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer, n_valid = 0;
+    mn__cm_acts a; mn__cm_dacts d;
+    mn_model* h = MN__HOST(cm);
+    if (loss) *loss = 0.f;
+    if (B == 0 || T == 0 || T > c->max_seq_len || N > ((size_t)1 << 31)) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward", "needs 0 < T <= max_seq_len and 0 < B*T <= 2^31", __LINE__);
+    for (size_t i = 0; i < N; i++) {
+        if (tokens[i] < 0 || (size_t)tokens[i] >= V) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward", "token id outside [0, V)", __LINE__);
+        if (targets) {
+            if (targets[i] < -1 || (targets[i] >= 0 && (size_t)targets[i] >= V)) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward", "target id outside [-1, V)", __LINE__);
+            n_valid += targets[i] >= 0;
+        }
+    }
+    MN__TRY(mn_cuda_model_reserve(cm, B, T));
+    mn__cm_layout_acts(c, B, T, cm->acts, &a);
+    mn__cm_layout_dacts(c, B, T, cm->dacts, &d);
+    MN__CU(cudaMemcpyAsync(cm->tokens, tokens, N * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
+    if (targets) MN__CU(cudaMemcpyAsync(cm->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
+    MN__TRY(mn_cuda_embedding_forward(ctx, a.res, cm->tokens, cm->params + cm->tensors[h->emb_idx].offset, N, C));
+    for (size_t l = 0; l < L; l++) {
+        const mn__cm_layer* A = &a.L[l];
+        float *x = a.res + l * N * C, *y = a.res + (l + 1) * N * C;
+        MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn1, A->rstd1, x, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C, c->norm_eps));
+        MN__TRY(mn__cm_mesa_forward(cm, l, A, &d, x, B, T));                      // x2 = x + mixer(xn1)
+        MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C, c->norm_eps));
+        MN__TRY(mn_cuda_matmul_forward(ctx, A->gate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), NULL, N, C, F));
+        MN__TRY(mn_cuda_matmul_forward(ctx, A->up, A->xn2, MN__PAR(cm, l, MN__CP_UP), NULL, N, C, F));
+        MN__TRY(mn_cuda_swiglu_forward(ctx, A->h, A->gate, A->up, N * F));
+        MN__D2D(y, A->x2, N * C);
+        MN__TRY(mn__cm_matmul_add(ctx, y, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C));   // y = x2 + mlp
+    }
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, a.xf, a.rstdf, a.res + L * N * C, cm->params + cm->tensors[h->norm_idx].offset, N, C, c->norm_eps));
+    MN__TRY(mn_cuda_matmul_forward(ctx, a.logits, a.xf, cm->params + cm->tensors[h->head_idx].offset, NULL, N, C, V));
+    if (targets) {
+        double sum = 0;
+        MN__TRY(mn_cuda_crossentropy_forward(ctx, a.losses, a.logits, cm->targets, N, V, c->logit_softcap));
+        MN__CU(cudaMemsetAsync(cm->red, 0, sizeof(double), MN__STREAM));
+        mn__k_cm_loss_sum<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(cm->red, a.losses, cm->targets, N); MN__LAUNCHED();
+        MN__TRY(mn_cuda_download(ctx, &sum, cm->red, sizeof sum));
+        MN__TRY(mn_cuda_sync(ctx));
+        sum = n_valid ? sum / (double)n_valid : 0.0;
+        if (loss) *loss = (float)sum;
+        if (!(sum == sum) || sum > 1e300 || sum < -1e300) return mn__fail(ctx, MN_ERR_NAN, "mn_cuda_model_forward", "loss is not finite", __LINE__);
+        cm->n_valid = n_valid;
+        cm->have_loss = 1;
+    }
+    return MN_OK;
+}
+
+int mn_cuda_model_zero_grad(mn_cuda_model* cm) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    MN__CU(cudaMemsetAsync(cm->grads, 0, cm->n_params * sizeof(float), MN__STREAM));
+    return MN_OK;
+}
+
+int mn_cuda_model_backward(mn_cuda_model* cm) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t B = cm->B, T = cm->T, N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer;
+    mn__cm_acts a; mn__cm_dacts d;
+    mn_model* h = MN__HOST(cm);
+    int cur = 0;
+    if (!cm->have_loss) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_backward", "needs a successful forward with targets first", __LINE__);
+    mn__cm_layout_acts(c, B, T, cm->acts, &a);
+    mn__cm_layout_dacts(c, B, T, cm->dacts, &d);
+    MN__CU(cudaMemsetAsync(d.dlogits, 0, N * V * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(d.dxf, 0, N * C * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(d.dres[cur], 0, N * C * sizeof(float), MN__STREAM));
+    // loss = mean over valid rows: each valid row's loss has weight 1/n_valid
+    mn__k_cm_dlosses<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(d.dlosses, cm->targets, N, cm->n_valid ? (float)(1.0 / (double)cm->n_valid) : 0.f); MN__LAUNCHED();
+    MN__TRY(mn_cuda_crossentropy_backward(ctx, d.dlogits, d.dlosses, a.logits, cm->targets, N, V, c->logit_softcap));
+    MN__TRY(mn_cuda_matmul_backward(ctx, d.dxf, cm->grads + cm->tensors[h->head_idx].offset, NULL, d.dlogits, a.xf, cm->params + cm->tensors[h->head_idx].offset, N, C, V));
+    MN__TRY(mn_cuda_rmsnorm_backward(ctx, d.dres[cur], cm->grads + cm->tensors[h->norm_idx].offset, d.dxf, a.rstdf, a.res + L * N * C, cm->params + cm->tensors[h->norm_idx].offset, N, C));
+    for (size_t l = L; l-- > 0;) {
+        const mn__cm_layer* A = &a.L[l];
+        float *dy = d.dres[cur], *dx = d.dres[cur ^ 1];
+        MN__CU(cudaMemsetAsync(d.layer, 0, d.layer_n * sizeof(float), MN__STREAM));
+        // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2); dx2 = dy + ... (in place in dy)
+        MN__TRY(mn_cuda_matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C));
+        MN__TRY(mn_cuda_swiglu_backward(ctx, d.dgate, d.dup, d.dh, A->gate, A->up, N * F));
+        MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_GATE), NULL, d.dgate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), N, C, F));
+        MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_UP), NULL, d.dup, A->xn2, MN__PAR(cm, l, MN__CP_UP), N, C, F));
+        MN__TRY(mn_cuda_rmsnorm_backward(ctx, dy, MN__GRD(cm, l, MN__CP_MLP_NORM), d.dxn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C));
+        // forward: x2 = x + mixer(xn1), xn1 = norm(x): dx = dx2 + norm'(mixer'(dx2))
+        MN__D2D(dx, dy, N * C);
+        MN__TRY(mn__cm_mesa_backward(cm, l, A, &d, d.dxn1, dy, B, T));
+        MN__TRY(mn_cuda_rmsnorm_backward(ctx, dx, MN__GRD(cm, l, MN__CP_ATTN_NORM), d.dxn1, A->rstd1, a.res + l * N * C, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C));
+        cur ^= 1;
+    }
+    return mn_cuda_embedding_backward(ctx, cm->grads + cm->tensors[h->emb_idx].offset, d.dres[cur], cm->tokens, N, C);
+}
+
+int mn_cuda_model_clip_grad_norm(mn_cuda_model* cm, double max_norm, double* norm) {
+    return mn_cuda_clip_grad_norm(cm->ctx, cm->grads, cm->n_params, max_norm, norm);
+}
+
+// One AdamW step over the whole model; runs of adjacent tensors with the same decay flag go in one launch.
+int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
+    mn_adamw hh = { 0.9, 0.98, 1e-8, 0.1 };
+    if (hp) {
+        if (hp->beta1 != 0) hh.beta1 = hp->beta1;
+        if (hp->beta2 != 0) hh.beta2 = hp->beta2;
+        if (hp->eps != 0) hh.eps = hp->eps;
+        hh.weight_decay = hp->weight_decay;     // 0 is a meaningful value here: no decay
+    }
+    cm->opt_step++;
+    for (size_t i = 0; i < cm->n_tensors;) {
+        size_t j = i + 1, off = cm->tensors[i].offset, n = cm->tensors[i].numel;
+        int decay = cm->tensors[i].decay;
+        while (j < cm->n_tensors && (cm->tensors[j].decay != 0) == (decay != 0) && cm->tensors[j].offset == off + n) { n += cm->tensors[j].numel; j++; }
+        MN__TRY(mn_cuda_adamw_update(cm->ctx, cm->params + off, cm->grads + off, cm->opt_m + off, cm->opt_v + off, n, lr,
+                                     hh.beta1, hh.beta2, hh.eps, decay ? hh.weight_decay : 0.0, cm->opt_step));
+        i = j;
+    }
     return MN_OK;
 }

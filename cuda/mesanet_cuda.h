@@ -6,6 +6,9 @@
      exactly the CPU arguments, with every tensor pointer a DEVICE pointer to float. Backward ops
      accumulate (+=) into their gradients, as on the CPU. Compile cuda/mesanet_cuda.cu once with
      nvcc (`make cuda`), include this header from C or C++, link with -lcublas -lcudart.
+     On top of the ops, mn_cuda_model (end of this header) is the whole model of mesanet.h for
+     Mesa layers: forward with loss, backward, clip, AdamW, checkpoints in the CPU build's format;
+     it needs cuda/mesanet_cuda_host.c linked too (build/mesanet_cuda_host.o).
 
    ERRORS
      Every function that can fail returns MN_OK (0) or a negative code: the MN_ERR_* codes of
@@ -154,6 +157,72 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
 // NULL); hkk (B,H,Dk,Dk), hkv (B,H,Dk,Dv) in/out, 16-byte aligned; q,k (B,H,Dk); v (B,H,Dv);
 // g, beta (B,H); lamb (H,Dk). No workspace: one launch, B*H thread blocks.
 int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
+
+// --- the model: mesanet.h's mn_model on the GPU (mn_forward / mn_backward / mn_clip_grad_norm /
+// mn_adamw_step, op for op; see >>cuda_model in mesanet_cuda.cu) ---
+// Same config (mn_config), same parameter table, same checkpoints: the model holds a CPU
+// mn_model (float; built by mn_model_init or mn_load in cuda/mesanet_cuda_host.c, the library's
+// private copy of mesanet.h) whose table gives every tensor's offset, and the device blocks
+// params, grads, opt_m, opt_v are laid out exactly like its parameter block. Saving downloads the
+// parameters (and the AdamW moments) into it and calls mn_save; loading is mn_load, then an
+// upload. A checkpoint written here is read by the CPU build (build/generate) and vice versa.
+// Supported now: patterns whose layers are all "mesa" (any other mixer returns MN_ERR_CONFIG),
+// head_dim 64 or 128, mesa_chunk 64, any mesa_cg_train (negative: no solve), gamma clamp, soft-cap.
+// Precision: ctx->math picks fp32 or TF32 for every projection and the Mesa backward's products;
+// the Mesa op itself as described above (fp16 tensor-core CG, fp32 states).
+// LINKING: build/mesanet_cuda.o AND build/mesanet_cuda_host.o (cuda/mesanet_cuda_host.c, any C99
+// compiler), -lcublas -lcudart. The program may define MESANET_IMPLEMENTATION itself (float or
+// double): the library's copy is private.
+enum { MN_CUDA_PARAMS = 0, MN_CUDA_GRADS = 1, MN_CUDA_OPT_M = 2, MN_CUDA_OPT_V = 3 };  // mn_cuda_model_get / _set
+typedef struct mn_cuda_model {
+    mn_cuda_ctx* ctx;              // the context every call runs on (not owned)
+    void* host;                    // the CPU mn_model (float); private: use the functions below
+    mn_config cfg;                 // the resolved config (cfg.pattern points into host)
+    const mn_tensor_info* tensors; // the parameter table (names, shapes, offsets in floats, decay flags)
+    size_t n_tensors, n_params;
+    float *params, *grads, *opt_m, *opt_v;   // device, n_params floats each (one allocation)
+    uint64_t opt_step;             // AdamW steps taken
+    // activations, laid out for (B,T) by mn_cuda_model_reserve (forward calls it): exposed so
+    // tests can poison them
+    size_t B, T, cap_acts, cap_dacts, cap_work, cap_tok;
+    float* acts;                   // (cap_acts) saved activations: residual stream, per-layer tensors, logits
+    float* dacts;                  // (cap_dacts) activation gradients: one layer's (reused) plus the head's
+    float* work;                   // (cap_work) the Mesa op's workspace, shared by the layers
+    int *tokens, *targets;         // (cap_tok) device copies of the last forward's inputs
+    double* red;                   // (8) device scratch for the loss sum
+    size_t n_valid;                // targets >= 0 in the last forward
+    int have_loss;                 // 1 after a forward with targets
+} mn_cuda_model;
+
+// A new model from a config (mn_model_init's parameters, the same seed gives the same values).
+int mn_cuda_model_init(mn_cuda_model* cm, mn_cuda_ctx* ctx, const mn_config* cfg);
+// A model from a checkpoint folder (mn_load); meta non-NULL also restores the AdamW state.
+int mn_cuda_model_load(mn_cuda_model* cm, mn_cuda_ctx* ctx, const char* dir, mn_train_meta* meta);
+// mn_save of the device parameters (meta non-NULL: also optimizer.safetensors, which needs a step taken).
+int mn_cuda_model_save(mn_cuda_model* cm, const char* dir, const mn_train_meta* meta);
+void mn_cuda_model_free(mn_cuda_model* cm);
+// Copies one parameter-sized block (MN_CUDA_PARAMS, _GRADS, _OPT_M, _OPT_V) to / from host floats (n_params).
+int mn_cuda_model_get(mn_cuda_model* cm, int which, float* host_dst);
+int mn_cuda_model_set(mn_cuda_model* cm, int which, const float* host_src);
+// Lays out (allocating when larger than before) the activations for B sequences of T tokens.
+int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T);
+// As mn_forward: tokens (B,T) and targets (B,T) or NULL are HOST arrays (validated first: ids in
+// [0,V), targets in [-1,V), T <= max_seq_len); *loss (may be NULL) receives the mean cross-entropy
+// over targets >= 0 (0 when there are none). Returns MN_ERR_NAN for a non-finite loss.
+int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targets, size_t B, size_t T, float* loss);
+const float* mn_cuda_model_logits(const mn_cuda_model* cm);   // device (B,T,V) logits of the last forward
+int mn_cuda_model_zero_grad(mn_cuda_model* cm);
+// As mn_backward: gradients of the last forward's mean loss, ACCUMULATED into grads.
+int mn_cuda_model_backward(mn_cuda_model* cm);
+// As mn_clip_grad_norm; *norm receives the norm before clipping (NaN when not finite: grads untouched).
+int mn_cuda_model_clip_grad_norm(mn_cuda_model* cm, double max_norm, double* norm);
+// As mn_adamw_step (hp NULL or zeros: the defaults (0.9, 0.98), 1e-8, weight decay 0.1 (hp given:
+// its weight_decay, 0 included); decay only on the tensors whose table entry says so).
+int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp);
+// mn_flops_per_token of the model: forward FLOPs per token (2 per multiply-add, every Linear but
+// the embedding, plus the Mesa op's count); a training step is 3 times that.
+size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T);
+size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm);   // device memory held by the model
 
 #ifdef __cplusplus
 }

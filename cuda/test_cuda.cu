@@ -17,7 +17,9 @@
 //   backward is fp32 throughout: 1e-5. Both state scans (3xTF32, fp32 FMA) are held to these.
 //   Mesa decode step (fp32 CG against double CG, same options): 1e-3 (3e-3 for the slow-decay,
 //   worst-conditioned case), states 1e-5; see test_step.
-// Usage: test_cuda [device [quick]]; quick skips the T = 1024 cases (for compute-sanitizer). Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
+// Usage: test_cuda [device [quick|model|all]]; quick skips the T = 1024 cases (for compute-sanitizer);
+// model runs only the whole-model tests (mn_cuda_model against mn_model, test_model below), all
+// runs them and then everything else; without a name the op tests run as before. Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
 #define MESANET_DOUBLE
 #define MESANET_IMPLEMENTATION
 // nvcc's front end flags a pointer mesanet.h keeps for its layout's readability (marked MN_UNUSED)
@@ -30,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <unistd.h>
 #include <vector>
 
 typedef std::vector<float> vf;
@@ -445,6 +448,243 @@ static void test_step(const step_case* c) {
     mn_cuda_dfree(ghk); mn_cuda_dfree(ghv); mn_cuda_dfree(gl); mn_cuda_dfree(gout); mn_cuda_dfree(git);
 }
 
+// ---- the whole model: mn_cuda_model against mn_model (mesanet.h in double) ----------------------
+// Same config and the same initial parameters on both (the GPU model's float values, checked equal
+// to the CPU init, then perturbed so that no gradient is trivial: norm weights, biases and lambda
+// drawn around their init). One forward (loss and logits), one backward (every gradient tensor),
+// the clip (norm), two AdamW steps, a checkpoint written by the GPU model and read back by the CPU
+// (double) and by a new GPU model. Every GPU buffer is poisoned with NaN bytes first (activations,
+// their gradients, the Mesa workspace, the gradients before zero_grad), so an element nobody
+// wrote fails. Bounds, and why: the Mesa op's outputs carry its fp16 tensor-core error (~5e-4
+// relative, test_mesa's bound 6e-3), which every later activation and every gradient inherits;
+// nothing in the model amplifies it, so: loss 1e-4 relative (the loss moves much less than o),
+// logits 6e-3, gradients 1e-2 per tensor (fla's 0.008 for the op's own gradients plus the
+// projections; 2e-2 for the Mesa lambda and the gate biases, fla's 0.015 for dlambda), the
+// gradient norm 1e-2; TF32 projections add ~3e-4 per product: 2e-2 / 3e-2 there. AdamW runs from
+// the SAME gradients on both (the CPU's, uploaded), so the step itself is checked tightly: the
+// increments of every tensor 1e-5 (float against double arithmetic). Checkpoint values: exact.
+typedef struct model_case {
+    const char* name;
+    size_t d_model, layers, heads, head_dim, d_ff, B, T;
+    int cg, clamp, math;
+    double softcap, b_loss, b_logits, b_grad, b_small;   // b_small: lambda, gate biases
+} model_case;
+
+// RMS ratio of the increments of one tensor, and whether it is finite
+static double ratio_inc(const float* g1, const float* g0, const double* c1, const double* c0, size_t n, int* finite) {
+    double se = 0, sr = 0;
+    for (size_t i = 0; i < n; i++) {
+        double dg = (double)g1[i] - (double)g0[i], dc = c1[i] - c0[i];
+        if (!isfinite(g1[i])) *finite = 0;
+        se += (dg - dc) * (dg - dc); sr += dc * dc;
+    }
+    return sr > 0 ? sqrt(se / sr) : sqrt(se);
+}
+
+static void test_model(const model_case* mc) {
+    mn_config cfg; memset(&cfg, 0, sizeof cfg);
+    cfg.vocab_size = 256; cfg.d_model = mc->d_model; cfg.n_layer = mc->layers; cfg.n_head = mc->heads; cfg.head_dim = mc->head_dim;
+    cfg.d_ff = mc->d_ff; cfg.max_seq_len = 512; cfg.pattern = "mesa"; cfg.logit_softcap = mc->softcap; cfg.seed = 4242;
+    cfg.mesa_cg_train = mc->cg; cfg.mesa_gamma_clamp = mc->clamp;
+    size_t B = mc->B, T = mc->T, N = B * T, V = 256;
+    char nm[160];
+    printf("-- model %s: d_model %zu, %zu layers, %zu heads of %zu, d_ff %zu, B=%zu T=%zu, CG %d, clamp %d, softcap %g, cuBLAS %s\n", mc->name, mc->d_model,
+           mc->layers, mc->heads, mc->head_dim, mc->d_ff, B, T, mc->cg, mc->clamp, mc->softcap, mc->math == MN_CUDA_MATH_TF32 ? "tf32" : "fp32");
+    G.math = mc->math;
+    mn_cuda_model gm;
+    mn_model cm;
+    if (mn_cuda_model_init(&gm, &G, &cfg) != MN_OK) { printf("FAIL mn_cuda_model_init: %s\n", G.msg); n_fail++; G.math = MN_CUDA_MATH_FP32; return; }
+    if (mn_model_init(&cm, &cfg) != MN_OK) { printf("FAIL mn_model_init\n"); n_fail++; mn_cuda_model_free(&gm); G.math = MN_CUDA_MATH_FP32; return; }
+    size_t P = cm.n_params;
+    {   // the same table
+        int same = gm.n_params == P && gm.n_tensors == cm.n_tensors;
+        for (size_t i = 0; same && i < cm.n_tensors; i++)
+            same = !strcmp(gm.tensors[i].name, cm.tensors[i].name) && gm.tensors[i].offset == cm.tensors[i].offset &&
+                   gm.tensors[i].numel == cm.tensors[i].numel && gm.tensors[i].decay == cm.tensors[i].decay;
+        snprintf(nm, sizeof nm, "model table equal to mn_model_init's: %zu tensors, %zu parameters (%s)", cm.n_tensors, P, mc->name);
+        expect(same, nm);
+        if (!same) { mn_cuda_model_free(&gm); mn_model_free(&cm); G.math = MN_CUDA_MATH_FP32; return; }
+    }
+    vf p(P);
+    CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, p.data()));
+    {
+        size_t diff = 0;
+        for (size_t i = 0; i < P; i++) diff += p[i] != (float)cm.params[i];
+        snprintf(nm, sizeof nm, "initial parameters equal to mn_model_init's (float of the double init), %zu differ (%s)", diff, mc->name);
+        expect(diff == 0, nm);
+    }
+    for (size_t t = 0; t < cm.n_tensors; t++) {   // perturb the ones that start constant
+        const mn_tensor_info* ti = &cm.tensors[t];
+        float* q = p.data() + ti->offset;
+        const char* s = ti->name;
+        size_t ln = strlen(s);
+        int is_norm = ln > 11 && !strcmp(s + ln - 11, "norm.weight"), is_bias = ln > 4 && !strcmp(s + ln - 4, "bias"), is_lam = strstr(s, "lambda") != NULL;
+        for (size_t j = 0; j < ti->numel; j++) {
+            if (is_norm) q[j] = (float)(1.0 + 0.2 * mn_rng_normal(&R));
+            else if (is_bias) q[j] = (float)(0.8 * mn_rng_normal(&R) + (strstr(s, "a_proj") ? 2.0 : 0.0));   // gamma ~ sigmoid(2 + ...)
+            else if (is_lam) q[j] += (float)(0.7 * mn_rng_normal(&R));
+        }
+    }
+    for (size_t i = 0; i < P; i++) cm.params[i] = p[i];
+    CK(mn_cuda_model_set(&gm, MN_CUDA_PARAMS, p.data()));
+    std::vector<int> tok(N), tgt(N);
+    for (size_t i = 0; i < N; i++) { tok[i] = (int)(mn_rng_u32(&R) % V); tgt[i] = mn_rng_u32(&R) % 10 == 0 ? -1 : (int)(mn_rng_u32(&R) % V); }
+    for (size_t i = 0; i < 17 && i < T; i++) tgt[(B - 1) * T + i] = -1;          // a run of ignored targets too
+    // poison every GPU buffer the model writes
+    CK(mn_cuda_model_reserve(&gm, B, T));
+    cudaMemset(gm.acts, 0xFF, gm.cap_acts * sizeof(float));
+    cudaMemset(gm.dacts, 0xFF, gm.cap_dacts * sizeof(float));
+    cudaMemset(gm.work, 0xFF, gm.cap_work * sizeof(float));
+    cudaMemset(gm.grads, 0xFF, P * sizeof(float));
+    // forward
+    double lc = 0; float lg = -1;
+    int e1 = mn_forward(&cm, tok.data(), tgt.data(), B, T, &lc);
+    CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lg));
+    {
+        double rel = fabs((double)lg - lc) / fabs(lc);
+        snprintf(nm, sizeof nm, "model loss %.7f vs CPU %.7f: relative %.2e (bound %.0e) (%s)", lg, lc, rel, mc->b_loss, mc->name);
+        expect(e1 == MN_OK && isfinite(lg) && rel <= mc->b_loss, nm);
+    }
+    {
+        vf lgts = host(mn_cuda_model_logits(&gm), N * V);
+        const double* cl = mn_logits(&cm);
+        snprintf(nm, sizeof nm, "model logits (%s)", mc->name);
+        check(nm, lgts, vd(cl, cl + N * V), mc->b_logits);
+    }
+    // backward
+    mn_zero_grad(&cm);
+    int e2 = mn_backward(&cm);
+    CK(mn_cuda_model_zero_grad(&gm));
+    CK(mn_cuda_model_backward(&gm));
+    expect(e2 == MN_OK, "CPU mn_backward ok");
+    vf g(P);
+    CK(mn_cuda_sync(&G));
+    CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, g.data()));
+    for (size_t t = 0; t < cm.n_tensors; t++) {
+        const mn_tensor_info* ti = &cm.tensors[t];
+        int small = strstr(ti->name, "lambda") || strstr(ti->name, "_proj.bias");
+        snprintf(nm, sizeof nm, "grad %s", ti->name);
+        check(nm, vf(g.begin() + ti->offset, g.begin() + ti->offset + ti->numel), vd(cm.grads + ti->offset, cm.grads + ti->offset + ti->numel), small ? mc->b_small : mc->b_grad);
+    }
+    // clip: to half the norm, so that it scales
+    double ss = 0, nc, ng = -1;
+    for (size_t i = 0; i < P; i++) ss += cm.grads[i] * cm.grads[i];
+    nc = mn_clip_grad_norm(&cm, 0.5 * sqrt(ss));
+    CK(mn_cuda_model_clip_grad_norm(&gm, 0.5 * sqrt(ss), &ng));
+    snprintf(nm, sizeof nm, "model grad norm %.6e vs CPU %.6e (bound %.0e relative) (%s)", ng, nc, mc->b_grad, mc->name);
+    expect(isfinite(ng) && fabs(ng - nc) <= mc->b_grad * nc, nm);
+    {
+        vf gc(P);
+        CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, gc.data()));
+        double se = 0, sr = 0; int fin = 1;
+        for (size_t i = 0; i < P; i++) { if (!isfinite(gc[i])) fin = 0; se += ((double)gc[i] - 0.5 * sqrt(ss) / ng * g[i]) * ((double)gc[i] - 0.5 * sqrt(ss) / ng * g[i]); sr += (double)gc[i] * gc[i]; }
+        snprintf(nm, sizeof nm, "model grads scaled by max_norm / norm, rms %.1e (%s)", sqrt(se / sr), mc->name);
+        expect(fin && sqrt(se / sr) <= 1e-6, nm);
+    }
+    // AdamW: two steps from the CPU's (clipped) gradients on both sides
+    {
+        vf gcpu(P), p0(P), p1(P), m1(P), v1(P);
+        vd c0(cm.params, cm.params + P);
+        for (size_t i = 0; i < P; i++) { gcpu[i] = (float)cm.grads[i]; cm.grads[i] = gcpu[i]; }
+        CK(mn_cuda_model_set(&gm, MN_CUDA_GRADS, gcpu.data()));
+        CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, p0.data()));
+        mn_adamw hp = { 0.9, 0.98, 1e-8, 0.1 };
+        for (int s = 0; s < 2; s++) { mn_adamw_step(&cm, 1e-2, &hp); CK(mn_cuda_model_adamw_step(&gm, 1e-2, &hp)); }
+        CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, p1.data()));
+        CK(mn_cuda_model_get(&gm, MN_CUDA_OPT_M, m1.data()));
+        CK(mn_cuda_model_get(&gm, MN_CUDA_OPT_V, v1.data()));
+        double worst = 0, worst_mv = 0; const char* wn = ""; int fin = 1;
+        vd zero(P, 0.0);
+        vf zf(P, 0.f);
+        for (size_t t = 0; t < cm.n_tensors; t++) {
+            const mn_tensor_info* ti = &cm.tensors[t];
+            size_t o = ti->offset, n = ti->numel;
+            double r = ratio_inc(p1.data() + o, p0.data() + o, cm.params + o, c0.data() + o, n, &fin);
+            if (r > worst) { worst = r; wn = ti->name; }
+            r = ratio_inc(m1.data() + o, zf.data() + o, cm.opt_m + o, zero.data() + o, n, &fin); if (r > worst_mv) worst_mv = r;
+            r = ratio_inc(v1.data() + o, zf.data() + o, cm.opt_v + o, zero.data() + o, n, &fin); if (r > worst_mv) worst_mv = r;
+        }
+        snprintf(nm, sizeof nm, "AdamW x2: every tensor's increment within 1e-5, worst %.1e (%s); moments worst %.1e (%s)", worst, wn, worst_mv, mc->name);
+        expect(fin && worst <= 1e-5 && worst_mv <= 1e-5 && gm.opt_step == 2, nm);
+    }
+    // checkpoint: GPU -> disk -> CPU (double) and -> a new GPU model
+    {
+        char dir[] = "/tmp/mn_cuda_model_XXXXXX";
+        if (!mkdtemp(dir)) { printf("FAIL mkdtemp\n"); n_fail++; }
+        else {
+            mn_train_meta meta; memset(&meta, 0, sizeof meta); meta.step = 77; meta.rng_state = 12345; meta.extra[0] = 1.5;
+            vf pg(P), mg(P), vg(P);
+            CK(mn_cuda_model_save(&gm, dir, &meta));
+            CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, pg.data()));
+            CK(mn_cuda_model_get(&gm, MN_CUDA_OPT_M, mg.data()));
+            CK(mn_cuda_model_get(&gm, MN_CUDA_OPT_V, vg.data()));
+            mn_model lm; mn_train_meta lmeta;
+            int el = mn_load(&lm, dir, &lmeta);
+            size_t diff = 0;
+            if (el == MN_OK) {
+                for (size_t i = 0; i < P && lm.n_params == P; i++)
+                    diff += lm.params[i] != (double)pg[i] || lm.opt_m[i] != (double)mg[i] || lm.opt_v[i] != (double)vg[i];
+                snprintf(nm, sizeof nm, "checkpoint read by the CPU (mn_load, double): params and moments exact (%zu differ), step %llu, opt_step %llu (%s)",
+                         diff, (unsigned long long)lmeta.step, (unsigned long long)lm.opt_step, mc->name);
+                expect(lm.n_params == P && diff == 0 && lmeta.step == 77 && lmeta.rng_state == 12345 && lm.opt_step == 2 &&
+                       !strcmp(lm.cfg.pattern, cm.cfg.pattern) && lm.cfg.mesa_cg_train == cm.cfg.mesa_cg_train && lm.cfg.mesa_gamma_clamp == cm.cfg.mesa_gamma_clamp, nm);
+                // the CPU evaluates the GPU-trained parameters: the same loss as the GPU
+                double l2c = 0; float l2g = -1;
+                int e3 = mn_forward(&lm, tok.data(), tgt.data(), B, T, &l2c);
+                CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &l2g));
+                snprintf(nm, sizeof nm, "after the steps: GPU loss %.7f, CPU loss from the checkpoint %.7f (bound %.0e relative) (%s)", l2g, l2c, mc->b_loss, mc->name);
+                expect(e3 == MN_OK && isfinite(l2g) && fabs(l2g - l2c) <= mc->b_loss * fabs(l2c), nm);
+                mn_model_free(&lm);
+                mn_cuda_model g2; mn_train_meta gmeta;
+                if (mn_cuda_model_load(&g2, &G, dir, &gmeta) == MN_OK) {
+                    vf p2(P), m2(P), v2(P); float l3 = -1;
+                    CK(mn_cuda_model_get(&g2, MN_CUDA_PARAMS, p2.data()));
+                    CK(mn_cuda_model_get(&g2, MN_CUDA_OPT_M, m2.data()));
+                    CK(mn_cuda_model_get(&g2, MN_CUDA_OPT_V, v2.data()));
+                    CK(mn_cuda_model_forward(&g2, tok.data(), tgt.data(), B, T, &l3));
+                    int same = memcmp(p2.data(), pg.data(), P * sizeof(float)) == 0 && memcmp(m2.data(), mg.data(), P * sizeof(float)) == 0 &&
+                               memcmp(v2.data(), vg.data(), P * sizeof(float)) == 0 && g2.opt_step == 2 && gmeta.step == 77;
+                    snprintf(nm, sizeof nm, "checkpoint read by mn_cuda_model_load: bit-identical params and moments, loss %.7f vs %.7f (%s)", l3, l2g, mc->name);
+                    expect(same && fabs(l3 - l2g) <= 1e-6 * fabs(l2g), nm);
+                    mn_cuda_model_free(&g2);
+                } else { printf("FAIL mn_cuda_model_load: %s\n", G.msg); n_fail++; }
+            } else { printf("FAIL mn_load of the GPU checkpoint -> %d\n", el); n_fail++; }
+            const char* files[] = { "config.json", "model.safetensors", "optimizer.safetensors" };
+            for (int f = 0; f < 3; f++) { char path[256]; snprintf(path, sizeof path, "%s/%s", dir, files[f]); remove(path); }
+            rmdir(dir);
+        }
+    }
+    mn_cuda_model_free(&gm);
+    mn_model_free(&cm);
+    G.math = MN_CUDA_MATH_FP32;
+}
+
+static void test_model_errors(void) {
+    mn_config c; memset(&c, 0, sizeof c);
+    mn_cuda_model gm;
+    c.d_model = 128; c.n_layer = 2; c.n_head = 2; c.pattern = "mesa,attn";
+    expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG, "mn_cuda_model_init with an attention layer returns MN_ERR_CONFIG (Mesa layers only so far)");
+    c.pattern = "mesa"; c.n_head = 4;   // head_dim 32
+    expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG, "mn_cuda_model_init with head_dim 32 returns MN_ERR_CONFIG");
+    c.n_head = 2; c.mesa_chunk = 32;
+    expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG, "mn_cuda_model_init with mesa_chunk 32 returns MN_ERR_CONFIG");
+    c.mesa_chunk = 0; c.max_seq_len = 128;
+    if (mn_cuda_model_init(&gm, &G, &c) == MN_OK) {
+        int tok[4] = { 1, 2, 300, 4 }, tgt[4] = { 1, 2, 3, 4 };
+        float l;
+        expect(mn_cuda_model_backward(&gm) == MN_ERR_STATE, "mn_cuda_model_backward before a forward returns MN_ERR_STATE");
+        expect(mn_cuda_model_forward(&gm, tok, tgt, 1, 4, &l) == MN_ERR_RANGE, "mn_cuda_model_forward with token 300 returns MN_ERR_RANGE");
+        tok[2] = 3; tgt[1] = -2;
+        expect(mn_cuda_model_forward(&gm, tok, tgt, 1, 4, &l) == MN_ERR_RANGE, "mn_cuda_model_forward with target -2 returns MN_ERR_RANGE");
+        expect(mn_cuda_model_forward(&gm, tok, NULL, 1, 200, &l) == MN_ERR_RANGE, "mn_cuda_model_forward with T > max_seq_len returns MN_ERR_RANGE");
+        expect(mn_cuda_model_forward(&gm, tok, NULL, 1, 4, NULL) == MN_OK && mn_cuda_model_backward(&gm) == MN_ERR_STATE,
+               "a forward without targets leaves backward at MN_ERR_STATE");
+        mn_train_meta meta; memset(&meta, 0, sizeof meta);
+        expect(mn_cuda_model_save(&gm, "/tmp", &meta) == MN_ERR_STATE, "saving the optimizer state before any step returns MN_ERR_STATE");
+        mn_cuda_model_free(&gm);
+    } else { printf("FAIL mn_cuda_model_init (small mesa model): %s\n", G.msg); n_fail++; }
+}
+
 static void test_errors(void) {
     mn_cuda_ctx bad;
     mn_mesa_opts o; memset(&o, 0, sizeof o);
@@ -465,11 +705,28 @@ static void test_errors(void) {
 
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
+    int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
     cudaDeviceProp prop;
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
     printf("test_cuda on %s (%d SMs), mesanet.h %d.%d as the double reference\n", prop.name, G.sm_count, MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR);
     mn_rng_seed(&R, 20261129);
+    if (model || all) {   // the whole model (its own test name: the op tests below are unchanged without it)
+        static const model_case mcs[] = {
+            //  name                d_model L  H  Dh   d_ff  B  T    cg clamp math               softcap loss  logits grad  small
+            { "H4x64 cg30 clamp cap", 256, 2, 4, 64,  512,  2, 200, 30, 1, MN_CUDA_MATH_FP32, 30.0,   1e-4, 6e-3, 1e-2, 2e-2 },
+            { "H2x128 cg10",          256, 2, 2, 128, 688,  2, 150, 10, 0, MN_CUDA_MATH_FP32, 0.0,    1e-4, 6e-3, 1e-2, 2e-2 },
+            { "H1x128 no solve",      128, 2, 1, 128, 352,  3, 70,  -1, 0, MN_CUDA_MATH_FP32, 0.0,    1e-4, 6e-3, 1e-2, 2e-2 },
+            { "H2x128 cg30 tf32",     256, 2, 2, 128, 688,  2, 130, 30, 1, MN_CUDA_MATH_TF32, 0.0,    3e-4, 1e-2, 2e-2, 3e-2 },
+        };
+        test_model_errors();
+        for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
+        if (model) {
+            mn_cuda_free(&G);
+            printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
+            return n_fail ? 1 : 0;
+        }
+    }
     test_errors();
     test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
     test_embedding(); test_rmsnorm(); test_swiglu(); test_shortconv(1); test_shortconv(0); test_l2norm();
