@@ -3,6 +3,7 @@
 //   ./build/train                                   # built-in default: Debian's license texts
 //   ./build/train --data book.txt --pattern attn --steps 2000 --out runs/book
 //   ./build/train --resume runs/book --steps 4000   # continue exactly where it stopped
+//   ./build/train --plot runs/gpu                   # redraw runs/gpu/loss.png from its loss.csv
 //
 // Every --eval_every steps it measures the held-out loss (last 10% of the text), appends to
 // <out>/loss.csv, redraws <out>/loss.png and saves a checkpoint (<out>/model.safetensors,
@@ -15,7 +16,7 @@
 #include <unistd.h>
 
 typedef struct {
-    const char *data, *out, *resume, *pattern, *prompt;
+    const char *data, *out, *resume, *pattern, *prompt, *plot;
     size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window, chunk;
     double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol;
     int cg, cg_decode, clamp;
@@ -29,7 +30,8 @@ static void usage(void) {
            "             [--eval_every N] [--eval_batches N] [--seed N]\n"
            "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] [--cg_tol EPS (dynamic stop when decoding)]\n"
            "                          [--chunk C] [--gamma_clamp 0|1]\n"
-           "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n");
+           "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n"
+           "       train --plot DIR   (only redraws DIR/loss.png from DIR/loss.csv, e.g. one cuda/train_cuda wrote)\n");
 }
 
 static int parse(opts* o, int argc, char** argv) {
@@ -37,7 +39,7 @@ static int parse(opts* o, int argc, char** argv) {
     for (i = 1; i < argc; i++) {
         const char* a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
-        EX_OPT_S("--data", data) EX_OPT_S("--out", out) EX_OPT_S("--resume", resume) EX_OPT_S("--pattern", pattern) EX_OPT_S("--prompt", prompt)
+        EX_OPT_S("--data", data) EX_OPT_S("--out", out) EX_OPT_S("--resume", resume) EX_OPT_S("--pattern", pattern) EX_OPT_S("--prompt", prompt) EX_OPT_S("--plot", plot)
         EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads) EX_OPT_U("--d_ff", d_ff) EX_OPT_U("--seq", seq)
         EX_OPT_U("--batch", batch) EX_OPT_U("--steps", steps) EX_OPT_U("--warmup", warmup) EX_OPT_U("--eval_every", eval_every)
         EX_OPT_U("--eval_batches", eval_batches) EX_OPT_U("--sample", sample_len) EX_OPT_U("--top_k", top_k) EX_OPT_U("--window", window)
@@ -131,6 +133,7 @@ int main(int argc, char** argv) {
     o.warmup = 50; o.wd = 0.1; o.clip = 1.0; o.eval_every = 50; o.eval_batches = 4; o.sample_len = 200;
     o.temp = 0.8; o.top_p = 0.95; o.seed = 1;
     if (parse(&o, argc, argv) != 0) return 2;
+    if (o.plot) { plot_losses(o.plot); return 0; }
 
     unsigned char* text; size_t len;
     if (ex_read_text(o.data, &text, &len) != 0 || len < 20 * (o.seq + 2)) {
