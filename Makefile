@@ -169,7 +169,10 @@ clean:
 # build/test_cuda: every kernel against mesanet.h in double, and with the name "model" the whole
 # GPU model (mn_cuda_model) against mn_model (run it on a GPU machine); build/bench_cuda: Mesa at
 # fla's anchor shape and the batched decode step (mn_cuda_mesa_step); build/train_cuda: a byte-level
-# MesaNet trained on the GPU (examples/train.c's loop; --anchor is fla's 40M-parameter config)
+# MesaNet trained on the GPU (examples/train.c's loop; --anchor is fla's 40M-parameter config), on one
+# GPU or data-parallel over several (--gpus N, cuda/dist_cuda.h): NCCL is dlopen()ed at run time, so
+# nothing NCCL is needed to build (-ldl only); run it with libnccl.so.2 on LD_LIBRARY_PATH or
+# MN_NCCL_LIB=/path/to/libnccl.so.2 (results.md: "Multi-GPU (NCCL)")
 NVCC    ?= nvcc
 NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Wextra
 CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
@@ -185,5 +188,5 @@ $(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h 
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp
 $(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. $< $(CUDA_LIB) -o $@ -lcublas
-$(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h examples/common.h | $(BUILD)
-	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp
+$(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h cuda/dist_cuda.h mesanet.h examples/common.h | $(BUILD)
+	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp -ldl
