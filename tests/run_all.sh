@@ -39,6 +39,17 @@ run "synthetic suite, quick tier (parity learns; resume; report)" ./tests/test_s
 # the optional CUDA translation unit compiles wherever nvcc is installed (it runs on a GPU machine only)
 if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     run "CUDA: make cuda compiles (sm_90; not run here)" make --no-print-directory cuda BUILD="$B" NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+    # the multi-GPU launcher's checks that run before any GPU is touched: a batch that does not split,
+    # and a missing NCCL library, each a clear message and a non-zero status
+    gpu_free() {
+        local out rc
+        out=$("$B/train_cuda" --gpus 2 --batch 3 2>&1); rc=$?
+        [ $rc -eq 2 ] && grep -q "does not split over 2 GPUs" <<< "$out" || { echo "bad --batch: rc $rc: $out"; return 1; }
+        out=$(MN_NCCL_LIB=/nonexistent "$B/train_cuda" --gpus 2 2>&1); rc=$?
+        [ $rc -eq 1 ] && grep -q "NCCL not found" <<< "$out" || { echo "missing NCCL: rc $rc: $out"; return 1; }
+        echo "train_cuda: 2 passed, 0 failed"
+    }
+    [ -x "$B/train_cuda" ] && run "CUDA: multi-GPU launcher errors without a GPU" gpu_free
 else echo "=== CUDA: nvcc not found, make cuda skipped"; fi
 mkdir -p "$B/corpus_st" "$B/corpus_vec"
 # libFuzzer is chatty: keep its log and show the end of it only when it finds something
