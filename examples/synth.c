@@ -73,7 +73,7 @@ static const synth_pub published[] = {
 
 typedef struct {
     const char *tasks, *models, *seeds, *out, *report, *readme, *eval_lens_s;
-    size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens;
+    size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens, curriculum;
     double lr, budget, deadline;
     int cg, list;
 } opts;
@@ -84,6 +84,7 @@ static void usage(void) {
            "             [--steps N --batch B (override the per-task table)] [--lr X] [--train_len L] [--eval_lens 128,512,2048]\n"
            "             [--eval_n N (sequences per evaluation length)] [--d_model N] [--layers N] [--heads N] [--cg N (Mesa CG steps)]\n"
            "             [--deadline S (start no cell after S seconds; running cells finish)]\n"
+           "             [--curriculum L0 (longest training length grows from L0 to --train_len over the first half; write to its own --out)]\n"
            "       synth --report results/synth.csv [--readme README.md]   (writes results/synth.md and results/synth_L<len>.png;\n"
            "             --readme: also replaces the table between the README's synth-table markers)\n"
            "       synth --list\n");
@@ -102,7 +103,7 @@ static int parse(opts* o, int argc, char** argv) {
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
         EX_OPT_S("--tasks", tasks) EX_OPT_S("--models", models) EX_OPT_S("--seeds", seeds) EX_OPT_S("--out", out) EX_OPT_S("--report", report) EX_OPT_S("--readme", readme) EX_OPT_S("--eval_lens", eval_lens_s)
         EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads) EX_OPT_U("--train_len", train_len) EX_OPT_U("--eval_n", eval_n)
-        EX_OPT_U("--steps", steps) EX_OPT_U("--batch", batch) EX_OPT_U("--jobs", jobs) EX_OPT_D("--lr", lr) EX_OPT_D("--budget", budget) EX_OPT_D("--deadline", deadline)
+        EX_OPT_U("--steps", steps) EX_OPT_U("--batch", batch) EX_OPT_U("--jobs", jobs) EX_OPT_D("--lr", lr) EX_OPT_D("--budget", budget) EX_OPT_D("--deadline", deadline) EX_OPT_U("--curriculum", curriculum)
         if (!strcmp(a, "--cg") && v) { o->cg = atoi(v); i++; continue; }
         if (!strcmp(a, "--list")) { o->list = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); exit(0); }
@@ -177,7 +178,7 @@ static const char* metric_name(int m) { return m == MN_METRIC_TOKEN ? "token" : 
 // first if the file is new.
 static int append_rows(const char* path, const char* text) {
     static const char* header = "task,model,pattern,seed,train_len,eval_len,metric,chance,acc,scaled,token_acc,seq_acc,final_acc,"
-                                "n_eval,steps,batch,lr,train_loss,diverged,wall_s,train_tok_s,mesa_cg\n";
+                                "n_eval,steps,batch,lr,train_loss,diverged,wall_s,train_tok_s,mesa_cg,curriculum\n";
     FILE* f = fopen(path, "a");
     if (!f) return -1;
     flock(fileno(f), LOCK_EX);
@@ -225,7 +226,13 @@ static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, s
     double t0 = ex_now(), tlast = t0, loss_acc = 0, train_loss = NAN; size_t nacc = 0;
     long diverged = -1;
     for (step = 0; step < steps; step++) {
-        size_t T = mn_task_train_len(task, &rng, o->train_len), b;
+        // length curriculum (--curriculum L0): the longest training length grows linearly from L0 to
+        // --train_len over the first half of the steps, then stays; 0 = off (every step up to train_len)
+        size_t Lmax = o->train_len;
+        if (o->curriculum && o->curriculum < o->train_len && step < steps / 2)
+            Lmax = o->curriculum + (o->train_len - o->curriculum) * step / (steps / 2);
+        size_t T = mn_task_train_len(task, &rng, Lmax), b;
+        if (T == 0) T = mn_task_train_len(task, &rng, o->train_len);   // Lmax below the task's shortest length
         mn_real loss;
         for (b = 0; b < batch; b++) mn_task_sample(task, &rng, T, x + b * T, y + b * T);
         err = mn_forward(&m, x, y, batch, T, &loss);
@@ -257,10 +264,10 @@ static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, s
             break;
         }
         double scaled = (r.acc - task->chance) / (1.0 - task->chance);
-        off += (size_t)snprintf(rows + off, sizeof rows - off, "%s,%s,%s,%zu,%zu,%zu,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%zu,%zu,%zu,%g,%.6f,%ld,%.1f,%.0f,%d\n",
+        off += (size_t)snprintf(rows + off, sizeof rows - off, "%s,%s,%s,%zu,%zu,%zu,%s,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%zu,%zu,%zu,%g,%.6f,%ld,%.1f,%.0f,%d,%zu\n",
                                 task->name, sm->name, pat, seed, o->train_len, L, metric_name(task->metric), task->chance, r.acc, scaled,
                                 r.token_acc, r.seq_acc, r.final_acc, o->eval_n, steps, batch, o->lr, train_loss, diverged,
-                                ex_now() - t0, (double)tokens / train_s, strstr(sm->pattern, "mesa") ? o->cg : 0);
+                                ex_now() - t0, (double)tokens / train_s, strstr(sm->pattern, "mesa") ? o->cg : 0, o->curriculum);
     }
     free(x); free(y); mn_model_free(&m);
     if (i < o->n_eval_lens) return 1;
