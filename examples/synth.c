@@ -304,6 +304,15 @@ static char* read_file(const char* path, size_t* len) {
     return (char*)buf;
 }
 
+// Whether name is in the comma-separated list ("all" holds every name).
+static int in_list(const char* list, const char* name) {
+    char l[1024], key[128];
+    if (!strcmp(list, "all")) return 1;
+    snprintf(l, sizeof l, ",%s,", list);
+    snprintf(key, sizeof key, ",%s,", name);
+    return strstr(l, key) != NULL;
+}
+
 static int run_grid(const opts* o) {
     synth_cell cells[4096]; size_t n = 0, i, j, k, seeds[64];
     int ns = parse_list(o->seeds, seeds, 64);
@@ -323,15 +332,9 @@ static int run_grid(const opts* o) {
     }
     size_t skipped = 0;
     for (i = 0; i < ntask; i++) {
-        if (strcmp(o->tasks, "all")) {   // membership in the comma list
-            snprintf(buf, sizeof buf, ",%s,", o->tasks); char key[128]; snprintf(key, sizeof key, ",%s,", tasks[i].name);
-            if (!strstr(buf, key)) continue;
-        }
+        if (!in_list(o->tasks, tasks[i].name)) continue;
         for (j = 0; j < N_MODELS; j++) {
-            if (strcmp(o->models, "all")) {
-                snprintf(buf, sizeof buf, ",%s,", o->models); char key[128]; snprintf(key, sizeof key, ",%s,", models[j].name);
-                if (!strstr(buf, key)) continue;
-            }
+            if (!in_list(o->models, models[j].name)) continue;
             for (k = 0; k < (size_t)ns; k++) {
                 if (csv && rows_in_csv(csv, csv_len, tasks[i].name, models[j].name, seeds[k]) >= o->n_eval_lens) { skipped++; continue; }
                 if (n < sizeof cells / sizeof cells[0]) { cells[n].task = &tasks[i]; cells[n].model = &models[j]; cells[n].seed = seeds[k]; n++; }
