@@ -125,6 +125,7 @@ enum { MN_DT_F32, MN_DT_F64, MN_DT_BF16, MN_DT_F16 };  // safetensors dtypes thi
 #define MN_MAX_LAYERS 64
 #define MN_MAX_LAYER_TENSORS 24   // parameter tensors of one block (norms, mlp, mixer)
 #define MN_MAX_LAYER_ACTS 32      // activation tensors of one block
+#define MN_PARAM_ALIGN 16         // every parameter tensor starts at a multiple of this many elements (64 B in float)
 
 // Model configuration. Zero in any field means "use the default" (sokol style); mn_config_resolve
 // returns the filled-in copy and checks it.
@@ -179,7 +180,8 @@ typedef struct mn_model {
     // parameter table and the three parameter-sized blocks
     mn_tensor_info* tensors;      // (n_tensors)
     size_t n_tensors;
-    size_t n_params;              // P
+    size_t n_params;              // P: elements in each parameter-sized block, alignment padding included
+    size_t n_trainable;           // parameters the model has: the sum of the tensors' numel (P minus padding)
     mn_real* params;              // (P)
     mn_real* grads;               // (P)
     mn_real* opt_m;               // (P) AdamW first moment, lazily allocated with opt_v
@@ -4934,7 +4936,14 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
     m->tensors = (mn_tensor_info*)mn__calloc(m->n_tensors, sizeof(mn_tensor_info));
     if (!m->tensors) return MN_ERR_ALLOC;
     mn__build_table(m);                                      // pass 2: fill
-    for (i = 0; i < m->n_tensors; i++) { m->tensors[i].offset = off; off += m->tensors[i].numel; }
+    // Each tensor starts at a multiple of MN_PARAM_ALIGN elements. Packed back to back, the 5-float gate
+    // biases of fla's 40M anchor left half of its weight matrices 4- or 8-byte aligned, and cuBLAS then
+    // runs its align-1 kernels (48 of the 150 ms of a GPU training step in the profile, cuda/results.md).
+    // The padding is zero in params, grads and AdamW moments and stays zero (no op writes it).
+    for (i = 0; i < m->n_tensors; i++) {
+        off = (off + MN_PARAM_ALIGN - 1) / MN_PARAM_ALIGN * MN_PARAM_ALIGN;
+        m->tensors[i].offset = off; off += m->tensors[i].numel; m->n_trainable += m->tensors[i].numel;
+    }
     m->n_params = off;
     m->params = (mn_real*)mn__calloc(off, sizeof(mn_real));
     m->grads = (mn_real*)mn__calloc(off, sizeof(mn_real));

@@ -47,7 +47,7 @@ static void run_config(bench_row* r, size_t B, size_t T, const int* tok, const i
     for (i = 0; i < T; i++) mn_step(&m, &st, &tok[i], logits);
     r->gen_tps = (double)T / (ex_now() - tg0);
     mn_state_free(&st);
-    r->params = m.n_params;
+    r->params = m.n_trainable;
     r->fpt = 3.0 * (double)mn_flops_per_token(&m, T);
     r->step = ts[reps / 2]; r->fwd = tf[reps / 2]; r->bwd = tb[reps / 2]; r->opt = r->step - r->fwd - r->bwd;
     r->train_tps = (double)N / r->step; r->gflops = r->fpt * r->train_tps / 1e9; r->fwd_tps = (double)N / t[reps / 2];

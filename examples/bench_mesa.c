@@ -545,7 +545,7 @@ static void section_model(void) {
         "iterations per (token, head, layer) from mn_state_cg_stats, over all positions and over each half of the windows. "
         "Training path (mn_forward, chunkwise CG 30) on the same windows: %.4f.\n\n"
         "| eps | mean CG iters | positions 1-%zu | positions %zu-%zu | validation loss | loss - loss(eps = 0) |\n|---|---|---|---|---|---|\n",
-        m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_params, s, lr, WARM, lr / 10, B, T, data, m.cfg.mesa_chunk,
+        m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_trainable, s, lr, WARM, lr / 10, B, T, data, m.cfg.mesa_chunk,
         ttrain, first_loss, last_loss, NW, W, NW, NW * W, fwd_loss, W / 2, W / 2 + 1, W);
     if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation skipped: state init failed)\n"); goto done; }
     for (i = 0; i < 4; i++) {

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     size_t V = m.cfg.vocab_size;
     mn_real* logits = (mn_real*)malloc(3 * V * sizeof(mn_real));
     mn_rng_seed(&r, seed);
-    fprintf(stderr, "%s: %zu parameters, pattern %s; state %zu bytes\n", ckpt, m.n_params, m.cfg.pattern, st.bytes);
+    fprintf(stderr, "%s: %zu parameters, pattern %s; state %zu bytes\n", ckpt, m.n_trainable, m.cfg.pattern, st.bytes);
     fputs(prompt, stdout);
     for (i = 0; prompt[i]; i++) { tok = (unsigned char)prompt[i]; if ((err = mn_step(&m, &st, &tok, logits))) break; }
     double t0 = ex_now();

@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     if (o.seq > m.cfg.max_seq_len) { fprintf(stderr, "train: --seq %zu exceeds the model's max_seq_len %zu\n", o.seq, m.cfg.max_seq_len); return 1; }
     if (ex_mkdirs(o.out) != 0) { fprintf(stderr, "train: cannot create %s\n", o.out); return 1; }
     printf("model: pattern %s, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu | %zu parameters (%.2f M)\n",
-           m.cfg.pattern, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_params, m.n_params / 1e6);
+           m.cfg.pattern, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_trainable, m.n_trainable / 1e6);
     if (strstr(m.cfg.pattern, "mesa"))
         printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s\n", m.cfg.mesa_cg_train,
                m.cfg.mesa_cg_decode, m.cfg.mesa_cg_tol, m.cfg.mesa_chunk, m.cfg.mesa_gamma_clamp ? ", gamma clamp" : "");
