@@ -72,7 +72,8 @@ int mn_cuda_init(mn_cuda_ctx* ctx, int device) {
 void mn_cuda_free(mn_cuda_ctx* ctx) {
     if (ctx->cublas) cublasDestroy((cublasHandle_t)ctx->cublas);
     if (ctx->scratch) cudaFree(ctx->scratch);
-    ctx->cublas = NULL; ctx->scratch = NULL;
+    if (ctx->tmp) cudaFree(ctx->tmp);
+    ctx->cublas = NULL; ctx->scratch = NULL; ctx->tmp = NULL; ctx->tmp_cap = 0;
 }
 int mn_cuda_malloc(mn_cuda_ctx* ctx, void** p, size_t bytes) {
     *p = NULL;
@@ -149,20 +150,109 @@ __device__ float mn__block_max(float v, float* sh /*(32)*/) {
 // >>cuda_ops
 // defines: mn_cuda_{matmul,embedding,rmsnorm,swiglu,shortconv,l2norm,crossentropy}_{forward,backward}
 
+// ---- the context's reduction scratch ----
+// ctx->tmp (ctx->tmp_cap floats) holds the partial sums of the deterministic column reductions
+// below. Grown on first need: cudaFree synchronises the device first, so a kernel still reading
+// the old buffer finishes before it goes; every user runs on ctx->stream, one after another, so
+// one buffer serves them all. mn_cuda_model_reserve grows it up front (a step never allocates).
+static int mn__tmp(mn_cuda_ctx* ctx, size_t n, float** p) {
+    if (n > ctx->tmp_cap) {
+        if (ctx->tmp) cudaFree(ctx->tmp);
+        ctx->tmp = NULL; ctx->tmp_cap = 0;
+        if (cudaMalloc((void**)&ctx->tmp, n * sizeof(float)) != cudaSuccess) {
+            cudaGetLastError(); ctx->tmp = NULL;
+            return mn__fail(ctx, MN_ERR_ALLOC, "cudaMalloc", "out of device memory (reduction scratch)", __LINE__);
+        }
+        ctx->tmp_cap = n;
+    }
+    if (p) *p = ctx->tmp;
+    return MN_OK;
+}
+
+// ---- deterministic column sums: dst (C) += sum over the rows n < N of f(n, c) ----
+// Two passes and no atomics, so every run gives the same bits. Pass 1 (mn__k_colpart): the rows
+// are cut into S slices of R rows (R >= 16, S <= 512: enough blocks to fill the chip at N = 32768);
+// a thread takes one column (or 4, as a float4, when C % 4 == 0 and the rows are 16-byte aligned)
+// and walks its slice's rows in order, 4 rows' loads in flight, writing the slice's sum to part
+// (S,C). Pass 2 (mn__k_colfinish): the S partials of each column summed in a fixed order and added
+// to dst. f is dy[n,c] (bias gradients) or dy[n,c] x[n,c] rstd[n] (RMSNorm's weight gradient).
+#define MN__COL_SLICES 512
+static size_t mn__col_rows(size_t N) { size_t r = (N + MN__COL_SLICES - 1) / MN__COL_SLICES; return r < 16 ? 16 : r; }
+static size_t mn__col_tmp(size_t N, size_t C) { return (N + mn__col_rows(N) - 1) / mn__col_rows(N) * C; }   // part's floats
+
+template <int VEC> __device__ __forceinline__ void mn__ldv(float* r, const float* p) {
+    if constexpr (VEC == 4) { float4 q = *(const float4*)p; r[0] = q.x; r[1] = q.y; r[2] = q.z; r[3] = q.w; }
+    else r[0] = *p;
+}
+// part[s, c..c+VEC) = sum over the rows of slice s (R rows from s R), in row order, of f
+template <int VEC, int RMS>
+__global__ void mn__k_colpart(float* part, const float* dy, const float* x, const float* rstd, size_t N, size_t C, size_t R) {
+    size_t c = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * VEC, n = blockIdx.y * R, n1 = n + R < N ? n + R : N;
+    if (c >= C) return;
+    float acc[VEC], d[4][VEC], e[4][VEC], r[4];
+    for (int k = 0; k < VEC; k++) acc[k] = 0.f;
+    for (; n + 4 <= n1; n += 4) {                  // four rows' loads first, then the adds in row order
+        for (int i = 0; i < 4; i++) {
+            mn__ldv<VEC>(d[i], dy + (n + i) * C + c);
+            if constexpr (RMS) { mn__ldv<VEC>(e[i], x + (n + i) * C + c); r[i] = rstd[n + i]; }
+        }
+        for (int i = 0; i < 4; i++)
+            for (int k = 0; k < VEC; k++) {
+                if constexpr (RMS) acc[k] += d[i][k] * e[i][k] * r[i];
+                else acc[k] += d[i][k];
+            }
+    }
+    for (; n < n1; n++) {
+        mn__ldv<VEC>(d[0], dy + n * C + c);
+        if constexpr (RMS) { mn__ldv<VEC>(e[0], x + n * C + c); r[0] = rstd[n]; }
+        for (int k = 0; k < VEC; k++) {
+            if constexpr (RMS) acc[k] += d[0][k] * e[0][k] * r[0];
+            else acc[k] += d[0][k];
+        }
+    }
+    for (int k = 0; k < VEC; k++) part[blockIdx.y * C + c + k] = acc[k];
+}
+// dst[c] += sum_{s<S} part[s,c]. Block (32 columns, 16 lanes): lane y sums the slices y, y+16, ...
+// in order, then lane 0 adds the 16 lane sums in order: a fixed tree, the same bits every run.
+__global__ void mn__k_colfinish(float* dst, const float* part, size_t S, size_t C) {
+    __shared__ float sh[16][32];
+    size_t c = blockIdx.x * (size_t)32 + threadIdx.x;
+    float acc = 0.f;
+    if (c < C) for (size_t s = threadIdx.y; s < S; s += 16) acc += part[s * C + c];
+    sh[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float t = 0.f;
+        for (int y = 0; y < 16; y++) t += sh[y][threadIdx.x];
+        dst[c] += t;
+    }
+}
+static int mn__colfinish(mn_cuda_ctx* ctx, float* dst, const float* part, size_t S, size_t C) {
+    mn__k_colfinish<<<(unsigned)((C + 31) / 32), dim3(32, 16), 0, MN__STREAM>>>(dst, part, S, C); MN__LAUNCHED();
+    return MN_OK;
+}
+// dst (C) += column sums of dy (N,C) (x NULL), or of dy x rstd with x (N,C), rstd (N)
+static int mn__colsum(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd, size_t N, size_t C) {
+    if (N == 0 || C == 0) return MN_OK;
+    size_t R = mn__col_rows(N), S = (N + R - 1) / R;
+    int vec = C % 4 == 0 && (uintptr_t)dy % 16 == 0 && (!x || (uintptr_t)x % 16 == 0);
+    size_t cols = vec ? C / 4 : C;                 // threads per slice
+    unsigned threads = cols >= 256 ? 256 : (unsigned)((cols + 31) / 32 * 32);
+    dim3 grid((unsigned)((cols + threads - 1) / threads), (unsigned)S);
+    float* part;
+    MN__TRY(mn__tmp(ctx, S * C, &part));
+    if (vec && x) mn__k_colpart<4, 1><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
+    else if (vec) mn__k_colpart<4, 0><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
+    else if (x) mn__k_colpart<1, 1><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
+    else mn__k_colpart<1, 0><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
+    MN__LAUNCHED();
+    return mn__colfinish(ctx, dst, part, S, C);
+}
+
 // out (N,OC) += bias (OC) broadcast over rows
 __global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t OC) {
     MN__FOR(i, N * OC) out[i] += bias[i % OC];
 }
-// dbias (OC) += column sums of dout (N,OC): thread = column, blockIdx.y = slice of rows (coalesced
-// across the warp's columns), one atomic add per slice.
-__global__ void mn__k_colsum(float* dst, const float* src, size_t N, size_t OC) {
-    size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (c >= OC) return;
-    float acc = 0.f;
-    for (size_t n = blockIdx.y; n < N; n += gridDim.y) acc += src[n * OC + c];
-    atomicAdd(dst + c, acc);
-}
-static unsigned mn__slices(size_t N) { return (unsigned)(N < 64 ? (N ? N : 1) : 64); }
 
 int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias, size_t N, size_t IC, size_t OC) {
     // out = inp W^T: row-major (N,IC) x (OC,IC)^T
@@ -174,28 +264,82 @@ int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const
 int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
     if (dinp) MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, 1.f, dinp, IC, 0, 1));
     if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
-    if (dbias && N > 0) {
-        dim3 grid((unsigned)((OC + 255) / 256), mn__slices(N));
-        mn__k_colsum<<<grid, 256, 0, MN__STREAM>>>(dbias, dout, N, OC); MN__LAUNCHED();
-    }
+    if (dbias) MN__TRY(mn__colsum(ctx, dbias, dout, NULL, NULL, N, OC));
     return MN_OK;
 }
 
 __global__ void mn__k_embedding_fwd(float* out, const int* tokens, const float* wte, size_t N, size_t C) {
     MN__FOR(i, N * C) out[i] = wte[(size_t)tokens[i / C] * C + i % C];
 }
+// Large vocabularies: one atomic add per element (the order of the adds varies between runs).
 __global__ void mn__k_embedding_bwd(float* dwte, const float* dout, const int* tokens, size_t N, size_t C) {
     MN__FOR(i, N * C) atomicAdd(dwte + (size_t)tokens[i / C] * C + i % C, dout[i]);
 }
+// V <= 1024, deterministic: block (column tile of 128, vocabulary row v, segment z of the tokens)
+// walks its segment in chunks of 128 tokens (one per thread, coalesced, the next chunk's in flight),
+// lists the chunk's positions whose token is v in order (warp ballots, prefix counts), and each
+// thread (column) adds those dout rows in that order, 4 loads in flight. One segment: the sums go
+// straight to dwte (V,C); S > 1 segments (a frequent token's rows spread over S blocks): to part
+// (S,V,C), then mn__k_colfinish adds them in a fixed order.
+#define MN__EMB_SEG 2048      // tokens per segment at least
+#define MN__EMB_MAXSEG 16
+__global__ void __launch_bounds__(128) mn__k_embedding_bwd_det(float* dwte, float* part, const float* dout, const int* tokens, size_t N, size_t C, size_t V, size_t seg) {
+    __shared__ unsigned mask[4];                    // the chunk's hits, one word per warp
+    __shared__ int list[128];                       // the chunk's hit positions, in order
+    size_t c = blockIdx.x * (size_t)128 + threadIdx.x, v = blockIdx.y, n0 = blockIdx.z * seg, n1 = n0 + seg < N ? n0 + seg : N;
+    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    float acc = 0.f;
+    int tok = n0 + threadIdx.x < n1 ? tokens[n0 + threadIdx.x] : -1;
+    for (size_t base = n0; base < n1; base += 128) {
+        int hit = tok == (int)v;
+        size_t nn = base + 128 + threadIdx.x;
+        int next = nn < n1 ? tokens[nn] : -1;
+        unsigned m = __ballot_sync(0xffffffffu, hit);
+        if (lane == 0) mask[wid] = m;
+        __syncthreads();
+        int before = 0, total = 0;
+        for (int k = 0; k < 4; k++) { int p = __popc(mask[k]); before += k < wid ? p : 0; total += p; }
+        if (hit) list[before + __popc(m & ((1u << lane) - 1u))] = threadIdx.x;
+        __syncthreads();
+        if (c < C) {
+            const float* d = dout + base * C + c;
+            int i = 0;
+            for (; i + 4 <= total; i += 4) {
+                float a0 = d[(size_t)list[i] * C], a1 = d[(size_t)list[i + 1] * C], a2 = d[(size_t)list[i + 2] * C], a3 = d[(size_t)list[i + 3] * C];
+                acc += a0; acc += a1; acc += a2; acc += a3;
+            }
+            for (; i < total; i++) acc += d[(size_t)list[i] * C];
+        }
+        __syncthreads();                           // mask and list are rewritten by the next chunk
+        tok = next;
+    }
+    if (c < C) {
+        if (part) part[(blockIdx.z * V + v) * C + c] = acc;
+        else dwte[v * C + c] += acc;
+    }
+}
+// segments of the deterministic path: >= MN__EMB_SEG tokens each, at most 16, part <= 4M floats
+static size_t mn__emb_segs(size_t N, size_t C, size_t V) {
+    size_t S = (N + MN__EMB_SEG - 1) / MN__EMB_SEG, cap = V * C > 0 ? ((size_t)1 << 22) / (V * C) : 1;
+    if (S > MN__EMB_MAXSEG) S = MN__EMB_MAXSEG;
+    if (S > cap) S = cap;
+    return S < 1 ? 1 : S;
+}
+static size_t mn__emb_tmp(size_t N, size_t C, size_t V) { size_t S = mn__emb_segs(N, C, V); return V <= 1024 && S > 1 ? S * V * C : 0; }
 int mn_cuda_embedding_forward(mn_cuda_ctx* ctx, float* out, const int* tokens, const float* wte, size_t N, size_t C) {
     if (N * C == 0) return MN_OK;
     mn__k_embedding_fwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(out, tokens, wte, N, C); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C) {
-    if (N * C == 0) return MN_OK;
-    mn__k_embedding_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(dwte, dout, tokens, N, C); MN__LAUNCHED();
-    return MN_OK;
+int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C, size_t V) {
+    if (N * C * V == 0) return MN_OK;
+    if (V > 1024) { mn__k_embedding_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(dwte, dout, tokens, N, C); MN__LAUNCHED(); return MN_OK; }
+    size_t S = mn__emb_segs(N, C, V), seg = (N + S - 1) / S;
+    float* part = NULL;
+    if (S > 1) MN__TRY(mn__tmp(ctx, S * V * C, &part));
+    dim3 grid((unsigned)((C + 127) / 128), (unsigned)V, (unsigned)S);
+    mn__k_embedding_bwd_det<<<grid, 128, 0, MN__STREAM>>>(dwte, part, dout, tokens, N, C, V, seg); MN__LAUNCHED();
+    return part ? mn__colfinish(ctx, dwte, part, S, V * C) : MN_OK;
 }
 
 // RMSNorm, one warp per row: rstd = 1/sqrt(mean(x^2) + eps), y = x rstd w
@@ -211,7 +355,8 @@ __global__ void mn__k_rmsnorm_fwd(float* out, float* rstd, const float* inp, con
     for (size_t c = lane; c < C; c += 32) out[row * C + c] = x[c] * r * w[c];
     if (lane == 0) rstd[row] = r;
 }
-// forward: y = w x r, so with xh = x r, gd = dy w: dx += r (gd - xh mean(gd xh))
+// forward: y = w x r, so with xh = x r, gd = dy w: dx += r (gd - xh mean(gd xh)); dw += sum over
+// rows of dy x r (mn__colsum: two passes, deterministic)
 __global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* rstd, const float* inp, const float* w, size_t N, size_t C) {
     size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
@@ -222,14 +367,6 @@ __global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* r
     dot = mn__warp_sum(dot) / (float)C;
     for (size_t c = lane; c < C; c += 32) dinp[row * C + c] += r * (dy[c] * w[c] - x[c] * r * dot);
 }
-// dw += sum over rows of dy x rstd (columns are threads, slices of rows are blockIdx.y)
-__global__ void mn__k_rmsnorm_dw(float* dw, const float* dout, const float* rstd, const float* inp, size_t N, size_t C) {
-    size_t c = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float acc = 0.f;
-    for (size_t n = blockIdx.y; n < N; n += gridDim.y) acc += dout[n * C + c] * inp[n * C + c] * rstd[n];
-    atomicAdd(dw + c, acc);
-}
 int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps) {
     if (N == 0) return MN_OK;
     mn__k_rmsnorm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, C, (float)eps); MN__LAUNCHED();
@@ -238,9 +375,7 @@ int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const flo
 int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C) {
     if (N == 0) return MN_OK;
     mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C); MN__LAUNCHED();
-    dim3 grid((unsigned)((C + 255) / 256), mn__slices(N));
-    mn__k_rmsnorm_dw<<<grid, 256, 0, MN__STREAM>>>(dweight, dout, rstd, inp, N, C); MN__LAUNCHED();
-    return MN_OK;
+    return mn__colsum(ctx, dweight, dout, inp, rstd, N, C);
 }
 
 // SwiGLU: out = silu(g) u; backward du += dout g s(g), dg += dout u s(g) (1 + g (1 - s(g)))
@@ -265,72 +400,138 @@ int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const fl
     return MN_OK;
 }
 
-// Causal depthwise conv: a_t[c] = sum_{j<K} w[c,j] x_{t-K+1+j}[c] (zero left padding), y = act(a).
-// x points at one sequence (T,Ch). The pre-activation is recomputed in the backward.
-__device__ __forceinline__ float mn__conv_pre(const float* x, const float* w, size_t t, size_t Ch, size_t K, size_t c) {
-    float acc = 0.f;
-    for (size_t j = 0; j < K; j++)
-        if (t + j + 1 >= K) acc += w[c * K + j] * x[(t + j + 1 - K) * Ch + c];
-    return acc;
+// Causal depthwise conv: a_t[c] = sum_{j<K} w[c,j] x_{t-K+1+j}[c] (zero left padding per
+// sequence), y = act(a) (silu or identity); x, y (B,T,Ch), w (Ch,K), 1 <= K <= 16.
+// A thread takes one channel c and a run of MN__CONV_RUN consecutive steps of one sequence
+// (adjacent threads = adjacent channels: every load is coalesced; block = 32 channels x 8 runs),
+// with c's weights in registers and the last KM inputs in a register window slid one step at a
+// time: one load of x per step instead of K, and no index division per element. KM (a template
+// constant, so the windows stay in registers) is 4 (the model's K, and any K <= 4) or 16; the
+// window's slots before the K taps are skipped (predicated), so the sums are the same terms in
+// the same order as a loop over j < K.
+#define MN__CONV_RUN 32
+static size_t mn__conv_blocks_y(size_t B, size_t T) {   // grid.y: blocks of 8 runs (grid-stride beyond 65535)
+    size_t runs = B * ((T + MN__CONV_RUN - 1) / MN__CONV_RUN), y = (runs + 7) / 8;
+    return y < 1 ? 1 : y > 65535 ? 65535 : y;
 }
-__global__ void mn__k_conv_fwd(float* out, const float* inp, const float* w, size_t B, size_t T, size_t Ch, size_t K, int silu) {
-    MN__FOR(i, B * T * Ch) {
-        size_t c = i % Ch, t = (i / Ch) % T, b = i / (Ch * T);
-        float a = mn__conv_pre(inp + b * T * Ch, w, t, Ch, K, c);
-        out[i] = silu ? a / (1.f + expf(-a)) : a;
-    }
+static size_t mn__conv_tmp(size_t B, size_t T, size_t Ch, size_t K) { return mn__conv_blocks_y(B, T) * Ch * K; }   // dw partials
+// a_t = sum over the K taps of the window (wr, xw as below): slots m >= KM-K, in order
+template <int KM> __device__ __forceinline__ float mn__conv_dot(const float* wr, const float* xw, int K) {
+    float a = 0.f;
+#pragma unroll
+    for (int m = 0; m < KM; m++) if (m >= KM - K) a += wr[m] * xw[m];
+    return a;
 }
-// forward: y_t = act(a_t), a_t = sum_j w_j x_{t-K+1+j}, so: da_t = dy_t act'(a_t) and
-// dx_s = sum_j w_j da_{s+K-1-j} (one thread per input element s gathers; no atomics)
-__device__ __forceinline__ float mn__conv_da(const float* x, const float* dy, const float* w, size_t t, size_t Ch, size_t K, size_t c, int silu) {
-    float da = dy[t * Ch + c];
-    if (silu) {
-        float a = mn__conv_pre(x, w, t, Ch, K, c), s = 1.f / (1.f + expf(-a));
-        da *= s * (1.f + a * (1.f - s));
-    }
-    return da;
+// Registers of thread c: wr[m] = w[c, m-(KM-K)] (the taps aligned to the window's end, for a_t),
+// wv[j] = w[c, j] (for the backward's dx); and the x window of step t0-1: xw[m] = x_{t0-KM+m}, zero
+// before the sequence (only the last K-1 slots matter).
+template <int KM> __device__ __forceinline__ void mn__conv_init_w(float* wr, float* wv, const float* w, size_t c, int K) {
+#pragma unroll
+    for (int m = 0; m < KM; m++) { wr[m] = m >= KM - K ? w[c * K + m - (KM - K)] : 0.f; wv[m] = m < K ? w[c * K + m] : 0.f; }
 }
-__global__ void mn__k_conv_bwd_dx(float* dinp, const float* dout, const float* inp, const float* w, size_t B, size_t T, size_t Ch, size_t K, int silu) {
-    MN__FOR(i, B * T * Ch) {
-        size_t c = i % Ch, s = (i / Ch) % T, b = i / (Ch * T);
-        const float *x = inp + b * T * Ch, *dy = dout + b * T * Ch;
-        float acc = 0.f;
-        for (size_t j = 0; j < K; j++) {
-            size_t t = s + K - 1 - j;
-            if (t < T) acc += w[c * K + j] * mn__conv_da(x, dy, w, t, Ch, K, c, silu);
-        }
-        dinp[i] += acc;
-    }
+template <int KM> __device__ __forceinline__ void mn__conv_init_x(float* xw, const float* x, size_t t0, size_t Ch, int K) {
+#pragma unroll
+    for (int m = 0; m < KM; m++) xw[m] = m > KM - K && t0 + m >= (size_t)KM ? x[(t0 + m - KM) * Ch] : 0.f;
 }
-// dw[c,j] += sum_{b,t} x_{t-K+1+j}[c] da_t[c]: 32 channels x 8 time lanes per block, registers
-// per thread, one atomic add per (thread, j). K <= 16 (checked by the launcher).
-__global__ void mn__k_conv_bwd_dw(float* dw, const float* dout, const float* inp, const float* w, size_t B, size_t T, size_t Ch, size_t K, int silu) {
-    size_t c = blockIdx.x * 32 + (threadIdx.x & 31);
-    float acc[16];
-    for (int j = 0; j < 16; j++) acc[j] = 0.f;
+template <int KM>
+__global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, const float* __restrict__ inp, const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K, int silu) {
+    size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
     if (c >= Ch) return;
-    for (size_t p = blockIdx.y * 8 + (threadIdx.x >> 5); p < B * T; p += (size_t)gridDim.y * 8) {
-        size_t b = p / T, t = p % T;
-        const float *x = inp + b * T * Ch, *dy = dout + b * T * Ch;
-        float da = mn__conv_da(x, dy, w, t, Ch, K, c, silu);
-        for (size_t j = 0; j < K; j++)
-            if (t + j + 1 >= K) acc[j] += x[(t + j + 1 - K) * Ch + c] * da;
+    float wr[KM], wv[KM], xw[KM];
+    mn__conv_init_w<KM>(wr, wv, w, c, K);
+    for (size_t run = blockIdx.y * (size_t)8 + threadIdx.y; run < B * nrun; run += (size_t)gridDim.y * 8) {
+        size_t b = run / nrun, t0 = run % nrun * MN__CONV_RUN, t1 = t0 + MN__CONV_RUN < T ? t0 + MN__CONV_RUN : T;
+        const float* x = inp + b * T * Ch + c;
+        float* y = out + b * T * Ch + c;
+        mn__conv_init_x<KM>(xw, x, t0, Ch, K);
+        for (size_t t = t0; t < t1; t++) {
+#pragma unroll
+            for (int m = 0; m < KM - 1; m++) xw[m] = xw[m + 1];
+            xw[KM - 1] = x[t * Ch];
+            float a = mn__conv_dot<KM>(wr, xw, K);
+            y[t * Ch] = silu ? a / (1.f + expf(-a)) : a;
+        }
     }
-    for (size_t j = 0; j < K; j++) atomicAdd(dw + c * K + j, acc[j]);
+}
+// forward: y_t = act(a_t), so da_t = dy_t act'(a_t) (silu: s (1 + a (1 - s)), s = sigmoid(a)) and
+//   dx_s += sum_j w_j da_{s+K-1-j}   (terms with s+K-1-j >= T are zero: nothing past the end)
+//   dw[c,j] += sum_{b,t} x_{t-K+1+j} da_t
+// One fused kernel, threads as the forward: thread (c, run [t0,t1)) walks t = t0 .. t1+K-2,
+// computing a_t and da_t ONCE per step (da_t = 0 for t >= T), keeping the last KM da's in a second
+// register window; at step t it finishes dx_{t-K+1} (when >= t0) and, for t < t1, adds
+// x_{t-K+1+j} da_t to its dw sums. dw: the 8 runs of a block are summed in a fixed order (shared
+// memory) into part (gridDim.y, Ch*K), then mn__k_colfinish adds those rows in a fixed order:
+// deterministic, no atomics.
+template <int KM>
+__global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, float* __restrict__ part, const float* __restrict__ dout, const float* __restrict__ inp, const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K, int silu) {
+    __shared__ float sh[8][KM][32];                 // the block's dw sums: run lane, tap slot, channel
+    size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
+    float wr[KM], wv[KM], xw[KM], daw[KM], accw[KM];   // accw[m]: dw[c, m-(KM-K)]
+#pragma unroll
+    for (int m = 0; m < KM; m++) accw[m] = 0.f;
+    if (c < Ch) mn__conv_init_w<KM>(wr, wv, w, c, K);
+    for (size_t run = blockIdx.y * (size_t)8 + threadIdx.y; c < Ch && run < B * nrun; run += (size_t)gridDim.y * 8) {
+        size_t b = run / nrun, t0 = run % nrun * MN__CONV_RUN, t1 = t0 + MN__CONV_RUN < T ? t0 + MN__CONV_RUN : T;
+        const float *x = inp + b * T * Ch + c, *dy = dout + b * T * Ch + c;
+        float* dx = dinp + b * T * Ch + c;
+        mn__conv_init_x<KM>(xw, x, t0, Ch, K);
+#pragma unroll
+        for (int m = 0; m < KM; m++) daw[m] = 0.f;  // da before t0: never used (dx_s, s >= t0, reads da_{s..s+K-1})
+        for (size_t t = t0; t < t1 + K - 1; t++) {
+#pragma unroll
+            for (int m = 0; m < KM - 1; m++) { xw[m] = xw[m + 1]; daw[m] = daw[m + 1]; }
+            float da = 0.f;
+            xw[KM - 1] = 0.f;
+            if (t < T) {
+                xw[KM - 1] = x[t * Ch];
+                da = dy[t * Ch];
+                if (silu) {
+                    float a = mn__conv_dot<KM>(wr, xw, K), s = 1.f / (1.f + expf(-a));
+                    da *= s * (1.f + a * (1.f - s));
+                }
+            }
+            daw[KM - 1] = da;
+            if (t < t1) {
+#pragma unroll
+                for (int m = 0; m < KM; m++) if (m >= KM - K) accw[m] += xw[m] * da;
+            }
+            if (t + 1 >= t0 + K) {                 // s = t-K+1 >= t0: dx_s = sum_j w_j da_{t-j}
+                float g = 0.f;
+#pragma unroll
+                for (int j = 0; j < KM; j++) if (j < K) g += wv[j] * daw[KM - 1 - j];
+                dx[(t + 1 - K) * Ch] += g;
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < KM; m++) sh[threadIdx.y][m][threadIdx.x] = accw[m];
+    __syncthreads();
+    if (threadIdx.y == 0 && c < Ch)
+        for (int j = 0; j < K; j++) {
+            float s = 0.f;
+            for (int y = 0; y < 8; y++) s += sh[y][KM - K + j][threadIdx.x];
+            part[blockIdx.y * Ch * K + c * K + j] = s;
+        }
 }
 int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
     if (B * T * Ch == 0) return MN_OK;
-    mn__k_conv_fwd<<<mn__grid(ctx, B * T * Ch, 256), 256, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, K, silu); MN__LAUNCHED();
+    if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_forward", "kernel size K outside [1, 16]", __LINE__);
+    dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
+    if (K <= 4) mn__k_conv_fwd<4><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, (int)K, silu);
+    else mn__k_conv_fwd<16><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, (int)K, silu);
+    MN__LAUNCHED();
     return MN_OK;
 }
 int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
     if (B * T * Ch == 0) return MN_OK;
-    if (K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward", "kernel size K > 16", __LINE__);
-    mn__k_conv_bwd_dx<<<mn__grid(ctx, B * T * Ch, 256), 256, 0, MN__STREAM>>>(dinp, dout, inp, weight, B, T, Ch, K, silu); MN__LAUNCHED();
-    size_t rows = (B * T + 7) / 8;
-    dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)(rows < 128 ? rows : 128));
-    mn__k_conv_bwd_dw<<<grid, 256, 0, MN__STREAM>>>(dweight, dout, inp, weight, B, T, Ch, K, silu); MN__LAUNCHED();
-    return MN_OK;
+    if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward", "kernel size K outside [1, 16]", __LINE__);
+    dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
+    float* part;
+    MN__TRY(mn__tmp(ctx, mn__conv_tmp(B, T, Ch, K), &part));
+    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu);
+    else mn__k_conv_bwd<16><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu);
+    MN__LAUNCHED();
+    return mn__colfinish(ctx, dweight, part, grid.y, Ch * K);
 }
 
 // L2 norm per row (fla l2norm): y = x / sqrt(x.x + 1e-6); backward dx += r (dy - y (y.dy))
@@ -1935,7 +2136,7 @@ static int mn__cm_setup(mn_cuda_model* cm) {
     mn_model* h = MN__HOST(cm);
     const mn_config* c = &h->cfg;
     size_t P = h->n_params;
-    cm->cfg = h->cfg; cm->tensors = h->tensors; cm->n_tensors = h->n_tensors; cm->n_params = P;
+    cm->cfg = h->cfg; cm->tensors = h->tensors; cm->n_tensors = h->n_tensors; cm->n_params = P; cm->n_trainable = h->n_trainable;
     {   // every layer must be "mesa" (the pattern is cycled over the layers)
         const char* p = c->pattern;
         while (1) {
@@ -2063,6 +2264,15 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
         cm->targets = cm->tokens + nt; cm->cap_tok = nt;
     }
 #undef MN__GROW
+    {   // the context's reduction scratch, for the largest column sum of a step (bias gradients of
+        // the gate projections, the norms, the convs, the embedding), so no step allocates
+        size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, V = c->vocab_size, need = mn__col_tmp(N, H), k;
+        if ((k = mn__col_tmp(N, C)) > need) need = k;
+        if ((k = mn__col_tmp(N * H, Dh)) > need) need = k;
+        if ((k = mn__conv_tmp(B, T, H * Dh, 4)) > need) need = k;
+        if ((k = mn__emb_tmp(N, C, V)) > need) need = k;
+        MN__TRY(mn__tmp(ctx, need, NULL));
+    }
     cm->B = B; cm->T = T;
     return MN_OK;
 }
@@ -2159,14 +2369,14 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
         MN__TRY(mn_cuda_rmsnorm_backward(ctx, dx, MN__GRD(cm, l, MN__CP_ATTN_NORM), d.dxn1, A->rstd1, a.res + l * N * C, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C));
         cur ^= 1;
     }
-    return mn_cuda_embedding_backward(ctx, cm->grads + cm->tensors[h->emb_idx].offset, d.dres[cur], cm->tokens, N, C);
+    return mn_cuda_embedding_backward(ctx, cm->grads + cm->tensors[h->emb_idx].offset, d.dres[cur], cm->tokens, N, C, V);
 }
 
 int mn_cuda_model_clip_grad_norm(mn_cuda_model* cm, double max_norm, double* norm) {
     return mn_cuda_clip_grad_norm(cm->ctx, cm->grads, cm->n_params, max_norm, norm);
 }
 
-// One AdamW step over the whole model; runs of adjacent tensors with the same decay flag go in one launch.
+// One AdamW step over the whole model; runs of adjacent tensors (up to 16-float padding gaps) with the same decay flag go in one launch.
 int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
     mn_adamw hh = { 0.9, 0.98, 1e-8, 0.1 };
     if (hp) {
@@ -2179,7 +2389,12 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
     for (size_t i = 0; i < cm->n_tensors;) {
         size_t j = i + 1, off = cm->tensors[i].offset, n = cm->tensors[i].numel;
         int decay = cm->tensors[i].decay;
-        while (j < cm->n_tensors && (cm->tensors[j].decay != 0) == (decay != 0) && cm->tensors[j].offset == off + n) { n += cm->tensors[j].numel; j++; }
+        // a next tensor may start up to 15 floats past this run's end (mesanet.h aligns every tensor
+        // to 16 floats): the gap is padding, zero in params, grads and moments, and AdamW keeps zeros
+        // zero (m = v = 0, step 0 / (0 + eps) = 0, decoupled decay scales 0), so it joins the launch
+        while (j < cm->n_tensors && (cm->tensors[j].decay != 0) == (decay != 0) && cm->tensors[j].offset >= off + n && cm->tensors[j].offset - (off + n) < 16) {
+            n = cm->tensors[j].offset + cm->tensors[j].numel - off; j++;
+        }
         MN__TRY(mn_cuda_adamw_update(cm->ctx, cm->params + off, cm->grads + off, cm->opt_m + off, cm->opt_v + off, n, lr,
                                      hh.beta1, hh.beta2, hh.eps, decay ? hh.weight_decay : 0.0, cm->opt_step));
         i = j;

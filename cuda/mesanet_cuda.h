@@ -19,9 +19,12 @@
 
    MEMORY
      The caller owns every device buffer (mn_cuda_malloc / mn_cuda_dfree or plain cudaMalloc).
-     Ops never allocate: the Mesa op takes a workspace of mn_cuda_mesa_work_size floats. The
-     context holds the cuBLAS handle, the stream (NULL: the default stream) and 64 bytes of
-     device scratch for reductions (the gradient norm).
+     Ops never allocate, with one exception: the context's scratch ctx->tmp for the partial sums of
+     the deterministic column reductions (bias, RMSNorm, short-conv and embedding gradients), grown
+     on first need (mn_cuda_model_reserve sizes it up front, so a training step never allocates).
+     The Mesa op takes a workspace of mn_cuda_mesa_work_size floats. The context holds the cuBLAS
+     handle, the stream (NULL: the default stream) and 64 bytes of device scratch for reductions
+     (the gradient norm).
 
    PRECISION (which stage uses what, and why)
      - Elementwise, norm, loss and optimizer kernels: fp32 storage, fp32 arithmetic; row sums of
@@ -83,6 +86,8 @@ typedef struct mn_cuda_ctx {
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
     double* scratch;      // (8) device scratch for reductions
+    float* tmp;           // (tmp_cap) device scratch of the deterministic column sums, grown on first need
+    size_t tmp_cap;
     char msg[256];        // last error, one line
 } mn_cuda_ctx;
 
@@ -104,8 +109,9 @@ int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float
 // --- elementwise and normalisation ops (contracts as mesanet.h >>ops) ---
 // out (N,C) = wte (V,C)[tokens (N)]; ids must be valid (the caller checks, as on the CPU)
 int mn_cuda_embedding_forward(mn_cuda_ctx* ctx, float* out, const int* tokens, const float* wte, size_t N, size_t C);
-// dwte (V,C) += scatter of dout (N,C) (atomic adds: the order of the adds is not fixed)
-int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C);
+// dwte (V,C) += scatter of dout (N,C); V <= 1024: deterministic (the same bits every run; ids
+// outside [0,V) are skipped), larger V: atomic adds (the order of the adds is not fixed)
+int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C, size_t V);
 // out (N,C), rstd (N) written; inp (N,C); weight (C)
 int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps);
 // dinp (N,C), dweight (C) accumulated
@@ -179,7 +185,8 @@ typedef struct mn_cuda_model {
     void* host;                    // the CPU mn_model (float); private: use the functions below
     mn_config cfg;                 // the resolved config (cfg.pattern points into host)
     const mn_tensor_info* tensors; // the parameter table (names, shapes, offsets in floats, decay flags)
-    size_t n_tensors, n_params;
+    size_t n_tensors, n_params;   // n_params: floats per parameter-sized block (tensors 16-float aligned, padding zero)
+    size_t n_trainable;           // the model's parameter count (n_params minus padding)
     float *params, *grads, *opt_m, *opt_v;   // device, n_params floats each (one allocation)
     uint64_t opt_step;             // AdamW steps taken
     // activations, laid out for (B,T) by mn_cuda_model_reserve (forward calls it): exposed so

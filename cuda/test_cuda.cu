@@ -6,7 +6,9 @@
 // a non-finite value anywhere fails. Outputs are poisoned with NaN (bytes 0xFF) before every run
 // and the Mesa workspace too, so an element nobody wrote, or a read of workspace nobody wrote,
 // fails. Backward ops accumulate: their gradients start from random values on both sides and the
-// INCREMENTS are compared, which catches "=" for "+=" and unwritten entries.
+// INCREMENTS are compared, which catches "=" for "+=" and unwritten entries. The gradient
+// reductions without atomics (bias, RMSNorm weight, short conv, embedding) are also run twice on
+// the same inputs and must give bitwise-equal results (test_determinism).
 // Bounds, and why:
 //   fp32 kernels vs double: 1e-5 (float rounding, sums of up to a few hundred terms);
 //   exact ops (embedding gather, AdamW in double): 1e-6;
@@ -57,6 +59,9 @@ static void* devbytes(size_t bytes) {
     if (mn_cuda_malloc(&G, &d, bytes + 4) != MN_OK) { printf("FATAL out of device memory\n"); exit(2); }
     return d;
 }
+// a device copy of h starting off floats into its allocation (off = 1: rows not 16-byte aligned,
+// which the float4 paths must notice); free with mn_cuda_dfree(p - off)
+static float* dev_at(const vf& h, size_t off) { vf p(off, 0.f); p.insert(p.end(), h.begin(), h.end()); return dev(p) + off; }
 static float* poison(size_t n) { float* d = (float*)devbytes(n * sizeof(float)); cudaMemset(d, 0xFF, n * sizeof(float)); return d; }
 static vf host(const float* d, size_t n) { vf h(n); CK(mn_cuda_sync(&G)); CK(mn_cuda_download(&G, h.data(), d, n * sizeof(float))); return h; }
 
@@ -111,11 +116,25 @@ static void test_matmul(int math) {
     G.math = MN_CUDA_MATH_FP32;
 }
 
+// The bias gradient alone (dinp, dweight NULL): the two-pass column sum of dout (N,OC), against
+// the double sum. off > 0: dout not 16-byte aligned (the scalar fallback of the float4 path).
+static void test_colsum(size_t N, size_t OC, size_t off) {
+    char nm[96];
+    vf dy = randn(N * OC, 0, 1), pb = randn(OC, 0, 1);
+    vd db = tod(pb);
+    for (size_t n = 0; n < N; n++) for (size_t c = 0; c < OC; c++) db[c] += dy[n * OC + c];
+    float *gdy = dev_at(dy, off), *gdb = dev(pb);
+    CK(mn_cuda_matmul_backward(&G, NULL, NULL, gdb, gdy, NULL, NULL, N, 1, OC));
+    snprintf(nm, sizeof nm, "matmul bwd dbias alone (N %zu, OC %zu%s)", N, OC, off ? ", unaligned" : ""); check_inc(nm, host(gdb, OC), pb, db, 1e-5);
+    mn_cuda_dfree(gdy - off); mn_cuda_dfree(gdb);
+}
+
 // ---- elementwise and norm ops -----------------------------------------------------------------
-static void test_embedding(void) {
-    size_t V = 50, C = 64, N = 500;
+// hot > 0: that share of the tokens is token 32 (a frequent byte: its rows spread over segments)
+static void test_embedding(size_t V, size_t C, size_t N, double hot) {
+    char nm[128];
     std::vector<int> tok(N);
-    for (size_t i = 0; i < N; i++) tok[i] = (int)(mn_rng_u32(&R) % V);
+    for (size_t i = 0; i < N; i++) tok[i] = mn_rng_uniform(&R) < hot ? 32 : (int)(mn_rng_u32(&R) % V);
     vf wte = randn(V * C, 0, 1), dy = randn(N * C, 0, 1), pw = randn(V * C, 0, 1);
     vd out(N * C), dw = tod(pw);
     mn_embedding_forward(out.data(), tok.data(), tod(wte).data(), N, C);
@@ -124,28 +143,31 @@ static void test_embedding(void) {
     CK(mn_cuda_upload(&G, gt, tok.data(), N * sizeof(int)));
     float *gw = dev(wte), *gdy = dev(dy), *gout = poison(N * C), *gdw = dev(pw);
     CK(mn_cuda_embedding_forward(&G, gout, gt, gw, N, C));
-    CK(mn_cuda_embedding_backward(&G, gdw, gdy, gt, N, C));
-    check("embedding fwd out", host(gout, N * C), out, 1e-6);
-    check_inc("embedding bwd dwte", host(gdw, V * C), pw, dw, 1e-5);
+    CK(mn_cuda_embedding_backward(&G, gdw, gdy, gt, N, C, V));
+    snprintf(nm, sizeof nm, "embedding fwd out (V %zu, C %zu, N %zu)", V, C, N); check(nm, host(gout, N * C), out, 1e-6);
+    snprintf(nm, sizeof nm, "embedding bwd dwte (V %zu, C %zu, N %zu%s, %s)", V, C, N, hot > 0 ? ", hot token" : "", V <= 1024 ? "deterministic" : "atomic");
+    check_inc(nm, host(gdw, V * C), pw, dw, 1e-5);
     mn_cuda_dfree(gt); mn_cuda_dfree(gw); mn_cuda_dfree(gdy); mn_cuda_dfree(gout); mn_cuda_dfree(gdw);
 }
 
-static void test_rmsnorm(void) {
-    size_t N = 257, C = 200;
+// off > 0: inp and dout not 16-byte aligned (dweight's scalar fallback)
+static void test_rmsnorm(size_t N, size_t C, size_t off) {
+    char nm[128], tag[64];
+    snprintf(tag, sizeof tag, "N %zu, C %zu%s", N, C, off ? ", unaligned" : "");
     vf x = randn(N * C, 0.3, 2), w = randn(C, 1, 0.2), dy = randn(N * C, 0, 1), px = randn(N * C, 0, 1), pw = randn(C, 0, 1);
     vd out(N * C), rs(N), dx = tod(px), dw = tod(pw);
     mn_rmsnorm_forward(out.data(), rs.data(), tod(x).data(), tod(w).data(), N, C, 1e-6);
-    float *gx = dev(x), *gw = dev(w), *gdy = dev(dy), *gout = poison(N * C), *grs = poison(N), *gdx = dev(px), *gdw = dev(pw);
+    float *gx = dev_at(x, off), *gw = dev(w), *gdy = dev_at(dy, off), *gout = poison(N * C), *grs = poison(N), *gdx = dev(px), *gdw = dev(pw);
     CK(mn_cuda_rmsnorm_forward(&G, gout, grs, gx, gw, N, C, 1e-6));
     vf hrs = host(grs, N);
-    check("rmsnorm fwd out", host(gout, N * C), out, 1e-5);
-    check("rmsnorm fwd rstd", hrs, rs, 1e-5);
+    snprintf(nm, sizeof nm, "rmsnorm fwd out (%s)", tag); check(nm, host(gout, N * C), out, 1e-5);
+    snprintf(nm, sizeof nm, "rmsnorm fwd rstd (%s)", tag); check(nm, hrs, rs, 1e-5);
     // the backward of both sides from the same (GPU) rstd, so the check isolates the backward
     mn_rmsnorm_backward(dx.data(), dw.data(), tod(dy).data(), tod(hrs).data(), tod(x).data(), tod(w).data(), N, C);
     CK(mn_cuda_rmsnorm_backward(&G, gdx, gdw, gdy, grs, gx, gw, N, C));
-    check_inc("rmsnorm bwd dinp", host(gdx, N * C), px, dx, 1e-5);
-    check_inc("rmsnorm bwd dweight", host(gdw, C), pw, dw, 1e-5);
-    mn_cuda_dfree(gx); mn_cuda_dfree(gw); mn_cuda_dfree(gdy); mn_cuda_dfree(gout); mn_cuda_dfree(grs); mn_cuda_dfree(gdx); mn_cuda_dfree(gdw);
+    snprintf(nm, sizeof nm, "rmsnorm bwd dinp (%s)", tag); check_inc(nm, host(gdx, N * C), px, dx, 1e-5);
+    snprintf(nm, sizeof nm, "rmsnorm bwd dweight (%s)", tag); check_inc(nm, host(gdw, C), pw, dw, 1e-5);
+    mn_cuda_dfree(gx - off); mn_cuda_dfree(gw); mn_cuda_dfree(gdy - off); mn_cuda_dfree(gout); mn_cuda_dfree(grs); mn_cuda_dfree(gdx); mn_cuda_dfree(gdw);
 }
 
 static void test_swiglu(void) {
@@ -163,9 +185,10 @@ static void test_swiglu(void) {
     mn_cuda_dfree(gg); mn_cuda_dfree(gu); mn_cuda_dfree(gdy); mn_cuda_dfree(gout); mn_cuda_dfree(gdg); mn_cuda_dfree(gdu);
 }
 
-static void test_shortconv(int silu) {
-    size_t B = 2, T = 37, Ch = 80, K = 4, n = B * T * Ch;
-    char nm[96];
+static void test_shortconv(size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    size_t n = B * T * Ch;
+    char nm[128], tag[64];
+    snprintf(tag, sizeof tag, "B %zu, T %zu, Ch %zu, K %zu, silu %d", B, T, Ch, K, silu);
     vf x = randn(n, 0, 1), w = randn(Ch * K, 0, 0.5), dy = randn(n, 0, 1), px = randn(n, 0, 1), pw = randn(Ch * K, 0, 1);
     vd out(n), dx = tod(px), dw = tod(pw);
     mn_shortconv_forward(out.data(), tod(x).data(), tod(w).data(), B, T, Ch, K, silu);
@@ -173,10 +196,79 @@ static void test_shortconv(int silu) {
     float *gx = dev(x), *gw = dev(w), *gdy = dev(dy), *gout = poison(n), *gdx = dev(px), *gdw = dev(pw);
     CK(mn_cuda_shortconv_forward(&G, gout, gx, gw, B, T, Ch, K, silu));
     CK(mn_cuda_shortconv_backward(&G, gdx, gdw, gdy, gx, gw, B, T, Ch, K, silu));
-    snprintf(nm, sizeof nm, "shortconv fwd out (silu %d)", silu); check(nm, host(gout, n), out, 1e-5);
-    snprintf(nm, sizeof nm, "shortconv bwd dinp (silu %d)", silu); check_inc(nm, host(gdx, n), px, dx, 1e-5);
-    snprintf(nm, sizeof nm, "shortconv bwd dweight (silu %d)", silu); check_inc(nm, host(gdw, Ch * K), pw, dw, 1e-5);
+    snprintf(nm, sizeof nm, "shortconv fwd out (%s)", tag); check(nm, host(gout, n), out, 1e-5);
+    snprintf(nm, sizeof nm, "shortconv bwd dinp (%s)", tag); check_inc(nm, host(gdx, n), px, dx, 1e-5);
+    snprintf(nm, sizeof nm, "shortconv bwd dweight (%s)", tag); check_inc(nm, host(gdw, Ch * K), pw, dw, 1e-5);
     mn_cuda_dfree(gx); mn_cuda_dfree(gw); mn_cuda_dfree(gdy); mn_cuda_dfree(gout); mn_cuda_dfree(gdx); mn_cuda_dfree(gdw);
+}
+
+// Determinism: the gradient reductions use no float atomics (two passes with fixed orders), so a
+// run gives the same bits every time. Each backward below runs twice on the same inputs into
+// zeroed gradients, at shapes with many blocks per column (the atomic kernels they replace
+// differed between runs here); both results must be bitwise equal.
+static void same_twice(const char* what, const vf& a, const vf& b) {
+    size_t diff = 0;
+    for (size_t i = 0; i < a.size(); i++) diff += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    char nm[160];
+    snprintf(nm, sizeof nm, "deterministic: %s twice, bitwise equal (%zu of %zu floats differ)", what, diff, a.size());
+    expect(a.size() == b.size() && diff == 0, nm);
+}
+static void test_determinism(void) {
+    {   // short conv at the model's shape (Ch = 640, K = 4, silu), 4 sequences of 1000
+        size_t B = 4, T = 1000, Ch = 640, K = 4, n = B * T * Ch;
+        vf x = randn(n, 0, 1), w = randn(Ch * K, 0, 0.5), dy = randn(n, 0, 1), r[2][2];
+        float *gx = dev(x), *gw = dev(w), *gdy = dev(dy), *gdx = poison(n), *gdw = poison(Ch * K);
+        for (int k = 0; k < 2; k++) {
+            cudaMemset(gdx, 0, n * sizeof(float)); cudaMemset(gdw, 0, Ch * K * sizeof(float));
+            CK(mn_cuda_shortconv_backward(&G, gdx, gdw, gdy, gx, gw, B, T, Ch, K, 1));
+            r[k][0] = host(gdx, n); r[k][1] = host(gdw, Ch * K);
+        }
+        same_twice("shortconv bwd dinp (B 4, T 1000, Ch 640, K 4)", r[0][0], r[1][0]);
+        same_twice("shortconv bwd dweight (B 4, T 1000, Ch 640, K 4)", r[0][1], r[1][1]);
+        mn_cuda_dfree(gx); mn_cuda_dfree(gw); mn_cuda_dfree(gdy); mn_cuda_dfree(gdx); mn_cuda_dfree(gdw);
+    }
+    {   // RMSNorm backward, N = 8192 rows of 640 (512 slices)
+        size_t N = 8192, C = 640;
+        vf x = randn(N * C, 0.3, 2), w = randn(C, 1, 0.2), dy = randn(N * C, 0, 1), r[2][2];
+        float *gx = dev(x), *gw = dev(w), *gdy = dev(dy), *gout = poison(N * C), *grs = poison(N), *gdx = poison(N * C), *gdw = poison(C);
+        CK(mn_cuda_rmsnorm_forward(&G, gout, grs, gx, gw, N, C, 1e-6));
+        for (int k = 0; k < 2; k++) {
+            cudaMemset(gdx, 0, N * C * sizeof(float)); cudaMemset(gdw, 0, C * sizeof(float));
+            CK(mn_cuda_rmsnorm_backward(&G, gdx, gdw, gdy, grs, gx, gw, N, C));
+            r[k][0] = host(gdx, N * C); r[k][1] = host(gdw, C);
+        }
+        same_twice("rmsnorm bwd dinp (N 8192, C 640)", r[0][0], r[1][0]);
+        same_twice("rmsnorm bwd dweight (N 8192, C 640)", r[0][1], r[1][1]);
+        mn_cuda_dfree(gx); mn_cuda_dfree(gw); mn_cuda_dfree(gdy); mn_cuda_dfree(gout); mn_cuda_dfree(grs); mn_cuda_dfree(gdx); mn_cuda_dfree(gdw);
+    }
+    {   // bias gradient at the gate projections' shape (OC = 5), N = 32768
+        size_t N = 32768, OC = 5;
+        vf dy = randn(N * OC, 0, 1), r[2];
+        float *gdy = dev(dy), *gdb = poison(OC);
+        for (int k = 0; k < 2; k++) {
+            cudaMemset(gdb, 0, OC * sizeof(float));
+            CK(mn_cuda_matmul_backward(&G, NULL, NULL, gdb, gdy, NULL, NULL, N, 1, OC));
+            r[k] = host(gdb, OC);
+        }
+        same_twice("matmul bwd dbias (N 32768, OC 5)", r[0], r[1]);
+        mn_cuda_dfree(gdy); mn_cuda_dfree(gdb);
+    }
+    {   // embedding backward, V = 256, C = 640, N = 32768 with a token at 30 % (16 segments)
+        size_t V = 256, C = 640, N = 32768;
+        std::vector<int> tok(N);
+        for (size_t i = 0; i < N; i++) tok[i] = mn_rng_uniform(&R) < 0.3 ? 32 : (int)(mn_rng_u32(&R) % V);
+        vf dy = randn(N * C, 0, 1), r[2];
+        int* gt = (int*)devbytes(N * sizeof(int));
+        CK(mn_cuda_upload(&G, gt, tok.data(), N * sizeof(int)));
+        float *gdy = dev(dy), *gdw = poison(V * C);
+        for (int k = 0; k < 2; k++) {
+            cudaMemset(gdw, 0, V * C * sizeof(float));
+            CK(mn_cuda_embedding_backward(&G, gdw, gdy, gt, N, C, V));
+            r[k] = host(gdw, V * C);
+        }
+        same_twice("embedding bwd dwte (V 256, C 640, N 32768)", r[0], r[1]);
+        mn_cuda_dfree(gt); mn_cuda_dfree(gdy); mn_cuda_dfree(gdw);
+    }
 }
 
 static void test_l2norm(void) {
@@ -689,6 +781,8 @@ static void test_errors(void) {
     mn_cuda_ctx bad;
     mn_mesa_opts o; memset(&o, 0, sizeof o);
     expect(mn_cuda_init(&bad, 999) == MN_ERR_CUDA, "mn_cuda_init on a missing device returns MN_ERR_CUDA");
+    expect(mn_cuda_shortconv_forward(&G, NULL, NULL, NULL, 1, 8, 8, 17, 1) == MN_ERR_CONFIG, "shortconv forward with K = 17 returns MN_ERR_CONFIG");
+    expect(mn_cuda_shortconv_backward(&G, NULL, NULL, NULL, NULL, NULL, 1, 8, 8, 17, 1) == MN_ERR_CONFIG, "shortconv backward with K = 17 returns MN_ERR_CONFIG");
     expect(mn_cuda_mesa_chunk_forward(&G, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 64, 1, 32, 32, &o, NULL) == MN_ERR_CONFIG,
            "mesa with Dk = 32 returns MN_ERR_CONFIG");
     o.jacobi = 1;
@@ -729,7 +823,37 @@ int main(int argc, char** argv) {
     }
     test_errors();
     test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
-    test_embedding(); test_rmsnorm(); test_swiglu(); test_shortconv(1); test_shortconv(0); test_l2norm();
+    // bias gradients (two-pass column sums): N rows, OC columns, dout offset
+    test_colsum(32768, 5, 0);     // the gate projections' biases (OC = H): scalar path, 512 slices of 64 rows
+    test_colsum(40000, 5, 0);     // 507 slices of 79 rows, the last one 26 (the 4-row loop's tail)
+    test_colsum(301, 200, 0);     // float4 path, 19 slices of 16 rows, the last one 13
+    test_colsum(3000, 1792, 0);   // OC = d_ff: two column blocks of 256 float4 threads
+    test_colsum(3000, 200, 1);    // dout not 16-byte aligned: the scalar fallback
+    test_colsum(7, 3, 0);         // fewer rows than one slice
+    // embedding: V, C, N, share of one hot token
+    test_embedding(50, 64, 500, 0);        // deterministic path, one segment: sums straight into dwte
+    test_embedding(256, 70, 5000, 0.3);    // 3 segments (the last one shorter), a token at 30 %, C not a multiple of 128
+    test_embedding(256, 640, 40000, 0.3);  // 16 segments at the model's width
+    test_embedding(1024, 16, 3000, 0);     // V = 1024: the largest deterministic vocabulary, 2 segments
+    test_embedding(1500, 64, 700, 0);      // V > 1024: the atomic path
+    // RMSNorm: N, C, offset of inp and dout
+    test_rmsnorm(257, 200, 0);    // float4 dweight, 17 slices, the last of 1 row
+    test_rmsnorm(5000, 64, 0);    // C = head_dim: 313 slices, the last of 8 rows
+    test_rmsnorm(40000, 128, 0);  // 507 slices of 79 rows, the last 26
+    test_rmsnorm(1000, 130, 0);   // C % 4 != 0: scalar path
+    test_rmsnorm(600, 128, 1);    // rows not 16-byte aligned: scalar fallback
+    test_swiglu();
+    // short conv: B, T, Ch, K, silu (runs of 32 steps, blocks of 32 channels x 8 runs)
+    test_shortconv(2, 37, 80, 4, 1); test_shortconv(2, 37, 80, 4, 0);   // T not a multiple of the run, two sequences
+    test_shortconv(3, 100, 70, 3, 1);    // K < 4 in the 4-slot window, Ch not a multiple of 32
+    test_shortconv(4, 2000, 64, 4, 1);   // 252 runs: 32 rows of dw partials
+    test_shortconv(3, 64, 640, 4, 1);    // the model's channels, T a multiple of the run
+    test_shortconv(2, 5, 33, 4, 1);      // T shorter than a run: the K-1 trailing steps past the end
+    test_shortconv(2, 33, 16, 1, 0);     // K = 1
+    test_shortconv(2, 300, 48, 7, 1);    // the 16-slot window (4 < K <= 16)
+    test_shortconv(2, 70, 40, 16, 0);    // K = 16
+    test_determinism();
+    test_l2norm();
     test_crossentropy(0); test_crossentropy(30);
     test_adamw(); test_clip(1.0); test_clip(1e6);
     static const mesa_case cases[] = {

@@ -395,7 +395,7 @@ static int run_train(opts o, int rank, int world, int device, const mn_nccl_id* 
                    world, device, ver, mn__nccl.name, getenv("NCCL_NVLS_ENABLE") ? getenv("NCCL_NVLS_ENABLE") : "(unset)", B, world, Bl);
         }
         printf("model: mesa, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu, vocab %zu | %zu parameters (%.2f M)\n",
-               mc->n_layer, mc->d_model, mc->n_head, mc->head_dim, mc->d_ff, mc->vocab_size, gm.n_params, gm.n_params / 1e6);
+               mc->n_layer, mc->d_model, mc->n_head, mc->head_dim, mc->d_ff, mc->vocab_size, gm.n_trainable, gm.n_trainable / 1e6);
         printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s%s\n", mc->mesa_cg_train, mc->mesa_cg_decode,
                mc->mesa_cg_tol, mc->mesa_chunk, mc->mesa_gamma_clamp ? ", gamma clamp" : "", mc->logit_softcap > 0 ? ", logit soft-cap" : "");
         printf("FLOPs: %.1f M per token forward (mn_flops_per_token), %.1f M per trained token (3x); MFU against %.1f TFLOP/s%s\n", fpt / 1e6, 3 * fpt / 1e6,
@@ -547,6 +547,12 @@ static int check_report(const opts* o, mn_cuda_ctx* ctx, const mn_config* c, con
     float *g_ref = NULL, *g_emu = NULL, *shard = NULL, *p_ref = NULL, *loss_ref = (float*)calloc(K + 1, sizeof(float));
     double* gn_ref = (double*)calloc(K + 1, sizeof(double));
     double S1 = 0, C1 = 0, norm_ref = 0, worst, global;
+    // split vs whole batch, gradients: a shard's products run with other batch sizes, so cuBLAS may
+    // pick other algorithms (TF32: operands rounded to 10 bits), and the Mesa CG runs on fp16 tensor
+    // cores, where an input change of 1e-7 can flip a rounding 1e-3 wide. Measured on one H200
+    // (cuda/results.md run 10), emulated split vs whole batch: TF32 9.5e-4 whole block / 9.2e-3
+    // worst tensor, fp32 products 1.6e-3 / 4.1e-3 - the fp16 CG's share dominates either way.
+    double b_block = 5e-3, b_tensor = 2e-2;
     const char* wname;
     memset(&gm, 0, sizeof gm);
     if (mn_dist_init(&one, ctx, 0, 1, NULL) != MN_OK) { say_err("%s\n", one.msg); free(loss_ref); free(gn_ref); return 1; }
@@ -569,8 +575,10 @@ static int check_report(const opts* o, mn_cuda_ctx* ctx, const mn_config* c, con
         check("valid-target count: difference", fabs(C - C1), 0);
         check("gradient norm: relative difference", fabs(norm_dist - norm_ref) / norm_ref, 1e-4);
         worst = compare_grads(&gm, g_dist, g_ref, &wname, &global);
-        check("gradient, whole block: ||g_dist - g_1|| / ||g_1||", global, 1e-4);
-        check("gradient, worst tensor: ||g_dist - g_1|| / ||g_1||", worst, 1e-3);
+        printf("  gradient bounds: whole block %.0e, worst tensor %.0e (cuBLAS %s; the Mesa CG's fp16 rounding depends on the shard)\n",
+               b_block, b_tensor, o->fp32 ? "fp32" : "TF32");
+        check("gradient, whole block: ||g_dist - g_1|| / ||g_1||", global, b_block);
+        check("gradient, worst tensor: ||g_dist - g_1|| / ||g_1||", worst, b_tensor);
         printf("  (worst tensor: %s)\n", wname);
         // the split emulated on this GPU: shard s's gradient weighted by its share of the valid
         // targets, summed in float as the all-reduce does, against the whole batch's
@@ -596,8 +604,8 @@ static int check_report(const opts* o, mn_cuda_ctx* ctx, const mn_config* c, con
         printf("  the split into %zu emulated on one GPU: loss %.8f\n", k, loss_emu);
         check("emulated split: loss relative difference", fabs(loss_emu - loss_ref1) / fabs(loss_ref1), 1e-5);
         worst = compare_grads(&gm, g_emu, g_ref, &wname, &global);
-        check("emulated split, whole block vs one process", global, 1e-4);
-        check("emulated split, worst tensor vs one process", worst, 1e-3);
+        check("emulated split, whole block vs one process", global, b_block);
+        check("emulated split, worst tensor vs one process", worst, b_tensor);
         if (world > 1) {
             worst = compare_grads(&gm, g_dist, g_emu, &wname, &global);
             printf("  all-reduced vs emulated: whole block %.3e, worst tensor %.3e (%s)\n", global, worst, wname);
@@ -659,7 +667,7 @@ static int run_dist_check(opts o, int rank, int world, int device, const mn_nccl
         }
         if (rank == 0) {
             printf("dist_check: %d process%s (rank 0 on device %d), %zu parameters, global batch %zu x %zu (%zu per rank), cuBLAS %s, CG %d",
-                   world, world > 1 ? "es" : "", device, P, B, T, Bl, o.fp32 ? "fp32" : "TF32", o.cg);
+                   world, world > 1 ? "es" : "", device, gm.n_trainable, B, T, Bl, o.fp32 ? "fp32" : "TF32", o.cg);
             if (d->comm) { char ver[32]; mn_nccl_version_string(mn__nccl.version, ver, sizeof ver); printf(", through NCCL %s (%s), NCCL_NVLS_ENABLE=%s", ver, mn__nccl.name, getenv("NCCL_NVLS_ENABLE")); }
             printf("\n");
             fflush(stdout);
