@@ -260,12 +260,18 @@ int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const
     if (bias) { mn__k_add_bias<<<mn__grid(ctx, N * OC, 256), 256, 0, MN__STREAM>>>(out, bias, N, OC); MN__LAUNCHED(); }
     return MN_OK;
 }
-// forward: out = inp W^T + b, so: dinp += dout W ; dW += dout^T inp ; db += colsum(dout)
-int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
-    if (dinp) MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, 1.f, dinp, IC, 0, 1));
+// forward: out = inp W^T + b, so: dinp += dout W ; dW += dout^T inp ; db += colsum(dout).
+// The model's backward passes acc = 0 where it is the first writer of an activation gradient
+// (dinp = dout W, cuBLAS beta 0: the buffer needs no zeroing and is not read); the public launcher
+// accumulates like every CPU backward. The row kernels below take the same flag.
+static int mn__matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC, int acc) {
+    if (dinp) MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, acc ? 1.f : 0.f, dinp, IC, 0, 1));
     if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
     if (dbias) MN__TRY(mn__colsum(ctx, dbias, dout, NULL, NULL, N, OC));
     return MN_OK;
+}
+int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
+    return mn__matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 1);
 }
 
 __global__ void mn__k_embedding_fwd(float* out, const int* tokens, const float* wte, size_t N, size_t C) {
@@ -357,7 +363,7 @@ __global__ void mn__k_rmsnorm_fwd(float* out, float* rstd, const float* inp, con
 }
 // forward: y = w x r, so with xh = x r, gd = dy w: dx += r (gd - xh mean(gd xh)); dw += sum over
 // rows of dy x r (mn__colsum: two passes, deterministic)
-__global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* rstd, const float* inp, const float* w, size_t N, size_t C) {
+__global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* rstd, const float* inp, const float* w, size_t N, size_t C, int acc) {
     size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -365,28 +371,35 @@ __global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* r
     float r = rstd[row], dot = 0.f;
     for (size_t c = lane; c < C; c += 32) dot += dy[c] * w[c] * x[c] * r;
     dot = mn__warp_sum(dot) / (float)C;
-    for (size_t c = lane; c < C; c += 32) dinp[row * C + c] += r * (dy[c] * w[c] - x[c] * r * dot);
+    for (size_t c = lane; c < C; c += 32) {
+        float g = r * (dy[c] * w[c] - x[c] * r * dot);
+        dinp[row * C + c] = acc ? dinp[row * C + c] + g : g;
+    }
 }
 int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps) {
     if (N == 0) return MN_OK;
     mn__k_rmsnorm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, C, (float)eps); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C) {
+static int mn__rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C, int acc) {
     if (N == 0) return MN_OK;
-    mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C); MN__LAUNCHED();
+    mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C, acc); MN__LAUNCHED();
     return mn__colsum(ctx, dweight, dout, inp, rstd, N, C);
+}
+int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C) {
+    return mn__rmsnorm_backward(ctx, dinp, dweight, dout, rstd, inp, weight, N, C, 1);
 }
 
 // SwiGLU: out = silu(g) u; backward du += dout g s(g), dg += dout u s(g) (1 + g (1 - s(g)))
 __global__ void mn__k_swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
     MN__FOR(i, n) { float g = gate[i]; out[i] = g / (1.f + expf(-g)) * up[i]; }
 }
-__global__ void mn__k_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+__global__ void mn__k_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n, int acc) {
     MN__FOR(i, n) {
         float g = gate[i], s = 1.f / (1.f + expf(-g));
-        dup[i] += dout[i] * g * s;
-        dgate[i] += dout[i] * up[i] * s * (1.f + g * (1.f - s));
+        float du = dout[i] * g * s, dg = dout[i] * up[i] * s * (1.f + g * (1.f - s));
+        dup[i] = acc ? dup[i] + du : du;
+        dgate[i] = acc ? dgate[i] + dg : dg;
     }
 }
 int mn_cuda_swiglu_forward(mn_cuda_ctx* ctx, float* out, const float* gate, const float* up, size_t n) {
@@ -394,10 +407,13 @@ int mn_cuda_swiglu_forward(mn_cuda_ctx* ctx, float* out, const float* gate, cons
     mn__k_swiglu_fwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(out, gate, up, n); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+static int mn__swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n, int acc) {
     if (n == 0) return MN_OK;
-    mn__k_swiglu_bwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dgate, dup, dout, gate, up, n); MN__LAUNCHED();
+    mn__k_swiglu_bwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dgate, dup, dout, gate, up, n, acc); MN__LAUNCHED();
     return MN_OK;
+}
+int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+    return mn__swiglu_backward(ctx, dgate, dup, dout, gate, up, n, 1);
 }
 
 // Causal depthwise conv: a_t[c] = sum_{j<K} w[c,j] x_{t-K+1+j}[c] (zero left padding per
@@ -463,7 +479,7 @@ __global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, c
 // memory) into part (gridDim.y, Ch*K), then mn__k_colfinish adds those rows in a fixed order:
 // deterministic, no atomics.
 template <int KM>
-__global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, float* __restrict__ part, const float* __restrict__ dout, const float* __restrict__ inp, const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K, int silu) {
+__global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, float* __restrict__ part, const float* __restrict__ dout, const float* __restrict__ inp, const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K, int silu, int acc) {
     __shared__ float sh[8][KM][32];                 // the block's dw sums: run lane, tap slot, channel
     size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
     float wr[KM], wv[KM], xw[KM], daw[KM], accw[KM];   // accw[m]: dw[c, m-(KM-K)]
@@ -499,7 +515,7 @@ __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, 
                 float g = 0.f;
 #pragma unroll
                 for (int j = 0; j < KM; j++) if (j < K) g += wv[j] * daw[KM - 1 - j];
-                dx[(t + 1 - K) * Ch] += g;
+                dx[(t + 1 - K) * Ch] = acc ? dx[(t + 1 - K) * Ch] + g : g;   // each dx_s written once
             }
         }
     }
@@ -522,16 +538,19 @@ int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, co
     MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+static int mn__shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu, int acc) {
     if (B * T * Ch == 0) return MN_OK;
     if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward", "kernel size K outside [1, 16]", __LINE__);
     dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
     float* part;
     MN__TRY(mn__tmp(ctx, mn__conv_tmp(B, T, Ch, K), &part));
-    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu);
-    else mn__k_conv_bwd<16><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu);
+    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu, acc);
+    else mn__k_conv_bwd<16><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu, acc);
     MN__LAUNCHED();
     return mn__colfinish(ctx, dweight, part, grid.y, Ch * K);
+}
+int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+    return mn__shortconv_backward(ctx, dinp, dweight, dout, inp, weight, B, T, Ch, K, silu, 1);
 }
 
 // L2 norm per row (fla l2norm): y = x / sqrt(x.x + 1e-6); backward dx += r (dy - y (y.dy))
@@ -546,7 +565,7 @@ __global__ void mn__k_l2norm_fwd(float* out, float* rstd, const float* inp, size
     for (size_t d = lane; d < D; d += 32) out[row * D + d] = x[d] * r;
     if (lane == 0) rstd[row] = r;
 }
-__global__ void mn__k_l2norm_bwd(float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D) {
+__global__ void mn__k_l2norm_bwd(float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D, int acc) {
     size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -554,17 +573,23 @@ __global__ void mn__k_l2norm_bwd(float* dinp, const float* dout, const float* ou
     float dot = 0.f;
     for (size_t d = lane; d < D; d += 32) dot += y[d] * dy[d];
     dot = mn__warp_sum(dot);
-    for (size_t d = lane; d < D; d += 32) dinp[row * D + d] += rstd[row] * (dy[d] - y[d] * dot);
+    for (size_t d = lane; d < D; d += 32) {
+        float g = rstd[row] * (dy[d] - y[d] * dot);
+        dinp[row * D + d] = acc ? dinp[row * D + d] + g : g;
+    }
 }
 int mn_cuda_l2norm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, size_t N, size_t D) {
     if (N == 0) return MN_OK;
     mn__k_l2norm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, N, D); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D) {
+static int mn__l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D, int acc) {
     if (N == 0) return MN_OK;
-    mn__k_l2norm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, out, rstd, N, D); MN__LAUNCHED();
+    mn__k_l2norm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, out, rstd, N, D, acc); MN__LAUNCHED();
     return MN_OK;
+}
+int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D) {
+    return mn__l2norm_backward(ctx, dinp, dout, out, rstd, N, D, 1);
 }
 
 // Cross-entropy with optional soft-cap z = c tanh(l/c), one block per row:
@@ -1992,11 +2017,14 @@ typedef struct mn__cm_acts {
     float *res, *xf, *rstdf, *logits, *losses;                   // ((L+1),N,C) (N,C) (N) (N,V) (N)
     mn__cm_layer L[MN_MAX_LAYERS];
 } mn__cm_acts;
-// Activation gradients: the head's, two residual buffers, and one layer's (from dxn1 on: zeroed
-// before each layer's backward; dqc/dkc double as the forward's conv outputs).
+// Activation gradients: the head's, two residual buffers, and one layer's (from dxn1 on; dqc/dkc
+// double as the forward's conv outputs). A layer's backward writes each of its buffers first with
+// overwrite (acc = 0) and only then accumulates, except the Mesa op's outputs dq..dv and the gate
+// gradients dal..dlamb, which are zeroed first (two short memsets instead of ~1.6 GB a layer at
+// fla's anchor shape: the zeroing and the read-back of those zeros were ~6 % of a training step).
 typedef struct mn__cm_dacts {
     float *dlogits, *dlosses, *dxf, *dres[2];
-    float *layer; size_t layer_n;
+    float *layer; size_t layer_n;                 // the whole per-layer block (dxn1 .. dlamb)
     float *dxn1, *dxn2, *dh, *dgate, *dup, *dql, *dkl, *dqc, *dkc, *dq, *dk, *dv, *dO, *don, *dal, *dbl, *dg, *dbeta, *dlamb;
 } mn__cm_dacts;
 
@@ -2103,26 +2131,28 @@ static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__D2D(A->x2, res, N * C);
     return mn__cm_matmul_add(ctx, A->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
 }
-// din (N,C) += the layer's input gradient; dout (N,C) the gradient of the mixer's output
+// din (N,C) = the layer's input gradient (overwritten: din need not be zeroed); dout (N,C) the gradient of the mixer's output
 static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din, const float* dout, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
     mn_mesa_opts o = mn__cm_mesa_opts(c);
     const float* in = A->xn1;
-    MN__TRY(mn_cuda_matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C));
-    MN__TRY(mn_cuda_rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh));
+    // din, don, dO, dqc, dkc, dql, dkl are overwritten by their first writer (acc 0); dq..dv, dg,
+    // dbeta, dlamb, dal, dbl arrive zeroed (the op and the gate kernel accumulate into them)
+    MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C, 0));
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, 0));
     // the op's implicit backward; dlambda collects in the (zeroed) dlamb
     MN__TRY(mn_cuda_mesa_chunk_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
                                         A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh, &o, cm->work));
     mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
     mn__k_cm_gates_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dbl, D->dbeta, D->dg, A->al, A->bl, A->beta, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
-    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_A), MN__GRD(cm, l, MN__CP_AB), D->dal, in, MN__PAR(cm, l, MN__CP_A), N, C, H));
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_A), MN__GRD(cm, l, MN__CP_AB), D->dal, in, MN__PAR(cm, l, MN__CP_A), N, C, H, 0));
     MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_B), MN__GRD(cm, l, MN__CP_BB), D->dbl, in, MN__PAR(cm, l, MN__CP_B), N, C, H));
-    MN__TRY(mn_cuda_l2norm_backward(ctx, D->dqc, D->dq, A->q, A->rq, N * H, Dh));
-    MN__TRY(mn_cuda_l2norm_backward(ctx, D->dkc, D->dk, A->k, A->rk, N * H, Dh));
-    MN__TRY(mn_cuda_shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CP_QC), D->dqc, A->ql, MN__PAR(cm, l, MN__CP_QC), B, T, HD, 4, 1));
-    MN__TRY(mn_cuda_shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CP_KC), D->dkc, A->kl, MN__PAR(cm, l, MN__CP_KC), B, T, HD, 4, 1));
+    MN__TRY(mn__l2norm_backward(ctx, D->dqc, D->dq, A->q, A->rq, N * H, Dh, 0));
+    MN__TRY(mn__l2norm_backward(ctx, D->dkc, D->dk, A->k, A->rk, N * H, Dh, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CP_QC), D->dqc, A->ql, MN__PAR(cm, l, MN__CP_QC), B, T, HD, 4, 1, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CP_KC), D->dkc, A->kl, MN__PAR(cm, l, MN__CP_KC), B, T, HD, 4, 1, 0));
     MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_Q), NULL, D->dql, in, MN__PAR(cm, l, MN__CP_Q), N, C, HD));
     MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_K), NULL, D->dkl, in, MN__PAR(cm, l, MN__CP_K), N, C, HD));
     return mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_V), NULL, D->dv, in, MN__PAR(cm, l, MN__CP_V), N, C, HD);
@@ -2264,6 +2294,10 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
         cm->targets = cm->tokens + nt; cm->cap_tok = nt;
     }
 #undef MN__GROW
+    // NaN in every activation-gradient float (bytes 0xFF): the backward overwrites most of these
+    // buffers instead of zeroing them (mn__cm_dacts), so a read before the first write shows up as
+    // a NaN loss or gradient at once (test_cuda's model test), never as a silently wrong sum
+    MN__CU(cudaMemsetAsync(cm->dacts, 0xFF, nd * sizeof(float), MN__STREAM));
     {   // the context's reduction scratch, for the largest column sum of a step (bias gradients of
         // the gate projections, the norms, the convs, the embedding), so no step allocates
         size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, V = c->vocab_size, need = mn__col_tmp(N, H), k;
@@ -2356,11 +2390,13 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
     for (size_t l = L; l-- > 0;) {
         const mn__cm_layer* A = &a.L[l];
         float *dy = d.dres[cur], *dx = d.dres[cur ^ 1];
-        MN__CU(cudaMemsetAsync(d.layer, 0, d.layer_n * sizeof(float), MN__STREAM));
+        // zero only what is accumulated into from the start (see mn__cm_dacts): dq, dk, dv and dal .. dlamb
+        MN__CU(cudaMemsetAsync(d.dq, 0, (size_t)(d.dO - d.dq) * sizeof(float), MN__STREAM));
+        MN__CU(cudaMemsetAsync(d.dal, 0, (size_t)(d.layer + d.layer_n - d.dal) * sizeof(float), MN__STREAM));
         // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2); dx2 = dy + ... (in place in dy)
-        MN__TRY(mn_cuda_matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C));
-        MN__TRY(mn_cuda_swiglu_backward(ctx, d.dgate, d.dup, d.dh, A->gate, A->up, N * F));
-        MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_GATE), NULL, d.dgate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), N, C, F));
+        MN__TRY(mn__matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C, 0));
+        MN__TRY(mn__swiglu_backward(ctx, d.dgate, d.dup, d.dh, A->gate, A->up, N * F, 0));
+        MN__TRY(mn__matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_GATE), NULL, d.dgate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), N, C, F, 0));
         MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_UP), NULL, d.dup, A->xn2, MN__PAR(cm, l, MN__CP_UP), N, C, F));
         MN__TRY(mn_cuda_rmsnorm_backward(ctx, dy, MN__GRD(cm, l, MN__CP_MLP_NORM), d.dxn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C));
         // forward: x2 = x + mixer(xn1), xn1 = norm(x): dx = dx2 + norm'(mixer'(dx2))
