@@ -3895,6 +3895,25 @@ static double mn__mesa_flops(const mn_config* c, size_t T) {
     return (double)c->n_head * (2 * K * K + 2 * K * V + n * (4 * Cc * K + 2 * K * K) + 2 * Cc * K + 2 * Cc * V + 2 * K * V);
 }
 
+// fla's gated output (Gated DeltaNet, gla, sgla): out = o_proj(RMSNorm_head(o) * swish(g_proj x)) over N rows of
+// H heads of D. pg, pn, po: the layer's g_proj, norm and o_proj tensor indices. out (N,C) written;
+// gg, on (N,H*D) and rs (N*H) written and saved for the backward; o (N,H*D); in (N,C)
+static void mn__gla_out_forward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* out, mn_real* gg, mn_real* on, mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
+    mn_matmul_forward(gg, in, MN__PAR(m, l, pg), NULL, N, C, H * D);
+    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, pn), N * H, D, c->norm_eps);
+    mn_matmul_forward(out, on, MN__PAR(m, l, po), NULL, N, H * D, C);
+}
+// din (N,C), dgg (N,H*D), do_ (N,H*D) accumulated (+=), don (N,H*D) written; dout (N,C); the rest as saved
+static void mn__gla_out_backward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* din, mn_real* dgg, mn_real* don, mn_real* do_, const mn_real* dout,
+                                 const mn_real* gg, const mn_real* on, const mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
+    mn_matmul_backward(don, MN__GRD(m, l, po), NULL, dout, on, MN__PAR(m, l, po), N, H * D, C);
+    mn_rmsnorm_gated_backward(do_, dgg, MN__GRD(m, l, pn), don, rs, o, gg, MN__PAR(m, l, pn), N * H, D);
+    mn_matmul_backward(din, MN__GRD(m, l, pg), NULL, dgg, in, MN__PAR(m, l, pg), N, C, H * D);
+}
 // ---- DeltaNet and Gated DeltaNet as mixers (fla layers/delta_net.py, layers/gated_deltanet.py;
 // mixers.md §4-5). Variant bit 1: gated (GDN), bit 0: beta in (0,2), the negative-eigenvalue
 // ("[-1,1]") variant of Grazzi et al.
@@ -3958,11 +3977,11 @@ static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real
     }
     mn_delta_rule_forward(A(MN__DA_O), A(MN__DA_WORK) /*ht scratch*/, A(MN__DA_HS), A(MN__DA_WORK) + B * H * D * D, A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC),
                           A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D));
-    if (var & 2) {
-        mn_matmul_forward(A(MN__DA_GL), in, MN__PAR(m, l, MN__DL_G), NULL, N, C, HD);
-        mn_rmsnorm_gated_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), A(MN__DA_GL), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
-    } else mn_rmsnorm_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), NULL, N, HD, C);
+    if (var & 2) mn__gla_out_forward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, out, A(MN__DA_GL), A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), in, N);
+    else {
+        mn_rmsnorm_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
+        mn_matmul_forward(out, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), NULL, N, HD, C);
+    }
     #undef A
 }
 static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
@@ -3971,11 +3990,12 @@ static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
     int var = mn__mixer_variant(m, l);
     #define A(j) MN__ACT(m, l, j)
     #define DA(j) MN__DACT(m, l, j)
-    mn_matmul_backward(DA(MN__DA_ON), MN__GRD(m, l, MN__DL_O), NULL, dout, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), N, HD, C);
-    if (var & 2) {
-        mn_rmsnorm_gated_backward(DA(MN__DA_O), DA(MN__DA_GL), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), A(MN__DA_GL), MN__PAR(m, l, MN__DL_ON), N * H, D);
-        mn_matmul_backward(din, MN__GRD(m, l, MN__DL_G), NULL, DA(MN__DA_GL), in, MN__PAR(m, l, MN__DL_G), N, C, HD);
-    } else mn_rmsnorm_backward(DA(MN__DA_O), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D);
+    if (var & 2)
+        mn__gla_out_backward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, din, DA(MN__DA_GL), DA(MN__DA_ON), DA(MN__DA_O), dout, A(MN__DA_GL), A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), in, N);
+    else {
+        mn_matmul_backward(DA(MN__DA_ON), MN__GRD(m, l, MN__DL_O), NULL, dout, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), N, HD, C);
+        mn_rmsnorm_backward(DA(MN__DA_O), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D);
+    }
     mn_delta_rule_backward(DA(MN__DA_Q), DA(MN__DA_K), DA(MN__DA_VC), DA(MN__DA_BETA), (var & 2) ? DA(MN__DA_G) : NULL, NULL, DA(MN__DA_WORK), DA(MN__DA_O), NULL,
                            A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC), A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D));
     if (var & 2) {   // forward: g = -e^{A_log} softplus(u), u = a + dt_bias, so: dA_log += dg g ; du = dg (-e^{A_log}) sigmoid(u)
@@ -4026,11 +4046,11 @@ static void mn__delta_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* s
         for (i = 0; i < H; i++) g[i] *= (mn_real)-exp(alog[i]);
     }
     mn_delta_rule_step(o, S, q, k, v, beta, (var & 2) ? g : NULL, 1, H, D, D, 1.0 / sqrt((double)D));
-    if (var & 2) {
-        mn_matmul_forward(gl, in, MN__PAR(m, l, MN__DL_G), NULL, 1, C, HD);
-        mn_rmsnorm_gated_forward(on, rs, o, gl, MN__PAR(m, l, MN__DL_ON), H, D, c->norm_eps);
-    } else mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__DL_ON), H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, MN__DL_O), NULL, 1, HD, C);
+    if (var & 2) mn__gla_out_forward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, out, gl, on, rs, o, in, 1);
+    else {
+        mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__DL_ON), H, D, c->norm_eps);
+        mn_matmul_forward(out, on, MN__PAR(m, l, MN__DL_O), NULL, 1, HD, C);
+    }
 }
 static double mn__delta_flops(const mn_config* c, size_t T) {
     // chunkwise WY form per head and token (approximate): W, U and the intra-chunk products
@@ -4532,25 +4552,6 @@ static void mn__gla_gate_backward(mn_real* dz, mn_real* dg, const mn_real* z, si
     size_t i;
     for (i = 0; i < n; i++) dg[i] = (mn_real)(dg[i] / MN__GLA_NORMALIZER);
     mn_logsigmoid_backward(dz, dg, z, n);
-}
-// fla's GLA-family output (gla, sgla): out = o_proj(RMSNorm_head(o) * swish(g_proj x)) over N rows of
-// H heads of D. pg, pn, po: the layer's g_proj, norm and o_proj tensor indices. out (N,C) written;
-// gg, on (N,H*D) and rs (N*H) written and saved for the backward; o (N,H*D); in (N,C)
-static void mn__gla_out_forward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* out, mn_real* gg, mn_real* on, mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
-    mn_matmul_forward(gg, in, MN__PAR(m, l, pg), NULL, N, C, H * D);
-    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, pn), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, po), NULL, N, H * D, C);
-}
-// din (N,C), dgg (N,H*D), do_ (N,H*D) accumulated (+=), don (N,H*D) written; dout (N,C); the rest as saved
-static void mn__gla_out_backward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* din, mn_real* dgg, mn_real* don, mn_real* do_, const mn_real* dout,
-                                 const mn_real* gg, const mn_real* on, const mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
-    mn_matmul_backward(don, MN__GRD(m, l, po), NULL, dout, on, MN__PAR(m, l, po), N, H * D, C);
-    mn_rmsnorm_gated_backward(do_, dgg, MN__GRD(m, l, pn), don, rs, o, gg, MN__PAR(m, l, pn), N * H, D);
-    mn_matmul_backward(din, MN__GRD(m, l, pg), NULL, dgg, in, MN__PAR(m, l, pg), N, C, H * D);
 }
 static void mn__glal_params(mn_model* m, size_t* count, size_t l) {
     size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
