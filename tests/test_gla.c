@@ -279,17 +279,6 @@ static void test_step(void) {
 }
 
 // ---- golden vectors: outputs and every gradient, recurrent form and chunkwise C = 16 and 5
-static const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
-    const mn_vec_tensor* t = mn_vec_get(f, name);
-    if (t == NULL || t->n != n) { TU_CHECK(0, "%s: tensor %s missing or of the wrong size", f->op, name); return NULL; }
-    return t->data;
-}
-static mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
-    const double* d = vt_get(f, name, n);
-    mn_real* p = tu_buf(n); size_t i;
-    for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
-    return p;
-}
 static void test_vectors(const char* dir) {
     static const char* files[3] = { "linear_attn", "simple_gla", "gla" };
     static const char* gates[3] = { NULL, "g", "gk" };

@@ -47,17 +47,6 @@ static double worst_of(size_t K, const mn_real* const* a, const mn_real* const* 
     return e;
 }
 // Golden-vector helpers: a tensor of the expected size, as doubles or as mn_real.
-static const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
-    const mn_vec_tensor* t = mn_vec_get(f, name);
-    if (t == NULL || t->n != n) { TU_CHECK(0, "%s: tensor %s missing or of the wrong size", f->op, name); return NULL; }
-    return t->data;
-}
-static mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
-    const double* d = vt_get(f, name, n);
-    mn_real* p = tu_buf(n); size_t i;
-    for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
-    return p;
-}
 
 // =============================================================================================
 // Mamba-2 SSD

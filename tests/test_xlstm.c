@@ -564,17 +564,6 @@ static void test_slstm_forms(void) {
 
 // =============================================================================================== vectors
 
-static const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
-    const mn_vec_tensor* t = mn_vec_get(f, name);
-    if (t == NULL || t->n != n) { TU_CHECK(0, "%s: tensor %s missing or of the wrong size", f->op, name); return NULL; }
-    return t->data;
-}
-static mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
-    const double* d = vt_get(f, name, n);
-    mn_real* p = tu_buf(n); size_t i;
-    for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
-    return p;
-}
 // A head-first (B,H,T,D) file tensor as (B,T,H,D); and a (B,T,H,D) result back to (B,H,T,D).
 static mn_real* vt_bthd(const mn_vec_file* f, const char* name, size_t B, size_t T, size_t H, size_t D) {
     mn_real* x = vt_real(f, name, B * T * H * D); mn_real* y = tu_buf(B * T * H * D);

@@ -77,5 +77,20 @@ static inline mn_real* tu_work(size_t n) {
     for (i = 0; i < n; i++) w[i] = (mn_real)NAN;
     return w;
 }
+#ifdef MN_VECFILE_H
+// Golden-vector access (include reference/vecfile.h first): a tensor of exactly n values, or a
+// failed check and NULL; vt_real copies it into a tu_buf of the build's mn_real.
+static inline const double* vt_get(const mn_vec_file* f, const char* name, size_t n) {
+    const mn_vec_tensor* t = mn_vec_get(f, name);
+    if (t == NULL || t->n != n) { TU_CHECK(0, "%s: tensor %s missing or of the wrong size", f->op, name); return NULL; }
+    return t->data;
+}
+static inline mn_real* vt_real(const mn_vec_file* f, const char* name, size_t n) {
+    const double* d = vt_get(f, name, n);
+    mn_real* p = tu_buf(n); size_t i;
+    for (i = 0; d && i < n; i++) p[i] = (mn_real)d[i];
+    return p;
+}
+#endif
 #endif
 #endif
