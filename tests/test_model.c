@@ -298,6 +298,48 @@ static void test_bad_input(void) {
     }
 }
 
+// Parameter layout: every tensor starts at a multiple of MN_PARAM_ALIGN, tensors do not overlap,
+// n_trainable counts their elements, and the padding between them (params, grads, AdamW moments)
+// is zero after init and stays zero through forward, backward and AdamW steps.
+static int padding_zero(const mn_model* m, const mn_real* x) {
+    size_t k, i, end = 0;
+    for (k = 0; k <= m->n_tensors; k++) {
+        size_t start = k < m->n_tensors ? m->tensors[k].offset : m->n_params;
+        for (i = end; i < start; i++) if (x[i] != 0) return 0;
+        if (k < m->n_tensors) end = m->tensors[k].offset + m->tensors[k].numel;
+    }
+    return 1;
+}
+static void test_param_layout(const char* pattern) {
+    mn_model m; mn_config c = tiny_config(pattern);
+    size_t B = 2, T = 7, k, count = 0, end = 0, step;
+    int tok[14], tgt[14], aligned = 1, ordered = 1, zero = 1;
+    mn_real loss;
+    mn_adamw hp = { 0.9, 0.98, 1e-8, 0.1 };
+    TU_CHECK(mn_model_init(&m, &c) == MN_OK, "init %s", pattern);
+    for (k = 0; k < m.n_tensors; k++) {
+        aligned &= m.tensors[k].offset % MN_PARAM_ALIGN == 0;
+        ordered &= m.tensors[k].offset >= end;
+        end = m.tensors[k].offset + m.tensors[k].numel;
+        count += m.tensors[k].numel;
+    }
+    TU_CHECK(aligned && ordered && end <= m.n_params, "%s: tensors at multiples of %d, in order, inside the block", pattern, MN_PARAM_ALIGN);
+    TU_CHECK(m.n_trainable == count && m.n_params > m.n_trainable, "%s: n_trainable %zu = sum of numel %zu (block %zu with padding)",
+             pattern, m.n_trainable, count, m.n_params);
+    make_batch(tok, tgt, B * T, c.vocab_size, 3);
+    zero &= padding_zero(&m, m.params);
+    for (step = 0; step < 3; step++) {
+        mn_forward(&m, tok, tgt, B, T, &loss);
+        mn_zero_grad(&m);
+        mn_backward(&m);
+        mn_clip_grad_norm(&m, 1.0);
+        mn_adamw_step(&m, 1e-2, &hp);
+        zero &= padding_zero(&m, m.params) && padding_zero(&m, m.grads) && padding_zero(&m, m.opt_m) && padding_zero(&m, m.opt_v);
+    }
+    TU_CHECK(zero, "%s: the padding between tensors stays zero (params, grads, moments) over 3 training steps", pattern);
+    mn_model_free(&m);
+}
+
 // AdamW decays matrices only; clipping scales to the bound; sampling respects its filters.
 static void test_optimizer_and_sampling(void) {
     mn_model m; mn_config c = tiny_config("attn");
@@ -387,6 +429,8 @@ int main(void) {
     test_step_matches_forward("gla,mesa");
     test_step_matches_forward("linattn,sgla");
     test_step_matches_forward("sgla,attn");
+    test_param_layout("mesa,gdn");           // 1-, H- and D-element tensors: most offsets need padding
+    test_param_layout("hawk,mlstm,sgla");
     test_training_and_resume();
     test_bad_input();
     return tu_finish(sizeof(mn_real) == 8 ? "test_model (double)" : "test_model (float)");
