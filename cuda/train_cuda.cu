@@ -552,7 +552,8 @@ static int check_report(const opts* o, mn_cuda_ctx* ctx, const mn_config* c, con
     // cores, where an input change of 1e-7 can flip a rounding 1e-3 wide. Measured on one H200
     // (cuda/results.md run 10), emulated split vs whole batch: TF32 9.5e-4 whole block / 9.2e-3
     // worst tensor, fp32 products 1.6e-3 / 4.1e-3 - the fp16 CG's share dominates either way.
-    double b_block = 5e-3, b_tensor = 2e-2;
+    // With one process nothing is split: that comparison keeps the tight bounds (run 10: 0 exactly).
+    double b_block = 5e-3, b_tensor = 2e-2, b1_block = world > 1 ? b_block : 1e-4, b1_tensor = world > 1 ? b_tensor : 1e-3;
     const char* wname;
     memset(&gm, 0, sizeof gm);
     if (mn_dist_init(&one, ctx, 0, 1, NULL) != MN_OK) { say_err("%s\n", one.msg); free(loss_ref); free(gn_ref); return 1; }
@@ -575,10 +576,10 @@ static int check_report(const opts* o, mn_cuda_ctx* ctx, const mn_config* c, con
         check("valid-target count: difference", fabs(C - C1), 0);
         check("gradient norm: relative difference", fabs(norm_dist - norm_ref) / norm_ref, 1e-4);
         worst = compare_grads(&gm, g_dist, g_ref, &wname, &global);
-        printf("  gradient bounds: whole block %.0e, worst tensor %.0e (cuBLAS %s; the Mesa CG's fp16 rounding depends on the shard)\n",
+        printf("  split-vs-whole gradient bounds: whole block %.0e, worst tensor %.0e (cuBLAS %s; the Mesa CG's fp16 rounding depends on the shard)\n",
                b_block, b_tensor, o->fp32 ? "fp32" : "TF32");
-        check("gradient, whole block: ||g_dist - g_1|| / ||g_1||", global, b_block);
-        check("gradient, worst tensor: ||g_dist - g_1|| / ||g_1||", worst, b_tensor);
+        check("gradient, whole block: ||g_dist - g_1|| / ||g_1||", global, b1_block);
+        check("gradient, worst tensor: ||g_dist - g_1|| / ||g_1||", worst, b1_tensor);
         printf("  (worst tensor: %s)\n", wname);
         // the split emulated on this GPU: shard s's gradient weighted by its share of the valid
         // targets, summed in float as the all-reduce does, against the whole batch's
