@@ -174,7 +174,7 @@ clean:
 # nothing NCCL is needed to build (-ldl only); run it with libnccl.so.2 on LD_LIBRARY_PATH or
 # MN_NCCL_LIB=/path/to/libnccl.so.2 (results.md: "Multi-GPU (NCCL)")
 NVCC    ?= nvcc
-NVFLAGS ?= -O2 -std=c++17 -arch=sm_90 -lineinfo -Xcompiler -Wall,-Wextra
+NVFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xcompiler -Wall,-Wextra
 CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
 
 .PHONY: cuda

@@ -192,12 +192,12 @@ int main(int argc, char** argv) {
         }
     }
     G.math = MN_CUDA_MATH_FP32;
-    // the same at fixed counts with the plain fp32-FMA state scan (the previous default), for the A/B
-    G.mesa_scan = MN_CUDA_SCAN_FFMA;
+    // the same at fixed counts with the mma.sync CG kernel (the previous default), for the A/B
+    G.mesa_cg = MN_CUDA_CG_MMA;
     for (int c = 2; c < 5; c++) {
         char cgname[48];
         o.cg_iters = rows[c].cg; o.fla = rows[c].fla;
-        snprintf(cgname, sizeof cgname, "%d%s, FMA scan", rows[c].cg, rows[c].fla ? " fla" : "");
+        snprintf(cgname, sizeof cgname, "%d%s, mma.sync CG", rows[c].cg, rows[c].fla ? " fla" : "");
         double f = time_ms([&] { CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work)); });
         double fl = mesa_flops(B, T, H, K, V, rows[c].cg, 0);
         printf("| mesa fwd | - | %s | %.3f | %.3f | %.1f | %s |\n", cgname, f, fl / 1e12, fl / (f * 1e-3) / 1e12, rows[c].cg == 30 ? "3.30 ms" : rows[c].cg == 10 ? "1.53 ms" : "-");
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
     for (int c = 2; c < 4; c++) {
         char cgname[48];
         o.cg_iters = rows[c].cg; o.fla = rows[c].fla;
-        snprintf(cgname, sizeof cgname, "%d%s, FMA scan", rows[c].cg, rows[c].fla ? " fla" : "");
+        snprintf(cgname, sizeof cgname, "%d%s, mma.sync CG", rows[c].cg, rows[c].fla ? " fla" : "");
         double fb = time_ms([&] {
             CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
             CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
         double fl = mesa_flops(B, T, H, K, V, rows[c].cg, 1);
         printf("| mesa fwd+bwd | tf32 | %s | %.3f | %.3f | %.1f | %s |\n", cgname, fb, fl / 1e12, fl / (fb * 1e-3) / 1e12, rows[c].cg == 30 ? "8.57 ms" : "4.81 ms");
     }
-    G.math = MN_CUDA_MATH_FP32; G.mesa_scan = MN_CUDA_SCAN_TF32X3;
+    G.math = MN_CUDA_MATH_FP32; G.mesa_cg = MN_CUDA_CG_WGMMA;
     {   // ceilings: a d_model 2048 projection over the same tokens, and two memory-bound ops
         size_t N = B * T, C = 2048;
         float *x = dev_randn(N * C, 1), *w = dev_randn(C * C, 0.02), *y, *r;

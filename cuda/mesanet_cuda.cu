@@ -1215,6 +1215,161 @@ __device__ __forceinline__ void mn__cg_gemm_acc(float (&acc)[K / 16][4], const _
         }
     }
 }
+
+// ---- the same products with Hopper's warpgroup MMA (wgmma, sm_90a; ctx->mesa_cg = MN_CUDA_CG_WGMMA) --
+// Each warpgroup (warps 0-3, 4-7) is one m64 tile: warpgroup wn owns columns K/2 wn .. of AP, the
+// same columns its threads already hold in x, r, p (the accumulator layout of wgmma m64nNk16 is the
+// mma.sync one, warp q of the group holding rows 16q .. 16q+15). B operands (and P) sit in shared
+// memory in the no-swizzle "core matrix" layout the tensor cores read directly: 8 rows x 8 halfs
+// (16 bytes) contiguous, core matrices along k 128 bytes apart (LBO), along rows kd * 16 bytes
+// apart (SBO), element (row, k) of a matrix with kd columns at mn__cm(row, k, kd). So a warpgroup
+// reads each B tile once (mma.sync: once per warp), and S1 = P Kc^T never goes through shared
+// memory: both warpgroups compute all of it (its columns are GEMM2's k dimension), scale it by M and
+// feed it to GEMM2 as register A fragments.
+__device__ __forceinline__ int mn__cm(int r, int k, int kd) { return ((r >> 3) * (kd >> 3) + (k >> 3)) * 64 + (r & 7) * 8 + (k & 7); }
+__device__ __forceinline__ uint64_t mn__wg_desc(const __half* p, int kd) {
+    uint64_t a = ((uint64_t)__cvta_generic_to_shared(p) & 0x3FFFF) >> 4;      // swizzle mode 0 (bits 62-63)
+    return a | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)((kd * 16) >> 4) << 32);
+}
+__device__ __forceinline__ void mn__wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void mn__wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void mn__wg_wait(void) { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+// shared-memory stores that the tensor cores (the async proxy) read next: each writer, before the barrier
+__device__ __forceinline__ void mn__fence_async(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// d (64 x 64, the accumulator layout above, float[8][4] per thread) (+)= A B on the tensor cores,
+// one warpgroup: A (64 x 16) and B (16 x 64) from shared memory (descriptors), or A from registers
+// (4 x half2 per thread, the mma.sync A-fragment layout). acc = 0: d = A B.
+__device__ __forceinline__ void mn__wgmma_ss(float (&d)[8][4], uint64_t da, uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "l"(da), "l"(db), "r"(acc) : "memory");
+}
+__device__ __forceinline__ void mn__wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db, int acc) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc) : "memory");
+}
+// After a wait: ties every accumulator register to this point, so no read of d moves above it.
+__device__ __forceinline__ void mn__wg_pin(float (&d)[8][4]) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]) :: "memory");
+}
+
+// The step both CG kernels share, on 64 rows P (fp16 in sP) for this thread's columns:
+//   acc = diag(g) (P B3) + fp16((P Kc^T) . M) B2
+// in the CG iteration B3 = H_n (times hs), B2 = Kc; in the output stage B3 = S_n, B2 = Vc. mma.sync
+// form: sP, sK, sB3 (k-major), sB2 (k-major) row-major with padded strides, S1 through sS. wgmma form:
+// core-matrix layouts, sK = Kc (rows tokens), sB3 = B3^T (rows its columns), sB2 = B2^T (rows its
+// columns, kd = C). Ends with every warp past its reads of the operands (wgmma: this warpgroup).
+template <int K, bool WG>
+__device__ __forceinline__ void mn__cg_apply(float (&acc)[K / 16][4], const __half* sP, const __half* sK, const __half* sB3, const __half* sB2, __half* sS, const float* sM,
+                                             float g0, float g1, int wm, int wn, int lane) {
+    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2;
+    if constexpr (WG) {
+        static_assert(K == 128, "the wgmma form is written for K = 128 (m64n64 per warpgroup)");
+        const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
+        float s1[8][4];
+        mn__wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < K / 16; ks++) mn__wgmma_ss(s1, mn__wg_desc(sP + ks * 128, K), mn__wg_desc(sK + ks * 128, K), ks);
+        mn__wg_commit();
+#pragma unroll
+        for (int ks = 0; ks < K / 16; ks++) mn__wgmma_ss(acc, mn__wg_desc(sP + ks * 128, K), mn__wg_desc(sB3 + mn__cm(KH * wn, 16 * ks, K), K), ks);
+        mn__wg_commit();
+        mn__wg_wait<1>();                             // S1 ready; P B3 still running
+        mn__wg_pin(s1);
+        uint32_t af[C / 16][4];
+#pragma unroll
+        for (int ks = 0; ks < C / 16; ks++) {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int j = 2 * ks + h, col = 8 * j + qc;
+                float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
+                __half2 u0 = __floats2half2_rn(s1[j][0] * m0.x, s1[j][1] * m0.y), u1 = __floats2half2_rn(s1[j][2] * m1.x, s1[j][3] * m1.y);
+                af[ks][2 * h] = *(uint32_t*)&u0; af[ks][2 * h + 1] = *(uint32_t*)&u1;
+            }
+        }
+        mn__wg_wait<0>();
+        mn__wg_pin(acc);
+#pragma unroll
+        for (int j = 0; j < NT; j++) { acc[j][0] *= g0; acc[j][1] *= g0; acc[j][2] *= g1; acc[j][3] *= g1; }
+        mn__wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < C / 16; ks++) mn__wgmma_rs(acc, af[ks], mn__wg_desc(sB2 + mn__cm(KH * wn, 16 * ks, C), C), 1);
+        mn__wg_commit();
+        mn__wg_wait<0>();
+        mn__wg_pin(acc);
+        (void)sS; (void)SK;
+    } else {
+#pragma unroll
+        for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+        mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);          // S1 = P Kc^T, times M
+        mn__cg_gemm_acc<K, K>(acc, sP, SK, sB3, SK, wm, wn, lane);  // P B3
+#pragma unroll
+        for (int j = 0; j < NT; j++) { acc[j][0] *= g0; acc[j][1] *= g0; acc[j][2] *= g1; acc[j][3] *= g1; }
+        __syncthreads();                              // sS complete
+        mn__cg_gemm_acc<K, C>(acc, sS, SC, sB2, SK, wm, wn, lane);  // += (S1 . M) B2
+        (void)KH;
+    }
+}
+
+// Loads an R x CC fp32 matrix (row r at src + r * lds, 16-byte aligned; rows >= nvalid read as 0)
+// into fp16 shared memory in the core-matrix layout, times sc: dst[mn__cm(r, c, CC)] = Src[r][c], or
+// with TR its transpose, dst[mn__cm(c, r, R)] = Src[r][c]. sc <= 0: sc = the power of two that brings
+// the largest |entry| to <= 1 (one read of the source: the entries wait in registers). Each thread
+// fills whole 16-byte core-matrix rows and each quarter-warp one whole core matrix (no bank
+// conflicts); global reads stay 128-byte coalesced (TR: a warp reads 32 consecutive columns of a
+// row per load). Returns sc; red8: 8 floats of shared scratch (used when sc <= 0). All threads
+// call it; it ends with the async-proxy fence and a barrier.
+template <int R, int CC, bool TR>
+__device__ float mn__cm_load(__half* dst, const float* src, size_t lds, int nvalid, float sc, float* red8) {
+    constexpr int NI = R * CC / 8 / 256;              // 16-byte rows per thread
+    static_assert(NI * 8 * 256 == R * CC, "R * CC must be a multiple of 2048");
+    const int tid = threadIdx.x;
+    float v[NI][8];
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int item = tid + 256 * m;
+        if (TR) {                                     // column c of Src, rows 8 rg .. 8 rg + 7
+            const int c = item % CC, rg = item / CC;
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[m][e] = 8 * rg + e < nvalid ? src[(size_t)(8 * rg + e) * lds + c] : 0.f;
+        } else {                                      // row r of Src, columns 8 cg .. 8 cg + 7
+            const int r = (item >> 3) / (CC / 8) * 8 + (item & 7), cg = (item >> 3) % (CC / 8);
+            float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b4 = a;
+            if (r < nvalid) { a = *(const float4*)(src + (size_t)r * lds + 8 * cg); b4 = *(const float4*)(src + (size_t)r * lds + 8 * cg + 4); }
+            v[m][0] = a.x; v[m][1] = a.y; v[m][2] = a.z; v[m][3] = a.w; v[m][4] = b4.x; v[m][5] = b4.y; v[m][6] = b4.z; v[m][7] = b4.w;
+        }
+    }
+    if (sc <= 0.f) {
+        float mx = 0.f;
+#pragma unroll
+        for (int m = 0; m < NI; m++)
+#pragma unroll
+            for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[m][e]));
+        mx = mn__warp_max(mx);
+        if ((tid & 31) == 0) red8[tid >> 5] = mx;
+        __syncthreads();
+        mx = red8[0];
+        for (int w = 1; w < 8; w++) mx = fmaxf(mx, red8[w]);
+        sc = mn__mscale(mx);
+    }
+#pragma unroll
+    for (int m = 0; m < NI; m++) {
+        const int item = tid + 256 * m;
+        const int at = TR ? mn__cm(item % CC, 8 * (item / CC), R) : mn__cm((item >> 3) / (CC / 8) * 8 + (item & 7), 8 * ((item >> 3) % (CC / 8)), CC);
+        __half2 u[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) u[e] = __floats2half2_rn(v[m][2 * e] * sc, v[m][2 * e + 1] * sc);
+        *(uint4*)&dst[at] = *(const uint4*)u;
+    }
+    mn__fence_async();
+    __syncthreads();                                  // dst complete, red8 free again
+    return sc;
+}
+
 // Loads rows x cols (cols % 4 == 0) fp32 from global (row i at src + i * lds, or from token rows
 // of chunk (b,h,n) when tok != NULL) into fp16 smem (stride ld), times a power of two that brings
 // the largest |entry| to <= 1: two passes over the source (the second from L2). Returns the scale.
@@ -1262,18 +1417,22 @@ typedef struct mn__cg_args {
     float stop, eps;          // squared relative residual where a row stops; fla's 1e-5 (else 0)
 } mn__cg_args;
 
+// Where (row, col) of a C x K fp16 operand sits in the CG kernel's shared memory.
+template <int K, bool WG> __device__ __forceinline__ int mn__pidx(int row, int col) { return WG ? mn__cm(row, col, K) : row * (K + 8) + col; }
+
 // One block per chunk i = n B H + b H + h: X = A^-1 RHS for its 64 rows, and with output = 1 the
 // chunk's output O. stop = tolerance^2 (or float eps^2 for a fixed count); fla = 1: no stopping
 // and eps = 1e-5 in the alpha and beta denominators, as fla.
-template <int K>
+// WG: the products by wgmma (core-matrix layouts; sV then holds Kc^T, and Vc^T in the output stage).
+template <int K, bool WG>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2;
     extern __shared__ __align__(16) unsigned char mn__smem[];
     __half* sK = (__half*)mn__smem;               // (C,SK)  Kc
     __half* sP = sK + C * SK;                     // (C,SK)  P (then X), row-scaled
-    __half* sH = sP + C * SK;                     // (K,SK)  H_n * hs (then S_n * ss)
-    __half* sV = sH + K * SK;                     // (C,SK)  Vc * sv (output stage)
-    __half* sS = sV + C * SK;                     // (C,SC)  (P Kc^T) . M, row-scaled
+    __half* sH = sP + C * SK;                     // (K,SK)  H_n * hs (then S_n * ss; WG: S_n^T)
+    __half* sV = sH + K * SK;                     // (C,SK)  Vc * sv (output stage); WG: Kc^T (K,C), then Vc^T
+    __half* sS = sV + C * SK;                     // (C,SC)  (P Kc^T) . M, row-scaled (not WG)
     float* sM = (float*)(sS + C * SC);            // (C,SC)  M
     float* red = sM + C * SC;                     // (2 buffers, 2 halves, C)
     float* misc = red + 4 * C;                    // [0] hs, [..8] scratch
@@ -1293,28 +1452,37 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         if (lane == 0) misc[0] = mn__mscale(mx);
     }
 #pragma unroll
-    for (int idx = tid; idx < C * K / 4; idx += 256) {
-        int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (A.kk.all || n * C + row < A.T) v = *(const float4*)(mn__row(A.kk, b, h, n, row) + col);
-        *(__half2*)&sK[row * SK + col] = __floats2half2_rn(v.x, v.y);
-        *(__half2*)&sK[row * SK + col + 2] = __floats2half2_rn(v.z, v.w);
-    }
-#pragma unroll
     for (int idx = tid; idx < C * C / 4; idx += 256) {
         float4 v = ((const float4*)Mg)[idx];
         int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
         *(float4*)&sM[row * SC + col] = v;
     }
-    __syncthreads();
-    const float hs = misc[0];
+    if constexpr (WG) {                               // Kc, Kc^T (GEMM2's B) and H_n (= H_n^T) in core-matrix layout
+        const float* K0 = mn__row(A.kk, b, h, n, 0);
+        const int kval = A.kk.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
+        mn__cm_load<C, K, false>(sK, K0, A.kk.st, kval, 1.f, misc + 1);
+        mn__cm_load<C, K, true>(sV, K0, A.kk.st, kval, 1.f, misc + 1);   // its barriers publish hs
+        if (solve) mn__cm_load<K, K, false>(sH, Hg, K, K, misc[0], misc + 1);
+    } else {
+#pragma unroll
+        for (int idx = tid; idx < C * K / 4; idx += 256) {
+            int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (A.kk.all || n * C + row < A.T) v = *(const float4*)(mn__row(A.kk, b, h, n, row) + col);
+            *(__half2*)&sK[row * SK + col] = __floats2half2_rn(v.x, v.y);
+            *(__half2*)&sK[row * SK + col + 2] = __floats2half2_rn(v.z, v.w);
+        }
+        __syncthreads();
+        const float hs = misc[0];
 #pragma unroll 8
-    for (int idx = tid; idx < K * K / 4 && solve; idx += 256) {
-        float4 v = ((const float4*)Hg)[idx];
-        int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
-        *(__half2*)&sH[row * SK + col] = __floats2half2_rn(v.x * hs, v.y * hs);
-        *(__half2*)&sH[row * SK + col + 2] = __floats2half2_rn(v.z * hs, v.w * hs);
+        for (int idx = tid; idx < K * K / 4 && solve; idx += 256) {
+            float4 v = ((const float4*)Hg)[idx];
+            int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
+            *(__half2*)&sH[row * SK + col] = __floats2half2_rn(v.x * hs, v.y * hs);
+            *(__half2*)&sH[row * SK + col + 2] = __floats2half2_rn(v.z * hs, v.w * hs);
+        }
     }
+    const float hs = misc[0];
     const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], gh0 = gam0 / hs, gh1 = gam1 / hs;
 
     // ---- registers: x = 0, r = p = rhs, in the AP accumulator layout ----
@@ -1340,24 +1508,20 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     for (int it = 0; it < A.n_iter; it++) {
         // a row stops once ||r||^2 <= stop ||r0||^2 (never in fla mode), as the CPU loop
         if (!A.fla) { if (!done0 && d0 <= A.stop * dz0) done0 = 1; if (!done1 && d1 <= A.stop * dz1) done1 = 1; }
-        if (!__syncthreads_or(!done0 || !done1)) break;
         const float s0 = mn__pscale(pn0), s1 = mn__pscale(pn1);
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             int col = KH * wn + 8 * j + qc;
-            *(__half2*)&sP[r0 * SK + col] = __floats2half2_rn(p[j][0] * s0, p[j][1] * s0);
-            *(__half2*)&sP[r1 * SK + col] = __floats2half2_rn(p[j][2] * s1, p[j][3] * s1);
+            *(__half2*)&sP[mn__pidx<K, WG>(r0, col)] = __floats2half2_rn(p[j][0] * s0, p[j][1] * s0);
+            *(__half2*)&sP[mn__pidx<K, WG>(r1, col)] = __floats2half2_rn(p[j][2] * s1, p[j][3] * s1);
         }
-        __syncthreads();
-        mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);      // GEMM1: S1 = P Kc^T, times M
-        float acc[NT][4];
-#pragma unroll
-        for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
-        mn__cg_gemm_acc<K, K>(acc, sP, SK, sH, SK, wm, wn, lane);   // GEMM3: P H_n
-#pragma unroll
-        for (int j = 0; j < NT; j++) { acc[j][0] *= gh0; acc[j][1] *= gh0; acc[j][2] *= gh1; acc[j][3] *= gh1; }
-        __syncthreads();                              // sS complete
-        mn__cg_gemm_acc<K, C>(acc, sS, SC, sK, SK, wm, wn, lane);   // GEMM2: += (S1 . M) Kc
+        if (WG) mn__fence_async();
+        // one barrier publishes sP and tells whether any row of the block is still running (every
+        // read of the previous sP ended before the rowsum barriers of the previous iteration)
+        if (!__syncthreads_or(!done0 || !done1)) break;
+        float acc[NT][4] = {};
+        // GEMM1 S1 = P Kc^T, times M; GEMM3 P H_n, times Gam / hs; GEMM2 += (S1 . M) Kc
+        mn__cg_apply<K, WG>(acc, sP, sK, sH, WG ? sV : sK, sS, sM, gh0, gh1, wm, wn, lane);
         // AP = acc / s + lambda p (fp32), and p.Ap
         const float is0 = 1.f / s0, is1 = 1.f / s1;
         float pa0 = 0.f, pa1 = 0.f;
@@ -1433,21 +1597,21 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         int col = KH * wn + 8 * j + qc;
-        *(__half2*)&sP[r0 * SK + col] = __floats2half2_rn(x[j][0] * sx0, x[j][1] * sx0);
-        *(__half2*)&sP[r1 * SK + col] = __floats2half2_rn(x[j][2] * sx1, x[j][3] * sx1);
+        *(__half2*)&sP[mn__pidx<K, WG>(r0, col)] = __floats2half2_rn(x[j][0] * sx0, x[j][1] * sx0);
+        *(__half2*)&sP[mn__pidx<K, WG>(r1, col)] = __floats2half2_rn(x[j][2] * sx1, x[j][3] * sx1);
     }
-    const float ss = mn__load_f16_scaled(sH, SK, A.Ss + i * (size_t)K * K, K, NULL, b, h, n, A.T, K, K, misc);
-    const float sv = mn__load_f16_scaled(sV, SK, NULL, 0, &A.vv, b, h, n, A.T, C, K, misc);
-    float acc[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
-    mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);          // (X Kc^T) . M
-    mn__cg_gemm_acc<K, K>(acc, sP, SK, sH, SK, wm, wn, lane);   // X S_n
+    if (WG) mn__fence_async();                        // (the loads' barriers publish sP)
+    float ss, sv;
+    if constexpr (WG) {                               // S_n^T, Vc^T: GEMM3's and GEMM2's B
+        ss = mn__cm_load<K, K, true>(sH, A.Ss + i * (size_t)K * K, K, K, 0.f, misc);
+        sv = mn__cm_load<C, K, true>(sV, mn__row(A.vv, b, h, n, 0), A.vv.st, A.vv.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C), 0.f, misc);
+    } else {
+        ss = mn__load_f16_scaled(sH, SK, A.Ss + i * (size_t)K * K, K, NULL, b, h, n, A.T, K, K, misc);
+        sv = mn__load_f16_scaled(sV, SK, NULL, 0, &A.vv, b, h, n, A.T, C, K, misc);
+    }
     const float o0 = gam0 * sv / ss, o1 = gam1 * sv / ss;   // to the scale of the other term
-#pragma unroll
-    for (int j = 0; j < NT; j++) { acc[j][0] *= o0; acc[j][1] *= o0; acc[j][2] *= o1; acc[j][3] *= o1; }
-    __syncthreads();                                  // sS complete
-    mn__cg_gemm_acc<K, C>(acc, sS, SC, sV, SK, wm, wn, lane);   // += ((X Kc^T) . M) Vc
+    float acc[NT][4] = {};
+    mn__cg_apply<K, WG>(acc, sP, sK, sH, sV, sS, sM, o0, o1, wm, wn, lane);   // o0 X S_n + ((X Kc^T) . M) Vc
     {
         const float u0 = 1.f / (sx0 * sv), u1 = 1.f / (sx1 * sv);
         float *O0 = mn__row(A.oo, b, h, n, r0), *O1 = mn__row(A.oo, b, h, n, r1);
@@ -1474,16 +1638,21 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     a.stop = op->cg_tol > 0 ? (float)(op->cg_tol * op->cg_tol) : 1.1920929e-07f * 1.1920929e-07f;
     a.eps = op->fla ? 1e-5f : 0.f;
     if (NCH > 0x7fffffff || T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, "mesa cg", "too many chunks for one grid", __LINE__);
-    if (K == 128) {
+    if (K == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA) {
         static int attr = 0;
         size_t smem = mn__cg_smem<128>();
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
-        mn__k_mesa_cg<128><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        mn__k_mesa_cg<128, true><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
+    } else if (K == 128) {
+        static int attr = 0;
+        size_t smem = mn__cg_smem<128>();
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        mn__k_mesa_cg<128, false><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     } else {
         static int attr = 0;
         size_t smem = mn__cg_smem<64>();
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
-        mn__k_mesa_cg<64><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        mn__k_mesa_cg<64, false><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     }
     MN__LAUNCHED();
     return MN_OK;

@@ -346,6 +346,7 @@ typedef struct mesa_case {
     double gmu;       // g = logsigmoid(N(gmu, 1)): 0 gives gamma ~ 0.5 (fla's init), 4 gives ~0.98
     int backward, math, scan;   // scan: ctx->mesa_scan (3xTF32 tensor cores or fp32 FMA)
     double bout, bgrad, blam;   // bounds: outputs/solves, gradients, dlambda
+    int cg;                     // ctx->mesa_cg (K = 128): wgmma (0, default) or mma.sync
 } mesa_case;
 
 static void unit_rows(vf& a, size_t rows, size_t D) {
@@ -361,9 +362,10 @@ static void test_mesa(const mesa_case* c) {
     char nm[160];
     const char* tag = c->math == MN_CUDA_MATH_TF32 ? "tf32" : "fp32";
     double bst = c->math == MN_CUDA_MATH_TF32 ? 2e-3 : 1e-5;
-    printf("-- mesa %s: B=%zu T=%zu H=%zu K=V=%zu cg=%d fla=%d tol=%g state=%d gamma~sigmoid(N(%g,1)) cuBLAS %s, scan %s\n",
-           c->name, B, T, H, K, c->iters, c->fla, c->tol, c->state, c->gmu, tag, c->scan == MN_CUDA_SCAN_FFMA ? "fp32 FMA" : "3xTF32");
-    G.math = c->math; G.mesa_scan = c->scan;
+    printf("-- mesa %s: B=%zu T=%zu H=%zu K=V=%zu cg=%d fla=%d tol=%g state=%d gamma~sigmoid(N(%g,1)) cuBLAS %s, scan %s, CG products %s\n",
+           c->name, B, T, H, K, c->iters, c->fla, c->tol, c->state, c->gmu, tag, c->scan == MN_CUDA_SCAN_FFMA ? "fp32 FMA" : "3xTF32",
+           K == 128 && c->cg == MN_CUDA_CG_WGMMA ? "wgmma" : "mma.sync");
+    G.math = c->math; G.mesa_scan = c->scan; G.mesa_cg = c->cg;
     // inputs as the layer makes them: unit q, k; gates from logsigmoid / sigmoid; lambda in (0.25, 1)
     vf q = randn(BTH * K, 0, 1), k = randn(BTH * K, 0, 1), v = randn(BTH * V, 0, 1), g(BTH), be(BTH), lam = randu(H * K, 0.25, 1.0);
     unit_rows(q, BTH, K); unit_rows(k, BTH, K);
@@ -457,7 +459,7 @@ static void test_mesa(const mesa_case* c) {
     }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gg); mn_cuda_dfree(gb); mn_cuda_dfree(gl); mn_cuda_dfree(gw);
     mn_cuda_dfree(gout); mn_cuda_dfree(gxs); mn_cuda_dfree(ghk); mn_cuda_dfree(ghv); mn_cuda_dfree(ghk0); mn_cuda_dfree(ghv0); mn_cuda_dfree(git);
-    G.math = MN_CUDA_MATH_FP32; G.mesa_scan = MN_CUDA_SCAN_TF32X3;
+    G.math = MN_CUDA_MATH_FP32; G.mesa_scan = MN_CUDA_SCAN_TF32X3; G.mesa_cg = MN_CUDA_CG_WGMMA;
 }
 
 // ---- Mesa decode step -------------------------------------------------------------------------
@@ -799,7 +801,7 @@ static void test_errors(void) {
 
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
-    int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
+    int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all"), mesa = argc > 2 && !strcmp(argv[2], "mesa");
     cudaDeviceProp prop;
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
@@ -821,6 +823,7 @@ int main(int argc, char** argv) {
             return n_fail ? 1 : 0;
         }
     }
+    if (!mesa) {          // "mesa": only the chunkwise Mesa cases below
     test_errors();
     test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
     // bias gradients (two-pass column sums): N rows, OC columns, dout offset
@@ -856,20 +859,29 @@ int main(int argc, char** argv) {
     test_l2norm();
     test_crossentropy(0); test_crossentropy(30);
     test_adamw(); test_clip(1.0); test_clip(1e6);
+    }
     static const mesa_case cases[] = {
-        //  name              B  T     H  K    cg  fla tol   st gmu bwd math            scan                  out    grad   lam
-        { "K64 state",       2, 200,  3, 64,  30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K64 state tf32",  2, 200,  3, 64,  30, 0, 0,    1, 2, 1, MN_CUDA_MATH_TF32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K64 state ffma",  2, 200,  3, 64,  30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_FFMA,   0.006, 0.008, 0.015 },
-        { "K64 cg4",         1, 130,  2, 64,   4, 0, 0,    0, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K64 fla cg10",    1, 100,  2, 64,  10, 1, 0,    0, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K64 tol1e-3",     1, 150,  2, 64,  30, 0, 1e-3, 0, 2, 0, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K64 no solve",    1, 70,   2, 64,  -1, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 1e-5,  1e-5 },
-        { "K64 slow decay",  1, 256,  2, 64,  30, 0, 0,    0, 4, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K128 state",      1, 300,  2, 128, 30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K128 state ffma", 1, 300,  2, 128, 30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_FFMA,   0.006, 0.008, 0.015 },
-        { "K128 T1024 fla-init", 1, 1024, 2, 128, 30, 0, 0, 0, 0, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
-        { "K128 T1024 tf32", 1, 1024, 2, 128, 30, 0, 0,    0, 2, 1, MN_CUDA_MATH_TF32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015 },
+        //  name              B  T     H  K    cg  fla tol   st gmu bwd math            scan                  out    grad   lam    CG products
+        { "K64 state",       2, 200,  3, 64,  30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K64 state tf32",  2, 200,  3, 64,  30, 0, 0,    1, 2, 1, MN_CUDA_MATH_TF32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K64 state ffma",  2, 200,  3, 64,  30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_FFMA,   0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K64 cg4",         1, 130,  2, 64,   4, 0, 0,    0, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K64 fla cg10",    1, 100,  2, 64,  10, 1, 0,    0, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K64 tol1e-3",     1, 150,  2, 64,  30, 0, 1e-3, 0, 2, 0, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K64 no solve",    1, 70,   2, 64,  -1, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 1e-5,  1e-5, MN_CUDA_CG_WGMMA },
+        { "K64 slow decay",  1, 256,  2, 64,  30, 0, 0,    0, 4, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K128 state",      1, 300,  2, 128, 30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K128 state ffma", 1, 300,  2, 128, 30, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_FFMA,   0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K128 T1024 fla-init", 1, 1024, 2, 128, 30, 0, 0, 0, 0, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K128 T1024 tf32", 1, 1024, 2, 128, 30, 0, 0,    0, 2, 1, MN_CUDA_MATH_TF32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        // K = 128 runs the wgmma CG kernel by default; the same cases on the mma.sync kernel, and fla's
+        // arithmetic, no solve and a tolerance on the wgmma one
+        { "K128 state mma.sync", 1, 300, 2, 128, 30, 0, 0, 1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_MMA },
+        { "K128 fla cg10 mma.sync", 1, 200, 2, 128, 10, 1, 0, 0, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_MMA },
+        { "K128 fla cg10",   1, 200,  2, 128, 10, 1, 0,    0, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K128 fla cg30 B2", 2, 130, 2, 128, 30, 1, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
+        { "K128 no solve",   1, 70,   2, 128, -1, 0, 0,    1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 1e-5,  1e-5, MN_CUDA_CG_WGMMA },
+        { "K128 tol1e-3",    2, 150,  2, 128, 30, 0, 1e-3, 0, 2, 0, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32X3, 0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         if (!quick || cases[c].T < 1024) test_mesa(&cases[c]);
@@ -886,7 +898,7 @@ int main(int argc, char** argv) {
         { "K128 V64 tol1e-4",       2, 2, 128, 64,  30, 0,  1,  1e-4, 6,    2,  1e-3 },
         { "K64 V256 tol1e-4",       2, 2, 64,  256, 30, 0,  1,  1e-4, 4,    2,  1e-3 },
     };
-    for (size_t c = 0; c < sizeof steps / sizeof steps[0]; c++) test_step(&steps[c]);
+    for (size_t c = 0; c < sizeof steps / sizeof steps[0] && !mesa; c++) test_step(&steps[c]);
     mn_cuda_free(&G);
     printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
