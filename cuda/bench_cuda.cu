@@ -165,56 +165,37 @@ int main(int argc, char** argv) {
         return 0;
     }
     printf("| op | cuBLAS | CG | ms | counted TFLOP | TF/s | issue target (fla Triton) |\n|---|---|---|---|---|---|---|\n");
-    // CG 30 / 10 with the textbook stop (a row stops once its residual reaches float precision),
-    // then with fla's arithmetic (no early stop: exactly n_cg iterations, as fla), and no solve
+    // one row: the op (forward, or forward + backward) at the current ctx settings, CG count cg
+    // (fla = 1: fla's arithmetic, exactly cg iterations; 0: textbook, a row stops at float precision)
+    auto row = [&](int bwd, int cg, int fla, const char* variant) {
+        char cgname[64];
+        o.cg_iters = cg; o.fla = fla;
+        snprintf(cgname, sizeof cgname, "%d%s%s", cg, fla ? " fla" : "", variant);
+        double ms = time_ms([&] {
+            CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
+            if (bwd) CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
+        });
+        double fl = mesa_flops(B, T, H, K, V, cg, bwd);
+        const char* tgt = cg == 30 ? (bwd ? "8.57 ms" : "3.30 ms") : cg == 10 ? (bwd ? "4.81 ms" : "1.53 ms") : "-";
+        printf("| mesa %s | %s | %s | %.3f | %.3f | %.1f | %s |\n", bwd ? "fwd+bwd" : "fwd", bwd ? (G.math ? "tf32" : "fp32") : "-", cgname, ms, fl / 1e12, fl / (ms * 1e-3) / 1e12, tgt);
+    };
     struct { int cg, fla; } rows[5] = { { 30, 0 }, { 10, 0 }, { 30, 1 }, { 10, 1 }, { -1, 0 } };
-    for (int c = 0; c < 5; c++) {
-        char cgname[32];
-        o.cg_iters = rows[c].cg; o.fla = rows[c].fla;
-        snprintf(cgname, sizeof cgname, "%d%s", rows[c].cg, rows[c].fla ? " fla" : "");
-        double f = time_ms([&] { CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work)); });
-        double fl = mesa_flops(B, T, H, K, V, rows[c].cg, 0);
-        const char* tgt = rows[c].cg == 30 ? "3.30 ms" : rows[c].cg == 10 ? "1.53 ms" : "-";
-        printf("| mesa fwd | - | %s | %.3f | %.3f | %.1f | %s |\n", cgname, f, fl / 1e12, fl / (f * 1e-3) / 1e12, tgt);
-    }
+    for (int c = 0; c < 5; c++) row(0, rows[c].cg, rows[c].fla, "");
     for (int math = 0; math < 2; math++) {
         G.math = math;
-        for (int c = 0; c < 4; c++) {
-            char cgname[32];
-            o.cg_iters = rows[c].cg; o.fla = rows[c].fla;
-            snprintf(cgname, sizeof cgname, "%d%s", rows[c].cg, rows[c].fla ? " fla" : "");
-            double fb = time_ms([&] {
-                CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
-                CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
-            });
-            double fl = mesa_flops(B, T, H, K, V, rows[c].cg, 1);
-            printf("| mesa fwd+bwd | %s | %s | %.3f | %.3f | %.1f | %s |\n", math ? "tf32" : "fp32", cgname, fb, fl / 1e12, fl / (fb * 1e-3) / 1e12, rows[c].cg == 30 ? "8.57 ms" : "4.81 ms");
-        }
+        for (int c = 0; c < 4; c++) row(1, rows[c].cg, rows[c].fla, "");
     }
-    G.math = MN_CUDA_MATH_FP32;
-    // the same at fixed counts with the mma.sync CG kernel (the previous default), for the A/B
-    G.mesa_cg = MN_CUDA_CG_MMA;
-    for (int c = 2; c < 5; c++) {
-        char cgname[48];
-        o.cg_iters = rows[c].cg; o.fla = rows[c].fla;
-        snprintf(cgname, sizeof cgname, "%d%s, mma.sync CG", rows[c].cg, rows[c].fla ? " fla" : "");
-        double f = time_ms([&] { CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work)); });
-        double fl = mesa_flops(B, T, H, K, V, rows[c].cg, 0);
-        printf("| mesa fwd | - | %s | %.3f | %.3f | %.1f | %s |\n", cgname, f, fl / 1e12, fl / (f * 1e-3) / 1e12, rows[c].cg == 30 ? "3.30 ms" : rows[c].cg == 10 ? "1.53 ms" : "-");
+    // A/B at fla's fixed counts: the mma.sync CG kernel (the previous default), then the plain-TF32 scan
+    for (int variant = 0; variant < 2; variant++) {
+        const char* tag = variant ? ", TF32 scan" : ", mma.sync CG";
+        G.mesa_cg = variant ? MN_CUDA_CG_WGMMA : MN_CUDA_CG_MMA;
+        G.mesa_scan = variant ? MN_CUDA_SCAN_TF32 : MN_CUDA_SCAN_TF32X3;
+        G.math = MN_CUDA_MATH_FP32;
+        for (int c = 2; c < 5; c++) row(0, rows[c].cg, rows[c].fla, tag);
+        G.math = MN_CUDA_MATH_TF32;
+        for (int c = 2; c < 4; c++) row(1, rows[c].cg, rows[c].fla, tag);
     }
-    G.math = MN_CUDA_MATH_TF32;
-    for (int c = 2; c < 4; c++) {
-        char cgname[48];
-        o.cg_iters = rows[c].cg; o.fla = rows[c].fla;
-        snprintf(cgname, sizeof cgname, "%d%s, mma.sync CG", rows[c].cg, rows[c].fla ? " fla" : "");
-        double fb = time_ms([&] {
-            CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
-            CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
-        });
-        double fl = mesa_flops(B, T, H, K, V, rows[c].cg, 1);
-        printf("| mesa fwd+bwd | tf32 | %s | %.3f | %.3f | %.1f | %s |\n", cgname, fb, fl / 1e12, fl / (fb * 1e-3) / 1e12, rows[c].cg == 30 ? "8.57 ms" : "4.81 ms");
-    }
-    G.math = MN_CUDA_MATH_FP32; G.mesa_cg = MN_CUDA_CG_WGMMA;
+    G.math = MN_CUDA_MATH_FP32; G.mesa_cg = MN_CUDA_CG_WGMMA; G.mesa_scan = MN_CUDA_SCAN_TF32X3;
     {   // ceilings: a d_model 2048 projection over the same tokens, and two memory-bound ops
         size_t N = B * T, C = 2048;
         float *x = dev_randn(N * C, 1), *w = dev_randn(C * C, 0.02), *y, *r;

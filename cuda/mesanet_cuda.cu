@@ -978,7 +978,8 @@ __device__ __forceinline__ void mn__cp_wait_all(void) { asm volatile("cp.async.w
 #define MN__SSTRIDE (2 * MN__STILE + MN__MC + 4)   // one stage: Y tile, Z tile, w (C), GamC (+pad), floats
 static size_t mn__scan_tc_smem(void) { return (size_t)MN__SST * MN__SSTRIDE * sizeof(float); }
 
-template <bool REV>
+// X3 = false: plain TF32 (one product per fragment pair, operands rounded to 10 mantissa bits).
+template <bool REV, bool X3>
 __global__ void __launch_bounds__(256, 2) mn__k_mesa_scan_tc(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
     extern __shared__ __align__(16) unsigned char mn__smem[];
     float* sbase = (float*)mn__smem;               // stage s at sbase + s * SSTRIDE
@@ -1033,19 +1034,22 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_scan_tc(mn__scan_job j0, mn
             const float w0 = wsign * sw[k0], w1 = wsign * sw[k0 + 4];
             // A fragment (row m, col t): a0 (gq, t4), a1 (gq+8, t4), a2 (gq, t4+4), a3 (gq+8, t4+4)
             uint32_t ah[4], al[4];
-            mn__split(w0 * sY[k0 * MN__SLD + m0], ah[0], al[0]);
-            mn__split(w0 * sY[k0 * MN__SLD + m0 + 8], ah[1], al[1]);
-            mn__split(w1 * sY[(k0 + 4) * MN__SLD + m0], ah[2], al[2]);
-            mn__split(w1 * sY[(k0 + 4) * MN__SLD + m0 + 8], ah[3], al[3]);
+            const float a4[4] = { w0 * sY[k0 * MN__SLD + m0], w0 * sY[k0 * MN__SLD + m0 + 8], w1 * sY[(k0 + 4) * MN__SLD + m0], w1 * sY[(k0 + 4) * MN__SLD + m0 + 8] };
+#pragma unroll
+            for (int e = 0; e < 4; e++) { if (X3) mn__split(a4[e], ah[e], al[e]); else ah[e] = mn__tf32(a4[e]); }
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int n0 = 32 * wn + 8 * j + gq;   // B fragment: b0 (t4, gq), b1 (t4+4, gq)
-                uint32_t bh0, bl0, bh1, bl1;
-                mn__split(sZ[k0 * MN__SLD + n0], bh0, bl0);
-                mn__split(sZ[(k0 + 4) * MN__SLD + n0], bh1, bl1);
-                mn__mma_tf32(acc[j], al, bh0, bh1);  // small terms first
-                mn__mma_tf32(acc[j], ah, bl0, bl1);
-                mn__mma_tf32(acc[j], ah, bh0, bh1);
+                if (X3) {
+                    uint32_t bh0, bl0, bh1, bl1;
+                    mn__split(sZ[k0 * MN__SLD + n0], bh0, bl0);
+                    mn__split(sZ[(k0 + 4) * MN__SLD + n0], bh1, bl1);
+                    mn__mma_tf32(acc[j], al, bh0, bh1);  // small terms first
+                    mn__mma_tf32(acc[j], ah, bl0, bl1);
+                    mn__mma_tf32(acc[j], ah, bh0, bh1);
+                } else {
+                    mn__mma_tf32(acc[j], ah, mn__tf32(sZ[k0 * MN__SLD + n0]), mn__tf32(sZ[(k0 + 4) * MN__SLD + n0]));
+                }
             }
         }
     };
@@ -1090,12 +1094,17 @@ static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, 
         static int attr = 0;
         size_t smem = mn__scan_tc_smem();
         if (!attr) {
-            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
             attr = 1;
         }
-        if (reverse) mn__k_mesa_scan_tc<true><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-        else mn__k_mesa_scan_tc<false><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        const bool x3 = ctx->mesa_scan != MN_CUDA_SCAN_TF32;
+        if (reverse && x3) mn__k_mesa_scan_tc<true, true><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        else if (x3) mn__k_mesa_scan_tc<false, true><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        else if (reverse) mn__k_mesa_scan_tc<true, false><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        else mn__k_mesa_scan_tc<false, false><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
     }
     MN__LAUNCHED();
     return MN_OK;
@@ -1257,6 +1266,38 @@ __device__ __forceinline__ void mn__wg_pin(float (&d)[8][4]) {
     for (int j = 0; j < 8; j++) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]) :: "memory");
 }
 
+// Building blocks on one warpgroup (issue only; the caller commits and waits):
+//   d (=|+=) A B^T  with A (64 x KD) at sA and B^T's rows n0 .. n0+63 at sB, core-matrix layout, kd = KD
+//   d (+)= af B^T   with A in registers (af: the 64 x 64 fp16 fragments, k = the chunk's tokens) and
+//                   B^T's rows n0 .. n0+63 at sB (kd = C)
+template <int KD> __device__ __forceinline__ void mn__wg_abt(float (&d)[8][4], const __half* sA, const __half* sB, int n0, int acc) {
+#pragma unroll
+    for (int ks = 0; ks < KD / 16; ks++) mn__wgmma_ss(d, mn__wg_desc(sA + ks * 128, KD), mn__wg_desc(sB + mn__cm(n0, 16 * ks, KD), KD), acc || ks);
+}
+__device__ __forceinline__ void mn__wg_rbt(float (&d)[8][4], const uint32_t (&af)[MN__MC / 16][4], const __half* sB, int n0, int acc) {
+#pragma unroll
+    for (int ks = 0; ks < MN__MC / 16; ks++) mn__wgmma_rs(d, af[ks], mn__wg_desc(sB + mn__cm(n0, 16 * ks, MN__MC), MN__MC), acc || ks);
+}
+// af = fp16(s . W) as wgmma A fragments: s a 64 x 64 accumulator (rows r0, r1 = this thread's, columns
+// 8j + qc, +1), W (C,ld) fp32 in shared memory, or its transpose when TW.
+template <bool TW>
+__device__ __forceinline__ void mn__wg_frags(uint32_t (&af)[MN__MC / 16][4], const float (&s)[8][4], const float* sW, int ld, int r0, int r1, int qc) {
+#pragma unroll
+    for (int ks = 0; ks < MN__MC / 16; ks++) {
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int j = 2 * ks + hh, col = 8 * j + qc;
+            float2 m0, m1;
+            if (TW) { m0 = make_float2(sW[col * ld + r0], sW[(col + 1) * ld + r0]); m1 = make_float2(sW[col * ld + r1], sW[(col + 1) * ld + r1]); }
+            else { m0 = *(const float2*)&sW[r0 * ld + col]; m1 = *(const float2*)&sW[r1 * ld + col]; }
+            __half2 u0 = __floats2half2_rn(s[j][0] * m0.x, s[j][1] * m0.y), u1 = __floats2half2_rn(s[j][2] * m1.x, s[j][3] * m1.y);
+            af[ks][2 * hh] = *(uint32_t*)&u0; af[ks][2 * hh + 1] = *(uint32_t*)&u1;
+        }
+    }
+}
+// wait for all but N groups, then pin the accumulators
+template <int N> __device__ __forceinline__ void mn__wg_done(float (&d)[8][4]) { mn__wg_wait<N>(); mn__wg_pin(d); }
+
 // The step both CG kernels share, on 64 rows P (fp16 in sP) for this thread's columns:
 //   acc = diag(g) (P B3) + fp16((P Kc^T) . M) B2
 // in the CG iteration B3 = H_n (times hs), B2 = Kc; in the output stage B3 = S_n, B2 = Vc. mma.sync
@@ -1272,35 +1313,20 @@ __device__ __forceinline__ void mn__cg_apply(float (&acc)[K / 16][4], const __ha
         const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
         float s1[8][4];
         mn__wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < K / 16; ks++) mn__wgmma_ss(s1, mn__wg_desc(sP + ks * 128, K), mn__wg_desc(sK + ks * 128, K), ks);
+        mn__wg_abt<K>(s1, sP, sK, 0, 0);              // S1 = P Kc^T
         mn__wg_commit();
-#pragma unroll
-        for (int ks = 0; ks < K / 16; ks++) mn__wgmma_ss(acc, mn__wg_desc(sP + ks * 128, K), mn__wg_desc(sB3 + mn__cm(KH * wn, 16 * ks, K), K), ks);
+        mn__wg_abt<K>(acc, sP, sB3, KH * wn, 0);      // P B3
         mn__wg_commit();
-        mn__wg_wait<1>();                             // S1 ready; P B3 still running
-        mn__wg_pin(s1);
+        mn__wg_done<1>(s1);                           // S1 ready; P B3 still running
         uint32_t af[C / 16][4];
-#pragma unroll
-        for (int ks = 0; ks < C / 16; ks++) {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int j = 2 * ks + h, col = 8 * j + qc;
-                float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
-                __half2 u0 = __floats2half2_rn(s1[j][0] * m0.x, s1[j][1] * m0.y), u1 = __floats2half2_rn(s1[j][2] * m1.x, s1[j][3] * m1.y);
-                af[ks][2 * h] = *(uint32_t*)&u0; af[ks][2 * h + 1] = *(uint32_t*)&u1;
-            }
-        }
-        mn__wg_wait<0>();
-        mn__wg_pin(acc);
+        mn__wg_frags<false>(af, s1, sM, SC, r0, r1, qc);
+        mn__wg_done<0>(acc);
 #pragma unroll
         for (int j = 0; j < NT; j++) { acc[j][0] *= g0; acc[j][1] *= g0; acc[j][2] *= g1; acc[j][3] *= g1; }
         mn__wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < C / 16; ks++) mn__wgmma_rs(acc, af[ks], mn__wg_desc(sB2 + mn__cm(KH * wn, 16 * ks, C), C), 1);
+        mn__wg_rbt(acc, af, sB2, KH * wn, 1);         // += fp16(S1 . M) B2
         mn__wg_commit();
-        mn__wg_wait<0>();
-        mn__wg_pin(acc);
+        mn__wg_done<0>(acc);
         (void)sS; (void)SK;
     } else {
 #pragma unroll
@@ -1658,6 +1684,295 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     return MN_OK;
 }
 
+// ---- register tiles: several operands in flight at once -----------------------------------------
+// An R x CC fp32 matrix spread over the block's 256 threads in whole 8-float row pieces: piece m of a
+// thread is row r, columns c .. c+7 (mn__tile_at). Loading all of a kernel's operands into tiles
+// before the first store keeps every global read of a chunk in flight together (one round trip),
+// instead of one round trip per operand.
+template <int R, int CC> struct mn__tile { float v[R * CC / 2048][8]; };
+template <int CC> __device__ __forceinline__ void mn__tile_at(int m, int& r, int& c) {
+    const int item = threadIdx.x + 256 * m;
+    r = (item >> 3) / (CC / 8) * 8 + (item & 7); c = 8 * ((item >> 3) % (CC / 8));
+}
+// rows >= nvalid read as zeros; rows 16-byte aligned
+template <int R, int CC> __device__ __forceinline__ void mn__tile_load(mn__tile<R, CC>& t, const float* src, size_t lds, int nvalid) {
+#pragma unroll
+    for (int m = 0; m < R * CC / 2048; m++) {
+        int r, c; mn__tile_at<CC>(m, r, c);
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b4 = a;
+        if (r < nvalid) { a = *(const float4*)(src + (size_t)r * lds + c); b4 = *(const float4*)(src + (size_t)r * lds + c + 4); }
+        t.v[m][0] = a.x; t.v[m][1] = a.y; t.v[m][2] = a.z; t.v[m][3] = a.w; t.v[m][4] = b4.x; t.v[m][5] = b4.y; t.v[m][6] = b4.z; t.v[m][7] = b4.w;
+    }
+}
+template <int R, int CC> __device__ __forceinline__ float mn__tile_max(const mn__tile<R, CC>& t) {
+    float mx = 0.f;
+#pragma unroll
+    for (int m = 0; m < R * CC / 2048; m++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(t.v[m][e]));
+    return mx;
+}
+// dst[mn__cm(r, c, CC)] = sc * tile: 16-byte stores, a quarter-warp fills one core matrix
+template <int R, int CC> __device__ __forceinline__ void mn__tile_store(const mn__tile<R, CC>& t, __half* dst, float sc) {
+#pragma unroll
+    for (int m = 0; m < R * CC / 2048; m++) {
+        int r, c; mn__tile_at<CC>(m, r, c);
+        __half2 u[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) u[e] = __floats2half2_rn(t.v[m][2 * e] * sc, t.v[m][2 * e + 1] * sc);
+        *(uint4*)&dst[mn__cm(r, c, CC)] = *(const uint4*)u;
+    }
+}
+// dst[mn__cm(c, r, R)] = sc * tile: the transpose (2-byte stores)
+template <int R, int CC> __device__ __forceinline__ void mn__tile_store_t(const mn__tile<R, CC>& t, __half* dst, float sc) {
+#pragma unroll
+    for (int m = 0; m < R * CC / 2048; m++) {
+        int r, c; mn__tile_at<CC>(m, r, c);
+#pragma unroll
+        for (int e = 0; e < 8; e++) dst[mn__cm(c + e, r, R)] = __float2half_rn(t.v[m][e] * sc);
+    }
+}
+// m[q] = the block's largest m[q], then the power-of-two scale that brings it to <= 1; one barrier.
+// red: 32 floats of shared scratch, not to be reused before the block's next barrier.
+__device__ __forceinline__ void mn__block_scales4(float (&m)[4], float* red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int q = 0; q < 4; q++) { float v = mn__warp_max(m[q]); if (lane == 0) red[warp * 4 + q] = v; }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        float v = red[q];
+        for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * 4 + q]);
+        m[q] = mn__mscale(v);
+    }
+}
+// row r, columns c, c+1 of a core-matrix fp16 operand (kd columns), as floats
+__device__ __forceinline__ float2 mn__cm2(const __half* s, int r, int c, int kd) { return __half22float2(*(const __half2*)&s[mn__cm(r, c, kd)]); }
+
+// ---- fused backward on wgmma (K = V = 128): B2 in one kernel -----------------------------------
+// One block (two warpgroups) per chunk does what the eight cuBLAS products and mn__k_mesa_b2a/b2b
+// below do, without their per-chunk temporaries: every product on the tensor cores from fp16
+// operands in shared memory (core-matrix layout, each operand times its own power-of-two scale,
+// undone in fp32), the C x C products (both warpgroups compute all of them) feeding the C x K ones
+// as register A fragments, and the row sums of E = Sx . M . Do and of E^T (its column sums) taken
+// from the accumulators. Warpgroup wn owns output columns K/2 wn .. of every C x K product.
+//   Sx = X Kc^T, Do = dO Vc^T, E = Sx . M . Do, T1 = dO S_n^T:
+//   xbar = diag(Gam) T1 + (Do . M) Kc                     (the adjoint solve's right-hand side)
+//   dKb  = (Do . Mp)^T X + diag(e) Vc dSe^T :  dk = diag(beta) dKb (written), dbeta += dKb . k
+//   dv  += (Sx . M)^T dO + diag(e beta) Kc dSe
+//   db_a = Gam_a x_a . T1_a + sum_j E[a,j] - sum_a' E[a',a] - w_a,  w_a = e_a beta_a (Kc dSe)_a . v_a,
+//   db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)          (mesa.md §3.2, B2)
+__device__ void mn__mesa_db_finish(float* dgp, float* sdb, const float* sw, float last, size_t i);
+typedef struct mn__b2_args {
+    mn__rows X, Kr, Vr, dO;                  // xs, k, v, dout
+    mn__rows xbar, dKp, dv;                  // written (packed), written (packed), accumulated
+    float *dbp, *dgp;                        // (NCH,C) accumulated
+    const float *Ss, *dSe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
+    unsigned B, H, T;
+} mn__b2_args;
+static size_t mn__b2_smem(size_t K) { return (7 * MN__MC * K + K * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 12 * MN__MC + 32) * sizeof(float); }
+
+// quad sums (the 4 lanes of a row in the accumulator layout)
+__device__ __forceinline__ float mn__qsum(float v) { v += __shfl_xor_sync(0xffffffffu, v, 1); return v + __shfl_xor_sync(0xffffffffu, v, 2); }
+
+template <int K>
+__global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
+    constexpr int C = MN__MC, SC = C + 8, KH = K / 2, CK = C * K, NQ = 5;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __half* sX = (__half*)mn__smem;          // (C,K) X            core-matrix layout, rows tokens | later
+    __half* sD = sX + CK;                    // (C,V) dO                                          | sdk (fp32)
+    __half* sK = sD + CK;                    // (C,K) Kc
+    __half* sV = sK + CK;                    // (C,V) Vc
+    __half* sXt = sV + CK;                   // (K,C) X^T          | later (V,K) dSe^T over sXt and sDt
+    __half* sDt = sXt + CK;                  // (V,C) dO^T
+    __half* sKt = sDt + CK;                  // (K,C) Kc^T
+    __half* sS = sKt + CK;                   // (K,V) S_n          | later (K,V) dSe
+    float* sM = (float*)(sS + K * K);        // (C,SC) M
+    float* sMp = sM + C * SC;                // (C,SC) Mp
+    float* red = sMp + C * SC;               // (2 halves, NQ sums, C) row sums to exchange
+    float* sdb = red + 2 * NQ * C;           // (C) db
+    float* sw = sdb + C;                     // (C) w
+    float* misc = sw + C;                    // (32) scratch
+    const size_t i = blockIdx.x, BH = (size_t)A.B * A.H, n = i / BH, bh = i % BH, b = bh / A.H, h = bh % A.H;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
+    const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
+    const int nval = (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
+    const bool ok0 = r0 < nval, ok1 = r1 < nval;
+    const float *Sn = A.Ss + i * (size_t)K * K, *dS = A.dSe + i * (size_t)K * K;
+    float sx, sk, sd, sv, ss;
+    {   // every operand of the first phase in flight at once, then one barrier for their scales
+        mn__tile<C, K> tx, tk, td, tv;
+        mn__tile_load(tx, mn__row(A.X, b, h, n, 0), A.X.st, nval);
+        mn__tile_load(tk, mn__row(A.Kr, b, h, n, 0), A.Kr.st, nval);
+        mn__tile_load(td, mn__row(A.dO, b, h, n, 0), A.dO.st, nval);
+        mn__tile_load(tv, mn__row(A.Vr, b, h, n, 0), A.Vr.st, nval);
+#pragma unroll
+        for (int idx = tid; idx < C * C / 4; idx += 256) {
+            int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
+            *(float4*)&sM[row * SC + col] = ((const float4*)(A.M + i * C * C))[idx];
+            *(float4*)&sMp[row * SC + col] = ((const float4*)(A.Mp + i * C * C))[idx];
+        }
+        float sc[4] = { mn__tile_max(tx), mn__tile_max(tk), mn__tile_max(td), mn__tile_max(tv) };
+        mn__block_scales4(sc, misc);
+        sx = sc[0]; sk = sc[1]; sd = sc[2]; sv = sc[3];
+        mn__tile_store(tx, sX, sx); mn__tile_store_t(tx, sXt, sx);
+        mn__tile_store(tk, sK, sk); mn__tile_store_t(tk, sKt, sk);
+        mn__tile_store(td, sD, sd); mn__tile_store_t(td, sDt, sd);
+        mn__tile_store(tv, sV, sv);
+    }
+    {
+        mn__tile<K, K> ts;
+        mn__tile_load(ts, Sn, K, K);
+        float sc[4] = { mn__tile_max(ts), 0.f, 0.f, 0.f };
+        __syncthreads();                                  // misc free again
+        mn__block_scales4(sc, misc);
+        ss = sc[0];
+        mn__tile_store(ts, sS, ss);
+    }
+    mn__fence_async();
+    __syncthreads();
+    float q[NQ][2] = {};                     // row sums: Gam x.T1, T2.k, e T3.k, w, and (half 0) E rows - E columns
+
+    // Sx, Do (scaled sx sk, sd sv) -> row sums of E; fp16(Do . M) for xbar
+    float ca[8][4], cb[8][4], acc[8][4];
+    uint32_t af[C / 16][4], ag[C / 16][4];
+    mn__wg_fence();
+    mn__wg_abt<K>(ca, sX, sK, 0, 0); mn__wg_commit();
+    mn__wg_abt<K>(cb, sD, sV, 0, 0); mn__wg_commit();
+    mn__wg_abt<K>(acc, sD, sS, KH * wn, 0); mn__wg_commit();   // T1 (scaled sd ss), this half's columns
+    mn__wg_done<1>(ca); mn__wg_pin(cb);
+    const float eu = 1.f / (sx * sk * sd * sv);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = 8 * j + qc;
+        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
+        q[4][0] += ca[j][0] * m0.x * cb[j][0] + ca[j][1] * m0.y * cb[j][1];
+        q[4][1] += ca[j][2] * m1.x * cb[j][2] + ca[j][3] * m1.y * cb[j][3];
+    }
+    mn__wg_frags<false>(af, cb, sM, SC, r0, r1, qc);
+    // xbar = Gam T1 + (Do . M) Kc, to the scale sd sv sk of the second term; the db term Gam x . T1
+    // (x from its fp16 copy)
+    mn__wg_done<0>(acc);
+    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], g0 = gam0 * (sv * sk / ss), g1 = gam1 * (sv * sk / ss);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = KH * wn + 8 * j + qc;
+        float2 u0 = mn__cm2(sX, r0, col, K), u1 = mn__cm2(sX, r1, col, K);
+        q[0][0] += u0.x * acc[j][0] + u0.y * acc[j][1]; q[0][1] += u1.x * acc[j][2] + u1.y * acc[j][3];
+        acc[j][0] *= g0; acc[j][1] *= g0; acc[j][2] *= g1; acc[j][3] *= g1;
+    }
+    q[0][0] *= gam0 / (sx * sd * ss); q[0][1] *= gam1 / (sx * sd * ss);
+    mn__wg_fence();
+    mn__wg_rbt(acc, af, sKt, KH * wn, 1); mn__wg_commit();
+    // meanwhile: Sx^T, Do^T (rows j) on the same operands -> column sums of E; fp16 (Do.Mp)^T, (Sx.M)^T
+    mn__wg_abt<K>(ca, sK, sX, 0, 0); mn__wg_commit();
+    mn__wg_abt<K>(cb, sV, sD, 0, 0); mn__wg_commit();
+    mn__wg_done<2>(acc);
+    {
+        const float xu = 1.f / (sd * sv * sk);
+        float *o0 = mn__row(A.xbar, b, h, n, r0), *o1 = mn__row(A.xbar, b, h, n, r1);   // packed: every row
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int col = KH * wn + 8 * j + qc;
+            *(float2*)(o0 + col) = make_float2(acc[j][0] * xu, acc[j][1] * xu);
+            *(float2*)(o1 + col) = make_float2(acc[j][2] * xu, acc[j][3] * xu);
+        }
+    }
+    mn__wg_done<0>(ca); mn__wg_pin(cb);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = 8 * j + qc;
+        q[4][0] -= ca[j][0] * sM[col * SC + r0] * cb[j][0] + ca[j][1] * sM[(col + 1) * SC + r0] * cb[j][1];
+        q[4][1] -= ca[j][2] * sM[col * SC + r1] * cb[j][2] + ca[j][3] * sM[(col + 1) * SC + r1] * cb[j][3];
+    }
+    q[4][0] *= eu; q[4][1] *= eu;
+    mn__wg_frags<true>(af, cb, sMp, SC, r0, r1, qc);     // (Do . Mp)^T, scaled sv sd
+    mn__wg_frags<true>(ag, ca, sM, SC, r0, r1, qc);      // (Sx . M)^T, scaled sk sx
+    // T2 = (Do . Mp)^T X (scaled sv sd sx): dk part beta T2, dbeta part T2 . k ; dv part (Sx . M)^T dO in cb
+    mn__wg_fence();
+    mn__wg_rbt(acc, af, sXt, KH * wn, 0); mn__wg_commit();
+    mn__wg_rbt(cb, ag, sDt, KH * wn, 0); mn__wg_commit();
+    mn__wg_done<1>(acc);
+    const float be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1], tu = 1.f / (sv * sd * sx);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = KH * wn + 8 * j + qc;
+        float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K);
+        acc[j][0] *= tu; acc[j][1] *= tu; acc[j][2] *= tu; acc[j][3] *= tu;
+        q[1][0] += acc[j][0] * k0.x + acc[j][1] * k0.y; q[1][1] += acc[j][2] * k1.x + acc[j][3] * k1.y;
+    }
+    q[1][0] /= sk; q[1][1] /= sk;
+    mn__wg_done<0>(cb);
+    // dSe (rows k) and dSe^T (rows v) replace S_n and X^T, dO^T; <S_n, dSe> from S_n's fp16 copy on the way
+    float f = 0.f;
+    __syncthreads();                         // both warpgroups are past their reads of sX, sD, sXt, sDt
+    float* sdk = (float*)sX;                 // (32 per thread, interleaved) beta T2, kept for the dk store; over sX and sD
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        sdk[((4 * j + 0) << 8) + tid] = be0 * acc[j][0]; sdk[((4 * j + 1) << 8) + tid] = be0 * acc[j][1];
+        sdk[((4 * j + 2) << 8) + tid] = be1 * acc[j][2]; sdk[((4 * j + 3) << 8) + tid] = be1 * acc[j][3];
+    }
+    float sg;
+    {
+        mn__tile<K, K> tg;
+        mn__tile_load(tg, dS, K, K);
+#pragma unroll
+        for (int m = 0; m < K * K / 2048; m++) {
+            int r, c; mn__tile_at<K>(m, r, c);
+#pragma unroll
+            for (int e = 0; e < 8; e += 2) { float2 u = mn__cm2(sS, r, c + e, K); f += u.x * tg.v[m][e] + u.y * tg.v[m][e + 1]; }
+        }
+        f /= ss;
+        float sc[4] = { mn__tile_max(tg), 0.f, 0.f, 0.f };
+        mn__block_scales4(sc, misc);         // its barrier: every read of sS is done
+        sg = sc[0];
+        mn__tile_store(tg, sS, sg); mn__tile_store_t(tg, sXt, sg);
+    }
+    mn__fence_async();
+    __syncthreads();
+    mn__wg_fence();
+    mn__wg_abt<K>(acc, sV, sS, KH * wn, 0); mn__wg_commit();    // T3 = Vc dSe^T (scaled sv sg)
+    mn__wg_abt<K>(ca, sK, sXt, KH * wn, 0); mn__wg_commit();    // T4 = Kc dSe (scaled sk sg)
+    mn__wg_done<0>(acc); mn__wg_pin(ca);
+    {
+        float *dk0 = mn__row(A.dKp, b, h, n, r0), *dk1 = mn__row(A.dKp, b, h, n, r1);
+        float *dv0 = mn__row(A.dv, b, h, n, r0), *dv1 = mn__row(A.dv, b, h, n, r1);
+        const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1];
+        const float t3u = 1.f / (sv * sg), t4u = 1.f / (sk * sg), pu = 1.f / (sk * sx * sd);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int col = KH * wn + 8 * j + qc;
+            float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K), v0 = mn__cm2(sV, r0, col, K), v1 = mn__cm2(sV, r1, col, K);
+            float a0 = acc[j][0] * t3u, a1 = acc[j][1] * t3u, a2 = acc[j][2] * t3u, a3 = acc[j][3] * t3u;
+            float c0 = ca[j][0] * t4u, c1 = ca[j][1] * t4u, c2 = ca[j][2] * t4u, c3 = ca[j][3] * t4u;
+            q[2][0] += e0 * (a0 * k0.x + a1 * k0.y); q[2][1] += e1 * (a2 * k1.x + a3 * k1.y);
+            q[3][0] += eb0 * (c0 * v0.x + c1 * v0.y); q[3][1] += eb1 * (c2 * v1.x + c3 * v1.y);
+            *(float2*)(dk0 + col) = make_float2(sdk[((4 * j + 0) << 8) + tid] + be0 * e0 * a0, sdk[((4 * j + 1) << 8) + tid] + be0 * e0 * a1);
+            *(float2*)(dk1 + col) = make_float2(sdk[((4 * j + 2) << 8) + tid] + be1 * e1 * a2, sdk[((4 * j + 3) << 8) + tid] + be1 * e1 * a3);
+            // dv += (Sx . M)^T dO + diag(e beta) T4: each entry has one adder in this kernel (red.add, no round trip)
+            if (ok0) { atomicAdd(dv0 + col, cb[j][0] * pu + eb0 * c0); atomicAdd(dv0 + col + 1, cb[j][1] * pu + eb0 * c1); }
+            if (ok1) { atomicAdd(dv1 + col, cb[j][2] * pu + eb1 * c2); atomicAdd(dv1 + col + 1, cb[j][3] * pu + eb1 * c3); }
+        }
+        q[2][0] /= sk; q[2][1] /= sk; q[3][0] /= sv; q[3][1] /= sv;
+    }
+    // the row sums: over the quad, then the two halves through shared memory
+#pragma unroll
+    for (int t = 0; t < NQ; t++) {
+        float a = mn__qsum(q[t][0]), c = mn__qsum(q[t][1]);
+        if ((lane & 3) == 0 && (t < 4 || wn == 0)) { red[(wn * NQ + t) * C + r0] = a; red[(wn * NQ + t) * C + r1] = c; }
+    }
+    f = mn__block_sum(f, misc);              // its barriers publish red
+    if (tid < C) {
+        const int a = tid;
+        const float s0 = red[0 * C + a] + red[(NQ + 0) * C + a], sb = red[1 * C + a] + red[(NQ + 1) * C + a];
+        const float se = red[2 * C + a] + red[(NQ + 2) * C + a], w = red[3 * C + a] + red[(NQ + 3) * C + a];
+        A.dbp[i * C + a] += sb + se;
+        sw[a] = w; sdb[a] = s0 + red[4 * C + a] - w;
+    }
+    __syncthreads();
+    if (tid == 0) mn__mesa_db_finish(A.dgp, sdb, sw, A.GamC[i] * f, i);
+}
+
 // ---- intra-chunk backward kernels (one block of 256 threads per chunk; C = 64) ----------------
 // B2, rows and columns. On entry Sx = X Kc^T, Do = dO Vc^T, Xb = dO S_n^T. forward: o_a = Gam_a
 // S_n^T x_a + sum_{j<=a} M[a,j] (x_a.k_j) v_j with M[a,j] = exp(b_a - b_j) beta_j, so with
@@ -1773,6 +2088,10 @@ __global__ void mn__k_mesa_b5b(float* dKp, float* dbp, float* dgp, const float* 
     f = mn__block_sum(f, sh);
     if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
 }
+// a (n float4) *= m
+__global__ void mn__k_mul(float4* a, const float4* m, size_t n) {
+    MN__FOR(i, n) { float4 x = a[i], y = m[i]; a[i] = make_float4(x.x * y.x, x.y * y.y, x.z * y.z, x.w * y.w); }
+}
 // dlamb (H,K) += sum over chunks n and batch b of lp (NC,B,H,K)
 __global__ void mn__k_mesa_dlamb(float* dlamb, const float* lp, size_t NC, size_t B, size_t H, size_t K) {
     MN__FOR(idx, H * K) {
@@ -1836,35 +2155,55 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
     dOp = w.Qp;                                                            // q is not needed: its slot holds dout
+    // fused (Dk = Dv = 128 on wgmma): B2 is one kernel reading xs, k, v, dout in place and adding
+    // into dv directly; B5 (cuBLAS) still reads packed k, xs and Sx . M
+    const int fused = K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA;
     mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H, K);
     mn__rows dOr = mn__rows_packed(dOp, B, H, V), dQr = mn__rows_packed(w.dQ, B, H, K);
+    if (fused) { Vr = mn__rows_bthd(v, T, H, V); dOr = mn__rows_bthd(dout, T, H, V); }
     MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
     MN__TRY(mn__pack(ctx, w.Kp, k, B, T, H, K));
-    MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
     MN__TRY(mn__pack(ctx, w.Xp, xs, B, T, H, K));
-    MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
-    MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
+    if (!fused) {
+        MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
+        MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
+        MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
+        MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
+    }
     MN__CU(cudaMemsetAsync(w.dbp, 0, NCH * C * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(w.dgp, 0, NCH * C * sizeof(float), MN__STREAM));
     // B0: chunk-start states
     MN__TRY(mn__mesa_states(ctx, &w, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
     // B1: dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO  (o_a = Gam_a S_n^T x_a + ...); dS_0 into dhkv0
     {
-        mn__scan_job j = { w.dSe, dhkv, dhkv0, Xr, dOr, (int)V };
+        mn__scan_job j = { w.dSe, dhkv, dhkv0, fused ? mn__rows_bthd(xs, T, H, K) : Xr, dOr, (int)V };
         MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, 1.f, w.GamC, B, T, H, K));
     }
     // B2: xbar = diag(Gam) dO S_n^T + (Do . M) Kc, dv, and the kv part of dk, dbeta, dg
-    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
-    MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));    // Do = dO Vc^T
-    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
-    mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K); MN__LAUNCHED();
-    MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));   // xbar += (Do.M) Kc
-    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (Do.Mp)^T X
-    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
-    MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
-    MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));   // dv += (Sx.M)^T dO
-    mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp, w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V); MN__LAUNCHED();
+    if (fused) {
+        mn__b2_args a;
+        a.X = mn__rows_bthd(xs, T, H, K); a.Kr = mn__rows_bthd(k, T, H, K); a.Vr = Vr; a.dO = dOr;
+        a.xbar = mn__rows_packed(w.T1, B, H, K); a.dKp = mn__rows_packed(w.dKp, B, H, K); a.dv = mn__rows_bthd(dv, T, H, V);
+        a.dbp = w.dbp; a.dgp = w.dgp; a.Ss = w.Ss; a.dSe = w.dSe; a.M = w.M; a.Mp = w.Mp; a.Gam = w.Gam; a.e = w.e; a.eb = w.eb; a.bp = w.bp; a.GamC = w.GamC;
+        a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
+        static int attr = 0;
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_b2_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b2_smem(128))); attr = 1; }
+        mn__k_mesa_b2_wg<128><<<(unsigned)NCH, 256, mn__b2_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
+        // B5 below needs Sx . M
+        MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
+        mn__k_mul<<<mn__grid(ctx, NCH * C * C / 4, 256), 256, 0, MN__STREAM>>>((float4*)w.A1, (const float4*)w.M, NCH * C * C / 4); MN__LAUNCHED();
+    } else {
+        MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
+        MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));    // Do = dO Vc^T
+        MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
+        mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K); MN__LAUNCHED();
+        MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));   // xbar += (Do.M) Kc
+        MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (Do.Mp)^T X
+        MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
+        MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
+        MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));   // dv += (Sx.M)^T dO
+        mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp, w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V); MN__LAUNCHED();
+    }
     // B3: adjoint solve dQ = A^-1 xbar (A symmetric: the same CG, no output stage)
     MN__TRY(mn__mesa_cg(ctx, mn__rows_packed(w.T1, B, H, K), Kr, Vr, dQr, dQr, 0, NULL, &w, lamb, B, T, H, K, op));
     // B4: dHe_{n-1} = GamC dHe_n - (diag(Gam) dQ)^T X  (dL/dH_t = -dq_t x_t^T; rows index dq); dH_0 into dhkk0
@@ -1885,7 +2224,7 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     // B6: back to (B,T,H,.) layout, accumulating
     MN__TRY(mn__unpack(ctx, dq, w.dQ, B, T, H, K, 1));
     MN__TRY(mn__unpack(ctx, dk, w.dKp, B, T, H, K, 1));
-    MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
+    if (!fused) MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
     MN__TRY(mn__unpack(ctx, dbeta, w.dbp, B, T, H, 1, 1));
     MN__TRY(mn__unpack(ctx, dg, w.dgp, B, T, H, 1, 1));
     return MN_OK;

@@ -75,7 +75,7 @@ enum {
     MN_ERR_CUBLAS = -21   // a cuBLAS call failed
 };
 enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1 };   // cuBLAS products: exact fp32 or TF32
-enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1 };  // Mesa state scan: 3xTF32 tensor cores or fp32 FMA
+enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };  // Mesa state scan: 3xTF32 or TF32 tensor cores, or fp32 FMA
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
 
 typedef struct mn_cuda_ctx {
@@ -83,7 +83,7 @@ typedef struct mn_cuda_ctx {
     void* stream;         // cudaStream_t all launches go to (NULL = default stream)
     void* cublas;         // cublasHandle_t, bound to stream
     int math;             // MN_CUDA_MATH_FP32 (default) or MN_CUDA_MATH_TF32
-    int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate)
+    int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~1e-4)
     int mesa_cg;          // MN_CUDA_CG_WGMMA (default; Hopper, sm_90a) or MN_CUDA_CG_MMA (same arithmetic)
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
