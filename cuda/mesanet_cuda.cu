@@ -1762,11 +1762,18 @@ __device__ __forceinline__ float2 mn__cm2(const __half* s, int r, int c, int kd)
 //   dv  += (Sx . M)^T dO + diag(e beta) Kc dSe
 //   db_a = Gam_a x_a . T1_a + sum_j E[a,j] - sum_a' E[a',a] - w_a,  w_a = e_a beta_a (Kc dSe)_a . v_a,
 //   db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)          (mesa.md §3.2, B2)
-__device__ void mn__mesa_db_finish(float* dgp, float* sdb, const float* sw, float last, size_t i);
+// The chunk's last decay-gradient terms, then in place sdb_t <- sum_{s>=t} sdb_s (its share of dg):
+// db[C-1] += last + sum w (one thread).
+__device__ __forceinline__ void mn__mesa_db_revcum(float* sdb, const float* sw, float last) {
+    for (int a = 0; a < MN__MC; a++) last += sw[a];
+    sdb[MN__MC - 1] += last;
+    float acc = 0.f;
+    for (int a = MN__MC - 1; a >= 0; a--) { acc += sdb[a]; sdb[a] = acc; }
+}
 typedef struct mn__b2_args {
     mn__rows X, Kr, Vr, dO;                  // xs, k, v, dout
     mn__rows xbar, dKp, dv;                  // written (packed), written (packed), accumulated
-    float *dbp, *dgp;                        // (NCH,C) accumulated
+    float *dbp, *dgp;                        // (NCH,C) written
     const float *Ss, *dSe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b2_args;
@@ -1966,11 +1973,219 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
         const int a = tid;
         const float s0 = red[0 * C + a] + red[(NQ + 0) * C + a], sb = red[1 * C + a] + red[(NQ + 1) * C + a];
         const float se = red[2 * C + a] + red[(NQ + 2) * C + a], w = red[3 * C + a] + red[(NQ + 3) * C + a];
-        A.dbp[i * C + a] += sb + se;
+        A.dbp[i * C + a] = sb + se;
         sw[a] = w; sdb[a] = s0 + red[4 * C + a] - w;
     }
     __syncthreads();
-    if (tid == 0) mn__mesa_db_finish(A.dgp, sdb, sw, A.GamC[i] * f, i);
+    if (tid == 0) mn__mesa_db_revcum(sdb, sw, A.GamC[i] * f);
+    __syncthreads();
+    if (tid < C) A.dgp[i * C + tid] = sdb[tid];
+}
+
+// ---- fused backward on wgmma: B5 and every final write -----------------------------------------
+// One block per chunk after the adjoint solve dQ (packed) and the B4 scan (dHe), as the six cuBLAS
+// products and mn__k_mesa_b5a/b5b plus the unpacking do on the unfused path (same scaling scheme as
+// B2 above). Sx = X Kc^T, Dq = dQ Kc^T, E = Sx . M . Dq:
+//   db_a  = -sum_j E[a,j] + sum_a' E[a',a] - Gam_a dq_a . (X H_n^T)_a - w_a,  w_a = e_a beta_a (Kc dHe)_a . k_a
+//   dKb   = -(Dq . Mp)^T X + diag(e) Kc dHe^T
+//   dk   += dKp (B2's part) + diag(beta) dKb - (Sx . M)^T dQ + diag(e beta) Kc dHe
+//   dbeta += dbp (B2's) + dKb . k ;  dg += dgp (B2's) + revcumsum(db), db_last += sum w + GamC <H_n, dHe>
+//   dq   += dQ ;  lp (this chunk's dlambda) = -colsum(dQ . X)                    (mesa.md §3.2, B5)
+typedef struct mn__b5_args {
+    mn__rows X, Kr, dQ, dKp;                 // xs, k, the adjoint solves (packed), B2's dk part (packed)
+    mn__rows dq, dk;                         // accumulated (caller's layout)
+    float *dbeta, *dg, *lp;                  // (B,T,H) accumulated, (B,T,H) accumulated, (NCH,K) written
+    const float *dbp, *dgp;                  // (NCH,C) B2's dbeta and dg parts
+    const float *Hs, *dHe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
+    unsigned B, H, T;
+} mn__b5_args;
+static size_t mn__b5_smem(size_t K) { return (5 * MN__MC * K + K * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 10 * MN__MC + 2 * K + 32) * sizeof(float); }
+
+template <int K>
+__global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
+    constexpr int C = MN__MC, SC = C + 8, KH = K / 2, CK = C * K, NQ = 4;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __half* sX = (__half*)mn__smem;          // (C,K) X            core-matrix layout, rows tokens
+    __half* sQ = sX + CK;                    // (C,K) dQ
+    __half* sK = sQ + CK;                    // (C,K) Kc
+    __half* sXt = sK + CK;                   // (K,C) X^T          | later (K,K) dHe^T over sXt and sQt
+    __half* sQt = sXt + CK;                  // (K,C) dQ^T
+    __half* sH = sQt + CK;                   // (K,K) H_n          | later dHe
+    float* sM = (float*)(sH + K * K);        // (C,SC) M
+    float* sMp = sM + C * SC;                // (C,SC) Mp
+    float* red = sMp + C * SC;               // (2 halves, NQ sums, C)
+    float* sdb = red + 2 * NQ * C;           // (C)
+    float* sw = sdb + C;                     // (C)
+    float* slp = sw + C;                     // (2, K) column sums of the two row halves
+    float* misc = slp + 2 * K;               // (32)
+    const size_t i = blockIdx.x, BH = (size_t)A.B * A.H, n = i / BH, bh = i % BH, b = bh / A.H, h = bh % A.H;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
+    const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
+    const int nval = (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
+    const bool ok0 = r0 < nval, ok1 = r1 < nval;
+    const float *Hn = A.Hs + i * (size_t)K * K, *dH = A.dHe + i * (size_t)K * K;
+    float sx, sq, sk, sh;
+    {
+        mn__tile<C, K> tx, tq, tk;
+        mn__tile_load(tx, mn__row(A.X, b, h, n, 0), A.X.st, nval);
+        mn__tile_load(tq, mn__row(A.dQ, b, h, n, 0), A.dQ.st, nval);
+        mn__tile_load(tk, mn__row(A.Kr, b, h, n, 0), A.Kr.st, nval);
+#pragma unroll
+        for (int idx = tid; idx < C * C / 4; idx += 256) {
+            int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
+            *(float4*)&sM[row * SC + col] = ((const float4*)(A.M + i * C * C))[idx];
+            *(float4*)&sMp[row * SC + col] = ((const float4*)(A.Mp + i * C * C))[idx];
+        }
+        // dq += dQ (one adder per entry: red.add), and -colsum(dQ . X): a thread's pieces all have the
+        // same 8 columns; lanes 8c' .. 8c'+7 of a warp share them, and warps w, w + 4
+        float cs[8] = {};
+#pragma unroll
+        for (int m = 0; m < C * K / 2048; m++) {
+            int r, c; mn__tile_at<K>(m, r, c);
+            float* dqr = mn__row(A.dq, b, h, n, r < nval ? r : 0);
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                cs[e] -= tq.v[m][e] * tx.v[m][e];
+                if (r < nval) atomicAdd(dqr + c + e, tq.v[m][e]);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) {
+            cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 1); cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 2); cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 4);
+            if ((lane & 7) == 0) slp[(tid >> 7) * K + 8 * ((tid >> 3) & 15) + e] = cs[e];
+        }
+        float sc[4] = { mn__tile_max(tx), mn__tile_max(tq), mn__tile_max(tk), 0.f };
+        mn__block_scales4(sc, misc);         // its barrier also publishes slp
+        sx = sc[0]; sq = sc[1]; sk = sc[2];
+        mn__tile_store(tx, sX, sx); mn__tile_store_t(tx, sXt, sx);
+        mn__tile_store(tq, sQ, sq); mn__tile_store_t(tq, sQt, sq);
+        mn__tile_store(tk, sK, sk);
+        if (tid < K) A.lp[i * K + tid] = slp[tid] + slp[K + tid];
+    }
+    {
+        mn__tile<K, K> th;
+        mn__tile_load(th, Hn, K, K);
+        float sc[4] = { mn__tile_max(th), 0.f, 0.f, 0.f };
+        __syncthreads();                     // misc free again
+        mn__block_scales4(sc, misc);
+        sh = sc[0];
+        mn__tile_store(th, sH, sh);
+    }
+    mn__fence_async();
+    __syncthreads();
+    float q[NQ][2] = {};                     // row sums: E rows - E columns (half 0), Gam dq.(X H^T), dKb.k, w
+
+    float ca[8][4], cb[8][4], acc[8][4];
+    uint32_t af[C / 16][4], ag[C / 16][4];
+    mn__wg_fence();
+    mn__wg_abt<K>(ca, sX, sK, 0, 0); mn__wg_commit();          // Sx (scaled sx sk)
+    mn__wg_abt<K>(cb, sQ, sK, 0, 0); mn__wg_commit();          // Dq (scaled sq sk)
+    mn__wg_abt<K>(acc, sX, sH, KH * wn, 0); mn__wg_commit();   // X H_n^T (scaled sx sh), this half's columns
+    mn__wg_done<1>(ca); mn__wg_pin(cb);
+    const float eu = 1.f / (sx * sk * sq * sk);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = 8 * j + qc;
+        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
+        q[0][0] += ca[j][0] * m0.x * cb[j][0] + ca[j][1] * m0.y * cb[j][1];
+        q[0][1] += ca[j][2] * m1.x * cb[j][2] + ca[j][3] * m1.y * cb[j][3];
+    }
+    mn__wg_done<0>(acc);
+    {
+        const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int col = KH * wn + 8 * j + qc;
+            float2 u0 = mn__cm2(sQ, r0, col, K), u1 = mn__cm2(sQ, r1, col, K);
+            q[1][0] += u0.x * acc[j][0] + u0.y * acc[j][1]; q[1][1] += u1.x * acc[j][2] + u1.y * acc[j][3];
+        }
+        q[1][0] *= gam0 / (sq * sx * sh); q[1][1] *= gam1 / (sq * sx * sh);
+    }
+    // Sx^T, Dq^T (rows j) -> column sums of E; fp16 (Dq . Mp)^T, (Sx . M)^T
+    mn__wg_fence();
+    mn__wg_abt<K>(ca, sK, sX, 0, 0); mn__wg_commit();
+    mn__wg_abt<K>(cb, sK, sQ, 0, 0); mn__wg_commit();
+    mn__wg_done<0>(ca); mn__wg_pin(cb);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = 8 * j + qc;
+        q[0][0] -= ca[j][0] * sM[col * SC + r0] * cb[j][0] + ca[j][1] * sM[(col + 1) * SC + r0] * cb[j][1];
+        q[0][1] -= ca[j][2] * sM[col * SC + r1] * cb[j][2] + ca[j][3] * sM[(col + 1) * SC + r1] * cb[j][3];
+    }
+    q[0][0] *= eu; q[0][1] *= eu;
+    mn__wg_frags<true>(af, cb, sMp, SC, r0, r1, qc);     // (Dq . Mp)^T, scaled sk sq
+    mn__wg_frags<true>(ag, ca, sM, SC, r0, r1, qc);      // (Sx . M)^T, scaled sk sx
+    mn__wg_fence();
+    mn__wg_rbt(acc, af, sXt, KH * wn, 0); mn__wg_commit();    // (Dq . Mp)^T X   (scaled sk sq sx)
+    mn__wg_rbt(cb, ag, sQt, KH * wn, 0); mn__wg_commit();     // (Sx . M)^T dQ   (scaled sk sx sq)
+    mn__wg_done<0>(acc); mn__wg_pin(cb);
+    const float be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1], u = 1.f / (sk * sq * sx);
+#pragma unroll
+    for (int j = 0; j < 8; j++) {                // dKb's first term t = -(Dq.Mp)^T X; cb <- beta t - (Sx.M)^T dQ
+        const int col = KH * wn + 8 * j + qc;
+        float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K);
+        float t0 = -acc[j][0] * u, t1 = -acc[j][1] * u, t2 = -acc[j][2] * u, t3 = -acc[j][3] * u;
+        q[2][0] += t0 * k0.x + t1 * k0.y; q[2][1] += t2 * k1.x + t3 * k1.y;
+        cb[j][0] = be0 * t0 - cb[j][0] * u; cb[j][1] = be0 * t1 - cb[j][1] * u;
+        cb[j][2] = be1 * t2 - cb[j][2] * u; cb[j][3] = be1 * t3 - cb[j][3] * u;
+    }
+    // dHe (rows k') and dHe^T replace H_n and X^T, dQ^T; <H_n, dHe> from H_n's fp16 copy on the way
+    float f = 0.f, sg;
+    __syncthreads();                         // both warpgroups are past their reads of sH, sXt, sQt
+    {
+        mn__tile<K, K> tg;
+        mn__tile_load(tg, dH, K, K);
+#pragma unroll
+        for (int m = 0; m < K * K / 2048; m++) {
+            int r, c; mn__tile_at<K>(m, r, c);
+#pragma unroll
+            for (int e = 0; e < 8; e += 2) { float2 v2 = mn__cm2(sH, r, c + e, K); f += v2.x * tg.v[m][e] + v2.y * tg.v[m][e + 1]; }
+        }
+        f /= sh;
+        float sc[4] = { mn__tile_max(tg), 0.f, 0.f, 0.f };
+        mn__block_scales4(sc, misc);         // its barrier: every read of sH is done
+        sg = sc[0];
+        mn__tile_store(tg, sH, sg); mn__tile_store_t(tg, sXt, sg);
+    }
+    mn__fence_async();
+    __syncthreads();
+    mn__wg_fence();
+    mn__wg_abt<K>(acc, sK, sH, KH * wn, 0); mn__wg_commit();    // Kc dHe^T (scaled sk sg)
+    mn__wg_abt<K>(ca, sK, sXt, KH * wn, 0); mn__wg_commit();    // Kc dHe   (scaled sk sg)
+    mn__wg_done<0>(acc); mn__wg_pin(ca);
+    {
+        const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1], v = 1.f / (sk * sg);
+        const float *p0 = mn__row(A.dKp, b, h, n, r0), *p1 = mn__row(A.dKp, b, h, n, r1);
+        float *dk0 = mn__row(A.dk, b, h, n, ok0 ? r0 : 0), *dk1 = mn__row(A.dk, b, h, n, ok1 ? r1 : 0);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int col = KH * wn + 8 * j + qc;
+            float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K), d0 = *(const float2*)(p0 + col), d1 = *(const float2*)(p1 + col);
+            float a0 = acc[j][0] * v, a1 = acc[j][1] * v, a2 = acc[j][2] * v, a3 = acc[j][3] * v;
+            float c0 = ca[j][0] * v, c1 = ca[j][1] * v, c2 = ca[j][2] * v, c3 = ca[j][3] * v;
+            q[2][0] += e0 * (a0 * k0.x + a1 * k0.y); q[2][1] += e1 * (a2 * k1.x + a3 * k1.y);
+            q[3][0] += eb0 * (c0 * k0.x + c1 * k0.y); q[3][1] += eb1 * (c2 * k1.x + c3 * k1.y);
+            if (ok0) { atomicAdd(dk0 + col, d0.x + cb[j][0] + be0 * e0 * a0 + eb0 * c0); atomicAdd(dk0 + col + 1, d0.y + cb[j][1] + be0 * e0 * a1 + eb0 * c1); }
+            if (ok1) { atomicAdd(dk1 + col, d1.x + cb[j][2] + be1 * e1 * a2 + eb1 * c2); atomicAdd(dk1 + col + 1, d1.y + cb[j][3] + be1 * e1 * a3 + eb1 * c3); }
+        }
+        q[2][0] /= sk; q[2][1] /= sk; q[3][0] /= sk; q[3][1] /= sk;
+    }
+#pragma unroll
+    for (int t = 0; t < NQ; t++) {
+        float a = mn__qsum(q[t][0]), c = mn__qsum(q[t][1]);
+        if ((lane & 3) == 0 && (t > 0 || wn == 0)) { red[(wn * NQ + t) * C + r0] = a; red[(wn * NQ + t) * C + r1] = c; }
+    }
+    f = mn__block_sum(f, misc);              // its barriers publish red
+    if (tid < C) {
+        const int a = tid;
+        const float gs = red[1 * C + a] + red[(NQ + 1) * C + a], dkb = red[2 * C + a] + red[(NQ + 2) * C + a], w = red[3 * C + a] + red[(NQ + 3) * C + a];
+        sw[a] = w; sdb[a] = -red[a] - gs - w;
+        if (a < nval) A.dbeta[(b * A.T + n * C + a) * A.H + h] += A.dbp[i * C + a] + dkb;
+    }
+    __syncthreads();
+    if (tid == 0) mn__mesa_db_revcum(sdb, sw, A.GamC[i] * f);
+    __syncthreads();
+    if (tid < nval) A.dg[(b * A.T + n * C + tid) * A.H + h] += A.dgp[i * C + tid] + sdb[tid];
 }
 
 // ---- intra-chunk backward kernels (one block of 256 threads per chunk; C = 64) ----------------
@@ -2005,10 +2220,8 @@ __global__ void mn__k_mesa_b2a(float* db, float* Xb, float* Sx, float* Do, float
 }
 // The chunk's last decay-gradient terms and dg: db[C-1] += last, then dg_t += sum_{s>=t} db_s.
 __device__ void mn__mesa_db_finish(float* dgp, float* sdb, const float* sw, float last, size_t i) {
-    for (int a = 0; a < MN__MC; a++) last += sw[a];
-    sdb[MN__MC - 1] += last;
-    float acc = 0.f;
-    for (int a = MN__MC - 1; a >= 0; a--) { acc += sdb[a]; dgp[i * MN__MC + a] += acc; }
+    mn__mesa_db_revcum(sdb, sw, last);
+    for (int a = 0; a < MN__MC; a++) dgp[i * MN__MC + a] += sdb[a];
 }
 // B2, the rest. On entry tk = (Do . Mp)^T X, tq = Vc dSe^T, tv = Kc dSe (dSe: gradient of the state
 // at the chunk END). With dKb the gradient w.r.t. beta_j k_j in S's update:
@@ -2088,10 +2301,6 @@ __global__ void mn__k_mesa_b5b(float* dKp, float* dbp, float* dgp, const float* 
     f = mn__block_sum(f, sh);
     if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
 }
-// a (n float4) *= m
-__global__ void mn__k_mul(float4* a, const float4* m, size_t n) {
-    MN__FOR(i, n) { float4 x = a[i], y = m[i]; a[i] = make_float4(x.x * y.x, x.y * y.y, x.z * y.z, x.w * y.w); }
-}
 // dlamb (H,K) += sum over chunks n and batch b of lp (NC,B,H,K)
 __global__ void mn__k_mesa_dlamb(float* dlamb, const float* lp, size_t NC, size_t B, size_t H, size_t K) {
     MN__FOR(idx, H * K) {
@@ -2143,6 +2352,51 @@ int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* ite
     return MN_OK;
 }
 
+// The fused backward (Dk = Dv = 128, ctx->mesa_cg = MN_CUDA_CG_WGMMA): B0 and the scans as above,
+// B2 and B5 one wgmma kernel each; nothing is packed: the kernels read xs, k, v, dout in place and
+// add into the caller's gradients, and only xbar, dQ and B2's dk, dbeta, dg parts go through the
+// workspace.
+static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0,
+                                const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* k, const float* v, const float* lamb,
+                                const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, const mn_mesa_opts* op) {
+    const size_t NC = (T + MN__MC - 1) / MN__MC, NCH = NC * B * H;
+    const mn__rows Xr = mn__rows_bthd(xs, T, H, K), Kr = mn__rows_bthd(k, T, H, K), Vr = mn__rows_bthd(v, T, H, K), dOr = mn__rows_bthd(dout, T, H, K);
+    const mn__rows dQr = mn__rows_packed(w->dQ, B, H, K), xbar = mn__rows_packed(w->T1, B, H, K), dKp = mn__rows_packed(w->dKp, B, H, K);
+    static int attr = 0;
+    if (!attr) {
+        MN__CU(cudaFuncSetAttribute(mn__k_mesa_b2_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b2_smem(128)));
+        MN__CU(cudaFuncSetAttribute(mn__k_mesa_b5_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b5_smem(128)));
+        attr = 1;
+    }
+    MN__TRY(mn__mesa_states(ctx, w, hkk0, hkv0, Kr, Vr, B, T, H, K, K));                       // B0
+    {   // B1: dSe
+        mn__scan_job j = { w->dSe, dhkv, dhkv0, Xr, dOr, (int)K };
+        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w->Gam, 1.f, w->GamC, B, T, H, K));
+    }
+    {   // B2
+        mn__b2_args a;
+        a.X = Xr; a.Kr = Kr; a.Vr = Vr; a.dO = dOr; a.xbar = xbar; a.dKp = dKp; a.dv = mn__rows_bthd(dv, T, H, K);
+        a.dbp = w->dbp; a.dgp = w->dgp; a.Ss = w->Ss; a.dSe = w->dSe; a.M = w->M; a.Mp = w->Mp; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
+        a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
+        mn__k_mesa_b2_wg<128><<<(unsigned)NCH, 256, mn__b2_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
+    }
+    MN__TRY(mn__mesa_cg(ctx, xbar, Kr, Vr, dQr, dQr, 0, NULL, w, lamb, B, T, H, K, op));        // B3: dQ = A^-1 xbar
+    {   // B4: dHe
+        mn__scan_job j = { w->dHe, dhkk, dhkk0, dQr, Xr, (int)K };
+        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w->Gam, -1.f, w->GamC, B, T, H, K));
+    }
+    {   // B5 and the final writes
+        mn__b5_args a;
+        a.X = Xr; a.Kr = Kr; a.dQ = dQr; a.dKp = dKp; a.dq = mn__rows_bthd(dq, T, H, K); a.dk = mn__rows_bthd(dk, T, H, K);
+        a.dbeta = dbeta; a.dg = dg; a.lp = w->lp; a.dbp = w->dbp; a.dgp = w->dgp;
+        a.Hs = w->Hs; a.dHe = w->dHe; a.M = w->M; a.Mp = w->Mp; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
+        a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
+        mn__k_mesa_b5_wg<128><<<(unsigned)NCH, 256, mn__b5_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
+    }
+    mn__k_mesa_dlamb<<<mn__grid(ctx, H * K, 256), 256, 0, MN__STREAM>>>(dlamb, w->lp, NC, B, H, K); MN__LAUNCHED();
+    return MN_OK;
+}
+
 // Backward, passes B0-B5 of mesa.md §3.2 (see mn_mesa_chunk_backward in mesanet.h, line for line).
 int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
     mn_mesa_opts tmp;
@@ -2154,56 +2408,38 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
+    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
+    if (K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA)
+        return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, lamb, hkk0, hkv0, B, T, H, K, op);
     dOp = w.Qp;                                                            // q is not needed: its slot holds dout
-    // fused (Dk = Dv = 128 on wgmma): B2 is one kernel reading xs, k, v, dout in place and adding
-    // into dv directly; B5 (cuBLAS) still reads packed k, xs and Sx . M
-    const int fused = K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA;
     mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H, K);
     mn__rows dOr = mn__rows_packed(dOp, B, H, V), dQr = mn__rows_packed(w.dQ, B, H, K);
-    if (fused) { Vr = mn__rows_bthd(v, T, H, V); dOr = mn__rows_bthd(dout, T, H, V); }
-    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
     MN__TRY(mn__pack(ctx, w.Kp, k, B, T, H, K));
+    MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
     MN__TRY(mn__pack(ctx, w.Xp, xs, B, T, H, K));
-    if (!fused) {
-        MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
-        MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
-        MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
-        MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
-    }
+    MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
+    MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(w.dbp, 0, NCH * C * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(w.dgp, 0, NCH * C * sizeof(float), MN__STREAM));
     // B0: chunk-start states
     MN__TRY(mn__mesa_states(ctx, &w, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
     // B1: dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO  (o_a = Gam_a S_n^T x_a + ...); dS_0 into dhkv0
     {
-        mn__scan_job j = { w.dSe, dhkv, dhkv0, fused ? mn__rows_bthd(xs, T, H, K) : Xr, dOr, (int)V };
+        mn__scan_job j = { w.dSe, dhkv, dhkv0, Xr, dOr, (int)V };
         MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, 1.f, w.GamC, B, T, H, K));
     }
     // B2: xbar = diag(Gam) dO S_n^T + (Do . M) Kc, dv, and the kv part of dk, dbeta, dg
-    if (fused) {
-        mn__b2_args a;
-        a.X = mn__rows_bthd(xs, T, H, K); a.Kr = mn__rows_bthd(k, T, H, K); a.Vr = Vr; a.dO = dOr;
-        a.xbar = mn__rows_packed(w.T1, B, H, K); a.dKp = mn__rows_packed(w.dKp, B, H, K); a.dv = mn__rows_bthd(dv, T, H, V);
-        a.dbp = w.dbp; a.dgp = w.dgp; a.Ss = w.Ss; a.dSe = w.dSe; a.M = w.M; a.Mp = w.Mp; a.Gam = w.Gam; a.e = w.e; a.eb = w.eb; a.bp = w.bp; a.GamC = w.GamC;
-        a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
-        static int attr = 0;
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_b2_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b2_smem(128))); attr = 1; }
-        mn__k_mesa_b2_wg<128><<<(unsigned)NCH, 256, mn__b2_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
-        // B5 below needs Sx . M
-        MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
-        mn__k_mul<<<mn__grid(ctx, NCH * C * C / 4, 256), 256, 0, MN__STREAM>>>((float4*)w.A1, (const float4*)w.M, NCH * C * C / 4); MN__LAUNCHED();
-    } else {
-        MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
-        MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));    // Do = dO Vc^T
-        MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
-        mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K); MN__LAUNCHED();
-        MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));   // xbar += (Do.M) Kc
-        MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (Do.Mp)^T X
-        MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
-        MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
-        MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));   // dv += (Sx.M)^T dO
-        mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp, w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V); MN__LAUNCHED();
-    }
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));    // Do = dO Vc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
+    mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K); MN__LAUNCHED();
+    MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));   // xbar += (Do.M) Kc
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (Do.Mp)^T X
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
+    MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
+    MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));   // dv += (Sx.M)^T dO
+    mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp, w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V); MN__LAUNCHED();
     // B3: adjoint solve dQ = A^-1 xbar (A symmetric: the same CG, no output stage)
     MN__TRY(mn__mesa_cg(ctx, mn__rows_packed(w.T1, B, H, K), Kr, Vr, dQr, dQr, 0, NULL, &w, lamb, B, T, H, K, op));
     // B4: dHe_{n-1} = GamC dHe_n - (diag(Gam) dQ)^T X  (dL/dH_t = -dq_t x_t^T; rows index dq); dH_0 into dhkk0
@@ -2224,7 +2460,7 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     // B6: back to (B,T,H,.) layout, accumulating
     MN__TRY(mn__unpack(ctx, dq, w.dQ, B, T, H, K, 1));
     MN__TRY(mn__unpack(ctx, dk, w.dKp, B, T, H, K, 1));
-    if (!fused) MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
+    MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
     MN__TRY(mn__unpack(ctx, dbeta, w.dbp, B, T, H, 1, 1));
     MN__TRY(mn__unpack(ctx, dg, w.dgp, B, T, H, 1, 1));
     return MN_OK;
