@@ -185,17 +185,19 @@ int main(int argc, char** argv) {
         G.math = math;
         for (int c = 0; c < 4; c++) row(1, rows[c].cg, rows[c].fla, "");
     }
-    // A/B at fla's fixed counts: the mma.sync CG kernel (the previous default), then the plain-TF32 scan
-    for (int variant = 0; variant < 2; variant++) {
-        const char* tag = variant ? ", TF32 scan" : ", mma.sync CG";
-        G.mesa_cg = variant ? MN_CUDA_CG_WGMMA : MN_CUDA_CG_MMA;
-        G.mesa_scan = variant ? MN_CUDA_SCAN_TF32 : MN_CUDA_SCAN_TF32X3;
+    // A/B at fla's fixed counts: the mma.sync CG kernel with the cuBLAS backward (the previous
+    // default), the plain-TF32 scan, and the backward reusing the forward's states (ctx->mesa_keep_states)
+    struct { const char* tag; int cg, scan, keep, fwd; } var[4] = {
+        { ", mma.sync CG", MN_CUDA_CG_MMA, MN_CUDA_SCAN_TF32X3, 0, 1 }, { ", TF32 scan", MN_CUDA_CG_WGMMA, MN_CUDA_SCAN_TF32, 0, 1 },
+        { ", states kept", MN_CUDA_CG_WGMMA, MN_CUDA_SCAN_TF32X3, 1, 0 }, { ", TF32 scan, states kept", MN_CUDA_CG_WGMMA, MN_CUDA_SCAN_TF32, 1, 0 } };
+    for (int vi = 0; vi < 4; vi++) {
+        G.mesa_cg = var[vi].cg; G.mesa_scan = var[vi].scan; G.mesa_keep_states = var[vi].keep;
         G.math = MN_CUDA_MATH_FP32;
-        for (int c = 2; c < 5; c++) row(0, rows[c].cg, rows[c].fla, tag);
+        for (int c = 2; c < 5 && var[vi].fwd; c++) row(0, rows[c].cg, rows[c].fla, var[vi].tag);
         G.math = MN_CUDA_MATH_TF32;
-        for (int c = 2; c < 4; c++) row(1, rows[c].cg, rows[c].fla, tag);
+        for (int c = 2; c < 4; c++) row(1, rows[c].cg, rows[c].fla, var[vi].tag);
     }
-    G.math = MN_CUDA_MATH_FP32; G.mesa_cg = MN_CUDA_CG_WGMMA; G.mesa_scan = MN_CUDA_SCAN_TF32X3;
+    G.math = MN_CUDA_MATH_FP32; G.mesa_cg = MN_CUDA_CG_WGMMA; G.mesa_scan = MN_CUDA_SCAN_TF32X3; G.mesa_keep_states = 0;
     {   // ceilings: a d_model 2048 projection over the same tokens, and two memory-bound ops
         size_t N = B * T, C = 2048;
         float *x = dev_randn(N * C, 1), *w = dev_randn(C * C, 0.02), *y, *r;

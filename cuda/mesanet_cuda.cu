@@ -1230,15 +1230,18 @@ __device__ __forceinline__ void mn__cg_gemm_acc(float (&acc)[K / 16][4], const _
 // same columns its threads already hold in x, r, p (the accumulator layout of wgmma m64nNk16 is the
 // mma.sync one, warp q of the group holding rows 16q .. 16q+15). B operands (and P) sit in shared
 // memory in the no-swizzle "core matrix" layout the tensor cores read directly: 8 rows x 8 halfs
-// (16 bytes) contiguous, core matrices along k 128 bytes apart (LBO), along rows kd * 16 bytes
+// (16 bytes) contiguous, core matrices along k 128 bytes apart (LBO), along rows kd * 16 + 32 bytes
 // apart (SBO), element (row, k) of a matrix with kd columns at mn__cm(row, k, kd). So a warpgroup
 // reads each B tile once (mma.sync: once per warp), and S1 = P Kc^T never goes through shared
 // memory: both warpgroups compute all of it (its columns are GEMM2's k dimension), scale it by M and
 // feed it to GEMM2 as register A fragments.
-__device__ __forceinline__ int mn__cm(int r, int k, int kd) { return ((r >> 3) * (kd >> 3) + (k >> 3)) * 64 + (r & 7) * 8 + (k & 7); }
+// Each group of 8 rows takes kd * 8 + 16 halfs: 32 bytes of padding shift consecutive row groups by 8
+// banks, so the transposing stores (2-byte, one per row group per lane group) do not collide.
+__device__ __forceinline__ int mn__cm(int r, int k, int kd) { return (r >> 3) * (kd * 8 + 16) + (k >> 3) * 64 + (r & 7) * 8 + (k & 7); }
+#define MN__CMSIZE(R, KD) ((R) * (KD) + 2 * (R))   // halfs of an R x KD core-matrix operand
 __device__ __forceinline__ uint64_t mn__wg_desc(const __half* p, int kd) {
     uint64_t a = ((uint64_t)__cvta_generic_to_shared(p) & 0x3FFFF) >> 4;      // swizzle mode 0 (bits 62-63)
-    return a | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)((kd * 16) >> 4) << 32);
+    return a | ((uint64_t)(128 >> 4) << 16) | ((uint64_t)((kd * 16 + 32) >> 4) << 32);
 }
 __device__ __forceinline__ void mn__wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void mn__wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -1341,60 +1344,70 @@ __device__ __forceinline__ void mn__cg_apply(float (&acc)[K / 16][4], const __ha
     }
 }
 
-// Loads an R x CC fp32 matrix (row r at src + r * lds, 16-byte aligned; rows >= nvalid read as 0)
-// into fp16 shared memory in the core-matrix layout, times sc: dst[mn__cm(r, c, CC)] = Src[r][c], or
-// with TR its transpose, dst[mn__cm(c, r, R)] = Src[r][c]. sc <= 0: sc = the power of two that brings
-// the largest |entry| to <= 1 (one read of the source: the entries wait in registers). Each thread
-// fills whole 16-byte core-matrix rows and each quarter-warp one whole core matrix (no bank
-// conflicts); global reads stay 128-byte coalesced (TR: a warp reads 32 consecutive columns of a
-// row per load). Returns sc; red8: 8 floats of shared scratch (used when sc <= 0). All threads
-// call it; it ends with the async-proxy fence and a barrier.
-template <int R, int CC, bool TR>
-__device__ float mn__cm_load(__half* dst, const float* src, size_t lds, int nvalid, float sc, float* red8) {
-    constexpr int NI = R * CC / 8 / 256;              // 16-byte rows per thread
-    static_assert(NI * 8 * 256 == R * CC, "R * CC must be a multiple of 2048");
-    const int tid = threadIdx.x;
-    float v[NI][8];
+// ---- register tiles: several operands in flight at once -----------------------------------------
+// An R x CC fp32 matrix spread over the block's 256 threads in whole 8-float row pieces: piece m of a
+// thread is row r, columns c .. c+7 (mn__tile_at). Loading all of a kernel's operands into tiles
+// before the first store keeps every global read of a chunk in flight together (one round trip),
+// instead of one round trip per operand.
+template <int R, int CC> struct mn__tile { float v[R * CC / 2048][8]; };
+template <int CC> __device__ __forceinline__ void mn__tile_at(int m, int& r, int& c) {
+    const int item = threadIdx.x + 256 * m;
+    r = (item >> 3) / (CC / 8) * 8 + (item & 7); c = 8 * ((item >> 3) % (CC / 8));
+}
+// rows >= nvalid read as zeros; rows 16-byte aligned
+template <int R, int CC> __device__ __forceinline__ void mn__tile_load(mn__tile<R, CC>& t, const float* src, size_t lds, int nvalid) {
 #pragma unroll
-    for (int m = 0; m < NI; m++) {
-        const int item = tid + 256 * m;
-        if (TR) {                                     // column c of Src, rows 8 rg .. 8 rg + 7
-            const int c = item % CC, rg = item / CC;
-#pragma unroll
-            for (int e = 0; e < 8; e++) v[m][e] = 8 * rg + e < nvalid ? src[(size_t)(8 * rg + e) * lds + c] : 0.f;
-        } else {                                      // row r of Src, columns 8 cg .. 8 cg + 7
-            const int r = (item >> 3) / (CC / 8) * 8 + (item & 7), cg = (item >> 3) % (CC / 8);
-            float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b4 = a;
-            if (r < nvalid) { a = *(const float4*)(src + (size_t)r * lds + 8 * cg); b4 = *(const float4*)(src + (size_t)r * lds + 8 * cg + 4); }
-            v[m][0] = a.x; v[m][1] = a.y; v[m][2] = a.z; v[m][3] = a.w; v[m][4] = b4.x; v[m][5] = b4.y; v[m][6] = b4.z; v[m][7] = b4.w;
-        }
+    for (int m = 0; m < R * CC / 2048; m++) {
+        int r, c; mn__tile_at<CC>(m, r, c);
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b4 = a;
+        if (r < nvalid) { a = *(const float4*)(src + (size_t)r * lds + c); b4 = *(const float4*)(src + (size_t)r * lds + c + 4); }
+        t.v[m][0] = a.x; t.v[m][1] = a.y; t.v[m][2] = a.z; t.v[m][3] = a.w; t.v[m][4] = b4.x; t.v[m][5] = b4.y; t.v[m][6] = b4.z; t.v[m][7] = b4.w;
     }
-    if (sc <= 0.f) {
-        float mx = 0.f;
+}
+template <int R, int CC> __device__ __forceinline__ float mn__tile_max(const mn__tile<R, CC>& t) {
+    float mx = 0.f;
 #pragma unroll
-        for (int m = 0; m < NI; m++)
+    for (int m = 0; m < R * CC / 2048; m++)
 #pragma unroll
-            for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(v[m][e]));
-        mx = mn__warp_max(mx);
-        if ((tid & 31) == 0) red8[tid >> 5] = mx;
-        __syncthreads();
-        mx = red8[0];
-        for (int w = 1; w < 8; w++) mx = fmaxf(mx, red8[w]);
-        sc = mn__mscale(mx);
-    }
+        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(t.v[m][e]));
+    return mx;
+}
+// dst[mn__cm(r, c, CC)] = sc * tile: 16-byte stores, a quarter-warp fills one core matrix
+template <int R, int CC> __device__ __forceinline__ void mn__tile_store(const mn__tile<R, CC>& t, __half* dst, float sc) {
 #pragma unroll
-    for (int m = 0; m < NI; m++) {
-        const int item = tid + 256 * m;
-        const int at = TR ? mn__cm(item % CC, 8 * (item / CC), R) : mn__cm((item >> 3) / (CC / 8) * 8 + (item & 7), 8 * ((item >> 3) % (CC / 8)), CC);
+    for (int m = 0; m < R * CC / 2048; m++) {
+        int r, c; mn__tile_at<CC>(m, r, c);
         __half2 u[4];
 #pragma unroll
-        for (int e = 0; e < 4; e++) u[e] = __floats2half2_rn(v[m][2 * e] * sc, v[m][2 * e + 1] * sc);
-        *(uint4*)&dst[at] = *(const uint4*)u;
+        for (int e = 0; e < 4; e++) u[e] = __floats2half2_rn(t.v[m][2 * e] * sc, t.v[m][2 * e + 1] * sc);
+        *(uint4*)&dst[mn__cm(r, c, CC)] = *(const uint4*)u;
     }
-    mn__fence_async();
-    __syncthreads();                                  // dst complete, red8 free again
-    return sc;
 }
+// dst[mn__cm(c, r, R)] = sc * tile: the transpose (2-byte stores)
+template <int R, int CC> __device__ __forceinline__ void mn__tile_store_t(const mn__tile<R, CC>& t, __half* dst, float sc) {
+#pragma unroll
+    for (int m = 0; m < R * CC / 2048; m++) {
+        int r, c; mn__tile_at<CC>(m, r, c);
+#pragma unroll
+        for (int e = 0; e < 8; e++) dst[mn__cm(c + e, r, R)] = __float2half_rn(t.v[m][e] * sc);
+    }
+}
+// m[q] = the block's largest m[q], then the power-of-two scale that brings it to <= 1; one barrier.
+// red: 32 floats of shared scratch, not to be reused before the block's next barrier.
+__device__ __forceinline__ void mn__block_scales4(float (&m)[4], float* red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int q = 0; q < 4; q++) { float v = mn__warp_max(m[q]); if (lane == 0) red[warp * 4 + q] = v; }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        float v = red[q];
+        for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * 4 + q]);
+        m[q] = mn__mscale(v);
+    }
+}
+// row r, columns c, c+1 of a core-matrix fp16 operand (kd columns), as floats
+__device__ __forceinline__ float2 mn__cm2(const __half* s, int r, int c, int kd) { return __half22float2(*(const __half2*)&s[mn__cm(r, c, kd)]); }
 
 // Loads rows x cols (cols % 4 == 0) fp32 from global (row i at src + i * lds, or from token rows
 // of chunk (b,h,n) when tok != NULL) into fp16 smem (stride ld), times a power of two that brings
@@ -1430,7 +1443,7 @@ __device__ float mn__load_f16_scaled(__half* dst, int ld, const float* src, size
 
 template <int K> static size_t mn__cg_smem(void) {
     return (size_t)(3 * MN__MC * (K + 8) + K * (K + 8) + MN__MC * (MN__MC + 8)) * sizeof(__half)
-         + (size_t)(MN__MC * (MN__MC + 8) + 4 * MN__MC + 8) * sizeof(float);
+         + (size_t)(MN__MC * (MN__MC + 8) + 4 * MN__MC + 32) * sizeof(float);
 }
 
 typedef struct mn__cg_args {
@@ -1461,7 +1474,9 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     __half* sS = sV + C * SK;                     // (C,SC)  (P Kc^T) . M, row-scaled (not WG)
     float* sM = (float*)(sS + C * SC);            // (C,SC)  M
     float* red = sM + C * SC;                     // (2 buffers, 2 halves, C)
-    float* misc = red + 4 * C;                    // [0] hs, [..8] scratch
+    float* misc = red + 4 * C;                    // [0] hs, [..32] scratch
+    float* stS = misc + 32;                       // WG, output stage: (K,K+4) raw S_n, prefetched (cp.async)
+    float* stV = stS + K * (K + 4);               //                   (C,K+4) raw Vc
     const size_t i = blockIdx.x, BH = (size_t)A.B * A.H, n = i / BH, bh = i % BH, b = bh / A.H, h = bh % A.H;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
     const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
@@ -1477,6 +1492,20 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         mx = mn__warp_max(mx);
         if (lane == 0) misc[0] = mn__mscale(mx);
     }
+    // ---- registers: x = 0, r = p = rhs, in the AP accumulator layout (loads issued first: they are in
+    // flight with the chunk's operands below) ----
+    float x[NT][4], r[NT][4], p[NT][4], lam[NT][2];
+    {
+        const float *R0 = mn__row(A.rhs, b, h, n, r0), *R1 = mn__row(A.rhs, b, h, n, r1);
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            int col = KH * wn + 8 * j + qc;
+            float2 u0 = v0ok ? *(const float2*)&R0[col] : make_float2(0.f, 0.f), u1 = v1ok ? *(const float2*)&R1[col] : make_float2(0.f, 0.f);
+            r[j][0] = u0.x; r[j][1] = u0.y; r[j][2] = u1.x; r[j][3] = u1.y;
+            lam[j][0] = A.lamb[(size_t)h * K + col]; lam[j][1] = A.lamb[(size_t)h * K + col + 1];
+        }
+    }
+    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1];
 #pragma unroll
     for (int idx = tid; idx < C * C / 4; idx += 256) {
         float4 v = ((const float4*)Mg)[idx];
@@ -1484,11 +1513,25 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         *(float4*)&sM[row * SC + col] = v;
     }
     if constexpr (WG) {                               // Kc, Kc^T (GEMM2's B) and H_n (= H_n^T) in core-matrix layout
-        const float* K0 = mn__row(A.kk, b, h, n, 0);
         const int kval = A.kk.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
-        mn__cm_load<C, K, false>(sK, K0, A.kk.st, kval, 1.f, misc + 1);
-        mn__cm_load<C, K, true>(sV, K0, A.kk.st, kval, 1.f, misc + 1);   // its barriers publish hs
-        if (solve) mn__cm_load<K, K, false>(sH, Hg, K, K, misc[0], misc + 1);
+        mn__tile<C, K> tk;                            // both in flight at once
+        mn__tile<K, K> th;
+        mn__tile_load(tk, mn__row(A.kk, b, h, n, 0), A.kk.st, kval);
+        if (solve) mn__tile_load(th, Hg, K, K);
+        __syncthreads();                              // hs
+        mn__tile_store(tk, sK, 1.f); mn__tile_store_t(tk, sV, 1.f);
+        if (solve) mn__tile_store(th, sH, misc[0]);
+        mn__fence_async();                            // (the first rowsum's barrier publishes them)
+        if (A.output) {                               // the output stage's S_n and Vc, raw, in flight during the solve
+            const float* Sg = A.Ss + i * (size_t)K * K;
+            const int vval = A.vv.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
+            for (int idx = tid; idx < K * K / 4; idx += 256) { int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4; mn__cp16z(stS + rr * (K + 4) + cc, Sg + (size_t)rr * K + cc, true); }
+            for (int idx = tid; idx < C * K / 4; idx += 256) {
+                int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4;
+                mn__cp16z(stV + rr * (K + 4) + cc, mn__row(A.vv, b, h, n, rr < vval ? rr : 0) + cc, rr < vval);
+            }
+            mn__cp_commit();
+        }
     } else {
 #pragma unroll
         for (int idx = tid; idx < C * K / 4; idx += 256) {
@@ -1508,19 +1551,10 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
             *(__half2*)&sH[row * SK + col + 2] = __floats2half2_rn(v.z * hs, v.w * hs);
         }
     }
-    const float hs = misc[0];
-    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], gh0 = gam0 / hs, gh1 = gam1 / hs;
-
-    // ---- registers: x = 0, r = p = rhs, in the AP accumulator layout ----
-    float x[NT][4], r[NT][4], p[NT][4], lam[NT][2];
-    const float *R0 = mn__row(A.rhs, b, h, n, r0), *R1 = mn__row(A.rhs, b, h, n, r1);
+    const float hs = misc[0], gh0 = gam0 / hs, gh1 = gam1 / hs;
     float d0 = 0.f, d1 = 0.f;
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-        int col = KH * wn + 8 * j + qc;
-        float2 u0 = v0ok ? *(const float2*)&R0[col] : make_float2(0.f, 0.f), u1 = v1ok ? *(const float2*)&R1[col] : make_float2(0.f, 0.f);
-        r[j][0] = u0.x; r[j][1] = u0.y; r[j][2] = u1.x; r[j][3] = u1.y;
-        lam[j][0] = A.lamb[(size_t)h * K + col]; lam[j][1] = A.lamb[(size_t)h * K + col + 1];
 #pragma unroll
         for (int c = 0; c < 4; c++) { p[j][c] = r[j][c]; x[j][c] = A.n_iter < 0 ? r[j][c] : 0.f; }
         d0 += r[j][0] * r[j][0] + r[j][1] * r[j][1];
@@ -1628,9 +1662,19 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     }
     if (WG) mn__fence_async();                        // (the loads' barriers publish sP)
     float ss, sv;
-    if constexpr (WG) {                               // S_n^T, Vc^T: GEMM3's and GEMM2's B
-        ss = mn__cm_load<K, K, true>(sH, A.Ss + i * (size_t)K * K, K, K, 0.f, misc);
-        sv = mn__cm_load<C, K, true>(sV, mn__row(A.vv, b, h, n, 0), A.vv.st, A.vv.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C), 0.f, misc);
+    if constexpr (WG) {                               // S_n^T, Vc^T: GEMM3's and GEMM2's B, both in flight at once
+        mn__tile<K, K> ts;
+        mn__tile<C, K> tv;
+        mn__cp_wait_all();                            // this thread's prefetch has landed ...
+        __syncthreads();                              // ... and everyone's
+        mn__tile_load(ts, stS, K + 4, K);             // (rows 4 floats apart in banks: no conflicts)
+        mn__tile_load(tv, stV, K + 4, C);
+        float sc[4] = { mn__tile_max(ts), mn__tile_max(tv), 0.f, 0.f };
+        mn__block_scales4(sc, misc);
+        ss = sc[0]; sv = sc[1];
+        mn__tile_store_t(ts, sH, ss); mn__tile_store_t(tv, sV, sv);
+        mn__fence_async();
+        __syncthreads();
     } else {
         ss = mn__load_f16_scaled(sH, SK, A.Ss + i * (size_t)K * K, K, NULL, b, h, n, A.T, K, K, misc);
         sv = mn__load_f16_scaled(sV, SK, NULL, 0, &A.vv, b, h, n, A.T, C, K, misc);
@@ -1666,8 +1710,8 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     if (NCH > 0x7fffffff || T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, "mesa cg", "too many chunks for one grid", __LINE__);
     if (K == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA) {
         static int attr = 0;
-        size_t smem = mn__cg_smem<128>();
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        const size_t stage = (size_t)(128 * 132 + MN__MC * 132) * sizeof(float), smem = mn__cg_smem<128>() + (output ? stage : 0);
+        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(mn__cg_smem<128>() + stage))); attr = 1; }
         mn__k_mesa_cg<128, true><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     } else if (K == 128) {
         static int attr = 0;
@@ -1683,71 +1727,6 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     MN__LAUNCHED();
     return MN_OK;
 }
-
-// ---- register tiles: several operands in flight at once -----------------------------------------
-// An R x CC fp32 matrix spread over the block's 256 threads in whole 8-float row pieces: piece m of a
-// thread is row r, columns c .. c+7 (mn__tile_at). Loading all of a kernel's operands into tiles
-// before the first store keeps every global read of a chunk in flight together (one round trip),
-// instead of one round trip per operand.
-template <int R, int CC> struct mn__tile { float v[R * CC / 2048][8]; };
-template <int CC> __device__ __forceinline__ void mn__tile_at(int m, int& r, int& c) {
-    const int item = threadIdx.x + 256 * m;
-    r = (item >> 3) / (CC / 8) * 8 + (item & 7); c = 8 * ((item >> 3) % (CC / 8));
-}
-// rows >= nvalid read as zeros; rows 16-byte aligned
-template <int R, int CC> __device__ __forceinline__ void mn__tile_load(mn__tile<R, CC>& t, const float* src, size_t lds, int nvalid) {
-#pragma unroll
-    for (int m = 0; m < R * CC / 2048; m++) {
-        int r, c; mn__tile_at<CC>(m, r, c);
-        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b4 = a;
-        if (r < nvalid) { a = *(const float4*)(src + (size_t)r * lds + c); b4 = *(const float4*)(src + (size_t)r * lds + c + 4); }
-        t.v[m][0] = a.x; t.v[m][1] = a.y; t.v[m][2] = a.z; t.v[m][3] = a.w; t.v[m][4] = b4.x; t.v[m][5] = b4.y; t.v[m][6] = b4.z; t.v[m][7] = b4.w;
-    }
-}
-template <int R, int CC> __device__ __forceinline__ float mn__tile_max(const mn__tile<R, CC>& t) {
-    float mx = 0.f;
-#pragma unroll
-    for (int m = 0; m < R * CC / 2048; m++)
-#pragma unroll
-        for (int e = 0; e < 8; e++) mx = fmaxf(mx, fabsf(t.v[m][e]));
-    return mx;
-}
-// dst[mn__cm(r, c, CC)] = sc * tile: 16-byte stores, a quarter-warp fills one core matrix
-template <int R, int CC> __device__ __forceinline__ void mn__tile_store(const mn__tile<R, CC>& t, __half* dst, float sc) {
-#pragma unroll
-    for (int m = 0; m < R * CC / 2048; m++) {
-        int r, c; mn__tile_at<CC>(m, r, c);
-        __half2 u[4];
-#pragma unroll
-        for (int e = 0; e < 4; e++) u[e] = __floats2half2_rn(t.v[m][2 * e] * sc, t.v[m][2 * e + 1] * sc);
-        *(uint4*)&dst[mn__cm(r, c, CC)] = *(const uint4*)u;
-    }
-}
-// dst[mn__cm(c, r, R)] = sc * tile: the transpose (2-byte stores)
-template <int R, int CC> __device__ __forceinline__ void mn__tile_store_t(const mn__tile<R, CC>& t, __half* dst, float sc) {
-#pragma unroll
-    for (int m = 0; m < R * CC / 2048; m++) {
-        int r, c; mn__tile_at<CC>(m, r, c);
-#pragma unroll
-        for (int e = 0; e < 8; e++) dst[mn__cm(c + e, r, R)] = __float2half_rn(t.v[m][e] * sc);
-    }
-}
-// m[q] = the block's largest m[q], then the power-of-two scale that brings it to <= 1; one barrier.
-// red: 32 floats of shared scratch, not to be reused before the block's next barrier.
-__device__ __forceinline__ void mn__block_scales4(float (&m)[4], float* red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-    for (int q = 0; q < 4; q++) { float v = mn__warp_max(m[q]); if (lane == 0) red[warp * 4 + q] = v; }
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < 4; q++) {
-        float v = red[q];
-        for (int w = 1; w < 8; w++) v = fmaxf(v, red[w * 4 + q]);
-        m[q] = mn__mscale(v);
-    }
-}
-// row r, columns c, c+1 of a core-matrix fp16 operand (kd columns), as floats
-__device__ __forceinline__ float2 mn__cm2(const __half* s, int r, int c, int kd) { return __half22float2(*(const __half2*)&s[mn__cm(r, c, kd)]); }
 
 // ---- fused backward on wgmma (K = V = 128): B2 in one kernel -----------------------------------
 // One block (two warpgroups) per chunk does what the eight cuBLAS products and mn__k_mesa_b2a/b2b
@@ -1777,14 +1756,14 @@ typedef struct mn__b2_args {
     const float *Ss, *dSe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b2_args;
-static size_t mn__b2_smem(size_t K) { return (7 * MN__MC * K + K * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 12 * MN__MC + 32) * sizeof(float); }
+static size_t mn__b2_smem(size_t K) { return (7 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 12 * MN__MC + 32) * sizeof(float); }
 
 // quad sums (the 4 lanes of a row in the accumulator layout)
 __device__ __forceinline__ float mn__qsum(float v) { v += __shfl_xor_sync(0xffffffffu, v, 1); return v + __shfl_xor_sync(0xffffffffu, v, 2); }
 
 template <int K>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
-    constexpr int C = MN__MC, SC = C + 8, KH = K / 2, CK = C * K, NQ = 5;
+    constexpr int C = MN__MC, SC = C + 8, KH = K / 2, CK = MN__CMSIZE(K, C), NQ = 5;   // CK: a C x K or K x C operand
     extern __shared__ __align__(16) unsigned char mn__smem[];
     __half* sX = (__half*)mn__smem;          // (C,K) X            core-matrix layout, rows tokens | later
     __half* sD = sX + CK;                    // (C,V) dO                                          | sdk (fp32)
@@ -1794,7 +1773,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     __half* sDt = sXt + CK;                  // (V,C) dO^T
     __half* sKt = sDt + CK;                  // (K,C) Kc^T
     __half* sS = sKt + CK;                   // (K,V) S_n          | later (K,V) dSe
-    float* sM = (float*)(sS + K * K);        // (C,SC) M
+    float* sM = (float*)(sS + MN__CMSIZE(K, K));   // (C,SC) M
     float* sMp = sM + C * SC;                // (C,SC) Mp
     float* red = sMp + C * SC;               // (2 halves, NQ sums, C) row sums to exchange
     float* sdb = red + 2 * NQ * C;           // (C) db
@@ -1806,6 +1785,9 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     const int nval = (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
     const bool ok0 = r0 < nval, ok1 = r1 < nval;
     const float *Sn = A.Ss + i * (size_t)K * K, *dS = A.dSe + i * (size_t)K * K;
+    // the rows' scalars now, in flight with the tiles below (a load in mid-kernel is a round trip)
+    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1];
+    const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1], gamC = A.GamC[i];
     float sx, sk, sd, sv, ss;
     {   // every operand of the first phase in flight at once, then one barrier for their scales
         mn__tile<C, K> tx, tk, td, tv;
@@ -1860,7 +1842,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     // xbar = Gam T1 + (Do . M) Kc, to the scale sd sv sk of the second term; the db term Gam x . T1
     // (x from its fp16 copy)
     mn__wg_done<0>(acc);
-    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], g0 = gam0 * (sv * sk / ss), g1 = gam1 * (sv * sk / ss);
+    const float g0 = gam0 * (sv * sk / ss), g1 = gam1 * (sv * sk / ss);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         const int col = KH * wn + 8 * j + qc;
@@ -1900,7 +1882,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     mn__wg_rbt(acc, af, sXt, KH * wn, 0); mn__wg_commit();
     mn__wg_rbt(cb, ag, sDt, KH * wn, 0); mn__wg_commit();
     mn__wg_done<1>(acc);
-    const float be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1], tu = 1.f / (sv * sd * sx);
+    const float tu = 1.f / (sv * sd * sx);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         const int col = KH * wn + 8 * j + qc;
@@ -1944,7 +1926,6 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     {
         float *dk0 = mn__row(A.dKp, b, h, n, r0), *dk1 = mn__row(A.dKp, b, h, n, r1);
         float *dv0 = mn__row(A.dv, b, h, n, r0), *dv1 = mn__row(A.dv, b, h, n, r1);
-        const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1];
         const float t3u = 1.f / (sv * sg), t4u = 1.f / (sk * sg), pu = 1.f / (sk * sx * sd);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -1977,7 +1958,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
         sw[a] = w; sdb[a] = s0 + red[4 * C + a] - w;
     }
     __syncthreads();
-    if (tid == 0) mn__mesa_db_revcum(sdb, sw, A.GamC[i] * f);
+    if (tid == 0) mn__mesa_db_revcum(sdb, sw, gamC * f);
     __syncthreads();
     if (tid < C) A.dgp[i * C + tid] = sdb[tid];
 }
@@ -1999,11 +1980,11 @@ typedef struct mn__b5_args {
     const float *Hs, *dHe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b5_args;
-static size_t mn__b5_smem(size_t K) { return (5 * MN__MC * K + K * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 10 * MN__MC + 2 * K + 32) * sizeof(float); }
+static size_t mn__b5_smem(size_t K) { return (5 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 10 * MN__MC + 2 * K + 32) * sizeof(float); }
 
 template <int K>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
-    constexpr int C = MN__MC, SC = C + 8, KH = K / 2, CK = C * K, NQ = 4;
+    constexpr int C = MN__MC, SC = C + 8, KH = K / 2, CK = MN__CMSIZE(K, C), NQ = 4;   // CK: a C x K or K x C operand
     extern __shared__ __align__(16) unsigned char mn__smem[];
     __half* sX = (__half*)mn__smem;          // (C,K) X            core-matrix layout, rows tokens
     __half* sQ = sX + CK;                    // (C,K) dQ
@@ -2011,7 +1992,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     __half* sXt = sK + CK;                   // (K,C) X^T          | later (K,K) dHe^T over sXt and sQt
     __half* sQt = sXt + CK;                  // (K,C) dQ^T
     __half* sH = sQt + CK;                   // (K,K) H_n          | later dHe
-    float* sM = (float*)(sH + K * K);        // (C,SC) M
+    float* sM = (float*)(sH + MN__CMSIZE(K, K));   // (C,SC) M
     float* sMp = sM + C * SC;                // (C,SC) Mp
     float* red = sMp + C * SC;               // (2 halves, NQ sums, C)
     float* sdb = red + 2 * NQ * C;           // (C)
@@ -2024,6 +2005,10 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     const int nval = (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
     const bool ok0 = r0 < nval, ok1 = r1 < nval;
     const float *Hn = A.Hs + i * (size_t)K * K, *dH = A.dHe + i * (size_t)K * K;
+    // the rows' scalars now, in flight with the tiles below (a load in mid-kernel is a round trip)
+    const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1];
+    const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1], gamC = A.GamC[i];
+    const float dbp = tid < C ? A.dbp[i * C + tid] : 0.f, dgp = tid < C ? A.dgp[i * C + tid] : 0.f;
     float sx, sq, sk, sh;
     {
         mn__tile<C, K> tx, tq, tk;
@@ -2092,7 +2077,6 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     }
     mn__wg_done<0>(acc);
     {
-        const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1];
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int col = KH * wn + 8 * j + qc;
@@ -2119,7 +2103,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     mn__wg_rbt(acc, af, sXt, KH * wn, 0); mn__wg_commit();    // (Dq . Mp)^T X   (scaled sk sq sx)
     mn__wg_rbt(cb, ag, sQt, KH * wn, 0); mn__wg_commit();     // (Sx . M)^T dQ   (scaled sk sx sq)
     mn__wg_done<0>(acc); mn__wg_pin(cb);
-    const float be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1], u = 1.f / (sk * sq * sx);
+    const float u = 1.f / (sk * sq * sx);
 #pragma unroll
     for (int j = 0; j < 8; j++) {                // dKb's first term t = -(Dq.Mp)^T X; cb <- beta t - (Sx.M)^T dQ
         const int col = KH * wn + 8 * j + qc;
@@ -2132,7 +2116,11 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     // dHe (rows k') and dHe^T replace H_n and X^T, dQ^T; <H_n, dHe> from H_n's fp16 copy on the way
     float f = 0.f, sg;
     __syncthreads();                         // both warpgroups are past their reads of sH, sXt, sQt
+    float2 dkp[8][2];                        // B2's dk part, read with the dHe tile (one round trip)
     {
+        const float *p0 = mn__row(A.dKp, b, h, n, r0), *p1 = mn__row(A.dKp, b, h, n, r1);
+#pragma unroll
+        for (int j = 0; j < 8; j++) { dkp[j][0] = *(const float2*)(p0 + KH * wn + 8 * j + qc); dkp[j][1] = *(const float2*)(p1 + KH * wn + 8 * j + qc); }
         mn__tile<K, K> tg;
         mn__tile_load(tg, dH, K, K);
 #pragma unroll
@@ -2154,13 +2142,12 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     mn__wg_abt<K>(ca, sK, sXt, KH * wn, 0); mn__wg_commit();    // Kc dHe   (scaled sk sg)
     mn__wg_done<0>(acc); mn__wg_pin(ca);
     {
-        const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1], v = 1.f / (sk * sg);
-        const float *p0 = mn__row(A.dKp, b, h, n, r0), *p1 = mn__row(A.dKp, b, h, n, r1);
+        const float v = 1.f / (sk * sg);
         float *dk0 = mn__row(A.dk, b, h, n, ok0 ? r0 : 0), *dk1 = mn__row(A.dk, b, h, n, ok1 ? r1 : 0);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int col = KH * wn + 8 * j + qc;
-            float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K), d0 = *(const float2*)(p0 + col), d1 = *(const float2*)(p1 + col);
+            float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K), d0 = dkp[j][0], d1 = dkp[j][1];
             float a0 = acc[j][0] * v, a1 = acc[j][1] * v, a2 = acc[j][2] * v, a3 = acc[j][3] * v;
             float c0 = ca[j][0] * v, c1 = ca[j][1] * v, c2 = ca[j][2] * v, c3 = ca[j][3] * v;
             q[2][0] += e0 * (a0 * k0.x + a1 * k0.y); q[2][1] += e1 * (a2 * k1.x + a3 * k1.y);
@@ -2180,12 +2167,12 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
         const int a = tid;
         const float gs = red[1 * C + a] + red[(NQ + 1) * C + a], dkb = red[2 * C + a] + red[(NQ + 2) * C + a], w = red[3 * C + a] + red[(NQ + 3) * C + a];
         sw[a] = w; sdb[a] = -red[a] - gs - w;
-        if (a < nval) A.dbeta[(b * A.T + n * C + a) * A.H + h] += A.dbp[i * C + a] + dkb;
+        if (a < nval) A.dbeta[(b * A.T + n * C + a) * A.H + h] += dbp + dkb;
     }
     __syncthreads();
-    if (tid == 0) mn__mesa_db_revcum(sdb, sw, A.GamC[i] * f);
+    if (tid == 0) mn__mesa_db_revcum(sdb, sw, gamC * f);
     __syncthreads();
-    if (tid < nval) A.dg[(b * A.T + n * C + tid) * A.H + h] += A.dgp[i * C + tid] + sdb[tid];
+    if (tid < nval) A.dg[(b * A.T + n * C + tid) * A.H + h] += dgp + sdb[tid];
 }
 
 // ---- intra-chunk backward kernels (one block of 256 threads per chunk; C = 64) ----------------
@@ -2334,6 +2321,28 @@ static int mn__mesa_states(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* 
     return mn__mesa_scan(ctx, 0, &jh, &js, w->eb, 1.f, w->GamC, B, T, H, K);
 }
 
+// ctx->mesa_keep_states: the forward stamps its workspace with a hash of its inputs (pointers, shapes),
+// the backward recomputes the states only if its own inputs do not match the stamp of its workspace.
+static uint64_t mn__mesa_hash(const void* const* p, int np, const size_t* z, int nz) {
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < np; i++) { x ^= (uint64_t)(uintptr_t)p[i]; x *= 0x100000001B3ull; x ^= x >> 29; }
+    for (int i = 0; i < nz; i++) { x ^= (uint64_t)z[i]; x *= 0x100000001B3ull; x ^= x >> 29; }
+    return x | 1;                                     // never 0 (an empty slot)
+}
+static uint64_t mn__mesa_stamp(const float* work, const float* k, const float* v, const float* g, const float* beta, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, size_t V) {
+    const void* p[7] = { work, k, v, g, beta, hkk0, hkv0 };
+    const size_t z[5] = { B, T, H, K, V };
+    return mn__mesa_hash(p, 7, z, 5);
+}
+static void mn__mesa_stamp_set(mn_cuda_ctx* ctx, const float* work, uint64_t stamp) {
+    int slot = (int)(((uintptr_t)work >> 8) % 16);
+    ctx->mesa_stamp[slot][0] = (uint64_t)(uintptr_t)work; ctx->mesa_stamp[slot][1] = stamp;
+}
+static int mn__mesa_stamp_ok(const mn_cuda_ctx* ctx, const float* work, uint64_t stamp) {
+    int slot = (int)(((uintptr_t)work >> 8) % 16);
+    return ctx->mesa_keep_states && ctx->mesa_stamp[slot][0] == (uint64_t)(uintptr_t)work && ctx->mesa_stamp[slot][1] == stamp;
+}
+
 int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
@@ -2345,6 +2354,9 @@ int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* ite
     mn__rows qr = mn__rows_bthd(q, T, H, K), kr = mn__rows_bthd(k, T, H, K), vr = mn__rows_bthd(v, T, H, V);
     MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
     MN__TRY(mn__mesa_states(ctx, &w, hkk, hkv, kr, vr, B, T, H, K, V));         // step 1: states, read in place
+    // the states in w (slots 0 .. NC-1) are what a backward recomputes first; with keep_states it may
+    // take them (hkk/hkv are read here as the initial states and overwritten below with the final)
+    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? mn__mesa_stamp(work, k, v, g, beta, hkk, hkv, B, T, H, K, V) : 0);
     // steps 2 and 3 in one kernel: X = A^-1 Q, then O = ((X Kc^T) . M) Vc + diag(Gam) X S_n
     MN__TRY(mn__mesa_cg(ctx, qr, kr, vr, xs ? mn__rows_bthd(xs, T, H, K) : mn__rows_packed(w.Xp, B, H, K), mn__rows_bthd(out, T, H, V), 1, iters, &w, lamb, B, T, H, K, op));
     if (hkk) MN__CU(cudaMemcpyAsync(hkk, w.Hs + NC * BH * K * K, BH * K * K * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
@@ -2358,7 +2370,7 @@ int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* ite
 // workspace.
 static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0,
                                 const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* k, const float* v, const float* lamb,
-                                const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, const mn_mesa_opts* op) {
+                                const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, const mn_mesa_opts* op, int keep) {
     const size_t NC = (T + MN__MC - 1) / MN__MC, NCH = NC * B * H;
     const mn__rows Xr = mn__rows_bthd(xs, T, H, K), Kr = mn__rows_bthd(k, T, H, K), Vr = mn__rows_bthd(v, T, H, K), dOr = mn__rows_bthd(dout, T, H, K);
     const mn__rows dQr = mn__rows_packed(w->dQ, B, H, K), xbar = mn__rows_packed(w->T1, B, H, K), dKp = mn__rows_packed(w->dKp, B, H, K);
@@ -2368,7 +2380,7 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
         MN__CU(cudaFuncSetAttribute(mn__k_mesa_b5_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b5_smem(128)));
         attr = 1;
     }
-    MN__TRY(mn__mesa_states(ctx, w, hkk0, hkv0, Kr, Vr, B, T, H, K, K));                       // B0
+    if (!keep) MN__TRY(mn__mesa_states(ctx, w, hkk0, hkv0, Kr, Vr, B, T, H, K, K));            // B0
     {   // B1: dSe
         mn__scan_job j = { w->dSe, dhkv, dhkv0, Xr, dOr, (int)K };
         MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w->Gam, 1.f, w->GamC, B, T, H, K));
@@ -2409,8 +2421,13 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
     MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
+    // B0 (the chunk-start states) is skipped when the workspace already holds them for these inputs;
+    // after B0 it holds them either way
+    const uint64_t stamp = mn__mesa_stamp(work, k, v, g, beta, hkk0, hkv0, B, T, H, K, V);
+    const int keep = mn__mesa_stamp_ok(ctx, work, stamp);
+    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? stamp : 0);
     if (K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA)
-        return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, lamb, hkk0, hkv0, B, T, H, K, op);
+        return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, lamb, hkk0, hkv0, B, T, H, K, op, keep);
     dOp = w.Qp;                                                            // q is not needed: its slot holds dout
     mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H, K);
     mn__rows dOr = mn__rows_packed(dOp, B, H, V), dQr = mn__rows_packed(w.dQ, B, H, K);
@@ -2423,7 +2440,7 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     MN__CU(cudaMemsetAsync(w.dbp, 0, NCH * C * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(w.dgp, 0, NCH * C * sizeof(float), MN__STREAM));
     // B0: chunk-start states
-    MN__TRY(mn__mesa_states(ctx, &w, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
+    if (!keep) MN__TRY(mn__mesa_states(ctx, &w, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
     // B1: dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO  (o_a = Gam_a S_n^T x_a + ...); dS_0 into dhkv0
     {
         mn__scan_job j = { w.dSe, dhkv, dhkv0, Xr, dOr, (int)V };

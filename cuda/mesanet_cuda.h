@@ -85,6 +85,11 @@ typedef struct mn_cuda_ctx {
     int math;             // MN_CUDA_MATH_FP32 (default) or MN_CUDA_MATH_TF32
     int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~1e-4)
     int mesa_cg;          // MN_CUDA_CG_WGMMA (default; Hopper, sm_90a) or MN_CUDA_CG_MMA (same arithmetic)
+    int mesa_keep_states; // 1: a chunk backward given the workspace its forward used, with the same
+                          // input pointers and shapes, reuses the chunk-start states the forward left
+                          // there instead of recomputing them (the contents of q, k, v, g, beta, the
+                          // initial states must not change in between); 0 (default): always recompute
+    uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
     double* scratch;      // (8) device scratch for reductions

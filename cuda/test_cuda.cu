@@ -462,6 +462,43 @@ static void test_mesa(const mesa_case* c) {
     G.math = MN_CUDA_MATH_FP32; G.mesa_scan = MN_CUDA_SCAN_TF32X3; G.mesa_cg = MN_CUDA_CG_WGMMA;
 }
 
+// ctx->mesa_keep_states: a backward on the workspace of its forward (same inputs) skips recomputing
+// the chunk-start states; the gradients must be bitwise those of the recomputing backward, also when
+// another forward used the workspace in between (the stamp no longer matches: it recomputes).
+static void test_mesa_keep(size_t K, int cg_kernel) {
+    const size_t B = 2, T = 200, H = 2, BTH = B * T * H;
+    char nm[160];
+    G.mesa_cg = cg_kernel;
+    vf q = randn(BTH * K, 0, 1), k = randn(BTH * K, 0, 1), k2 = randn(BTH * K, 0, 1), v = randn(BTH * K, 0, 1), g(BTH), be(BTH), lam = randu(H * K, 0.25, 1.0), dy = randn(BTH * K, 0, 1);
+    unit_rows(q, BTH, K); unit_rows(k, BTH, K); unit_rows(k2, BTH, K);
+    for (size_t i = 0; i < BTH; i++) { double a = 2 + mn_rng_normal(&R); g[i] = (float)((a < 0 ? a : 0.0) - log1p(exp(-fabs(a)))); be[i] = (float)(1.0 / (1.0 + exp(-mn_rng_normal(&R)))); }
+    mn_mesa_opts o; memset(&o, 0, sizeof o); o.cg_iters = 10; o.fla = 1; o.chunk = 64;
+    size_t wn = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, K, K, &o);
+    float *gq = dev(q), *gk = dev(k), *gk2 = dev(k2), *gv = dev(v), *gg = dev(g), *gb = dev(be), *gl = dev(lam), *gdy = dev(dy), *gw = poison(wn), *out = poison(BTH * K), *xs = poison(BTH * K), *xs2 = poison(BTH * K);
+    vf res[3][6];                                    // plain, kept, kept but overwritten in between
+    for (int run = 0; run < 3; run++) {
+        float *dq = poison(BTH * K), *dk = poison(BTH * K), *dv = poison(BTH * K), *dg = poison(BTH), *db = poison(BTH), *dl = poison(H * K);
+        cudaMemset(dq, 0, BTH * K * 4); cudaMemset(dk, 0, BTH * K * 4); cudaMemset(dv, 0, BTH * K * 4); cudaMemset(dg, 0, BTH * 4); cudaMemset(db, 0, BTH * 4); cudaMemset(dl, 0, H * K * 4);
+        G.mesa_keep_states = run > 0;
+        CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
+        if (run == 2) CK(mn_cuda_mesa_chunk_forward(&G, out, xs2, NULL, NULL, NULL, gq, gk2, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
+        CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, gdy, NULL, NULL, xs, gq, gk, gv, gg, gb, gl, NULL, NULL, B, T, H, K, K, &o, gw));
+        res[run][0] = host(dq, BTH * K); res[run][1] = host(dk, BTH * K); res[run][2] = host(dv, BTH * K);
+        res[run][3] = host(dg, BTH); res[run][4] = host(db, BTH); res[run][5] = host(dl, H * K);
+        mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(dg); mn_cuda_dfree(db); mn_cuda_dfree(dl);
+    }
+    for (int run = 1; run < 3; run++) {
+        int same = 1, finite = 1;
+        for (int t = 0; t < 6; t++)
+            for (size_t e = 0; e < res[0][t].size(); e++) { same &= res[run][t][e] == res[0][t][e]; finite &= std::isfinite(res[run][t][e]) ? 1 : 0; }
+        snprintf(nm, sizeof nm, "mesa keep_states K=%zu %s: gradients bitwise those of the recomputing backward%s", K, cg_kernel == MN_CUDA_CG_WGMMA ? "wgmma" : "mma.sync", run == 2 ? " (workspace reused in between)" : "");
+        expect(same && finite, nm);
+    }
+    G.mesa_keep_states = 0; G.mesa_cg = MN_CUDA_CG_WGMMA;
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gk2); mn_cuda_dfree(gv); mn_cuda_dfree(gg); mn_cuda_dfree(gb); mn_cuda_dfree(gl); mn_cuda_dfree(gdy);
+    mn_cuda_dfree(gw); mn_cuda_dfree(out); mn_cuda_dfree(xs); mn_cuda_dfree(xs2);
+}
+
 // ---- Mesa decode step -------------------------------------------------------------------------
 // mn_cuda_mesa_step (all B sequences in one call) against mn_mesa_step in double (one call per
 // sequence), over `steps` consecutive tokens with the states carried on both sides from the same
@@ -812,7 +849,10 @@ int main(int argc, char** argv) {
             //  name                d_model L  H  Dh   d_ff  B  T    cg clamp math               softcap loss  logits grad  small
             { "H4x64 cg30 clamp cap", 256, 2, 4, 64,  512,  2, 200, 30, 1, MN_CUDA_MATH_FP32, 30.0,   1e-4, 6e-3, 1e-2, 2e-2 },
             { "H2x128 cg10",          256, 2, 2, 128, 688,  2, 150, 10, 0, MN_CUDA_MATH_FP32, 0.0,    1e-4, 6e-3, 1e-2, 2e-2 },
-            { "H1x128 no solve",      128, 2, 1, 128, 352,  3, 70,  -1, 0, MN_CUDA_MATH_FP32, 0.0,    1e-4, 6e-3, 1e-2, 2e-2 },
+            // one head: each gate bias gradient is ONE number, a sum over the 210 tokens of terms that
+            // largely cancel; with the fp16 products of the fused backward it measured 2.09e-2 relative
+            // (run 14; the op's own dg 3.7e-4), so its small-tensor bound is 3e-2
+            { "H1x128 no solve",      128, 2, 1, 128, 352,  3, 70,  -1, 0, MN_CUDA_MATH_FP32, 0.0,    1e-4, 6e-3, 1e-2, 3e-2 },
             { "H2x128 cg30 tf32",     256, 2, 2, 128, 688,  2, 130, 30, 1, MN_CUDA_MATH_TF32, 0.0,    3e-4, 1e-2, 2e-2, 3e-2 },
         };
         test_model_errors();
@@ -890,6 +930,7 @@ int main(int argc, char** argv) {
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         if (!quick || cases[c].T < 1024) test_mesa(&cases[c]);
+    test_mesa_keep(128, MN_CUDA_CG_WGMMA); test_mesa_keep(128, MN_CUDA_CG_MMA); test_mesa_keep(64, MN_CUDA_CG_WGMMA);
     static const step_case steps[] = {
         //  name                    B  H  K    V    cg  fla jac tol   steps gmu bound
         { "K64 tol1e-4 jacobi",     3, 4, 64,  64,  30, 0,  1,  1e-4, 12,   2,  1e-3 },
