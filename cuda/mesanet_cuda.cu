@@ -717,7 +717,7 @@ typedef struct mn__mesa_ws {
     float *Qp, *Kp, *Vp, *Xp;          // (NCH,C,K|V) packed q (or dout in the backward), k, v, x
     float *T1, *T2, *T3, *T4, *T5;     // (NCH,C,max(K,V)) per-chunk temporaries
     float *dQ, *dKp, *dVp;             // (NCH,C,K|V) adjoint solves and packed gradients
-    float *gp, *bp, *Gam, *e, *eb, *db, *dbp, *dgp; // (NCH,C) g, beta, exp(b), exp(b_last-b), e*beta, db, dbeta, dg
+    float *cb, *bp, *Gam, *e, *eb, *db, *dbp, *dgp; // (NCH,C) b (cumsum of g), beta, exp(b), exp(b_last-b), e*beta, db, dbeta, dg
     float *GamC;                       // (NCH) exp(b_last)
     float *M, *Mp, *A1, *A2, *A3;      // (NCH,C,C) decay matrices with/without beta, C x C temporaries
     float *Hs, *Ss;                    // (NC+1,B*H,K,K), (NC+1,B*H,K,V): states at chunk starts, then the final
@@ -733,7 +733,7 @@ static size_t mn__mesa_layout(mn__mesa_ws* w, float* base, size_t B, size_t T, s
     MN__PIECE(w->T1, NCH * C * KV); MN__PIECE(w->T2, NCH * C * KV); MN__PIECE(w->T3, NCH * C * KV);
     MN__PIECE(w->T4, NCH * C * KV); MN__PIECE(w->T5, NCH * C * KV);
     MN__PIECE(w->dQ, NCH * C * K); MN__PIECE(w->dKp, NCH * C * K); MN__PIECE(w->dVp, NCH * C * V);
-    MN__PIECE(w->gp, NCH * C); MN__PIECE(w->bp, NCH * C); MN__PIECE(w->Gam, NCH * C); MN__PIECE(w->e, NCH * C);
+    MN__PIECE(w->cb, NCH * C); MN__PIECE(w->bp, NCH * C); MN__PIECE(w->Gam, NCH * C); MN__PIECE(w->e, NCH * C);
     MN__PIECE(w->eb, NCH * C); MN__PIECE(w->db, NCH * C); MN__PIECE(w->dbp, NCH * C); MN__PIECE(w->dgp, NCH * C);
     MN__PIECE(w->GamC, NCH);
     MN__PIECE(w->M, NCH * C * C); MN__PIECE(w->Mp, NCH * C * C); MN__PIECE(w->A1, NCH * C * C);
@@ -806,24 +806,43 @@ static int mn__unpack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, 
     return MN_OK;
 }
 
-// One block of 64 threads per chunk: the local cumsum b_a = sum_{i<=a} g_i (sequential, in double,
-// as the CPU), Gam_a = exp(b_a), e_a = exp(b_last - b_a), eb = e beta, GamC = exp(b_last), and
-//   Mp[a,j] = exp(b_a - b_j) (j <= a, else 0),  M[a,j] = Mp[a,j] beta_j.
-__global__ void mn__k_mesa_decay(float* Gam, float* e, float* eb, float* GamC, float* M, float* Mp, const float* gp, const float* bp) {
+// One block of 64 threads per chunk, reading g and beta in place (rows past T: 0): the local cumsum
+// b_a = sum_{i<=a} g_i (sequential, in double, as the CPU), Gam_a = exp(b_a), e_a = exp(b_last - b_a),
+// eb = e beta, GamC = exp(b_last), cb = b and bp = beta (packed), and when M != NULL
+//   Mp[a,j] = exp(b_a - b_j) (j <= a, else 0),  M[a,j] = Mp[a,j] beta_j
+// (the wgmma kernels build M and Mp from cb and bp themselves: mn__mesa_mfill, the same arithmetic).
+__global__ void mn__k_mesa_decay(float* Gam, float* e, float* eb, float* GamC, float* M, float* Mp, float* cb, float* bp, const float* g, const float* beta, unsigned B, unsigned T, unsigned H) {
     __shared__ float sb[MN__MC], sbeta[MN__MC];
-    size_t i = blockIdx.x;
+    const size_t i = blockIdx.x, BH = (size_t)B * H, n = i / BH, bh = i % BH, t = n * MN__MC + threadIdx.x;
+    const size_t src = ((bh / H) * T + t) * H + bh % H;
     int a = threadIdx.x;
-    sb[a] = gp[i * MN__MC + a]; sbeta[a] = bp[i * MN__MC + a];
+    sb[a] = t < T ? g[src] : 0.f; sbeta[a] = t < T ? beta[src] : 0.f;
+    bp[i * MN__MC + a] = sbeta[a];
     __syncthreads();
     if (a == 0) { double acc = 0; for (int r = 0; r < MN__MC; r++) { acc += sb[r]; sb[r] = (float)acc; } }
     __syncthreads();
     float ba = sb[a], bl = sb[MN__MC - 1], ea = expf(bl - ba);
+    cb[i * MN__MC + a] = ba;
     Gam[i * MN__MC + a] = expf(ba); e[i * MN__MC + a] = ea; eb[i * MN__MC + a] = ea * sbeta[a];
     if (a == 0) GamC[i] = expf(bl);
-    for (int r = 0; r < MN__MC; r++) {              // row r, column a: coalesced
+    for (int r = 0; r < MN__MC && M; r++) {         // row r, column a: coalesced
         float mp = a <= r ? expf(sb[r] - ba) : 0.f;
         Mp[(i * MN__MC + r) * MN__MC + a] = mp;
         M[(i * MN__MC + r) * MN__MC + a] = mp * sbeta[a];
+    }
+}
+// M (and Mp unless NULL) of chunk i into shared memory, row stride ld, from cb and bp, exactly as
+// mn__k_mesa_decay computes them. sb: 2C floats of shared scratch. All threads; the caller's next
+// barrier publishes the matrices.
+__device__ __forceinline__ void mn__mesa_mfill(float* sM, float* sMp, int ld, const float* cb, const float* bp, size_t i, float* sb) {
+    const int tid = threadIdx.x;
+    if (tid < MN__MC) { sb[tid] = cb[i * MN__MC + tid]; sb[MN__MC + tid] = bp[i * MN__MC + tid]; }
+    __syncthreads();
+    for (int idx = tid; idx < MN__MC * MN__MC; idx += blockDim.x) {
+        const int r = idx / MN__MC, a = idx % MN__MC;
+        const float mp = a <= r ? expf(sb[r] - sb[a]) : 0.f;
+        if (sMp) sMp[r * ld + a] = mp;
+        sM[r * ld + a] = mp * sb[MN__MC + a];
     }
 }
 
@@ -1450,7 +1469,7 @@ typedef struct mn__cg_args {
     mn__rows rhs, kk, vv;     // right-hand sides (q, or xbar in the backward), keys, values (output only)
     mn__rows xo, oo;          // solves X, and (output stage) O
     int* iters;               // (B,T,H) or NULL
-    const float *Hs, *Ss, *M, *Gam, *lamb;  // (NCH slots,K,K), (NCH slots,K,V), (NCH,C,C), (NCH,C), (H,K)
+    const float *Hs, *Ss, *cb, *bp, *Gam, *lamb;  // (NCH slots,K,K), (NCH slots,K,V), (NCH,C) x3, (H,K)
     unsigned B, H, T;
     int n_iter, fla, output;  // n_iter < 0: no solve (x = rhs)
     float stop, eps;          // squared relative residual where a row stops; fla's 1e-5 (else 0)
@@ -1483,7 +1502,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     const bool v0ok = A.rhs.all || n * C + r0 < A.T, v1ok = A.rhs.all || n * C + r1 < A.T;
 
     // ---- load the chunk: Kc and H_n to fp16, M to fp32 (16-byte loads) ----
-    const float *Hg = A.Hs + i * (size_t)K * K, *Mg = A.M + i * C * C;
+    const float* Hg = A.Hs + i * (size_t)K * K;
     const bool solve = A.n_iter >= 0;             // no solve (x = q): H_n is never read
     if (warp == 0) {
         float mx = 0.f;
@@ -1506,12 +1525,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         }
     }
     const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1];
-#pragma unroll
-    for (int idx = tid; idx < C * C / 4; idx += 256) {
-        float4 v = ((const float4*)Mg)[idx];
-        int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
-        *(float4*)&sM[row * SC + col] = v;
-    }
+    mn__mesa_mfill(sM, NULL, SC, A.cb, A.bp, i, red);   // (red is free until the first rowsum; that barrier publishes sM)
     if constexpr (WG) {                               // Kc, Kc^T (GEMM2's B) and H_n (= H_n^T) in core-matrix layout
         const int kval = A.kk.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
         mn__tile<C, K> tk;                            // both in flight at once
@@ -1702,7 +1716,7 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     mn__cg_args a;
     memset(&a, 0, sizeof a);
     a.rhs = rhs; a.kk = kk; a.vv = vv; a.xo = xo; a.oo = oo; a.iters = iters;
-    a.Hs = w->Hs; a.Ss = w->Ss; a.M = w->M; a.Gam = w->Gam; a.lamb = lamb;
+    a.Hs = w->Hs; a.Ss = w->Ss; a.cb = w->cb; a.bp = w->bp; a.Gam = w->Gam; a.lamb = lamb;
     a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
     a.n_iter = op->cg_iters; a.fla = op->fla; a.output = output;
     a.stop = op->cg_tol > 0 ? (float)(op->cg_tol * op->cg_tol) : 1.1920929e-07f * 1.1920929e-07f;
@@ -1753,7 +1767,7 @@ typedef struct mn__b2_args {
     mn__rows X, Kr, Vr, dO;                  // xs, k, v, dout
     mn__rows xbar, dKp, dv;                  // written (packed), written (packed), accumulated
     float *dbp, *dgp;                        // (NCH,C) written
-    const float *Ss, *dSe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
+    const float *Ss, *dSe, *cb, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b2_args;
 static size_t mn__b2_smem(size_t K) { return (7 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 12 * MN__MC + 32) * sizeof(float); }
@@ -1795,12 +1809,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
         mn__tile_load(tk, mn__row(A.Kr, b, h, n, 0), A.Kr.st, nval);
         mn__tile_load(td, mn__row(A.dO, b, h, n, 0), A.dO.st, nval);
         mn__tile_load(tv, mn__row(A.Vr, b, h, n, 0), A.Vr.st, nval);
-#pragma unroll
-        for (int idx = tid; idx < C * C / 4; idx += 256) {
-            int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
-            *(float4*)&sM[row * SC + col] = ((const float4*)(A.M + i * C * C))[idx];
-            *(float4*)&sMp[row * SC + col] = ((const float4*)(A.Mp + i * C * C))[idx];
-        }
+        mn__mesa_mfill(sM, sMp, SC, A.cb, A.bp, i, red);   // (the scales' barrier publishes them)
         float sc[4] = { mn__tile_max(tx), mn__tile_max(tk), mn__tile_max(td), mn__tile_max(tv) };
         mn__block_scales4(sc, misc);
         sx = sc[0]; sk = sc[1]; sd = sc[2]; sv = sc[3];
@@ -1977,7 +1986,7 @@ typedef struct mn__b5_args {
     mn__rows dq, dk;                         // accumulated (caller's layout)
     float *dbeta, *dg, *lp;                  // (B,T,H) accumulated, (B,T,H) accumulated, (NCH,K) written
     const float *dbp, *dgp;                  // (NCH,C) B2's dbeta and dg parts
-    const float *Hs, *dHe, *M, *Mp, *Gam, *e, *eb, *bp, *GamC;
+    const float *Hs, *dHe, *cb, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b5_args;
 static size_t mn__b5_smem(size_t K) { return (5 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 10 * MN__MC + 2 * K + 32) * sizeof(float); }
@@ -2015,12 +2024,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
         mn__tile_load(tx, mn__row(A.X, b, h, n, 0), A.X.st, nval);
         mn__tile_load(tq, mn__row(A.dQ, b, h, n, 0), A.dQ.st, nval);
         mn__tile_load(tk, mn__row(A.Kr, b, h, n, 0), A.Kr.st, nval);
-#pragma unroll
-        for (int idx = tid; idx < C * C / 4; idx += 256) {
-            int row = idx / (C / 4), col = (idx % (C / 4)) * 4;
-            *(float4*)&sM[row * SC + col] = ((const float4*)(A.M + i * C * C))[idx];
-            *(float4*)&sMp[row * SC + col] = ((const float4*)(A.Mp + i * C * C))[idx];
-        }
+        mn__mesa_mfill(sM, sMp, SC, A.cb, A.bp, i, red);   // (the scales' barrier publishes them)
         // dq += dQ (one adder per entry: red.add), and -colsum(dQ . X): a thread's pieces all have the
         // same 8 columns; lanes 8c' .. 8c'+7 of a warp share them, and warps w, w + 4
         float cs[8] = {};
@@ -2307,11 +2311,11 @@ static int mn__mesa_check(mn_cuda_ctx* ctx, const mn_mesa_opts* op, size_t Dk, s
     return MN_OK;
 }
 // Packs g and beta and builds the decay data (shared by the forward and the backward).
-static int mn__mesa_prepare(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* g, const float* beta, size_t B, size_t T, size_t H) {
+// mm: also the C x C decay matrices M, Mp (the cuBLAS backward reads them; the kernels build their own)
+static int mn__mesa_prepare(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* g, const float* beta, size_t B, size_t T, size_t H, int mm) {
     size_t NCH = (T + MN__MC - 1) / MN__MC * B * H;
-    MN__TRY(mn__pack(ctx, w->gp, g, B, T, H, 1));
-    MN__TRY(mn__pack(ctx, w->bp, beta, B, T, H, 1));
-    mn__k_mesa_decay<<<(unsigned)NCH, MN__MC, 0, MN__STREAM>>>(w->Gam, w->e, w->eb, w->GamC, w->M, w->Mp, w->gp, w->bp); MN__LAUNCHED();
+    mn__k_mesa_decay<<<(unsigned)NCH, MN__MC, 0, MN__STREAM>>>(w->Gam, w->e, w->eb, w->GamC, mm ? w->M : NULL, w->Mp, w->cb, w->bp, g, beta, (unsigned)B, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
     return MN_OK;
 }
 // State pass (mesa.md §2.3 step 1): H_{n+1} = GamC H_n + Kt^T Kc, S_{n+1} = GamC S_n + Kt^T Vc with
@@ -2352,7 +2356,7 @@ int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* ite
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
     mn__rows qr = mn__rows_bthd(q, T, H, K), kr = mn__rows_bthd(k, T, H, K), vr = mn__rows_bthd(v, T, H, V);
-    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
+    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H, 0));
     MN__TRY(mn__mesa_states(ctx, &w, hkk, hkv, kr, vr, B, T, H, K, V));         // step 1: states, read in place
     // the states in w (slots 0 .. NC-1) are what a backward recomputes first; with keep_states it may
     // take them (hkk/hkv are read here as the initial states and overwritten below with the final)
@@ -2388,7 +2392,7 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
     {   // B2
         mn__b2_args a;
         a.X = Xr; a.Kr = Kr; a.Vr = Vr; a.dO = dOr; a.xbar = xbar; a.dKp = dKp; a.dv = mn__rows_bthd(dv, T, H, K);
-        a.dbp = w->dbp; a.dgp = w->dgp; a.Ss = w->Ss; a.dSe = w->dSe; a.M = w->M; a.Mp = w->Mp; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
+        a.dbp = w->dbp; a.dgp = w->dgp; a.Ss = w->Ss; a.dSe = w->dSe; a.cb = w->cb; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
         a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
         mn__k_mesa_b2_wg<128><<<(unsigned)NCH, 256, mn__b2_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
     }
@@ -2401,7 +2405,7 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
         mn__b5_args a;
         a.X = Xr; a.Kr = Kr; a.dQ = dQr; a.dKp = dKp; a.dq = mn__rows_bthd(dq, T, H, K); a.dk = mn__rows_bthd(dk, T, H, K);
         a.dbeta = dbeta; a.dg = dg; a.lp = w->lp; a.dbp = w->dbp; a.dgp = w->dgp;
-        a.Hs = w->Hs; a.dHe = w->dHe; a.M = w->M; a.Mp = w->Mp; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
+        a.Hs = w->Hs; a.dHe = w->dHe; a.cb = w->cb; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
         a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
         mn__k_mesa_b5_wg<128><<<(unsigned)NCH, 256, mn__b5_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
     }
@@ -2420,13 +2424,14 @@ int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
     MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
-    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H));
+    const int fused = K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA;
+    MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H, !fused));
     // B0 (the chunk-start states) is skipped when the workspace already holds them for these inputs;
     // after B0 it holds them either way
     const uint64_t stamp = mn__mesa_stamp(work, k, v, g, beta, hkk0, hkv0, B, T, H, K, V);
     const int keep = mn__mesa_stamp_ok(ctx, work, stamp);
     mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? stamp : 0);
-    if (K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA)
+    if (fused)
         return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, lamb, hkk0, hkv0, B, T, H, K, op, keep);
     dOp = w.Qp;                                                            // q is not needed: its slot holds dout
     mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H, K);
