@@ -164,8 +164,9 @@ bench: setup $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops
 clean:
 	rm -rf $(BUILD)
 
-# ---- CUDA (optional; nvcc for sm_90, compiles on a machine without a GPU) --------------------
-# cuda/mesanet_cuda.o + mesanet_cuda_host.o: the GPU library (link both, with -lcublas);
+# ---- CUDA (optional; nvcc for sm_90a, compiles on a machine without a GPU) --------------------
+# cuda/mesanet_cuda.o + mesanet_cuda_host.o: the GPU library for sm_90a (H100/H200: the Mesa kernels use
+# wgmma), link both with -lcublas;
 # build/test_cuda: every kernel against mesanet.h in double, and with the name "model" the whole
 # GPU model (mn_cuda_model) against mn_model (run it on a GPU machine); build/bench_cuda: Mesa at
 # fla's anchor shape and the batched decode step (mn_cuda_mesa_step); build/train_cuda: a byte-level

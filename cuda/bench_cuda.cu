@@ -8,7 +8,8 @@
 // A second table times the decode step (mn_cuda_mesa_step, one layer's op: state update + solve +
 // read-out) at batch 1 and 64, H=16, K=V=128, with the paper's dynamic CG (tol 1e-4) and with
 // fla's fixed-count decode arithmetic, from states prefilled by the chunk forward over 512 tokens.
-// Usage: bench_cuda [B T H K] | bench_cuda profile  (one forward and one backward at CG 30, for ncu)
+// Usage: bench_cuda [B T H K] | bench_cuda profile [fast]  (one forward and one backward, for ncu: CG 30
+// textbook, or with "fast" fla's CG 10 with the TF32 scan and the forward's states kept)
 #include "cuda/mesanet_cuda.h"
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -158,6 +159,9 @@ int main(int argc, char** argv) {
     printf("workspace %.2f GB\n\n", wn * 4.0 / 1e9);
     if (profile) {                                   // one call of each, nothing else (ncu)
         o.cg_iters = 30;
+        if (argc > 2 && !strcmp(argv[2], "fast")) {   // the fast setting at fla's CG 10
+            o.cg_iters = 10; o.fla = 1; G.mesa_scan = MN_CUDA_SCAN_TF32; G.mesa_keep_states = 1;
+        }
         CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
         CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
         CK(mn_cuda_sync(&G));

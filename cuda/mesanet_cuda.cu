@@ -1,5 +1,5 @@
 // mesanet_cuda.cu - the CUDA translation unit of mesanet.h (see mesanet_cuda.h for the contract,
-// the precision of each stage and the supported shapes). Build: nvcc -arch=sm_90 -c (make cuda).
+// the precision of each stage and the supported shapes). Build: nvcc -gencode=arch=compute_90a,code=sm_90a -c (make cuda).
 //
 // Sections (grep for the anchor):
 //   >>cuda_util     error handling, context, memory, the row-major cuBLAS wrapper
@@ -691,13 +691,17 @@ int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_
 //   - forward, three launches besides packing g and beta: the decay data per chunk
 //     (mn__k_mesa_decay), the states at every chunk start (mn__k_mesa_scan, fp32, reading k and v
 //     in place), and one block per chunk that solves its 64 systems by CG and computes its output
-//     (mn__k_mesa_cg, fp16 tensor cores), reading q, k, v and writing out and xs in place;
+//     (mn__k_mesa_cg, fp16 tensor cores: wgmma or mma.sync), reading q, k, v and writing out and
+//     xs in place;
 //   - backward: the state gradients at every chunk end are the same scan run in reverse; the
-//     intra-chunk products (B2, B5) are strided-batched cuBLAS calls over all NC*B*H chunks at once
-//     on inputs PACKED chunk-major, (NC, B*H, C, D) with chunk i = n*B*H + b*H + h and the tail
-//     of the last chunk zero-filled, plus a few row/column kernels; the adjoint solve is the CG
-//     kernel without its output stage. States are laid out (slot, B*H, ...) so that slot n of
-//     chunk i is at offset i*(K*K) too.
+//     adjoint solve is the CG kernel without its output stage. The intra-chunk products (B2, B5):
+//     with Dk = Dv = 128 on wgmma (mn__mesa_backward_wg) one fused kernel each, reading the
+//     caller's tensors in place; otherwise strided-batched cuBLAS calls over all NC*B*H chunks at
+//     once on inputs PACKED chunk-major, (NC, B*H, C, D) with chunk i = n*B*H + b*H + h and the
+//     tail of the last chunk zero-filled, plus a few row/column kernels. States are laid out
+//     (slot, B*H, ...) so that slot n of chunk i is at offset i*(K*K) too.
+//   - with ctx->mesa_keep_states the backward skips recomputing the states (B0) when its workspace
+//     still holds them from the forward of the same inputs (a host-side stamp says so).
 // Zero padding makes the partial last chunk need no special case: a padded row has q = k = v
 // = 0, beta = 0 and g = 0, so it adds nothing to any state or product, its system has q = 0 and
 // stops at once, and its decay-gradient entries are 0 (the b_last term may sit on row C-1

@@ -1,7 +1,8 @@
 /* mesanet_cuda.h - optional CUDA translation unit for mesanet.h (same model, same op contracts)
 
    WHAT THIS IS
-     GPU versions of mesanet.h's ops for an NVIDIA Hopper GPU (built for sm_90). Every launcher
+     GPU versions of mesanet.h's ops for an NVIDIA Hopper GPU (built for sm_90a: the Mesa kernels
+     use Hopper's warpgroup MMA, wgmma, and run on H100/H200 only). Every launcher
      mirrors the CPU op of the same name in mesanet.h: `mn_cuda_<op>` takes a context first, then
      exactly the CPU arguments, with every tensor pointer a DEVICE pointer to float. Backward ops
      accumulate (+=) into their gradients, as on the CPU. Compile cuda/mesanet_cuda.cu once with
@@ -30,25 +31,37 @@
      - Elementwise, norm, loss and optimizer kernels: fp32 storage, fp32 arithmetic; row sums of
        squares and the AdamW update in fp32/fp64 as the CPU op does (double where the CPU op uses
        double and it costs nothing: AdamW, the gradient norm). Memory-bound, so precision is free.
-     - Projections (mn_cuda_matmul_*) and the Mesa backward's batched per-chunk products go through
-       cuBLAS in fp32 (ctx->math = MN_CUDA_MATH_FP32, the default: results agree with the CPU to
-       float rounding) or TF32 tensor cores (MN_CUDA_MATH_TF32: inputs rounded to 10 mantissa
-       bits, ~3e-4 relative, 7x the rate on an H200).
+     - Projections (mn_cuda_matmul_*) go through cuBLAS in fp32 (ctx->math = MN_CUDA_MATH_FP32,
+       the default: results agree with the CPU to float rounding) or TF32 tensor cores
+       (MN_CUDA_MATH_TF32: inputs rounded to 10 mantissa bits, ~3e-4 relative, 7x the rate on an
+       H200); so do the Mesa backward's per-chunk products on the mma.sync path (below).
      - Mesa states H_n, S_n and their gradients: fp32 in memory (fla keeps them in fp16/bf16, which
        issue #1187 ties to NaNs in training; mesa.md §2.5 recommends fp32). The chunk scan's products
        run on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3, the default): each
        fp32 operand is split into a TF32 head and a TF32 tail, and head*head + head*tail + tail*head
        is accumulated in fp32, which keeps fp32-level accuracy (~1e-7 relative per product, the
-       tail*tail term ~2^-22 being dropped); MN_CUDA_SCAN_FFMA is the plain fp32-FMA scan.
+       tail*tail term ~2^-22 being dropped); MN_CUDA_SCAN_FFMA is the plain fp32-FMA scan;
+       MN_CUDA_SCAN_TF32 the plain TF32 one (states ~1e-4 relative, a third of the products: the
+       fast setting, enough where the states only feed fp16 products, as on the wgmma path).
      - Mesa decode step (mn_cuda_mesa_step): fp32 throughout (states, CG, read-out), like fla's
        decode kernel; one thread block per (sequence, head), the K x K state in registers.
      - The Mesa CG solve (the op's hot loop, n_cg x (4CK + 2K^2) flops per token and head) and the
-       forward's output stage: fp16 tensor cores (mma.sync m16n8k16, fp32 accumulation) for the
-       three products of A(P), like fla's Triton kernel; x, r, p, alpha, delta and the lambda term
-       stay fp32 in registers. Unlike fla, every row of P (and of X) is scaled by a power of two
-       near 1/||p|| before the fp16 cast, and H_n, S_n and the chunk's v by one that brings their
-       largest entry to <= 1, so the shrinking CG directions never underflow fp16 and large
-       states never overflow it; the scales are exact and are undone in fp32.
+       forward's output stage: fp16 tensor cores, fp32 accumulation, for the three products of
+       A(P), like fla's Triton kernel (which gets Hopper's wgmma from Triton): with Dk = 128 by
+       wgmma (ctx->mesa_cg = MN_CUDA_CG_WGMMA, the default; B operands read by the tensor cores
+       straight from shared memory, the C x C product fed to the next as register fragments),
+       otherwise (and with MN_CUDA_CG_MMA) by mma.sync m16n8k16; same arithmetic, same results to
+       fp32 rounding. x, r, p, alpha, delta and the lambda term stay fp32 in registers. Unlike
+       fla, every row of P (and of X) is scaled by a power of two near 1/||p|| before the fp16
+       cast, and H_n, S_n and the chunk's v by one that brings their largest entry to <= 1, so
+       the shrinking CG directions never underflow fp16 and large states never overflow it; the
+       scales are exact and are undone in fp32.
+     - The Mesa backward with Dk = Dv = 128 on the wgmma path: two fused kernels (B2 before the
+       adjoint solve, B5 after it, mesa.md §3.2) do all ~14 per-chunk products on the fp16 tensor
+       cores, each operand times its own power-of-two scale, everything else in fp32 (gradients
+       ~5e-4 relative RMS against the float64 CPU, fla's test bar 0.008); nothing is packed and
+       no per-chunk temporary goes through memory. The mma.sync path keeps the cuBLAS products
+       (fp32 or TF32 by ctx->math) and row kernels, ~2e-4.
 
    SUPPORTED SHAPES (Mesa): chunk forward/backward: Dk == Dv in {64, 128}, chunk 64, solver CG with
      x0 = 0 (opts.jacobi = 0), fixed count or relative tolerance, fla's epsilons or textbook CG,
