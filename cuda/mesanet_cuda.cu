@@ -995,83 +995,107 @@ __device__ __forceinline__ void mn__cp_commit(void) { asm volatile("cp.async.com
 template <int N> __device__ __forceinline__ void mn__cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
 __device__ __forceinline__ void mn__cp_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-#define MN__SLD 72          // row stride (floats) of the scan's shared tiles: fragment loads hit 32 distinct banks
 #define MN__SST 3           // pipeline stages
-#define MN__STILE (MN__MC * MN__SLD)
-#define MN__SSTRIDE (2 * MN__STILE + MN__MC + 4)   // one stage: Y tile, Z tile, w (C), GamC (+pad), floats
-static size_t mn__scan_tc_smem(void) { return (size_t)MN__SST * MN__SSTRIDE * sizeof(float); }
+// One stage of the W-wide scan: the Y tile (C x 64W, row stride 64W + 8: fragment loads hit 32
+// distinct banks), the Z tile (same), w (C), GamC (+pad), floats
+template <int W> __host__ __device__ constexpr int mn__scan_sld(void) { return 64 * W + 8; }
+template <int W> __host__ __device__ constexpr int mn__scan_stage(void) { return 2 * MN__MC * mn__scan_sld<W>() + MN__MC + 4; }
+template <int W> static size_t mn__scan_tc_smem(void) { return (size_t)MN__SST * mn__scan_stage<W>() * sizeof(float); }
 
 // X3 = false: plain TF32 (one product per fragment pair, operands rounded to 10 mantissa bits).
-template <bool REV, bool X3>
-__global__ void __launch_bounds__(256, 2) mn__k_mesa_scan_tc(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
+// W: the block's tile is 64W x 64W (W = 1: 2 blocks per SM; W = 2: one block, k read once for H).
+// Warp w owns rows 16W (w%4) .. +16W-1 (W m-tiles) and columns 32W (w/4) .. +32W-1 (4W n-tiles).
+// When a job's Y and Z are the same rows at the same offset (H = sum w k k^T over a diagonal
+// tile), only Z is copied and Y's fragments are read from it.
+template <bool REV, bool X3, int W>
+__global__ void __launch_bounds__(256, 3 - W) mn__k_mesa_scan_tc(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
+    constexpr int TW = 64 * W, SLD = mn__scan_sld<W>(), STILE = MN__MC * SLD, SSTR = mn__scan_stage<W>();
     extern __shared__ __align__(16) unsigned char mn__smem[];
-    float* sbase = (float*)mn__smem;               // stage s at sbase + s * SSTRIDE
+    float* sbase = (float*)mn__smem;               // stage s at sbase + s * SSTR
     const mn__scan_job J = blockIdx.z ? j1 : j0;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2, gq = lane >> 2, t4 = lane & 3, N = J.N;
-    const int r0 = (int)(blockIdx.x / (N / 64)) * 64, c0 = (int)(blockIdx.x % (N / 64)) * 64;
+    const int r0 = (int)(blockIdx.x / (N / TW)) * TW, c0 = (int)(blockIdx.x % (N / TW)) * TW;
+    const bool same = r0 == c0 && J.Y.p == J.Z.p && J.Y.sb == J.Z.sb && J.Y.sh == J.Z.sh && J.Y.sn == J.Z.sn && J.Y.st == J.Z.st;
     const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC, E = (size_t)K * N;
-    // this thread's accumulator entries: rows r0 + 16 wm + gq (+8), columns c0 + 32 wn + 8 j + 2 t4 (+1)
-    const size_t base = bh * E + (size_t)(r0 + 16 * wm + gq) * N + c0 + 32 * wn + 2 * t4, off8 = (size_t)8 * N;
+    // this thread's accumulator entries: rows r0 + 16W wm + 16 mi + gq (+8), columns c0 + 32W wn + 8 j + 2 t4 (+1)
+    const size_t base = bh * E + (size_t)(r0 + TW / 4 * wm + gq) * N + c0 + TW / 2 * wn + 2 * t4, off8 = (size_t)8 * N;
     // chunks in processing order: forward 0 .. NC-1; reverse NC-1 down to 1 (or 0 when the
     // initial-state gradient is wanted)
     const long count = REV ? (long)NC - (J.out0 ? 0 : 1) : (long)NC;
-    float acc[4][4];
+    float acc[W][4 * W][4];
 #pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 u = make_float2(0.f, 0.f), u8 = u;
-        if (J.init) { u = *(const float2*)(J.init + base + 8 * j); u8 = *(const float2*)(J.init + base + off8 + 8 * j); }
-        acc[j][0] = u.x; acc[j][1] = u.y; acc[j][2] = u8.x; acc[j][3] = u8.y;
-    }
+    for (int mi = 0; mi < W; mi++)
+#pragma unroll
+        for (int j = 0; j < 4 * W; j++) {
+            const size_t at = base + (size_t)16 * mi * N + 8 * j;
+            float2 u = make_float2(0.f, 0.f), u8 = u;
+            if (J.init) { u = *(const float2*)(J.init + at); u8 = *(const float2*)(J.init + at + off8); }
+            acc[mi][j][0] = u.x; acc[mi][j][1] = u.y; acc[mi][j][2] = u8.x; acc[mi][j][3] = u8.y;
+        }
     auto chunk = [&](long s) -> size_t { return REV ? NC - 1 - (size_t)s : (size_t)s; };
     auto issue = [&](long s) {                     // chunk s's tiles, weights and GamC into stage s % SST
         if (s < count) {
             const size_t n = chunk(s);
-            float* st = sbase + (s % MN__SST) * MN__SSTRIDE;
+            float* st = sbase + (s % MN__SST) * SSTR;
 #pragma unroll
-            for (int m = 0; m < 4; m++) {
-                const int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
+            for (int m = 0; m < 4 * W; m++) {
+                const int idx = tid + 256 * m, a = idx / (TW / 4), c4 = (idx % (TW / 4)) * 4;
                 const bool ok = n * MN__MC + a < T;   // rows past T: zero-filled, nothing read
-                mn__cp16z(st + a * MN__SLD + c4, mn__row(J.Y, b, h, n, ok ? a : 0) + r0 + c4, ok);
-                mn__cp16z(st + MN__STILE + a * MN__SLD + c4, mn__row(J.Z, b, h, n, ok ? a : 0) + c0 + c4, ok);
+                if (!same) mn__cp16z(st + a * SLD + c4, mn__row(J.Y, b, h, n, ok ? a : 0) + r0 + c4, ok);
+                mn__cp16z(st + STILE + a * SLD + c4, mn__row(J.Z, b, h, n, ok ? a : 0) + c0 + c4, ok);
             }
-            if (tid < MN__MC / 4) mn__cp16z(st + 2 * MN__STILE + 4 * tid, w + (n * BH + bh) * MN__MC + 4 * tid, true);
-            else if (tid == MN__MC / 4) mn__cp4(st + 2 * MN__STILE + MN__MC, GamC + n * BH + bh);
+            if (tid < MN__MC / 4) mn__cp16z(st + 2 * STILE + 4 * tid, w + (n * BH + bh) * MN__MC + 4 * tid, true);
+            else if (tid == MN__MC / 4) mn__cp4(st + 2 * STILE + MN__MC, GamC + n * BH + bh);
         }
         mn__cp_commit();                           // an empty group past the end keeps the count uniform
     };
     auto store = [&](float* dst) {
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            *(float2*)(dst + base + 8 * j) = make_float2(acc[j][0], acc[j][1]);
-            *(float2*)(dst + base + off8 + 8 * j) = make_float2(acc[j][2], acc[j][3]);
-        }
+        for (int mi = 0; mi < W; mi++)
+#pragma unroll
+            for (int j = 0; j < 4 * W; j++) {
+                float* o = dst + base + (size_t)16 * mi * N + 8 * j;
+                *(float2*)o = make_float2(acc[mi][j][0], acc[mi][j][1]);
+                *(float2*)(o + off8) = make_float2(acc[mi][j][2], acc[mi][j][3]);
+            }
     };
     auto compute = [&](const float* st) {          // acc = GamC acc + (w Y)^T Z over the chunk's 64 tokens
-        const float *sY = st, *sZ = st + MN__STILE, *sw = st + 2 * MN__STILE;
+        const float *sZ = st + STILE, *sY = same ? sZ : st, *sw = st + 2 * STILE;
         const float gc = sw[MN__MC];
 #pragma unroll
-        for (int j = 0; j < 4; j++) { acc[j][0] *= gc; acc[j][1] *= gc; acc[j][2] *= gc; acc[j][3] *= gc; }
+        for (int mi = 0; mi < W; mi++)
+#pragma unroll
+            for (int j = 0; j < 4 * W; j++) { acc[mi][j][0] *= gc; acc[mi][j][1] *= gc; acc[mi][j][2] *= gc; acc[mi][j][3] *= gc; }
 #pragma unroll
         for (int ks = 0; ks < MN__MC / 8; ks++) {
-            const int k0 = 8 * ks + t4, m0 = 16 * wm + gq;
+            const int k0 = 8 * ks + t4;
             const float w0 = wsign * sw[k0], w1 = wsign * sw[k0 + 4];
             // A fragment (row m, col t): a0 (gq, t4), a1 (gq+8, t4), a2 (gq, t4+4), a3 (gq+8, t4+4)
-            uint32_t ah[4], al[4];
-            const float a4[4] = { w0 * sY[k0 * MN__SLD + m0], w0 * sY[k0 * MN__SLD + m0 + 8], w1 * sY[(k0 + 4) * MN__SLD + m0], w1 * sY[(k0 + 4) * MN__SLD + m0 + 8] };
+            uint32_t ah[W][4], al[W][4];
 #pragma unroll
-            for (int e = 0; e < 4; e++) { if (X3) mn__split(a4[e], ah[e], al[e]); else ah[e] = mn__tf32(a4[e]); }
+            for (int mi = 0; mi < W; mi++) {
+                const int m0 = TW / 4 * wm + 16 * mi + gq;
+                const float a4[4] = { w0 * sY[k0 * SLD + m0], w0 * sY[k0 * SLD + m0 + 8], w1 * sY[(k0 + 4) * SLD + m0], w1 * sY[(k0 + 4) * SLD + m0 + 8] };
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const int n0 = 32 * wn + 8 * j + gq;   // B fragment: b0 (t4, gq), b1 (t4+4, gq)
+                for (int e = 0; e < 4; e++) { if (X3) mn__split(a4[e], ah[mi][e], al[mi][e]); else ah[mi][e] = mn__tf32(a4[e]); }
+            }
+#pragma unroll
+            for (int j = 0; j < 4 * W; j++) {
+                const int n0 = TW / 2 * wn + 8 * j + gq;   // B fragment: b0 (t4, gq), b1 (t4+4, gq)
                 if (X3) {
                     uint32_t bh0, bl0, bh1, bl1;
-                    mn__split(sZ[k0 * MN__SLD + n0], bh0, bl0);
-                    mn__split(sZ[(k0 + 4) * MN__SLD + n0], bh1, bl1);
-                    mn__mma_tf32(acc[j], al, bh0, bh1);  // small terms first
-                    mn__mma_tf32(acc[j], ah, bl0, bl1);
-                    mn__mma_tf32(acc[j], ah, bh0, bh1);
+                    mn__split(sZ[k0 * SLD + n0], bh0, bl0);
+                    mn__split(sZ[(k0 + 4) * SLD + n0], bh1, bl1);
+#pragma unroll
+                    for (int mi = 0; mi < W; mi++) {
+                        mn__mma_tf32(acc[mi][j], al[mi], bh0, bh1);  // small terms first
+                        mn__mma_tf32(acc[mi][j], ah[mi], bl0, bl1);
+                        mn__mma_tf32(acc[mi][j], ah[mi], bh0, bh1);
+                    }
                 } else {
-                    mn__mma_tf32(acc[j], ah, mn__tf32(sZ[k0 * MN__SLD + n0]), mn__tf32(sZ[(k0 + 4) * MN__SLD + n0]));
+                    const uint32_t b0 = mn__tf32(sZ[k0 * SLD + n0]), b1 = mn__tf32(sZ[(k0 + 4) * SLD + n0]);
+#pragma unroll
+                    for (int mi = 0; mi < W; mi++) mn__mma_tf32(acc[mi][j], ah[mi], b0, b1);
                 }
             }
         }
@@ -1085,18 +1109,21 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_scan_tc(mn__scan_job j0, mn
         issue(s + MN__SST - 1);                    // refills stage (s-1) % SST
         const size_t n = chunk(s);
         if (!REV) store(J.S + n * BH * E);         // the state entering chunk n
-        compute(sbase + (s % MN__SST) * MN__SSTRIDE);
+        compute(sbase + (s % MN__SST) * SSTR);
         if (REV) {
             if (n >= 1) store(J.S + (n - 1) * BH * E);
             else {
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float2* o0 = (float2*)(J.out0 + base + 8 * j);
-                    float2* o8 = (float2*)(J.out0 + base + off8 + 8 * j);
-                    float2 u = *o0, u8 = *o8;
-                    *o0 = make_float2(u.x + acc[j][0], u.y + acc[j][1]);
-                    *o8 = make_float2(u8.x + acc[j][2], u8.y + acc[j][3]);
-                }
+                for (int mi = 0; mi < W; mi++)
+#pragma unroll
+                    for (int j = 0; j < 4 * W; j++) {
+                        const size_t at = base + (size_t)16 * mi * N + 8 * j;
+                        float2* o0 = (float2*)(J.out0 + at);
+                        float2* o8 = (float2*)(J.out0 + at + off8);
+                        float2 u = *o0, u8 = *o8;
+                        *o0 = make_float2(u.x + acc[mi][j][0], u.y + acc[mi][j][1]);
+                        *o8 = make_float2(u8.x + acc[mi][j][2], u8.y + acc[mi][j][3]);
+                    }
             }
         }
     }
@@ -1104,33 +1131,41 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_scan_tc(mn__scan_job j0, mn
     mn__cp_wait_all();                             // no copy outlives the block
 }
 
+template <bool REV, bool X3, int W>
+static int mn__scan_tc_launch(mn_cuda_ctx* ctx, dim3 grid, const mn__scan_job& j0, const mn__scan_job& j1, const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
+    static int attr = 0;
+    const size_t smem = mn__scan_tc_smem<W>();
+    if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<REV, X3, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+    mn__k_mesa_scan_tc<REV, X3, W><<<grid, 256, smem, MN__STREAM>>>(j0, j1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+    MN__LAUNCHED();
+    return MN_OK;
+}
 // Launches the scan (forward or reverse) for up to two states at once (j1 NULL: one), on the
-// kernel ctx->mesa_scan selects.
+// kernel ctx->mesa_scan selects. Two states with sizes multiples of 128 (the forward's H and S)
+// take the 128 x 128 tiles: 2 B H blocks, one wave at the anchor shape, k read once for H;
+// otherwise 64 x 64 tiles, two blocks per SM.
 static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, const mn__scan_job* j1, const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
     if (K % 64 || j0->N % 64 || (j1 && (j1->N % 64 || j1->N != j0->N))) return mn__fail(ctx, MN_ERR_CONFIG, "mesa scan", "state sizes must be multiples of 64", __LINE__);
-    dim3 grid((unsigned)((K / 64) * (j0->N / 64)), (unsigned)(B * H), j1 ? 2 : 1);
+    const int W = j1 && K % 128 == 0 && j0->N % 128 == 0 && ctx->mesa_scan != MN_CUDA_SCAN_FFMA ? 2 : 1;
+    dim3 grid((unsigned)((K / (64 * W)) * (j0->N / (64 * W))), (unsigned)(B * H), j1 ? 2 : 1);
     const mn__scan_job& J1 = j1 ? *j1 : *j0;
     if (ctx->mesa_scan == MN_CUDA_SCAN_FFMA) {
         if (reverse) mn__k_mesa_scan<true><<<grid, 256, 0, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
         else mn__k_mesa_scan<false><<<grid, 256, 0, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-    } else {
-        static int attr = 0;
-        size_t smem = mn__scan_tc_smem();
-        if (!attr) {
-            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<true, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<false, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            attr = 1;
-        }
-        const bool x3 = ctx->mesa_scan != MN_CUDA_SCAN_TF32;
-        if (reverse && x3) mn__k_mesa_scan_tc<true, true><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-        else if (x3) mn__k_mesa_scan_tc<false, true><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-        else if (reverse) mn__k_mesa_scan_tc<true, false><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-        else mn__k_mesa_scan_tc<false, false><<<grid, 256, smem, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+        MN__LAUNCHED();
+        return MN_OK;
     }
-    MN__LAUNCHED();
-    return MN_OK;
+    const bool x3 = ctx->mesa_scan != MN_CUDA_SCAN_TF32;
+    switch ((reverse ? 4 : 0) + (x3 ? 2 : 0) + (W == 2)) {
+    case 0: return mn__scan_tc_launch<false, false, 1>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    case 1: return mn__scan_tc_launch<false, false, 2>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    case 2: return mn__scan_tc_launch<false, true, 1>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    case 3: return mn__scan_tc_launch<false, true, 2>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    case 4: return mn__scan_tc_launch<true, false, 1>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    case 5: return mn__scan_tc_launch<true, false, 2>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    case 6: return mn__scan_tc_launch<true, true, 1>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    default: return mn__scan_tc_launch<true, true, 2>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
+    }
 }
 
 // ---- the batched CG solve: one thread block (8 warps) per chunk ------------------------------
@@ -1759,6 +1794,30 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
 //   dv  += (Sx . M)^T dO + diag(e beta) Kc dSe
 //   db_a = Gam_a x_a . T1_a + sum_j E[a,j] - sum_a' E[a',a] - w_a,  w_a = e_a beta_a (Kc dSe)_a . v_a,
 //   db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)          (mesa.md §3.2, B2)
+// The second phase of B2 and B5: the chunk-end state gradient G (K x K fp32 at src) replaces the
+// state's fp16 copy in sSt (scale s_old), and f += <state, G> is taken from that copy on the way;
+// G goes to sSt (rows k) and G^T to sGt (2 K x K halfs over two C x K operands). Returns G's scale.
+// All threads; ends with the async-proxy fence and a barrier.
+template <int K>
+__device__ __forceinline__ float mn__mesa_grad_swap(__half* sSt, __half* sGt, const float* src, float s_old, float& f, float* misc) {
+    mn__tile<K, K> tg;
+    mn__tile_load(tg, src, K, K);
+    float fp = 0.f;
+#pragma unroll
+    for (int m = 0; m < K * K / 2048; m++) {
+        int r, c; mn__tile_at<K>(m, r, c);
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) { float2 u = mn__cm2(sSt, r, c + e, K); fp += u.x * tg.v[m][e] + u.y * tg.v[m][e + 1]; }
+    }
+    f += fp / s_old;
+    float sc[4] = { mn__tile_max(tg), 0.f, 0.f, 0.f };
+    mn__block_scales4(sc, misc);             // its barrier: every read of sSt is done
+    mn__tile_store(tg, sSt, sc[0]); mn__tile_store_t(tg, sGt, sc[0]);
+    mn__fence_async();
+    __syncthreads();
+    return sc[0];
+}
+
 // The chunk's last decay-gradient terms, then in place sdb_t <- sum_{s>=t} sdb_s (its share of dg):
 // db[C-1] += last + sum w (one thread).
 __device__ __forceinline__ void mn__mesa_db_revcum(float* sdb, const float* sw, float last) {
@@ -1914,24 +1973,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
         sdk[((4 * j + 0) << 8) + tid] = be0 * acc[j][0]; sdk[((4 * j + 1) << 8) + tid] = be0 * acc[j][1];
         sdk[((4 * j + 2) << 8) + tid] = be1 * acc[j][2]; sdk[((4 * j + 3) << 8) + tid] = be1 * acc[j][3];
     }
-    float sg;
-    {
-        mn__tile<K, K> tg;
-        mn__tile_load(tg, dS, K, K);
-#pragma unroll
-        for (int m = 0; m < K * K / 2048; m++) {
-            int r, c; mn__tile_at<K>(m, r, c);
-#pragma unroll
-            for (int e = 0; e < 8; e += 2) { float2 u = mn__cm2(sS, r, c + e, K); f += u.x * tg.v[m][e] + u.y * tg.v[m][e + 1]; }
-        }
-        f /= ss;
-        float sc[4] = { mn__tile_max(tg), 0.f, 0.f, 0.f };
-        mn__block_scales4(sc, misc);         // its barrier: every read of sS is done
-        sg = sc[0];
-        mn__tile_store(tg, sS, sg); mn__tile_store_t(tg, sXt, sg);
-    }
-    mn__fence_async();
-    __syncthreads();
+    const float sg = mn__mesa_grad_swap<K>(sS, sXt, dS, ss, f, misc);
     mn__wg_fence();
     mn__wg_abt<K>(acc, sV, sS, KH * wn, 0); mn__wg_commit();    // T3 = Vc dSe^T (scaled sv sg)
     mn__wg_abt<K>(ca, sK, sXt, KH * wn, 0); mn__wg_commit();    // T4 = Kc dSe (scaled sk sg)
@@ -2122,29 +2164,15 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
         cb[j][2] = be1 * t2 - cb[j][2] * u; cb[j][3] = be1 * t3 - cb[j][3] * u;
     }
     // dHe (rows k') and dHe^T replace H_n and X^T, dQ^T; <H_n, dHe> from H_n's fp16 copy on the way
-    float f = 0.f, sg;
+    float f = 0.f;
     __syncthreads();                         // both warpgroups are past their reads of sH, sXt, sQt
     float2 dkp[8][2];                        // B2's dk part, read with the dHe tile (one round trip)
     {
         const float *p0 = mn__row(A.dKp, b, h, n, r0), *p1 = mn__row(A.dKp, b, h, n, r1);
 #pragma unroll
         for (int j = 0; j < 8; j++) { dkp[j][0] = *(const float2*)(p0 + KH * wn + 8 * j + qc); dkp[j][1] = *(const float2*)(p1 + KH * wn + 8 * j + qc); }
-        mn__tile<K, K> tg;
-        mn__tile_load(tg, dH, K, K);
-#pragma unroll
-        for (int m = 0; m < K * K / 2048; m++) {
-            int r, c; mn__tile_at<K>(m, r, c);
-#pragma unroll
-            for (int e = 0; e < 8; e += 2) { float2 v2 = mn__cm2(sH, r, c + e, K); f += v2.x * tg.v[m][e] + v2.y * tg.v[m][e + 1]; }
-        }
-        f /= sh;
-        float sc[4] = { mn__tile_max(tg), 0.f, 0.f, 0.f };
-        mn__block_scales4(sc, misc);         // its barrier: every read of sH is done
-        sg = sc[0];
-        mn__tile_store(tg, sH, sg); mn__tile_store_t(tg, sXt, sg);
     }
-    mn__fence_async();
-    __syncthreads();
+    const float sg = mn__mesa_grad_swap<K>(sH, sXt, dH, sh, f, misc);
     mn__wg_fence();
     mn__wg_abt<K>(acc, sK, sH, KH * wn, 0); mn__wg_commit();    // Kc dHe^T (scaled sk sg)
     mn__wg_abt<K>(ca, sK, sXt, KH * wn, 0); mn__wg_commit();    // Kc dHe   (scaled sk sg)
