@@ -1356,6 +1356,23 @@ __device__ __forceinline__ void mn__wg_frags(uint32_t (&af)[MN__MC / 16][4], con
         }
     }
 }
+// q0, q1 += sign * this thread's part of rows r0, r1 of sum_j a[r][j] W[r][j] c[r][j] (a, c 64 x 64
+// accumulators; W (C,ld) fp32 in shared memory, or its transpose when TW): the row sums of E
+// (TW = false) or of E^T, i.e. E's column sums (TW = true), before the quad reduction
+template <bool TW>
+__device__ __forceinline__ void mn__wg_rowdot3(float& q0, float& q1, const float (&a)[8][4], const float (&c)[8][4], const float* sW, int ld, int r0, int r1, int qc, float sign) {
+    float u0 = 0.f, u1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int col = 8 * j + qc;
+        float2 m0, m1;
+        if (TW) { m0 = make_float2(sW[col * ld + r0], sW[(col + 1) * ld + r0]); m1 = make_float2(sW[col * ld + r1], sW[(col + 1) * ld + r1]); }
+        else { m0 = *(const float2*)&sW[r0 * ld + col]; m1 = *(const float2*)&sW[r1 * ld + col]; }
+        u0 += a[j][0] * m0.x * c[j][0] + a[j][1] * m0.y * c[j][1];
+        u1 += a[j][2] * m1.x * c[j][2] + a[j][3] * m1.y * c[j][3];
+    }
+    q0 += sign * u0; q1 += sign * u1;
+}
 // wait for all but N groups, then pin the accumulators
 template <int N> __device__ __forceinline__ void mn__wg_done(float (&d)[8][4]) { mn__wg_wait<N>(); mn__wg_pin(d); }
 
@@ -1794,6 +1811,20 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
 //   dv  += (Sx . M)^T dO + diag(e beta) Kc dSe
 //   db_a = Gam_a x_a . T1_a + sum_j E[a,j] - sum_a' E[a',a] - w_a,  w_a = e_a beta_a (Kc dSe)_a . v_a,
 //   db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)          (mesa.md §3.2, B2)
+// A K x K state (fp32 at src) into fp16 shared memory (core-matrix layout, rows k) times its own
+// power-of-two scale, which it returns. All threads; ends with the async-proxy fence and a barrier.
+template <int K>
+__device__ __forceinline__ float mn__mesa_state_load(__half* dst, const float* src, float* misc) {
+    mn__tile<K, K> t;
+    mn__tile_load(t, src, K, K);
+    float sc[4] = { mn__tile_max(t), 0.f, 0.f, 0.f };
+    __syncthreads();                         // misc free again
+    mn__block_scales4(sc, misc);
+    mn__tile_store(t, dst, sc[0]);
+    mn__fence_async();
+    __syncthreads();
+    return sc[0];
+}
 // The second phase of B2 and B5: the chunk-end state gradient G (K x K fp32 at src) replaces the
 // state's fp16 copy in sSt (scale s_old), and f += <state, G> is taken from that copy on the way;
 // G goes to sSt (rows k) and G^T to sGt (2 K x K halfs over two C x K operands). Returns G's scale.
@@ -1881,17 +1912,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
         mn__tile_store(td, sD, sd); mn__tile_store_t(td, sDt, sd);
         mn__tile_store(tv, sV, sv);
     }
-    {
-        mn__tile<K, K> ts;
-        mn__tile_load(ts, Sn, K, K);
-        float sc[4] = { mn__tile_max(ts), 0.f, 0.f, 0.f };
-        __syncthreads();                                  // misc free again
-        mn__block_scales4(sc, misc);
-        ss = sc[0];
-        mn__tile_store(ts, sS, ss);
-    }
-    mn__fence_async();
-    __syncthreads();
+    ss = mn__mesa_state_load<K>(sS, Sn, misc);
     float q[NQ][2] = {};                     // row sums: Gam x.T1, T2.k, e T3.k, w, and (half 0) E rows - E columns
 
     // Sx, Do (scaled sx sk, sd sv) -> row sums of E; fp16(Do . M) for xbar
@@ -1903,13 +1924,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     mn__wg_abt<K>(acc, sD, sS, KH * wn, 0); mn__wg_commit();   // T1 (scaled sd ss), this half's columns
     mn__wg_done<1>(ca); mn__wg_pin(cb);
     const float eu = 1.f / (sx * sk * sd * sv);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int col = 8 * j + qc;
-        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
-        q[4][0] += ca[j][0] * m0.x * cb[j][0] + ca[j][1] * m0.y * cb[j][1];
-        q[4][1] += ca[j][2] * m1.x * cb[j][2] + ca[j][3] * m1.y * cb[j][3];
-    }
+    mn__wg_rowdot3<false>(q[4][0], q[4][1], ca, cb, sM, SC, r0, r1, qc, 1.f);
     mn__wg_frags<false>(af, cb, sM, SC, r0, r1, qc);
     // xbar = Gam T1 + (Do . M) Kc, to the scale sd sv sk of the second term; the db term Gam x . T1
     // (x from its fp16 copy)
@@ -1940,12 +1955,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
         }
     }
     mn__wg_done<0>(ca); mn__wg_pin(cb);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int col = 8 * j + qc;
-        q[4][0] -= ca[j][0] * sM[col * SC + r0] * cb[j][0] + ca[j][1] * sM[(col + 1) * SC + r0] * cb[j][1];
-        q[4][1] -= ca[j][2] * sM[col * SC + r1] * cb[j][2] + ca[j][3] * sM[(col + 1) * SC + r1] * cb[j][3];
-    }
+    mn__wg_rowdot3<true>(q[4][0], q[4][1], ca, cb, sM, SC, r0, r1, qc, -1.f);
     q[4][0] *= eu; q[4][1] *= eu;
     mn__wg_frags<true>(af, cb, sMp, SC, r0, r1, qc);     // (Do . Mp)^T, scaled sv sd
     mn__wg_frags<true>(ag, ca, sM, SC, r0, r1, qc);      // (Sx . M)^T, scaled sk sx
@@ -2097,17 +2107,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
         mn__tile_store(tk, sK, sk);
         if (tid < K) A.lp[i * K + tid] = slp[tid] + slp[K + tid];
     }
-    {
-        mn__tile<K, K> th;
-        mn__tile_load(th, Hn, K, K);
-        float sc[4] = { mn__tile_max(th), 0.f, 0.f, 0.f };
-        __syncthreads();                     // misc free again
-        mn__block_scales4(sc, misc);
-        sh = sc[0];
-        mn__tile_store(th, sH, sh);
-    }
-    mn__fence_async();
-    __syncthreads();
+    sh = mn__mesa_state_load<K>(sH, Hn, misc);
     float q[NQ][2] = {};                     // row sums: E rows - E columns (half 0), Gam dq.(X H^T), dKb.k, w
 
     float ca[8][4], cb[8][4], acc[8][4];
@@ -2118,13 +2118,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     mn__wg_abt<K>(acc, sX, sH, KH * wn, 0); mn__wg_commit();   // X H_n^T (scaled sx sh), this half's columns
     mn__wg_done<1>(ca); mn__wg_pin(cb);
     const float eu = 1.f / (sx * sk * sq * sk);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int col = 8 * j + qc;
-        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
-        q[0][0] += ca[j][0] * m0.x * cb[j][0] + ca[j][1] * m0.y * cb[j][1];
-        q[0][1] += ca[j][2] * m1.x * cb[j][2] + ca[j][3] * m1.y * cb[j][3];
-    }
+    mn__wg_rowdot3<false>(q[0][0], q[0][1], ca, cb, sM, SC, r0, r1, qc, 1.f);
     mn__wg_done<0>(acc);
     {
 #pragma unroll
@@ -2140,12 +2134,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     mn__wg_abt<K>(ca, sK, sX, 0, 0); mn__wg_commit();
     mn__wg_abt<K>(cb, sK, sQ, 0, 0); mn__wg_commit();
     mn__wg_done<0>(ca); mn__wg_pin(cb);
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int col = 8 * j + qc;
-        q[0][0] -= ca[j][0] * sM[col * SC + r0] * cb[j][0] + ca[j][1] * sM[(col + 1) * SC + r0] * cb[j][1];
-        q[0][1] -= ca[j][2] * sM[col * SC + r1] * cb[j][2] + ca[j][3] * sM[(col + 1) * SC + r1] * cb[j][3];
-    }
+    mn__wg_rowdot3<true>(q[0][0], q[0][1], ca, cb, sM, SC, r0, r1, qc, -1.f);
     q[0][0] *= eu; q[0][1] *= eu;
     mn__wg_frags<true>(af, cb, sMp, SC, r0, r1, qc);     // (Dq . Mp)^T, scaled sk sq
     mn__wg_frags<true>(ag, ca, sM, SC, r0, r1, qc);      // (Sx . M)^T, scaled sk sx
