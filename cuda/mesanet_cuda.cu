@@ -952,8 +952,9 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_scan(mn__scan_job j0, mn__s
     }
 }
 
-// The same scan on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3). A chunk's
-// update (wY)^T Z of the 64 x 64 tile is mma.sync m16n8k8 with TF32 operands and fp32 accumulation:
+// The same scan on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3; without the
+// split below for MN_CUDA_SCAN_TF32). A chunk's update (wY)^T Z of the block's tile (64 x 64, or
+// 128 x 128 for the forward's two states) is mma.sync m16n8k8 with TF32 operands and fp32 accumulation:
 // A[m][t] = w_t Y[t][m] (the tile's rows m, the chunk's tokens t), B[t][n] = Z[t][n]. TF32 keeps 10
 // mantissa bits (~3e-4), too coarse for states that the tests hold to 1e-5 and that a long decode
 // keeps accumulating, so each operand x is split x = hi + lo with hi = tf32(x), lo = tf32(x - hi),
