@@ -41,7 +41,7 @@
        fp32 operand is split into a TF32 head and a TF32 tail, and head*head + head*tail + tail*head
        is accumulated in fp32, which keeps fp32-level accuracy (~1e-7 relative per product, the
        tail*tail term ~2^-22 being dropped); MN_CUDA_SCAN_FFMA is the plain fp32-FMA scan;
-       MN_CUDA_SCAN_TF32 the plain TF32 one (states ~1e-4 relative, a third of the products: the
+       MN_CUDA_SCAN_TF32 the plain TF32 one (states ~3e-4 relative, a third of the products: the
        fast setting, enough where the states only feed fp16 products, as on the wgmma path).
      - Mesa decode step (mn_cuda_mesa_step): fp32 throughout (states, CG, read-out), like fla's
        decode kernel; one thread block per (sequence, head), the K x K state in registers.
@@ -96,11 +96,12 @@ typedef struct mn_cuda_ctx {
     void* stream;         // cudaStream_t all launches go to (NULL = default stream)
     void* cublas;         // cublasHandle_t, bound to stream
     int math;             // MN_CUDA_MATH_FP32 (default) or MN_CUDA_MATH_TF32
-    int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~1e-4)
-    int mesa_cg;          // MN_CUDA_CG_WGMMA (default; Hopper, sm_90a) or MN_CUDA_CG_MMA (same arithmetic)
+    int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~3e-4)
+    int mesa_cg;          // MN_CUDA_CG_WGMMA (default; Hopper, sm_90a: wgmma CG, fused fp16 backward) or
+                          // MN_CUDA_CG_MMA (mma.sync CG, cuBLAS backward); Dk = 64 always takes the latter
     int mesa_keep_states; // 1: a chunk backward given the workspace its forward used, with the same
                           // input pointers and shapes, reuses the chunk-start states the forward left
-                          // there instead of recomputing them (the contents of q, k, v, g, beta, the
+                          // there instead of recomputing them (the contents of k, v, g, beta and the
                           // initial states must not change in between); 0 (default): always recompute
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
     int sm_count;         // multiprocessors of the device
