@@ -1517,6 +1517,8 @@ __device__ float mn__load_f16_scaled(__half* dst, int ld, const float* src, size
     return sc;
 }
 
+// floats of the wgmma CG kernel's output-stage prefetch: raw S_n (K,K+4), then raw Vc (C,K+4)
+template <int K> __host__ __device__ constexpr int mn__cg_stage(void) { return (K + MN__MC) * (K + 4); }
 template <int K> static size_t mn__cg_smem(void) {
     return (size_t)(3 * MN__MC * (K + 8) + K * (K + 8) + MN__MC * (MN__MC + 8)) * sizeof(__half)
          + (size_t)(MN__MC * (MN__MC + 8) + 4 * MN__MC + 32) * sizeof(float);
@@ -1541,7 +1543,7 @@ template <int K, bool WG> __device__ __forceinline__ int mn__pidx(int row, int c
 // WG: the products by wgmma (core-matrix layouts; sV then holds Kc^T, and Vc^T in the output stage).
 template <int K, bool WG>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
-    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2;
+    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2, SR = K + 4;   // SR: prefetch rows (mn__cg_stage), 4 banks apart
     extern __shared__ __align__(16) unsigned char mn__smem[];
     __half* sK = (__half*)mn__smem;               // (C,SK)  Kc
     __half* sP = sK + C * SK;                     // (C,SK)  P (then X), row-scaled
@@ -1552,7 +1554,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     float* red = sM + C * SC;                     // (2 buffers, 2 halves, C)
     float* misc = red + 4 * C;                    // [0] hs, [..32] scratch
     float* stS = misc + 32;                       // WG, output stage: (K,K+4) raw S_n, prefetched (cp.async)
-    float* stV = stS + K * (K + 4);               //                   (C,K+4) raw Vc
+    float* stV = stS + K * SR;                    //                   (C,K+4) raw Vc
     const size_t i = blockIdx.x, BH = (size_t)A.B * A.H, n = i / BH, bh = i % BH, b = bh / A.H, h = bh % A.H;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2;
     const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
@@ -1596,10 +1598,10 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         if (A.output) {                               // the output stage's S_n and Vc, raw, in flight during the solve
             const float* Sg = A.Ss + i * (size_t)K * K;
             const int vval = A.vv.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
-            for (int idx = tid; idx < K * K / 4; idx += 256) { int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4; mn__cp16z(stS + rr * (K + 4) + cc, Sg + (size_t)rr * K + cc, true); }
+            for (int idx = tid; idx < K * K / 4; idx += 256) { int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4; mn__cp16z(stS + rr * SR + cc, Sg + (size_t)rr * K + cc, true); }
             for (int idx = tid; idx < C * K / 4; idx += 256) {
                 int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4;
-                mn__cp16z(stV + rr * (K + 4) + cc, mn__row(A.vv, b, h, n, rr < vval ? rr : 0) + cc, rr < vval);
+                mn__cp16z(stV + rr * SR + cc, mn__row(A.vv, b, h, n, rr < vval ? rr : 0) + cc, rr < vval);
             }
             mn__cp_commit();
         }
@@ -1738,8 +1740,8 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         mn__tile<C, K> tv;
         mn__cp_wait_all();                            // this thread's prefetch has landed ...
         __syncthreads();                              // ... and everyone's
-        mn__tile_load(ts, stS, K + 4, K);             // (rows 4 floats apart in banks: no conflicts)
-        mn__tile_load(tv, stV, K + 4, C);
+        mn__tile_load(ts, stS, SR, K);             // (rows 4 floats apart in banks: no conflicts)
+        mn__tile_load(tv, stV, SR, C);
         float sc[4] = { mn__tile_max(ts), mn__tile_max(tv), 0.f, 0.f };
         mn__block_scales4(sc, misc);
         ss = sc[0]; sv = sc[1];
@@ -1781,7 +1783,7 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     if (NCH > 0x7fffffff || T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, "mesa cg", "too many chunks for one grid", __LINE__);
     if (K == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA) {
         static int attr = 0;
-        const size_t stage = (size_t)(128 * 132 + MN__MC * 132) * sizeof(float), smem = mn__cg_smem<128>() + (output ? stage : 0);
+        const size_t stage = (size_t)mn__cg_stage<128>() * sizeof(float), smem = mn__cg_smem<128>() + (output ? stage : 0);
         if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(mn__cg_smem<128>() + stage))); attr = 1; }
         mn__k_mesa_cg<128, true><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     } else if (K == 128) {

@@ -356,6 +356,14 @@ static void unit_rows(vf& a, size_t rows, size_t D) {
         for (size_t d = 0; d < D; d++) a[r * D + d] = (float)(a[r * D + d] / sqrt(s));
     }
 }
+// gates as the layer makes them: g = logsigmoid(N(gmu, 1)), beta = sigmoid(N(0, 1)), drawn per entry in that order
+static void mesa_gates(vf& g, vf& be, double gmu) {
+    for (size_t i = 0; i < g.size(); i++) {
+        double a = gmu + mn_rng_normal(&R), z = mn_rng_normal(&R);
+        g[i] = (float)((a < 0 ? a : 0.0) - log1p(exp(-fabs(a))));
+        be[i] = (float)(1.0 / (1.0 + exp(-z)));
+    }
+}
 
 static void test_mesa(const mesa_case* c) {
     size_t B = c->B, T = c->T, H = c->H, K = c->K, V = c->K, BTH = B * T * H, SK = B * H * K * K, SV = B * H * K * V;
@@ -369,11 +377,7 @@ static void test_mesa(const mesa_case* c) {
     // inputs as the layer makes them: unit q, k; gates from logsigmoid / sigmoid; lambda in (0.25, 1)
     vf q = randn(BTH * K, 0, 1), k = randn(BTH * K, 0, 1), v = randn(BTH * V, 0, 1), g(BTH), be(BTH), lam = randu(H * K, 0.25, 1.0);
     unit_rows(q, BTH, K); unit_rows(k, BTH, K);
-    for (size_t i = 0; i < BTH; i++) {
-        double a = c->gmu + mn_rng_normal(&R), z = mn_rng_normal(&R);
-        g[i] = (float)((a < 0 ? a : 0.0) - log1p(exp(-fabs(a))));
-        be[i] = (float)(1.0 / (1.0 + exp(-z)));
-    }
+    mesa_gates(g, be, c->gmu);
     vf hk0(SK, 0.f), hv0 = randn(SV, 0, c->state ? 0.3 : 0.0);
     if (c->state)                                    // a PSD initial H: a few decayed rank-one terms
         for (size_t bh = 0; bh < B * H; bh++)
@@ -471,7 +475,7 @@ static void test_mesa_keep(size_t K, int cg_kernel) {
     G.mesa_cg = cg_kernel;
     vf q = randn(BTH * K, 0, 1), k = randn(BTH * K, 0, 1), k2 = randn(BTH * K, 0, 1), v = randn(BTH * K, 0, 1), g(BTH), be(BTH), lam = randu(H * K, 0.25, 1.0), dy = randn(BTH * K, 0, 1);
     unit_rows(q, BTH, K); unit_rows(k, BTH, K); unit_rows(k2, BTH, K);
-    for (size_t i = 0; i < BTH; i++) { double a = 2 + mn_rng_normal(&R); g[i] = (float)((a < 0 ? a : 0.0) - log1p(exp(-fabs(a)))); be[i] = (float)(1.0 / (1.0 + exp(-mn_rng_normal(&R)))); }
+    mesa_gates(g, be, 2.0);
     mn_mesa_opts o; memset(&o, 0, sizeof o); o.cg_iters = 10; o.fla = 1; o.chunk = 64;
     size_t wn = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, K, K, &o);
     float *gq = dev(q), *gk = dev(k), *gk2 = dev(k2), *gv = dev(v), *gg = dev(g), *gb = dev(be), *gl = dev(lam), *gdy = dev(dy), *gw = poison(wn), *out = poison(BTH * K), *xs = poison(BTH * K), *xs2 = poison(BTH * K);
@@ -542,11 +546,7 @@ static void test_step(const step_case* c) {
     for (int t = 0; t < c->steps; t++) {
         vf q = randn(BH * K, 0, 1), k = randn(BH * K, 0, 1), v = randn(BH * V, 0, 1), g(BH), be(BH);
         unit_rows(q, BH, K); unit_rows(k, BH, K);
-        for (size_t i = 0; i < BH; i++) {
-            double a = c->gmu + mn_rng_normal(&R), z = mn_rng_normal(&R);
-            g[i] = (float)((a < 0 ? a : 0.0) - log1p(exp(-fabs(a))));
-            be[i] = (float)(1.0 / (1.0 + exp(-z)));
-        }
+        mesa_gates(g, be, c->gmu);
         vd Q = tod(q), Kd = tod(k), Vd = tod(v), Gd = tod(g), Bd = tod(be), outc(BH * V);
         std::vector<int> ic(BH), ig(BH);
         for (size_t b = 0; b < B; b++)

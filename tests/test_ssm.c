@@ -46,7 +46,6 @@ static double worst_of(size_t K, const mn_real* const* a, const mn_real* const* 
     }
     return e;
 }
-// Golden-vector helpers: a tensor of the expected size, as doubles or as mn_real.
 
 // =============================================================================================
 // Mamba-2 SSD
