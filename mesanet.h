@@ -12,6 +12,16 @@
      ACCUMULATES (+=) into its gradient buffers; `mn_zero_grad` is the only place that zeroes them.
      The simplest form of each op (a naive loop) is kept and every faster form is tested against it.
 
+   NAMING (one rule for every op, CPU and CUDA)
+     mn_<op>_<direction>[_<form>], direction one of forward, backward, step (one token, state read and
+     updated) and work_size (elements of scratch the op needs). The default form, the fastest exact one
+     (chunkwise for the recurrent mixers, the matrix form for attention), has no suffix; the others add
+     _naive, _recurrent, _parallel. Why: the suffix-free name is the one to call, and every form of an
+     op sorts next to it (mn_gla_forward, mn_gla_forward_recurrent), so a test of form X against form Y
+     reads as the same call with one suffix changed. Arguments run outputs, saved, inputs, weights,
+     sizes, options, and the workspace (caller-owned scratch, overwritten) always last. A section is
+     named by the prefix it holds: >>gla holds mn_gla_*, >>delta_rule holds mn_delta_rule_*.
+
    BUILDING
      Do this:
         #define MESANET_IMPLEMENTATION
@@ -55,10 +65,10 @@
    MIXERS (per layer, selected by name in cfg.pattern, e.g. "mesa", "hawk,mesa", "mlstm,slstm")
         mesa          the Mesa layer: x_t = (H_t + Lambda)^-1 q_t by CG, o_t = S_t^T x_t   (>>mesa)
         attn, swa     causal softmax attention with RoPE; sliding window of W keys    (>>attention)
-        deltanet, gdn DeltaNet, Gated DeltaNet; *_neg: beta in (0,2), eigenvalues in [-1,1]  (>>deltanet)
-        mamba2        Mamba-2 (SSD); mamba2_neg: transition 2 exp(A dt) - 1 in (-1,1)      (>>ssm)
-        hawk          Griffin's recurrent block with the RG-LRU                            (>>ssm)
-        mlstm, slstm  xLSTM's matrix and scalar memories                                   (>>xlstm)
+        deltanet, gdn DeltaNet, Gated DeltaNet; *_neg: beta in (0,2), eigenvalues in [-1,1] (>>delta_rule)
+        mamba2        Mamba-2 (SSD); mamba2_neg: transition 2 exp(A dt) - 1 in (-1,1)       (>>ssd)
+        hawk          Griffin's recurrent block with the RG-LRU                             (>>rglru)
+        mlstm, slstm  xLSTM's matrix and scalar memories                          (>>mlstm, >>slstm)
         gla           gated linear attention with a low-rank per-channel gate              (>>gla)
         sgla          simple GLA: one data-dependent log-decay per head                     (>>gla)
         linattn       linear attention (no decay) with fla's learnable Hadamard feature map (>>gla)
@@ -76,8 +86,8 @@
      A failed load leaves the model untouched; a failed save leaves the previous file in place.
 
    SECTIONS (grep for the anchor)
-        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>deltanet >>ssm >>xlstm >>mesa >>model
-        >>optim >>sample >>json >>io >>tasks >>license
+        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>delta_rule >>ssd >>rglru >>mlstm
+        >>slstm >>mesa >>model >>optim >>sample >>json >>io >>tasks >>license
 */
 #ifndef MESANET_H
 #define MESANET_H
@@ -264,32 +274,32 @@ MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, co
 MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
 MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out, const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
 MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
-MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
-MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_real* scores, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* datt);
+MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* scores);
 
 
 // --- linear attention / simple GLA / GLA: gate width G = 0 / 1 / Dk (see the top comment) ---
 // Workspace, in elements of mn_real: the chunkwise forward and backward (one size serves both),
 // and the recurrent backward.
 MNDEF size_t mn_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
-MNDEF size_t mn_gla_recurrent_work_size(size_t T, size_t Dk, size_t Dv);
+MNDEF size_t mn_gla_work_size_recurrent(size_t T, size_t Dk, size_t Dv);
 // out (B,T,H,Dv), ht (B,H,Dk,Dv) written (ht may be h0: updated in place); q,k (B,T,H,Dk),
 // v (B,T,H,Dv), g (B,T,H,G) or NULL when G = 0, h0 (B,H,Dk,Dv) or NULL (zeros)
 MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
 // dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg (B,T,H,G) or NULL, dh0 (B,H,Dk,Dv) or NULL: accumulated (+=);
-// work (mn_gla_recurrent_work_size) scratch; dout (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL (zeros);
+// work (mn_gla_work_size_recurrent) scratch; dout (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL (zeros);
 // q,k,v,g,h0 as in the forward
-MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, mn_real* work);
 // out (B,T,H,Dv), ht (B,H,Dk,Dv) written (ht may be h0); work (mn_gla_work_size) scratch; q,k (B,T,H,Dk),
 // v (B,T,H,Dv), g (B,T,H,G) or NULL, h0 (B,H,Dk,Dv) or NULL; chunk length C >= 1 (any T)
-MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C);
+MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work);
 // as mn_gla_backward_recurrent, with work (mn_gla_work_size) and the chunk length C
-MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C);
+MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work);
 // one token per sequence: out (B,H,Dv) written; state (B,H,Dk,Dv) read and updated; q,k (B,H,Dk),
 // v (B,H,Dv), g (B,H,G) or NULL
 MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
 
-// --- DeltaNet / Gated DeltaNet (the gated delta rule; see >>deltanet) ---
+// --- DeltaNet / Gated DeltaNet (the gated delta rule; see >>delta_rule) ---
 // --- gated delta rule (Gated DeltaNet); g == NULL is DeltaNet. Layout [B,T,H,D], state [B,H,Dk,Dv] ---
 // q,k,dq,dk (B,T,H,Dk); v,out,dv,dout (B,T,H,Dv); beta,g,dbeta,dg (B,T,H); h0,ht,dh0,dht,dstate (B,H,Dk,Dv);
 // saved: states (B,H,T,Dk,Dv) by the naive form, hs (B,H,NC,Dk,Dv) with NC = ceil(T/chunk) by the chunkwise
@@ -297,12 +307,12 @@ MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_
 MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
 MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht, const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
 MNDEF size_t mn_delta_rule_work_size(size_t B, size_t H, size_t Dk, size_t Dv, size_t chunk);
-MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale);
-MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale);
+MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work);
+MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work);
 MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, double scale);
 
 
-// --- Mamba-2 SSD core (see >>ssm): per head h_t = a_t h_{t-1} + X_t B_t^T (P,N), y_t = h_t C_t ---
+// --- Mamba-2 SSD core (see >>ssd): per head h_t = a_t h_{t-1} + X_t B_t^T (P,N), y_t = h_t C_t ---
 // amode: what A holds. MN_SSD_LOG_DECAY: the log-decay A*dt, a_t = exp(A_t) (Mamba-2).
 // MN_SSD_TRANSITION: the transition itself, a_t = A_t of any sign (the [-1,1] variant); recurrent
 // form and step only, the chunkwise form takes log-decays.
@@ -310,24 +320,24 @@ enum { MN_SSD_LOG_DECAY = 0, MN_SSD_TRANSITION = 1 };
 // Workspace, in elements of mn_real: the chunkwise forward and backward (one size serves both, chunk
 // length C), and the recurrent backward.
 MNDEF size_t mn_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
-MNDEF size_t mn_ssd_recurrent_work_size(size_t T, size_t P, size_t N);
+MNDEF size_t mn_ssd_work_size_recurrent(size_t T, size_t P, size_t N);
 // y (B,T,H,P), ht (B,H,P,N) written (ht may be h0: updated in place); X (B,T,H,P), A (B,T,H),
 // Bm,Cm (B,T,H,N), h0 (B,H,P,N) or NULL (zeros)
 MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode);
 // dX (B,T,H,P), dA (B,T,H) or NULL, dB,dC (B,T,H,N), dh0 (B,H,P,N) or NULL: accumulated (+=);
-// work (mn_ssd_recurrent_work_size) scratch; dy (B,T,H,P); dht (B,H,P,N) or NULL (zeros);
+// work (mn_ssd_work_size_recurrent) scratch; dy (B,T,H,P); dht (B,H,P,N) or NULL (zeros);
 // X,A,Bm,Cm,h0 as in the forward. dA is dL/dA for what A holds (log-decay or transition).
-MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode);
+MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode, mn_real* work);
 // chunkwise, log-decays only: y (B,T,H,P), ht (B,H,P,N) written (ht may be h0); work
 // (mn_ssd_work_size) scratch; X,A,Bm,Cm,h0 as above; chunk length C >= 1 (any T)
-MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, mn_real* work, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
+MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work);
 // as mn_ssd_backward_recurrent (log-decays), with work (mn_ssd_work_size) and the chunk length C
-MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
+MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work);
 // one token per sequence: y (B,H,P) written; state (B,H,P,N) read and updated; X (B,H,P), A (B,H),
 // Bm,Cm (B,H,N)
 MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode);
 
-// --- RG-LRU (Hawk / Griffin's recurrence, see >>ssm), width W, NH gate blocks of W/NH channels ---
+// --- RG-LRU (Hawk / Griffin's recurrence, see >>rglru), width W, NH gate blocks of W/NH channels ---
 // Resets: segment_pos (B,T) given: h restarts (h_t = x_t gx_t, h0 ignored) wherever segment_pos == 0,
 // as recurrentgemma. segment_pos NULL: a reset at t = 0 only when h0 is NULL; a given h0 continues a
 // sequence (no reset). So NULL h0 and a zero h0 differ at t = 0.
@@ -339,13 +349,13 @@ MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_re
 // dx (B,T,W), da_param (W), dwx,dwa (NH,W/NH,W/NH), dbx,dba (NH,W/NH), dh0 (B,W): accumulated (+=),
 // any of them but dx may be NULL; work (mn_rglru_work_size) scratch; dy (B,T,W); dht (B,W) or NULL;
 // y, gates: what the forward wrote; the rest as in the forward
-MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c);
+MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c, mn_real* work);
 // one token per sequence: y (B,W) written; state (B,W) read and updated; work (mn_rglru_work_size(B,1,W))
 // scratch; x (B,W); segment_pos (B) or NULL (no reset: pass 0 for a sequence's first token)
-MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c);
+MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c, mn_real* work);
 
 
-// --- xLSTM mLSTM (matrix memory; see >>xlstm). Layout [B,T,H,D] as fla; gates i, f are pre-activations ---
+// --- xLSTM mLSTM (matrix memory; see >>mlstm). Layout [B,T,H,D] as fla; gates i, f are pre-activations ---
 // q,k,dq,dk (B,T,H,Dk); v,out,dv,dout (B,T,H,Dv); ig,fg,di,df (B,T,H) input / forget gate pre-activations;
 // norm, stab (B,T,H) per-token outputs (the normaliser and the stabiliser m_t; either may be NULL);
 // states C (B,H,Dk,Dv) K-first, n (B,H,Dk), m (B,H); C0,n0,m0 the initial state (NULL: zeros).
@@ -354,10 +364,10 @@ MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_rea
 // normaliser and the stabiliser); MN_MLSTM_BW_DETACH, mlstm_kernels' hand-written backward, which holds
 // the normaliser and the stabiliser constant (right only when a scale-invariant per-head norm follows).
 enum { MN_MLSTM_BW_EXACT = 0, MN_MLSTM_BW_DETACH = 1 };
-// parallel form (T x T, no initial state): work (mn_mlstm_parallel_work_size) serves forward and backward
-MNDEF size_t mn_mlstm_parallel_work_size(size_t B, size_t T, size_t H);
-MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps);
-MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode);
+// parallel form (T x T, no initial state): work (mn_mlstm_work_size_parallel) serves forward and backward
+MNDEF size_t mn_mlstm_work_size_parallel(size_t B, size_t T, size_t H);
+MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work);
+MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode, mn_real* work);
 // recurrent form (forward only): Ct, nt, mt written (required: they hold the running state; they may be
 // C0, n0, m0, updated in place). The step is the recurrent form with T = 1: one token per sequence,
 // out (B,H,Dv), q,k (B,H,Dk), v (B,H,Dv), ig,fg (B,H), C, n, m read and updated.
@@ -367,24 +377,23 @@ MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const
 // Ct, nt, mt (final state) may be NULL, or C0, n0, m0. The backward recomputes the forward (nothing is
 // saved); dC0 (B,H,Dk,Dv), dn0 (B,H,Dk) may be NULL; m0 gets no gradient; the final state carries none.
 MNDEF size_t mn_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
-MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C);
-MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode);
+MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work);
+MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode, mn_real* work);
 
-// --- xLSTM sLSTM (scalar memory, block-diagonal recurrence; see >>xlstm). Hd = NH*Dh units ---
+// --- xLSTM sLSTM (scalar memory, block-diagonal recurrence; see >>slstm). Hd = NH*Dh units ---
 // x,dx (B,T,4*Hd) input pre-activations W x_t, gate-major: index g*Hd + h*Dh + j, g = 0..3 = i, f, z, o;
 // R,dR (NH,4*Dh,Dh) per-head recurrent weights, R[h][g*Dh+j][i] ([out,in] as a Linear); b,db (4*Hd) indexed
 // as x; y,c,n,m (B,T,Hd) the states after each step (all four written by the forward, read by the
 // backward); dy (B,T,Hd) upstream; y0,c0,n0,m0 (B,Hd) initial states or NULL (zeros); dy0,dc0,dn0 (B,Hd)
 // or NULL; work (mn_slstm_work_size) scratch. Step: x (B,4*Hd), y,c,n,m (B,Hd) read and updated.
 MNDEF size_t mn_slstm_work_size(size_t B, size_t NH, size_t Dh);
-MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh);
-MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, mn_real* work, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh);
-MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh);
+MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work);
+MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work);
+MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work);
 
 // --- the Mesa layer's op (von Oswald et al. 2025): per head, with H_t = g H + b k k^T, S_t = g S + b k v^T,
 //     x_t = (H_t + diag lambda)^-1 q_t (CG or exact), o_t = S_t^T x_t; see >>mesa ---
 enum { MN_MESA_CG = 0, MN_MESA_EXACT = 1 };
-enum { MN_MESA_FORM_RECURRENT, MN_MESA_FORM_RECURRENT_BWD, MN_MESA_FORM_CHUNK };  // for mn_mesa_work_size
 typedef struct mn_mesa_opts {
     int solver;          // MN_MESA_CG (default) or MN_MESA_EXACT (Cholesky per token)
     int cg_iters;        // CG iterations k_max; 0 = default 30; negative = no solve (x = q: GLA)
@@ -393,12 +402,15 @@ typedef struct mn_mesa_opts {
     int jacobi;          // 1: start at x0 = q / (diag(H_t) + lambda) (fla decode); 0: x0 = 0
     size_t chunk;        // chunk length C of the chunkwise form, default 64
 } mn_mesa_opts;
-MNDEF size_t mn_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o); // elements
+// Workspace in elements: the chunkwise forward and backward (one size serves both), and the recurrent
+// forward, backward and step (one size serves all three; the step needs it for T = 1).
+MNDEF size_t mn_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
+MNDEF size_t mn_mesa_work_size_recurrent(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
 MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_recurrent_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_chunk_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
 
 // --- model lifecycle, training, inference ---
 MNDEF int mn_config_resolve(mn_config* out, const mn_config* in);
@@ -1086,7 +1098,7 @@ MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, co
 }
 // The passes in reverse: dV += P^T dO ; dP = dO V^T ; dS = P (dP - rowsum(P dP)) ;
 // dQ += scale dS K ; dK += scale dS^T Q. datt (B,H,T,T) is scratch (overwritten).
-MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* datt, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* datt) {
     long long bh;
     MN__OMP_FOR                                  // each (b,h) writes only its own slices
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -1112,7 +1124,7 @@ MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real*
 // position pos; kcache (cache_len,H,Dk), vcache (cache_len,H,Dv) are ring buffers indexed by
 // pos % cache_len (cache_len >= pos+1 for full attention, >= window for SWA); scores (cache_len)
 // is scratch. The new k,v are written into the cache first: token t attends to itself.
-MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, mn_real* scores, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* scores) {
     size_t slot = pos % cache_len, h, s, d, lo = mn__win_lo(pos, window);
     memcpy(kcache + slot * H * Dk, k, H * Dk * sizeof(mn_real));
     memcpy(vcache + slot * H * Dv, v, H * Dv * sizeof(mn_real));
@@ -1205,7 +1217,7 @@ MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q,
 //   dg_t[i] += a_t[i] sum_j S_{t-1}[i][j] dS[i][j] (summed over i when G == 1) ;
 //   dS = diag(a_t) dS, which is dL/dS_{t-1} ; after t = 0 it is dL/dh0.
 // work (T+2,Dk,Dv): the states S_{-1} .. S_{T-1} of one head, and dS. Heads run one after another.
-MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, mn_real* work) {
     size_t b, h, t, i, j, DS = Dk * Dv;
     mn_real* Ss = work;                              // (T+1,Dk,Dv) Ss + (t+1)*DS is S_t
     mn_real* dS = work + (T + 1) * DS;               // (Dk,Dv)
@@ -1262,7 +1274,7 @@ MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_r
                 for (i = 0; i < DS; i++) dh0[hs + i] += dS[i];
         }
 }
-MNDEF size_t mn_gla_recurrent_work_size(size_t T, size_t Dk, size_t Dv) { return (T + 2) * Dk * Dv; }
+MNDEF size_t mn_gla_work_size_recurrent(size_t T, size_t Dk, size_t Dv) { return (T + 2) * Dk * Dv; }
 
 // One token per sequence for generation: the recurrent forward with T = 1 and h0 = ht = state,
 // since (B,1,H,D) and (B,H,D) are the same layout. O(H Dk Dv) per sequence.
@@ -1422,7 +1434,7 @@ static void mn__gla_scores_backward(mn__gla_scratch* w, const mn_real* Q, const 
 // Cost per chunk O(C^2 (Dk+Dv) + C Dk Dv), in gemms (plus C^2 Dk exps in a chunk past MN__GLA_SPAN).
 // Nothing is saved: the backward recomputes the chunk states. work: mn_gla_work_size elements
 // (O(C^2 + C Dk) per (b,h); the backward's T/C chunk states are in it too). (b,h) pairs in parallel.
-MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C) {
+MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work) {
     MN_ASSERT(C >= 1 && (G == 0 || G == 1 || G == Dk));
     size_t per = mn__gla_work_per_bh(T, Dk, Dv, C), DS = Dk * Dv;
     long long bh;
@@ -1458,7 +1470,7 @@ MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, mn_real* work, const mn_rea
 //   dL/dG_t = q_t dq_t - k_t dk_t (+ rowsum(ht dht) at t = T-1), and g_t moves every G_s, s >= t:
 //   dg_t = sum_{s>=t} (q_s dq_s - k_s dk_s) + rowsum(ht dht)   (acc, a running sum backwards)
 // with dq, dk this call's own contributions (dQl, dKl), not what the buffers held before.
-MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C) {
+MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work) {
     MN_ASSERT(C >= 1 && (G == 0 || G == 1 || G == Dk));
     size_t per = mn__gla_work_per_bh(T, Dk, Dv, C), N = mn__gla_nchunks(T, C), DS = Dk * Dv;
     size_t ldk = H * Dk, ldv = H * Dv;           // row strides of the [B,T,H,D] layout
@@ -1534,7 +1546,7 @@ MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, m
     }
 }
 
-// >>deltanet
+// >>delta_rule
 // defines: mn_delta_rule_{forward,backward}_naive, mn_delta_rule_work_size,
 // mn_delta_rule_{forward,backward} (chunkwise), mn_delta_rule_step
 // The gated delta rule (Gated DeltaNet, Yang et al. 2025); with g == NULL it is DeltaNet (Yang et al.
@@ -1750,7 +1762,7 @@ static void mn__delta_chunk_prep(mn__delta_ws* w, const mn_real* S, const mn_rea
 // state at the start of each chunk (NC = ceil(T/C), chunk 0 starts from h0): T Dk Dv / C values per
 // head, C times less than the naive form; the backward recomputes everything else (A, W, U, V_new)
 // from it. hs may be NULL when no backward follows.
-MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale) {
+MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work) {
     size_t C = chunk, NC;
     long long bh;
     MN_ASSERT(chunk >= 1);
@@ -1783,7 +1795,7 @@ MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, mn_real
 // (X_ij = Y_ij e^(gam_i-gam_j): G_i += dX_ij X_ij, G_j -= dX_ij X_ij; row scalings likewise), and
 // dg_t = sum_{r >= t in the chunk} G_r. Accumulates into dq, dk, dv, dbeta, dg, dh0 (dg, dh0 may be
 // NULL; dg is ignored when g is NULL; dht may be NULL). work as for the forward (its contents are lost).
-MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* work, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale) {
+MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work) {
     size_t C = chunk, NC;
     long long bh;
     MN_ASSERT(chunk >= 1);
@@ -1907,11 +1919,10 @@ MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, co
 }
 
 
-// >>ssm
-// defines: mn_ssd_{forward,backward}_recurrent, mn_ssd_{forward,backward}, mn_ssd_step,
-//          mn_rglru_{forward,backward,step}, work sizes
-// Two diagonal state-space recurrences: Mamba-2's SSD core (a matrix state per head, scalar decay)
-// and Griffin's RG-LRU (a vector state, per-channel decay). Neither has a normaliser or a skip term.
+// >>ssd
+// defines: mn_ssd_{forward,backward}_recurrent, mn_ssd_{forward,backward}, mn_ssd_step, work sizes
+// A diagonal state-space recurrence with a matrix state per head and a scalar decay (>>rglru is the
+// one with a vector state and a per-channel decay). Neither has a normaliser or a skip term.
 //
 // Mamba-2 SSD core (Dao & Gu 2024), per head, without dt, D and z (those belong to the layer):
 // h_t = a_t h_{t-1} + X_t B_t^T     h (P,N), mamba's orientation ([V,K], fla's transposed); h_{-1} = h0
@@ -1928,16 +1939,8 @@ MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, co
 // (chunkwise: segsum decays, diagonal blocks, chunk states, inter-chunk scan); the recurrent form is
 // Mamba2.step's update. Golden vectors: reference/vectors/mamba2_ssd.vec.
 //
-// RG-LRU (De et al. 2024, "Griffin"), per channel of width W (gates: NH blocks of bw = W/NH):
-// gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)), BD(x;w,b)[h bw+j] = sum_i x[h bw+i] w[h,i,j] + b[h,j]
-// log a_t = -c ga_t softplus(a_param)                                   (c = 8 in recurrentgemma)
-// h_t = a_t h_{t-1} + sqrt(1 - a_t^2) (x_t gx_t);  at a reset h_t = x_t gx_t;  y_t = h_t, ht = h_{T-1}
-// Reference: google-deepmind/recurrentgemma @ 2efa84d recurrentgemma/torch/layers.py RGLRU.forward,
-// rnn_scan, SqrtBoundDerivative. Golden vectors: reference/vectors/rglru.vec.
-//
 // Forms: mn_ssd_{forward,backward}_recurrent (the naive loop, kept as the reference), mn_ssd_{forward,
-// backward} (chunkwise, matrix products through mn_gemm), mn_ssd_step; mn_rglru_{forward,backward}
-// (the sequential scan, which is also recurrentgemma's; gates through mn_gemm), mn_rglru_step.
+// backward} (chunkwise, matrix products through mn_gemm), mn_ssd_step.
 
 static size_t mn__ssm_min(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -1984,7 +1987,7 @@ MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, c
 //   da_t = sum(S_{t-1} o dS), dA_t += a_t da_t for log-decays (da/dA = a), da_t for transitions ;
 //   dS = a_t dS, which is dL/dS_{t-1} ; after t = 0 it is dL/dh0.
 // work (T+2,P,N): the states S_{-1} .. S_{T-1} of one head, and dS. Heads run one after another.
-MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode) {
+MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode, mn_real* work) {
     size_t b, h, t, p, n, DS = P * N;
     mn_real* Ss = work;                              // (T+1,P,N) Ss + (t+1)*DS is S_t
     mn_real* dS = work + (T + 1) * DS;               // (P,N)
@@ -2036,7 +2039,7 @@ MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_r
                 for (p = 0; p < DS; p++) dh0[hs + p] += dS[p];
         }
 }
-MNDEF size_t mn_ssd_recurrent_work_size(size_t T, size_t P, size_t N) { return (T + 2) * P * N; }
+MNDEF size_t mn_ssd_work_size_recurrent(size_t T, size_t P, size_t N) { return (T + 2) * P * N; }
 
 // One token per sequence for generation: the recurrent forward with T = 1 and h0 = ht = state,
 // since (B,1,H,D) and (B,H,D) are the same layout. O(H P N) per sequence.
@@ -2128,7 +2131,7 @@ static double mn__ssd_chunk_prep(mn__ssd_scratch* w, const mn_real* A0, const mn
 // Cost per chunk and head O(C^2 (N + P) + C P N), in gemms, plus C^2/2 exps. Nothing is saved: the
 // backward recomputes the chunk states. work: mn_ssd_work_size elements (O(C^2 + C N) per (b,h), and
 // the backward's T/C chunk states). (b,h) pairs in parallel. Log-decays only (see the top).
-MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, mn_real* work, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
+MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work) {
     MN_ASSERT(C >= 1);
     size_t per = mn__ssd_work_per_bh(T, P, N, C), DS = P * N;
     long long bh;
@@ -2165,7 +2168,7 @@ MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, mn_real* work, const mn_real*
 //   Lm[r][s] (span s+1..r):  Wt[r][s] = dM[r][s] M[r][s]           -> dA_l for s < l <= r
 // The last is R_l = sum_{s<l} sum_{r>=l} Wt[r][s]: column suffix sums of Wt, then row l's sum left
 // of the diagonal, O(C^2) and with no subtraction. pass 1 recomputes the states entering the chunks.
-MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
+MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work) {
     MN_ASSERT(C >= 1);
     size_t per = mn__ssd_work_per_bh(T, P, N, C), NC = mn__ssd_nchunks(T, C), DS = P * N;
     size_t ldx = H * P, ldb = H * N;             // row strides of the [B,T,H,D] layout
@@ -2262,7 +2265,16 @@ MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, m
     }
 }
 
-// ------------------------------------------------------------------------------ RG-LRU
+// >>rglru
+// defines: mn_rglru_work_size, mn_rglru_{forward,backward}, mn_rglru_step
+// RG-LRU (De et al. 2024, "Griffin"), per channel of width W (gates: NH blocks of bw = W/NH):
+// gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)), BD(x;w,b)[h bw+j] = sum_i x[h bw+i] w[h,i,j] + b[h,j]
+// log a_t = -c ga_t softplus(a_param)                                   (c = 8 in recurrentgemma)
+// h_t = a_t h_{t-1} + sqrt(1 - a_t^2) (x_t gx_t);  at a reset h_t = x_t gx_t;  y_t = h_t, ht = h_{T-1}
+// Reference: google-deepmind/recurrentgemma @ 2efa84d recurrentgemma/torch/layers.py RGLRU.forward,
+// rnn_scan, SqrtBoundDerivative. Golden vectors: reference/vectors/rglru.vec.
+// Forms: mn_rglru_{forward,backward} (the sequential scan, which is also recurrentgemma's; gates
+// through mn_gemm), mn_rglru_step.
 
 // Is token t of sequence b a reset (h restarts from x_t gx_t)? See the declarations: segment_pos
 // decides when given (recurrentgemma: reset = segment_pos == 0); without it only t = 0 of a
@@ -2334,7 +2346,7 @@ MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_re
 // At a reset: h_t = x g, so dx_t += d g, dgx = d x, nothing reaches a, ga or h_{t-1} (carry 0).
 // Then the block-diagonal gates: dx += dZ w^T, dw += X^T dZ, db += column sums of dZ, per block
 // (gemms over all B*T rows). work: dZx, dZa (B,T,W). Channels in parallel.
-MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, mn_real* work, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c) {
+MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c, mn_real* work) {
     MN_ASSERT(NH >= 1 && W % NH == 0);
     size_t BT = B * T, bw = W / NH, hd, i;
     const mn_real* gx = gates; const mn_real* ga = gates + BT * W;
@@ -2386,16 +2398,16 @@ MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_re
 // One token per sequence for generation: the forward with T = 1 and h0 = ht = state, so with
 // segment_pos NULL the state is continued (no reset) and a 0 in segment_pos (B) restarts it.
 // work: mn_rglru_work_size(B,1,W) elements for the gates. O(W (bw + 20)) per sequence.
-MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c) {
+MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c, mn_real* work) {
     mn_rglru_forward(y, state, work, x, a_param, wx, bx, wa, ba, state, segment_pos, B, 1, W, NH, c);
 }
 
 
-// >>xlstm
+// >>mlstm
 // defines: mn_mlstm_{forward,backward}_parallel, mn_mlstm_forward_recurrent, mn_mlstm_step,
-// mn_mlstm_{forward,backward} (chunkwise), mn_slstm_{forward,backward}, mn_slstm_step, work sizes
-// xLSTM (Beck et al. 2024): the cores of its two blocks. The projections, convolutions, gates' linear
-// maps and norms around them are ordinary ops. Spec: shared/docs/mixers.md section 7; the exact
+// mn_mlstm_{forward,backward} (chunkwise), work sizes
+// xLSTM (Beck et al. 2024): the cores of its two blocks, the matrix memory here and the scalar one
+// in the >>slstm section. The projections, convolutions, gates' linear maps and norms around them are ordinary ops. Spec: shared/docs/mixers.md section 7; the exact
 // definitions the vectors use: reference/vectors/README.md sections 3.10 (mLSTM) and 3.12 (sLSTM).
 //
 // mLSTM, per head, with lf_t = logsigmoid(f_t) (sigmoid forget gate in log space) and an exponential
@@ -2409,13 +2421,6 @@ MNDEF void mn_rglru_step(mn_real* y, mn_real* state, mn_real* work, const mn_rea
 // the same recurrence started from m_{-1} = -inf. So the forms agree to eps e^{m} effects (~1e-8 at
 // eps = 1e-6), exactly when eps = 0, and exactly when the state forms start from m0 = -INFINITY with
 // zero C0, n0 (then the state forms are the parallel form; -inf is handled, no NaN).
-//
-// sLSTM, per unit, gates ~i,~f,~z,~o = x_t + R y_{t-1} + b (R block-diagonal over heads):
-//   m_t = max(~i, m_{t-1} + logsigmoid(~f))   (= ~i where n_{t-1} == 0: a unit with no history)
-//   i = min(e^{~i - m_t}, 1) ; f = min(e^{m_{t-1} + logsigmoid(~f) - m_t}, 1)
-//   c_t = f c_{t-1} + i tanh(~z) ; n_t = f n_{t-1} + i ; y_t = sigmoid(~o) c_t / n_t
-// (the reference's first-step rule tests n == 0 over the whole batch; with zero initial states, its
-// only use, that is the same, and a per-unit test also lets sequences of a batch start at different times).
 
 static double mn__xl_logsig(double x) { return (x < 0 ? x : 0.0) - log1p(exp(-fabs(x))); }
 static size_t mn__xl_min(size_t a, size_t b) { return a < b ? a : b; }
@@ -2425,7 +2430,7 @@ static double mn__xl_sign(double x) { return (double)((x > 0) - (x < 0)); }
 
 // Scratch of one (b,h) pair: lf (T) the log forget gates, row (T) one row of C~, drow (T) its
 // gradient, dF (T) dL/dF.
-MNDEF size_t mn_mlstm_parallel_work_size(size_t B, size_t T, size_t H) { return B * H * 4 * (T ? T : 1); }
+MNDEF size_t mn_mlstm_work_size_parallel(size_t B, size_t T, size_t H) { return B * H * 4 * (T ? T : 1); }
 
 // lf[t] = logsigmoid(f_t) for one (b,h) pair (rows H apart in the gate tensor). The decays
 // F_t - F_s = lf_{s+1} + ... + lf_t are summed pair by pair in double from these (walking s down
@@ -2441,8 +2446,8 @@ static void mn__mlstm_logf(mn_real* lf, const mn_real* fg, size_t T, size_t H) {
 //   norm_t = max(|sum_s C~_ts|, e^{-m_t}) ; o_t = sum_s C~_ts v_s / (norm_t + eps)
 // norm and stab (= m) are written when not NULL; the backward recomputes everything, so nothing else
 // is saved. O(T^2 (Dk + Dv)) per head, the naive reference the chunkwise form is tested against;
-// accumulates in double. work: mn_mlstm_parallel_work_size. (b,h) pairs in parallel.
-MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+// accumulates in double. work: mn_mlstm_work_size_parallel. (b,h) pairs in parallel.
+MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work) {
     long long bh;
     MN__OMP_FOR                                  // (b,h) pairs are independent
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -2493,7 +2498,7 @@ MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab,
 //   forward: l_s = F_t - F_s + i_s, so: di_s += dl_s ; dF_t += dl_s ; dF_s -= dl_s
 // and at the end df_u += sigmoid(-f_u) sum_{t>=u} dF_t. MN_MLSTM_BW_DETACH drops db and dm (n and m
 // constant: mlstm_kernels torch/parallel/native/bw.py::mlstm_parallel_bw).
-MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode) {
+MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode, mn_real* work) {
     long long bh;
     MN_ASSERT(mode == MN_MLSTM_BW_EXACT || mode == MN_MLSTM_BW_DETACH);
     MN__OMP_FOR                                  // each (b,h) writes only its own rows
@@ -2755,7 +2760,7 @@ static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_re
 // entering state. Ct, nt, mt (the final state) may be NULL, or C0, n0, m0. C0, n0, m0 NULL mean zeros
 // (the reference's start); m0 = -INFINITY with zero C0, n0 gives the parallel form exactly.
 // work: mn_mlstm_work_size (the same for the backward). (b,h) pairs in parallel.
-MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, mn_real* work, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C) {
+MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work) {
     size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
     long long bh;
     MN_ASSERT(C >= 1);
@@ -2796,7 +2801,7 @@ MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real*
 //     then back through mu_t = max(lf_t + mu_{t-1}, i_t): the larger branch takes it (lf_t and mu_{t-1},
 //     or i_t); what reaches mu_{-1} = m0 is dropped.
 // MN_MLSTM_BW_DETACH sets dbt = dmu = 0: mlstm_kernels' chunkwise backward (normaliser and m constant).
-MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, mn_real* work, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode) {
+MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode, mn_real* work) {
     size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
     size_t ldk = H * Dk, ldv = H * Dv;           // row strides of the [B,T,H,D] layout
     long long bh;
@@ -2882,7 +2887,15 @@ MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di,
     }
 }
 
-// ------------------------------------------------------------------------------------ sLSTM
+// >>slstm
+// defines: mn_slstm_work_size, mn_slstm_{forward,backward}, mn_slstm_step
+// xLSTM's scalar memory (Beck et al. 2024), the core of its sLSTM block.
+// sLSTM, per unit, gates ~i,~f,~z,~o = x_t + R y_{t-1} + b (R block-diagonal over heads):
+//   m_t = max(~i, m_{t-1} + logsigmoid(~f))   (= ~i where n_{t-1} == 0: a unit with no history)
+//   i = min(e^{~i - m_t}, 1) ; f = min(e^{m_{t-1} + logsigmoid(~f) - m_t}, 1)
+//   c_t = f c_{t-1} + i tanh(~z) ; n_t = f n_{t-1} + i ; y_t = sigmoid(~o) c_t / n_t
+// (the reference's first-step rule tests n == 0 over the whole batch; with zero initial states, its
+// only use, that is the same, and a per-unit test also lets sequences of a batch start at different times).
 
 // Scratch: raw gates and their gradient (B,4Hd) each, and the carries dy, dc, dn (B,Hd) each.
 MNDEF size_t mn_slstm_work_size(size_t B, size_t NH, size_t Dh) { return 11 * B * NH * Dh; }
@@ -2915,7 +2928,7 @@ static void mn__slstm_gates(double* ip, double* fp, double ri, double rf, double
 // backward reads (nothing else is saved). The step t reads y_{t-1} in full before writing, so with
 // T = 1 the outputs may be the initial states (that is mn_slstm_step). O(T B Hd (4 Dh)) MACs;
 // work: mn_slstm_work_size (the first B*4Hd elements).
-MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh) {
+MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work) {
     size_t Hd = NH * Dh, G = 4 * Hd, t, bb, u;
     mn_real* raw = work;                        // (B,4Hd)
     for (t = 0; t < T; t++) {
@@ -2953,7 +2966,7 @@ MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_r
 //   forward: raw = x + b + R y_{t-1}, so: dx += draw ; db += sum_b draw ; dR += draw^T y_{t-1} ;
 //            dy_{t-1} = R^T draw (per head and gate)
 // and dy0, dc0, dn0 += the carries after t = 0. O(T B Hd Dh) like the forward; work: mn_slstm_work_size.
-MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, mn_real* work, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh) {
+MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work) {
     size_t Hd = NH * Dh, G = 4 * Hd, t, bb, u, h, g;
     mn_real* raw = work;                        // (B,4Hd)
     mn_real* draw = raw + B * G;                // (B,4Hd)
@@ -3008,13 +3021,13 @@ MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0
 }
 
 // One token per sequence for generation: the forward with T = 1, the state (B,Hd) in place.
-MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real* work, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh) {
-    mn_slstm_forward(y, c, n, m, work, x, R, b, y, c, n, m, B, 1, NH, Dh);
+MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work) {
+    mn_slstm_forward(y, c, n, m, x, R, b, y, c, n, m, B, 1, NH, Dh, work);
 }
 
 // >>mesa
-// defines: mn_mesa_work_size, mn_mesa_step, mn_mesa_recurrent_{forward,backward},
-//          mn_mesa_chunk_{forward,backward}
+// defines: mn_mesa_work_size, mn_mesa_step, mn_mesa_{forward,backward}_recurrent,
+//          mn_mesa_{forward,backward}
 // The Mesa layer's op (von Oswald et al. 2025, eq. 7-8; fla ops/mesa_net). Per batch b and head h:
 //     H_t = gamma_t H_{t-1} + beta_t k_t k_t^T         (Dk x Dk, "h_kk")      gamma_t = exp(g_t)
 //     S_t = gamma_t S_{t-1} + beta_t k_t v_t^T         (Dk x Dv, "h_kv")
@@ -3037,10 +3050,10 @@ MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, mn_real
 // and tests/test_mesa.c checks the two agree). Reading order of this section:
 //   1. mn__mesa_solve / mn__mesa_token: one system, CG or Cholesky; the step and the recurrent
 //      forward are loops over it;
-//   2. mn_mesa_recurrent_backward: the implicit backward written per token (the teaching version);
+//   2. mn_mesa_backward_recurrent: the implicit backward written per token (the teaching version);
 //   3. the chunkwise form: mn__mesa_chunk_decay (the C x C decay matrix M), mn__mesa_chunk_apply
-//      (A(P) in three matmuls), mn__mesa_chunk_cg (batched CG), mn_mesa_chunk_forward, and
-//      mn_mesa_chunk_backward (passes B0-B5 of mesa.md §3.2), each tested against 1. and 2.
+//      (A(P) in three matmuls), mn__mesa_chunk_cg (batched CG), mn_mesa_forward, and
+//      mn_mesa_backward (passes B0-B5 of mesa.md §3.2), each tested against 1. and 2.
 
 static const mn_mesa_opts* mn__mesa_opts(const mn_mesa_opts* o, mn_mesa_opts* tmp) {
     if (o) *tmp = *o; else memset(tmp, 0, sizeof(*tmp));
@@ -3048,17 +3061,27 @@ static const mn_mesa_opts* mn__mesa_opts(const mn_mesa_opts* o, mn_mesa_opts* tm
     if (tmp->chunk == 0) tmp->chunk = 64;
     return tmp;
 }
+// the workspace layouts of the forms: per head, the recurrent forward and step, the recurrent backward,
+// the chunkwise forward and backward
+enum { MN__MESA_RECURRENT, MN__MESA_RECURRENT_BWD, MN__MESA_CHUNK };
 static size_t mn__mesa_slot(int form, size_t T, size_t K, size_t V, size_t C) {
     size_t NC = (T + C - 1) / C;
-    if (form == MN_MESA_FORM_RECURRENT) return 2 * K * K + K * V + 8 * K;
-    if (form == MN_MESA_FORM_RECURRENT_BWD) return T * (K * K + K * V) + 2 * K * K + K * V + 10 * K + V;
+    if (form == MN__MESA_RECURRENT) return 2 * K * K + K * V + 8 * K;
+    if (form == MN__MESA_RECURRENT_BWD) return T * (K * K + K * V) + 2 * K * K + K * V + 10 * K + V;
     // chunk: per-chunk states (and state gradients), plus one chunk's scratch
     return (2 * NC + 1) * (K * K + K * V) + 6 * C * C + 10 * C * K + 3 * C * V + 12 * C + T * K;
 }
-// Elements of workspace the given form needs for B*H heads (the ops never allocate).
-MNDEF size_t mn_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+// Elements of workspace a form needs for B*H heads (the ops never allocate).
+static size_t mn__mesa_work(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
     mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
     return B * H * mn__mesa_slot(form, T, Dk, Dv, op->chunk);
+}
+MNDEF size_t mn_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    return mn__mesa_work(MN__MESA_CHUNK, B, T, H, Dk, Dv, o);
+}
+// the recurrent backward's layout is the largest of the three recurrent ones (it adds T saved states)
+MNDEF size_t mn_mesa_work_size_recurrent(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    return mn__mesa_work(MN__MESA_RECURRENT_BWD, B, T, H, Dk, Dv, o);
 }
 
 // The squared relative residual at which textbook CG stops: the tolerance, or the element type's
@@ -3152,10 +3175,10 @@ static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, co
 
 // Generation: one token for all H heads. q,k (H,Dk); v,out (H,Dv); g, beta (H); hkk (H,Dk,Dk),
 // hkv (H,Dk,Dv) in/out; iters (H) receives the CG iterations per head (may be NULL): with
-// opts.cg_tol > 0 this is the paper's per-token dynamic stopping. work: mn_mesa_work_size(RECURRENT, 1, 1, H, ...).
+// opts.cg_tol > 0 this is the paper's per-token dynamic stopping. work: mn_mesa_work_size_recurrent(1, 1, H, ...).
 MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
-    size_t h, slot = mn__mesa_slot(MN_MESA_FORM_RECURRENT, 1, Dk, Dv, op->chunk);
+    size_t h, slot = mn__mesa_slot(MN__MESA_RECURRENT, 1, Dk, Dv, op->chunk);
     for (h = 0; h < H; h++) {
         mn_real* w = work + h * slot;
         int it = mn__mesa_token(out + h * Dv, w, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk, k + h * Dk, v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, op, w + Dk);
@@ -3166,9 +3189,9 @@ MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, co
 // Recurrent form: the step run over t for every (b,h) (parallel over (b,h)). xs (B,T,H,Dk)
 // receives the solves x_t (saved for the backward; may be NULL), iters (B,T,H) the CG
 // iterations (may be NULL). Cost O(T (Dk^2 + Dk Dv + n_cg Dk^2)) per head.
-MNDEF void mn_mesa_recurrent_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, slot = mn__mesa_slot(MN_MESA_FORM_RECURRENT, T, K, V, op->chunk);
+    size_t K = Dk, V = Dv, slot = mn__mesa_slot(MN__MESA_RECURRENT, T, K, V, op->chunk);
     long long bh;
     MN__OMP_FOR
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -3197,9 +3220,9 @@ MNDEF void mn_mesa_recurrent_forward(mn_real* out, mn_real* xs, int* iters, mn_r
 // initial states used in the forward (NULL = 0); xs the forward's solves. The states H_t, S_t
 // are recomputed forward and kept for every t: work = T (Dk^2 + Dk Dv) per head (the teaching
 // form; the chunkwise backward keeps one state per chunk). Parallel over heads (dlambda per head).
-MNDEF void mn_mesa_recurrent_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, slot = mn__mesa_slot(MN_MESA_FORM_RECURRENT_BWD, T, K, V, op->chunk);
+    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, slot = mn__mesa_slot(MN__MESA_RECURRENT_BWD, T, K, V, op->chunk);
     long long hh;
     MN_UNUSED(q);
     MN__OMP_FOR
@@ -3414,11 +3437,11 @@ static void mn__mesa_states(mn__mesa_cw* w, size_t b, size_t h, const mn_real* h
     }
 }
 
-// Chunkwise forward. Same contract as mn_mesa_recurrent_forward; opts.solver is ignored (always
+// Chunkwise forward. Same contract as mn_mesa_forward_recurrent; opts.solver is ignored (always
 // CG; use the recurrent form for the exact solve). Parallel over (b,h); chunk size opts.chunk.
-MNDEF void mn_mesa_chunk_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN_MESA_FORM_CHUNK, T, K, V, C);
+    size_t K = Dk, V = Dv, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
     long long bh;
     MN__OMP_FOR
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -3457,10 +3480,10 @@ MNDEF void mn_mesa_chunk_forward(mn_real* out, mn_real* xs, int* iters, mn_real*
 //   B3 adjoint CG dQ = A^-1 xbar (same batched CG, x0 = 0); B4 reverse pass for dH with (dQ, X);
 //   B5 per chunk: the kk part of dk/dbeta/dg and dlambda. The decay gradients are first taken with
 //   respect to the local cumsum b (db), then dg_t = sum_{s >= t in the chunk} db_s.
-// Same contract as mn_mesa_recurrent_backward (xs from the forward; accumulates).
-MNDEF void mn_mesa_chunk_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+// Same contract as mn_mesa_backward_recurrent (xs from the forward; accumulates).
+MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN_MESA_FORM_CHUNK, T, K, V, C);
+    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
     long long hh;
     MN_UNUSED(q);
     MN__OMP_FOR                                              // heads in parallel: dlambda is per head
@@ -3715,8 +3738,8 @@ static void mn__attn_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     mn_real *dq = MN__DACT(m, l, MN__AA_Q), *dk = MN__DACT(m, l, MN__AA_K), *dv = MN__DACT(m, l, MN__AA_V);
     mn_matmul_backward(MN__DACT(m, l, MN__AA_AO), MN__GRD(m, l, MN__ATT_O), NULL, dout, MN__ACT(m, l, MN__AA_AO), MN__PAR(m, l, MN__ATT_O), N, HD, C);
-    mn_attention_backward(dq, dk, dv, MN__DACT(m, l, MN__AA_ATT), MN__DACT(m, l, MN__AA_AO), MN__ACT(m, l, MN__AA_ATT),
-                          MN__ACT(m, l, MN__AA_Q), MN__ACT(m, l, MN__AA_K), MN__ACT(m, l, MN__AA_V), B, T, H, D, D, mn__attn_window(m, l), 1.0 / sqrt((double)D));
+    mn_attention_backward(dq, dk, dv, MN__DACT(m, l, MN__AA_AO), MN__ACT(m, l, MN__AA_ATT),
+                          MN__ACT(m, l, MN__AA_Q), MN__ACT(m, l, MN__AA_K), MN__ACT(m, l, MN__AA_V), B, T, H, D, D, mn__attn_window(m, l), 1.0 / sqrt((double)D), MN__DACT(m, l, MN__AA_ATT));
     if (c->rope_theta > 0) {            // forward rotated q,k by +phi, so gradients rotate by -phi
         mn__rope_apply(dq, dq, B, T, H, D, 0, c->rope_theta, -1.0, 0);
         mn__rope_apply(dk, dk, B, T, H, D, 0, c->rope_theta, -1.0, 0);
@@ -3737,7 +3760,7 @@ static void mn__attn_step(mn_model* m, size_t l, mn_real* out, mn_real* state, m
         mn__rope_apply(q, q, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
         mn__rope_apply(k, k, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
     }
-    mn_attention_step(ao, state, state + len * HD, scores, q, k, v, pos, len, H, D, D, win, 1.0 / sqrt((double)D));
+    mn_attention_step(ao, state, state + len * HD, q, k, v, pos, len, H, D, D, win, 1.0 / sqrt((double)D), scores);
     mn_matmul_forward(out, ao, MN__PAR(m, l, MN__ATT_O), NULL, 1, HD, C);
 }
 static double mn__attn_flops(const mn_config* c, size_t T) {
@@ -3786,7 +3809,7 @@ static size_t mn__mesa_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
     s[8] = N * HD; s[9] = s[10] = s[11] = s[12] = N * H;    // v; a, b pre-activations; g, beta
     s[13] = HD;                                            // lambda
     s[14] = s[15] = s[16] = N * HD; s[17] = N * H;          // solves, o, normed o, its rstd
-    s[18] = mn_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, c->head_dim, c->head_dim, &o);
+    s[18] = mn__mesa_work(MN__MESA_CHUNK, B, T, H, c->head_dim, c->head_dim, &o);
     return 19;
 }
 // The gates from the pre-activations: g = logsigmoid(al) (+ the optional clamp), beta = sigmoid(bl).
@@ -3815,7 +3838,7 @@ static void mn__mesa_forward(mn_model* m, size_t l, mn_real* out, const mn_real*
     mn_matmul_forward(A(MN__MA_BL), in, MN__PAR(m, l, MN__MS_B), MN__PAR(m, l, MN__MS_BB), N, C, H);
     mn__mesa_gates(c, A(MN__MA_G), A(MN__MA_BETA), A(MN__MA_AL), A(MN__MA_BL), N * H);
     mn__mesa_lambda(A(MN__MA_LAMB), MN__PAR(m, l, MN__MS_LAM), HD);
-    mn_mesa_chunk_forward(A(MN__MA_O), A(MN__MA_XS), NULL, NULL, NULL, A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA),
+    mn_mesa_forward(A(MN__MA_O), A(MN__MA_XS), NULL, NULL, NULL, A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA),
                           A(MN__MA_LAMB), B, T, H, D, D, &o, A(MN__MA_WORK));
     mn_rmsnorm_forward(A(MN__MA_ON), A(MN__MA_RO), A(MN__MA_O), MN__PAR(m, l, MN__MS_ON), N * H, D, c->norm_eps);
     mn_matmul_forward(out, A(MN__MA_ON), MN__PAR(m, l, MN__MS_O), NULL, N, HD, C);
@@ -3830,7 +3853,7 @@ static void mn__mesa_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     mn_matmul_backward(DA(MN__MA_ON), MN__GRD(m, l, MN__MS_O), NULL, dout, A(MN__MA_ON), MN__PAR(m, l, MN__MS_O), N, HD, C);
     mn_rmsnorm_backward(DA(MN__MA_O), MN__GRD(m, l, MN__MS_ON), DA(MN__MA_ON), A(MN__MA_RO), A(MN__MA_O), MN__PAR(m, l, MN__MS_ON), N * H, D);
     // the op's implicit backward; dlambda collects in the (zeroed) gradient slot of lambda
-    mn_mesa_chunk_backward(DA(MN__MA_Q), DA(MN__MA_K), DA(MN__MA_V), DA(MN__MA_G), DA(MN__MA_BETA), DA(MN__MA_LAMB), NULL, NULL, DA(MN__MA_O), NULL, NULL,
+    mn_mesa_backward(DA(MN__MA_Q), DA(MN__MA_K), DA(MN__MA_V), DA(MN__MA_G), DA(MN__MA_BETA), DA(MN__MA_LAMB), NULL, NULL, DA(MN__MA_O), NULL, NULL,
                            A(MN__MA_XS), A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA), A(MN__MA_LAMB), NULL, NULL, B, T, H, D, D, &o, DA(MN__MA_WORK));
     mn_softplus_backward(MN__GRD(m, l, MN__MS_LAM), DA(MN__MA_LAMB), MN__PAR(m, l, MN__MS_LAM), HD);
     if (c->mesa_gamma_clamp) {   // forward: g += log(1 - c beta^2), so: dbeta += dg (-2 c beta) / (1 - c beta^2)
@@ -3858,7 +3881,7 @@ static size_t mn__mesa_state_size(const mn_config* c) {
 static size_t mn__mesa_scratch_size(const mn_config* c) {
     size_t H = c->n_head, D = c->head_dim;
     mn_mesa_opts o; memset(&o, 0, sizeof o);
-    return 10 * H * D + 6 * H + mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, H, D, D, &o);
+    return 10 * H * D + 6 * H + mn__mesa_work(MN__MESA_RECURRENT, 1, 1, H, D, D, &o);
 }
 static void mn__mesa_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
     const mn_config* c = &m->cfg;
@@ -3975,8 +3998,8 @@ static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real
         mn_softplus_forward(A(MN__DA_G), A(MN__DA_AL), N * H);
         for (i = 0; i < N * H; i++) A(MN__DA_G)[i] *= (mn_real)-exp(alog[i % H]);
     }
-    mn_delta_rule_forward(A(MN__DA_O), A(MN__DA_WORK) /*ht scratch*/, A(MN__DA_HS), A(MN__DA_WORK) + B * H * D * D, A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC),
-                          A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D));
+    mn_delta_rule_forward(A(MN__DA_O), A(MN__DA_WORK) /*ht scratch*/, A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC),
+                          A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D), A(MN__DA_WORK) + B * H * D * D);
     if (var & 2) mn__gla_out_forward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, out, A(MN__DA_GL), A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), in, N);
     else {
         mn_rmsnorm_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
@@ -3996,8 +4019,8 @@ static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
         mn_matmul_backward(DA(MN__DA_ON), MN__GRD(m, l, MN__DL_O), NULL, dout, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), N, HD, C);
         mn_rmsnorm_backward(DA(MN__DA_O), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D);
     }
-    mn_delta_rule_backward(DA(MN__DA_Q), DA(MN__DA_K), DA(MN__DA_VC), DA(MN__DA_BETA), (var & 2) ? DA(MN__DA_G) : NULL, NULL, DA(MN__DA_WORK), DA(MN__DA_O), NULL,
-                           A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC), A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D));
+    mn_delta_rule_backward(DA(MN__DA_Q), DA(MN__DA_K), DA(MN__DA_VC), DA(MN__DA_BETA), (var & 2) ? DA(MN__DA_G) : NULL, NULL, DA(MN__DA_O), NULL,
+                           A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC), A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D), DA(MN__DA_WORK));
     if (var & 2) {   // forward: g = -e^{A_log} softplus(u), u = a + dt_bias, so: dA_log += dg g ; du = dg (-e^{A_log}) sigmoid(u)
         const mn_real* alog = MN__PAR(m, l, MN__DL_ALOG);
         mn_real *dalog = MN__GRD(m, l, MN__DL_ALOG), *du = DA(MN__DA_AL);
@@ -4124,8 +4147,8 @@ static void mn__hawk_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     mn_gelu_backward(DA(MN__HA_YL), DA(MN__HA_YG), A(MN__HA_YL), N * C);
     mn_matmul_backward(din, MN__GRD(m, l, MN__HK_Y), MN__GRD(m, l, MN__HK_YB), DA(MN__HA_YL), in, MN__PAR(m, l, MN__HK_Y), N, C, C);
     mn_rglru_backward(DA(MN__HA_XC), MN__GRD(m, l, MN__HK_A), MN__GRD(m, l, MN__HK_GX), MN__GRD(m, l, MN__HK_GXB), MN__GRD(m, l, MN__HK_GA), MN__GRD(m, l, MN__HK_GAB),
-                      NULL, DA(MN__HA_WORK), DA(MN__HA_H), NULL, A(MN__HA_H), A(MN__HA_GATES), A(MN__HA_XC), MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX),
-                      MN__PAR(m, l, MN__HK_GA), NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C);
+                      NULL, DA(MN__HA_H), NULL, A(MN__HA_H), A(MN__HA_GATES), A(MN__HA_XC), MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX),
+                      MN__PAR(m, l, MN__HK_GA), NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C, DA(MN__HA_WORK));
     for (i = 0; i < N * C; i++) MN__GRD(m, l, MN__HK_CB)[i % C] += DA(MN__HA_XC)[i];   // conv bias
     mn_shortconv_backward(DA(MN__HA_XL), MN__GRD(m, l, MN__HK_CW), DA(MN__HA_XC), A(MN__HA_XL), MN__PAR(m, l, MN__HK_CW), B, T, C, 4, 0);
     mn_matmul_backward(din, MN__GRD(m, l, MN__HK_X), MN__GRD(m, l, MN__HK_XB), DA(MN__HA_XL), in, MN__PAR(m, l, MN__HK_X), N, C, C);
@@ -4145,8 +4168,8 @@ static void mn__hawk_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* st
     mn_matmul_forward(xl, in, MN__PAR(m, l, MN__HK_X), MN__PAR(m, l, MN__HK_XB), 1, C, C);
     mn_shortconv_step(xc, cw, xl, MN__PAR(m, l, MN__HK_CW), C, 4, 0);
     for (i = 0; i < C; i++) xc[i] += MN__PAR(m, l, MN__HK_CB)[i];
-    mn_rglru_step(y, h, work, xc, MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX), MN__PAR(m, l, MN__HK_GXB), MN__PAR(m, l, MN__HK_GA), MN__PAR(m, l, MN__HK_GAB),
-                  &sp, 1, C, c->n_head, MN__RGLRU_C);
+    mn_rglru_step(y, h, xc, MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX), MN__PAR(m, l, MN__HK_GXB), MN__PAR(m, l, MN__HK_GA), MN__PAR(m, l, MN__HK_GAB),
+                  &sp, 1, C, c->n_head, MN__RGLRU_C, work);
     for (i = 0; i < C; i++) y[i] *= yl[i];
     mn_matmul_forward(out, y, MN__PAR(m, l, MN__HK_O), MN__PAR(m, l, MN__HK_OB), 1, C, C);
 }
@@ -4189,7 +4212,7 @@ static void mn__mamba_params(mn_model* m, size_t* count, size_t l) {
 }
 static size_t mn__mamba_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
     mn__mb_dims d = mn__mamba_dims(c);
-    size_t N = B * T, ws = mn_ssd_work_size(B, T, d.Hm, d.P, d.Ns, c->mesa_chunk), wr = mn_ssd_recurrent_work_size(T, d.P, d.Ns);
+    size_t N = B * T, ws = mn_ssd_work_size(B, T, d.Hm, d.P, d.Ns, c->mesa_chunk), wr = mn_ssd_work_size_recurrent(T, d.P, d.Ns);
     s[0] = N * d.W_in; s[1] = s[2] = s[3] = N * d.Wc; s[4] = s[5] = N * d.Hm; s[6] = N * d.DI; s[7] = N * d.Hm;
     s[8] = s[9] = N * d.Hm * d.Ns; s[10] = s[11] = s[12] = N * d.DI; s[13] = N;
     s[14] = B * d.Hm * d.P * d.Ns + (ws > wr ? ws : wr);    // final state (unused) + the SSD's work
@@ -4222,7 +4245,7 @@ static void mn__mamba_forward(mn_model* m, size_t l, mn_real* out, const mn_real
             }
         }
     if (neg) mn_ssd_forward_recurrent(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION);
-    else mn_ssd_forward(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_WORK) + B * d.Hm * d.P * d.Ns, A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk);
+    else mn_ssd_forward(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk, A(MN__MBA_WORK) + B * d.Hm * d.P * d.Ns);
     for (n = 0; n < N; n++)
         for (j = 0; j < d.DI; j++) {
             mn_real* y = A(MN__MBA_Y) + n * d.DI + j;
@@ -4254,10 +4277,10 @@ static void mn__mamba_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
             dxbc[n * d.Wc + j] += Dp[j / d.P] * (mn_real)(dyz * z * s);
             MN__GRD(m, l, MN__MB_D)[j / d.P] += (mn_real)(dyz * z * s * xbc[n * d.Wc + j]);
         }
-    if (neg) mn_ssd_backward_recurrent(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_WORK), DA(MN__MBA_Y), NULL,
-                                       A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION);
-    else mn_ssd_backward(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_WORK), DA(MN__MBA_Y), NULL,
-                         A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk);
+    if (neg) mn_ssd_backward_recurrent(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_Y), NULL,
+                                       A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION, DA(MN__MBA_WORK));
+    else mn_ssd_backward(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_Y), NULL,
+                         A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk, DA(MN__MBA_WORK));
     for (n = 0; n < N; n++)
         for (h = 0; h < d.Hm; h++) {
             size_t r = n * d.Hm + h;
@@ -4366,8 +4389,8 @@ static void mn__mlstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real
         A(MN__MLA_IG)[i] = (mn_real)(MN__MLSTM_CAP * tanh(A(MN__MLA_IL)[i] / MN__MLSTM_CAP));
         A(MN__MLA_FG)[i] = (mn_real)(MN__MLSTM_CAP * tanh(A(MN__MLA_FL)[i] / MN__MLSTM_CAP));
     }
-    mn_mlstm_forward(A(MN__MLA_H), NULL, NULL, NULL, NULL, NULL, A(MN__MLA_WORK), A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG),
-                     NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6, c->mesa_chunk);
+    mn_mlstm_forward(A(MN__MLA_H), NULL, NULL, NULL, NULL, NULL, A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG),
+                     NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6, c->mesa_chunk, A(MN__MLA_WORK));
     mn_rmsnorm_forward(A(MN__MLA_HN), A(MN__MLA_RS), A(MN__MLA_H), MN__PAR(m, l, MN__ML_ON), N * H, D, c->norm_eps);
     mn_matmul_forward(A(MN__MLA_OL), in, MN__PAR(m, l, MN__ML_OG), NULL, N, C, HD);
     for (i = 0; i < N * HD; i++) A(MN__MLA_HO)[i] = (mn_real)(A(MN__MLA_HN)[i] * mn__sigmoid(A(MN__MLA_OL)[i]));
@@ -4387,9 +4410,9 @@ static void mn__mlstm_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
     }
     mn_matmul_backward(din, MN__GRD(m, l, MN__ML_OG), NULL, DA(MN__MLA_OL), in, MN__PAR(m, l, MN__ML_OG), N, C, HD);
     mn_rmsnorm_backward(DA(MN__MLA_H), MN__GRD(m, l, MN__ML_ON), DA(MN__MLA_HN), A(MN__MLA_RS), A(MN__MLA_H), MN__PAR(m, l, MN__ML_ON), N * H, D);
-    mn_mlstm_backward(DA(MN__MLA_Q), DA(MN__MLA_K), DA(MN__MLA_V), DA(MN__MLA_IG), DA(MN__MLA_FG), NULL, NULL, DA(MN__MLA_WORK), DA(MN__MLA_H),
+    mn_mlstm_backward(DA(MN__MLA_Q), DA(MN__MLA_K), DA(MN__MLA_V), DA(MN__MLA_IG), DA(MN__MLA_FG), NULL, NULL, DA(MN__MLA_H),
                       A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG), NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6,
-                      c->mesa_chunk, MN_MLSTM_BW_EXACT);
+                      c->mesa_chunk, MN_MLSTM_BW_EXACT, DA(MN__MLA_WORK));
     for (i = 0; i < N * H; i++) {    // forward: g = cap tanh(gl / cap), so: dgl = dg (1 - tanh^2)
         double ti = tanh(A(MN__MLA_IL)[i] / MN__MLSTM_CAP), tf = tanh(A(MN__MLA_FL)[i] / MN__MLSTM_CAP);
         DA(MN__MLA_IL)[i] += (mn_real)(DA(MN__MLA_IG)[i] * (1.0 - ti * ti));
@@ -4482,8 +4505,8 @@ static void mn__slstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real
     mn__bd_forward(A(MN__SLA_X) + 1 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WF), N, NH, Dh);
     mn__bd_forward(A(MN__SLA_X) + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), N, NH, Dh);
     mn__bd_forward(A(MN__SLA_X) + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), N, NH, Dh);
-    mn_slstm_forward(A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_WORK), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
-                     NULL, NULL, NULL, NULL, B, T, NH, Dh);
+    mn_slstm_forward(A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
+                     NULL, NULL, NULL, NULL, B, T, NH, Dh, A(MN__SLA_WORK));
     mn_rmsnorm_forward(out, A(MN__SLA_RS), A(MN__SLA_Y), MN__PAR(m, l, MN__SL_ON), N * NH, Dh, c->norm_eps);
     #undef A
 }
@@ -4493,9 +4516,9 @@ static void mn__slstm_backward(mn_model* m, size_t l, mn_real* din, const mn_rea
     #define A(x) MN__ACT(m, l, x)
     #define DA(x) MN__DACT(m, l, x)
     mn_rmsnorm_backward(DA(MN__SLA_Y), MN__GRD(m, l, MN__SL_ON), dout, A(MN__SLA_RS), A(MN__SLA_Y), MN__PAR(m, l, MN__SL_ON), N * NH, Dh);
-    mn_slstm_backward(DA(MN__SLA_X), MN__GRD(m, l, MN__SL_R), MN__GRD(m, l, MN__SL_B), NULL, NULL, NULL, DA(MN__SLA_WORK), DA(MN__SLA_Y),
+    mn_slstm_backward(DA(MN__SLA_X), MN__GRD(m, l, MN__SL_R), MN__GRD(m, l, MN__SL_B), NULL, NULL, NULL, DA(MN__SLA_Y),
                       A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
-                      NULL, NULL, NULL, NULL, B, T, NH, Dh);
+                      NULL, NULL, NULL, NULL, B, T, NH, Dh, DA(MN__SLA_WORK));
     mn__bd_backward(DA(MN__SLA_XC), MN__GRD(m, l, MN__SL_WI), DA(MN__SLA_X) + 0 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WI), N, NH, Dh);
     mn__bd_backward(DA(MN__SLA_XC), MN__GRD(m, l, MN__SL_WF), DA(MN__SLA_X) + 1 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WF), N, NH, Dh);
     mn__bd_backward(din, MN__GRD(m, l, MN__SL_WZ), DA(MN__SLA_X) + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), N, NH, Dh);
@@ -4524,7 +4547,7 @@ static void mn__slstm_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* s
     mn__bd_forward(x + 1 * C, 4 * C, xc, MN__PAR(m, l, MN__SL_WF), 1, NH, Dh);
     mn__bd_forward(x + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), 1, NH, Dh);
     mn__bd_forward(x + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), 1, NH, Dh);
-    mn_slstm_step(y, cc, n, mm, work, x, MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B), 1, NH, Dh);
+    mn_slstm_step(y, cc, n, mm, x, MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B), 1, NH, Dh, work);
     mn_rmsnorm_forward(out, rs, y, MN__PAR(m, l, MN__SL_ON), NH, Dh, c->norm_eps);
 }
 static double mn__slstm_flops(const mn_config* c, size_t T) {
@@ -4582,8 +4605,8 @@ static void mn__glal_forward(mn_model* m, size_t l, mn_real* out, const mn_real*
     mn_matmul_forward(A(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), NULL, N, C, MN__GLA_RANK);
     mn_matmul_forward(A(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), N, MN__GLA_RANK, HD);
     mn__gla_gate_forward(A(MN__GLA_GK), A(MN__GLA_L2), N * HD);
-    mn_gla_forward(A(MN__GLA_O), A(MN__GLA_WORK), A(MN__GLA_WORK) + B * H * D * D, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), A(MN__GLA_GK), NULL,
-                   B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_gla_forward(A(MN__GLA_O), A(MN__GLA_WORK), A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), A(MN__GLA_GK), NULL,
+                   B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk, A(MN__GLA_WORK) + B * H * D * D);
     mn__gla_out_forward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, out, A(MN__GLA_GG), A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), in, N);
     #undef A
 }
@@ -4593,8 +4616,8 @@ static void mn__glal_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     #define A(x) MN__ACT(m, l, x)
     #define DA(x) MN__DACT(m, l, x)
     mn__gla_out_backward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, din, DA(MN__GLA_GG), DA(MN__GLA_ON), DA(MN__GLA_O), dout, A(MN__GLA_GG), A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), in, N);
-    mn_gla_backward(DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), DA(MN__GLA_GK), NULL, DA(MN__GLA_WORK), DA(MN__GLA_O), NULL, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V),
-                    A(MN__GLA_GK), NULL, B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_gla_backward(DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), DA(MN__GLA_GK), NULL, DA(MN__GLA_O), NULL, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V),
+                    A(MN__GLA_GK), NULL, B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk, DA(MN__GLA_WORK));
     mn__gla_gate_backward(DA(MN__GLA_L2), DA(MN__GLA_GK), A(MN__GLA_L2), N * HD);
     mn_matmul_backward(DA(MN__GLA_L1), MN__GRD(m, l, MN__GL_G2), MN__GRD(m, l, MN__GL_G2B), DA(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), N, MN__GLA_RANK, HD);
     mn_matmul_backward(din, MN__GRD(m, l, MN__GL_G1), NULL, DA(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), N, C, MN__GLA_RANK);
@@ -4679,8 +4702,8 @@ static void mn__linattn_forward(mn_model* m, size_t l, mn_real* out, const mn_re
     mn__qkv_forward(m, l, MN__LA_Q, A(MN__LAA_Q), A(MN__LAA_K), A(MN__LAA_V), in, N, HD);
     mn__hadamard_forward(m, l, MN__LA_Q1, A(MN__LAA_QF), A(MN__LAA_QA), A(MN__LAA_QB), A(MN__LAA_Q), N * H, D);
     mn__hadamard_forward(m, l, MN__LA_K1, A(MN__LAA_KF), A(MN__LAA_KA), A(MN__LAA_KB), A(MN__LAA_K), N * H, D);
-    mn_gla_forward(A(MN__LAA_O), A(MN__LAA_WORK), A(MN__LAA_WORK) + B * H * D * D, A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V), NULL, NULL,
-                   B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_gla_forward(A(MN__LAA_O), A(MN__LAA_WORK), A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V), NULL, NULL,
+                   B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk, A(MN__LAA_WORK) + B * H * D * D);
     mn_rmsnorm_forward(A(MN__LAA_ON), A(MN__LAA_RS), A(MN__LAA_O), MN__PAR(m, l, MN__LA_ON), N * H, D, c->norm_eps);
     mn_matmul_forward(out, A(MN__LAA_ON), MN__PAR(m, l, MN__LA_O), NULL, N, HD, C);
     #undef A
@@ -4692,8 +4715,8 @@ static void mn__linattn_backward(mn_model* m, size_t l, mn_real* din, const mn_r
     #define DA(x) MN__DACT(m, l, x)
     mn_matmul_backward(DA(MN__LAA_ON), MN__GRD(m, l, MN__LA_O), NULL, dout, A(MN__LAA_ON), MN__PAR(m, l, MN__LA_O), N, HD, C);
     mn_rmsnorm_backward(DA(MN__LAA_O), MN__GRD(m, l, MN__LA_ON), DA(MN__LAA_ON), A(MN__LAA_RS), A(MN__LAA_O), MN__PAR(m, l, MN__LA_ON), N * H, D);
-    mn_gla_backward(DA(MN__LAA_QF), DA(MN__LAA_KF), DA(MN__LAA_V), NULL, NULL, DA(MN__LAA_WORK), DA(MN__LAA_O), NULL, A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V),
-                    NULL, NULL, B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_gla_backward(DA(MN__LAA_QF), DA(MN__LAA_KF), DA(MN__LAA_V), NULL, NULL, DA(MN__LAA_O), NULL, A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V),
+                    NULL, NULL, B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk, DA(MN__LAA_WORK));
     mn__hadamard_backward(m, l, MN__LA_Q1, DA(MN__LAA_Q), DA(MN__LAA_QA), DA(MN__LAA_QB), DA(MN__LAA_QF), A(MN__LAA_QA), A(MN__LAA_QB), A(MN__LAA_Q), N * H, D);
     mn__hadamard_backward(m, l, MN__LA_K1, DA(MN__LAA_K), DA(MN__LAA_KA), DA(MN__LAA_KB), DA(MN__LAA_KF), A(MN__LAA_KA), A(MN__LAA_KB), A(MN__LAA_K), N * H, D);
     mn__qkv_backward(m, l, MN__LA_Q, din, DA(MN__LAA_Q), DA(MN__LAA_K), DA(MN__LAA_V), in, N, HD);
@@ -4759,8 +4782,8 @@ static void mn__sgla_forward(mn_model* m, size_t l, mn_real* out, const mn_real*
     mn_shortconv_forward(A(MN__SGA_V), A(MN__SGA_VL), MN__PAR(m, l, MN__SG_VC), B, T, HD, 4, 1);
     mn_matmul_forward(A(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), N, C, H);
     mn__gla_gate_forward(A(MN__SGA_G), A(MN__SGA_GL), N * H);
-    mn_gla_forward(A(MN__SGA_O), A(MN__SGA_WORK), A(MN__SGA_WORK) + B * H * D * D, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V), A(MN__SGA_G), NULL,
-                   B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_gla_forward(A(MN__SGA_O), A(MN__SGA_WORK), A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V), A(MN__SGA_G), NULL,
+                   B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk, A(MN__SGA_WORK) + B * H * D * D);
     mn__gla_out_forward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, out, A(MN__SGA_GG), A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), in, N);
     #undef A
 }
@@ -4770,8 +4793,8 @@ static void mn__sgla_backward(mn_model* m, size_t l, mn_real* din, const mn_real
     #define A(x) MN__ACT(m, l, x)
     #define DA(x) MN__DACT(m, l, x)
     mn__gla_out_backward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, din, DA(MN__SGA_GG), DA(MN__SGA_ON), DA(MN__SGA_O), dout, A(MN__SGA_GG), A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), in, N);
-    mn_gla_backward(DA(MN__SGA_Q), DA(MN__SGA_K), DA(MN__SGA_V), DA(MN__SGA_G), NULL, DA(MN__SGA_WORK), DA(MN__SGA_O), NULL, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V),
-                    A(MN__SGA_G), NULL, B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk);
+    mn_gla_backward(DA(MN__SGA_Q), DA(MN__SGA_K), DA(MN__SGA_V), DA(MN__SGA_G), NULL, DA(MN__SGA_O), NULL, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V),
+                    A(MN__SGA_G), NULL, B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk, DA(MN__SGA_WORK));
     mn__gla_gate_backward(DA(MN__SGA_GL), DA(MN__SGA_G), A(MN__SGA_GL), N * H);
     mn_matmul_backward(din, MN__GRD(m, l, MN__SG_GK), MN__GRD(m, l, MN__SG_GKB), DA(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), N, C, H);
     mn_shortconv_backward(DA(MN__SGA_QL), MN__GRD(m, l, MN__SG_QC), DA(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);

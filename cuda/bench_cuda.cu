@@ -89,10 +89,10 @@ static void bench_step(const float* lam, size_t H, size_t K) {
         CK(mn_cuda_malloc(&G, (void**)&out, ns * V * 4)); CK(mn_cuda_malloc(&G, (void**)&its, ns * sizeof(int)));
         CK(mn_cuda_malloc(&G, (void**)&po, n0 * V * 4));
         mn_mesa_opts op; memset(&op, 0, sizeof op); op.cg_iters = -1;
-        size_t wn = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T0, H, K, V, &op);
+        size_t wn = mn_cuda_mesa_work_size(B, T0, H, K, V, &op);
         CK(mn_cuda_malloc(&G, (void**)&w, wn * 4));
         cudaMemset(hk0, 0, BH * K * K * 4); cudaMemset(hv0, 0, BH * K * V * 4);
-        CK(mn_cuda_mesa_chunk_forward(&G, po, NULL, NULL, hk0, hv0, pq, pk, pv, pg, pb, lam, B, T0, H, K, V, &op, w));
+        CK(mn_cuda_mesa_forward(&G, po, NULL, NULL, hk0, hv0, pq, pk, pv, pg, pb, lam, B, T0, H, K, V, &op, w));
         CK(mn_cuda_sync(&G));
         mn_cuda_dfree(w); mn_cuda_dfree(po); mn_cuda_dfree(pq); mn_cuda_dfree(pk); mn_cuda_dfree(pv); mn_cuda_dfree(pg); mn_cuda_dfree(pb); mn_cuda_dfree(rs);
         struct { const char* name; int cg, fla, jacobi; double tol; double anchor; } cfg[3] = {
@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
     CK(mn_cuda_l2norm_forward(&G, q, rstd, qr, BTH, K)); CK(mn_cuda_l2norm_forward(&G, k, rstd, kr, BTH, K));
     float *out, *xs, *work, *dout = dev_randn(BTH * V, 1), *dq, *dk, *dv, *dg, *db, *dl;
     mn_mesa_opts o; memset(&o, 0, sizeof o);
-    size_t wn = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, K, V, &o);
+    size_t wn = mn_cuda_mesa_work_size(B, T, H, K, V, &o);
     CK(mn_cuda_malloc(&G, (void**)&out, BTH * V * 4)); CK(mn_cuda_malloc(&G, (void**)&xs, BTH * K * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
     CK(mn_cuda_malloc(&G, (void**)&dq, BTH * K * 4)); CK(mn_cuda_malloc(&G, (void**)&dk, BTH * K * 4)); CK(mn_cuda_malloc(&G, (void**)&dv, BTH * V * 4));
     CK(mn_cuda_malloc(&G, (void**)&dg, BTH * 4)); CK(mn_cuda_malloc(&G, (void**)&db, BTH * 4)); CK(mn_cuda_malloc(&G, (void**)&dl, H * K * 4));
@@ -162,8 +162,8 @@ int main(int argc, char** argv) {
         if (argc > 2 && !strcmp(argv[2], "fast")) {   // the fast setting at fla's CG 10
             o.cg_iters = 10; o.fla = 1; G.mesa_scan = MN_CUDA_SCAN_TF32; G.mesa_keep_states = 1;
         }
-        CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
-        CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
+        CK(mn_cuda_mesa_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
+        CK(mn_cuda_mesa_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
         CK(mn_cuda_sync(&G));
         mn_cuda_free(&G);
         return 0;
@@ -176,8 +176,8 @@ int main(int argc, char** argv) {
         o.cg_iters = cg; o.fla = fla;
         snprintf(cgname, sizeof cgname, "%d%s%s", cg, fla ? " fla" : "", variant);
         double ms = time_ms([&] {
-            CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
-            if (bwd) CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
+            CK(mn_cuda_mesa_forward(&G, out, xs, NULL, NULL, NULL, q, k, v, g, beta, lam, B, T, H, K, V, &o, work));
+            if (bwd) CK(mn_cuda_mesa_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lam, NULL, NULL, B, T, H, K, V, &o, work));
         });
         double fl = mesa_flops(B, T, H, K, V, cg, bwd);
         const char* tgt = cg == 30 ? (bwd ? "8.57 ms" : "3.30 ms") : cg == 10 ? (bwd ? "4.81 ms" : "1.53 ms") : "-";

@@ -685,7 +685,7 @@ int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_
 }
 
 // >>cuda_mesa
-// defines: mn_cuda_mesa_work_size, mn_cuda_mesa_chunk_forward, mn_cuda_mesa_chunk_backward
+// defines: mn_cuda_mesa_work_size, mn_cuda_mesa_forward, mn_cuda_mesa_backward
 //
 // The chunkwise form of mesanet.h (mesa.md §2.3, §3.2), reorganised for the GPU:
 //   - forward, three launches besides packing g and beta: the decay data per chunk
@@ -750,9 +750,9 @@ static size_t mn__mesa_layout(mn__mesa_ws* w, float* base, size_t B, size_t T, s
     return off;
 }
 
-size_t mn_cuda_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
     mn__mesa_ws w;
-    (void)form; (void)o;
+    (void)o;
     return mn__mesa_layout(&w, NULL, B, T, H, Dk, Dv);
 }
 
@@ -2371,7 +2371,7 @@ static int mn__mesa_stamp_ok(const mn_cuda_ctx* ctx, const float* work, uint64_t
     return ctx->mesa_keep_states && ctx->mesa_stamp[slot][0] == (uint64_t)(uintptr_t)work && ctx->mesa_stamp[slot][1] == stamp;
 }
 
-int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, NC = (T + MN__MC - 1) / MN__MC, BH = B * H;
@@ -2437,8 +2437,8 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
     return MN_OK;
 }
 
-// Backward, passes B0-B5 of mesa.md §3.2 (see mn_mesa_chunk_backward in mesanet.h, line for line).
-int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+// Backward, passes B0-B5 of mesa.md §3.2 (see mn_mesa_backward in mesanet.h, line for line).
+int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, C = MN__MC, NC = (T + C - 1) / C, BH = B * H, NCH = NC * BH;
@@ -2916,7 +2916,7 @@ static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn_cuda_matmul_forward(ctx, A->bl, in, MN__PAR(cm, l, MN__CP_B), MN__PAR(cm, l, MN__CP_BB), N, C, H));
     mn__k_cm_gates<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->beta, A->al, A->bl, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
     mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(A->lamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
-    MN__TRY(mn_cuda_mesa_chunk_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H, Dh, Dh, &o, cm->work));
+    MN__TRY(mn_cuda_mesa_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H, Dh, Dh, &o, cm->work));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, c->norm_eps));
     MN__D2D(A->x2, res, N * C);
     return mn__cm_matmul_add(ctx, A->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
@@ -2933,7 +2933,7 @@ static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
     MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C, 0));
     MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, 0));
     // the op's implicit backward; dlambda collects in the (zeroed) dlamb
-    MN__TRY(mn_cuda_mesa_chunk_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
+    MN__TRY(mn_cuda_mesa_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
                                         A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh, &o, cm->work));
     mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
     mn__k_cm_gates_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dbl, D->dbeta, D->dg, A->al, A->bl, A->beta, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
@@ -3071,7 +3071,7 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
     mn__cm_acts a; mn__cm_dacts d;
     mn_mesa_opts o = mn__cm_mesa_opts(c);
     size_t na = mn__cm_layout_acts(c, B, T, NULL, &a), nd = mn__cm_layout_dacts(c, B, T, NULL, &d);
-    size_t nw = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, c->n_head, c->head_dim, c->head_dim, &o), nt = B * T;
+    size_t nw = mn_cuda_mesa_work_size(B, T, c->n_head, c->head_dim, c->head_dim, &o), nt = B * T;
     cm->B = 0; cm->T = 0; cm->have_loss = 0;
 #define MN__GROW(ptr, cap, need, elem) do { if ((need) > (cap)) { mn_cuda_dfree(ptr); (ptr) = NULL; (cap) = 0; \
         MN__TRY(mn_cuda_malloc(ctx, (void**)&(ptr), (need) * (elem))); (cap) = (need); } } while (0)

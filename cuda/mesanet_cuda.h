@@ -77,7 +77,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "mesanet.h"   // declarations only: MN_OK, MN_ERR_*, mn_mesa_opts, MN_MESA_FORM_*
+#include "mesanet.h"   // declarations only: MN_OK, MN_ERR_*, mn_mesa_opts
 
 #ifdef __cplusplus
 extern "C" {
@@ -160,18 +160,18 @@ int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, f
 // norm before clipping (NaN if not finite); asking for it synchronises the stream.
 int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_norm, double* norm);
 
-// --- the Mesa op, chunkwise form (contracts as mn_mesa_chunk_forward / _backward) ---
-// Workspace in floats for form MN_MESA_FORM_CHUNK (one size serves the forward and the backward).
-size_t mn_cuda_mesa_work_size(int form, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
+// --- the Mesa op, chunkwise form (contracts as mn_mesa_forward / _backward) ---
+// Workspace in floats (one size serves the forward and the backward).
+size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
 // out (B,T,H,Dv), xs (B,T,H,Dk) (saved for the backward; may be NULL), iters (B,T,H) (may be NULL)
 // written; hkk (B,H,Dk,Dk), hkv (B,H,Dk,Dv): initial states in, final states out (NULL: zeros,
 // not returned); q,k (B,T,H,Dk); v (B,T,H,Dv); g, beta (B,T,H); lamb (H,Dk); work (work_size)
-int mn_cuda_mesa_chunk_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
 // dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg,dbeta (B,T,H), dlamb (H,Dk), dhkk0 (B,H,Dk,Dk), dhkv0
 // (B,H,Dk,Dv) accumulated (the last two may be NULL); dout (B,T,H,Dv); dhkk, dhkv upstream
 // gradients of the final states (NULL = 0); xs from the forward; hkk0, hkv0 the initial states
 // the forward used (NULL = 0). q is not read (the implicit backward needs only x).
-int mn_cuda_mesa_chunk_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
 
 
 // --- the Mesa decode step, batched over sequences (contract as mn_mesa_step, one call for B of them) ---

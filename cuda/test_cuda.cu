@@ -393,17 +393,17 @@ static void test_mesa(const mesa_case* c) {
     vd Q = tod(q), Kd = tod(k), Vd = tod(v), Gd = tod(g), Bd = tod(be), L = tod(lam);
     vd outc(BTH * V), xsc(BTH * K), hkc = tod(hk0), hvc = tod(hv0), oute(BTH * V), xse(BTH * K), hke = tod(hk0), hve = tod(hv0);
     std::vector<int> itc(BTH);
-    vd wk(mn_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, K, V, &oc));
-    vd wr(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, B, T, H, K, V, &oe));
-    mn_mesa_chunk_forward(outc.data(), xsc.data(), itc.data(), c->state ? hkc.data() : NULL, c->state ? hvc.data() : NULL, Q.data(), Kd.data(), Vd.data(), Gd.data(), Bd.data(), L.data(), B, T, H, K, V, &oc, wk.data());
-    mn_mesa_recurrent_forward(oute.data(), xse.data(), NULL, c->state ? hke.data() : NULL, c->state ? hve.data() : NULL, Q.data(), Kd.data(), Vd.data(), Gd.data(), Bd.data(), L.data(), B, T, H, K, V, &oe, wr.data());
+    vd wk(mn_mesa_work_size(B, T, H, K, V, &oc));
+    vd wr(mn_mesa_work_size_recurrent(B, T, H, K, V, &oe));
+    mn_mesa_forward(outc.data(), xsc.data(), itc.data(), c->state ? hkc.data() : NULL, c->state ? hvc.data() : NULL, Q.data(), Kd.data(), Vd.data(), Gd.data(), Bd.data(), L.data(), B, T, H, K, V, &oc, wk.data());
+    mn_mesa_forward_recurrent(oute.data(), xse.data(), NULL, c->state ? hke.data() : NULL, c->state ? hve.data() : NULL, Q.data(), Kd.data(), Vd.data(), Gd.data(), Bd.data(), L.data(), B, T, H, K, V, &oe, wr.data());
     // GPU
-    size_t wn = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, K, V, &oc);
+    size_t wn = mn_cuda_mesa_work_size(B, T, H, K, V, &oc);
     float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gg = dev(g), *gb = dev(be), *gl = dev(lam), *gw = poison(wn);
     float *gout = poison(BTH * V), *gxs = poison(BTH * K), *ghk = dev(hk0), *ghv = dev(hv0), *ghk0 = dev(hk0), *ghv0 = dev(hv0);
     int* git = (int*)devbytes(BTH * sizeof(int));
     cudaMemset(git, 0xFF, BTH * sizeof(int));
-    CK(mn_cuda_mesa_chunk_forward(&G, gout, gxs, git, c->state ? ghk : NULL, c->state ? ghv : NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, V, &oc, gw));
+    CK(mn_cuda_mesa_forward(&G, gout, gxs, git, c->state ? ghk : NULL, c->state ? ghv : NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, V, &oc, gw));
     vf hout = host(gout, BTH * V), hxs = host(gxs, BTH * K);
     std::vector<int> hit(BTH);
     CK(mn_cuda_download(&G, hit.data(), git, BTH * sizeof(int)));
@@ -435,17 +435,17 @@ static void test_mesa(const mesa_case* c) {
         vd dq = tod(pq), dk = tod(pk), dv = tod(pv), dg = tod(pg), db = tod(pb), dl = tod(pl), dhk0 = tod(phk), dhv0 = tod(phv);
         vd eq = tod(pq), ek = tod(pk), ev = tod(pv), eg = tod(pg), eb = tod(pb), el = tod(pl), ehk0 = tod(phk), ehv0 = tod(phv);
         vd DY = tod(dy), DHK = tod(dhk), DHV = tod(dhv), HK0 = tod(hk0), HV0 = tod(hv0);
-        vd wb(mn_mesa_work_size(MN_MESA_FORM_RECURRENT_BWD, 1, T, H, K, V, &oe));
-        mn_mesa_chunk_backward(dq.data(), dk.data(), dv.data(), dg.data(), db.data(), dl.data(), c->state ? dhk0.data() : NULL, c->state ? dhv0.data() : NULL, DY.data(),
+        vd wb(mn_mesa_work_size_recurrent(1, T, H, K, V, &oe));
+        mn_mesa_backward(dq.data(), dk.data(), dv.data(), dg.data(), db.data(), dl.data(), c->state ? dhk0.data() : NULL, c->state ? dhv0.data() : NULL, DY.data(),
                                c->state ? DHK.data() : NULL, c->state ? DHV.data() : NULL, xsc.data(), Q.data(), Kd.data(), Vd.data(), Gd.data(), Bd.data(), L.data(),
                                c->state ? HK0.data() : NULL, c->state ? HV0.data() : NULL, B, T, H, K, V, &oc, wk.data());
-        mn_mesa_recurrent_backward(eq.data(), ek.data(), ev.data(), eg.data(), eb.data(), el.data(), c->state ? ehk0.data() : NULL, c->state ? ehv0.data() : NULL, DY.data(),
+        mn_mesa_backward_recurrent(eq.data(), ek.data(), ev.data(), eg.data(), eb.data(), el.data(), c->state ? ehk0.data() : NULL, c->state ? ehv0.data() : NULL, DY.data(),
                                    c->state ? DHK.data() : NULL, c->state ? DHV.data() : NULL, xse.data(), Q.data(), Kd.data(), Vd.data(), Gd.data(), Bd.data(), L.data(),
                                    c->state ? HK0.data() : NULL, c->state ? HV0.data() : NULL, B, T, H, K, V, &oe, wb.data());
         float *gdy = dev(dy), *gdhk = dev(dhk), *gdhv = dev(dhv);
         float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdg = dev(pg), *gdb = dev(pb), *gdl = dev(pl), *gdhk0 = dev(phk), *gdhv0 = dev(phv);
         cudaMemset(gw, 0xFF, wn * sizeof(float));
-        CK(mn_cuda_mesa_chunk_backward(&G, gdq, gdk, gdv, gdg, gdb, gdl, c->state ? gdhk0 : NULL, c->state ? gdhv0 : NULL, gdy, c->state ? gdhk : NULL, c->state ? gdhv : NULL,
+        CK(mn_cuda_mesa_backward(&G, gdq, gdk, gdv, gdg, gdb, gdl, c->state ? gdhk0 : NULL, c->state ? gdhv0 : NULL, gdy, c->state ? gdhk : NULL, c->state ? gdhv : NULL,
                                        gxs, gq, gk, gv, gg, gb, gl, c->state ? ghk0 : NULL, c->state ? ghv0 : NULL, B, T, H, K, V, &oc, gw));
         struct { const char* n; float* d; const vf* p; const vd* c; const vd* e; size_t len; double bound; int on; } gr[] = {
             { "dq", gdq, &pq, &dq, &eq, BTH * K, c->bgrad, 1 }, { "dk", gdk, &pk, &dk, &ek, BTH * K, c->bgrad, 1 },
@@ -477,16 +477,16 @@ static void test_mesa_keep(size_t K, int cg_kernel) {
     unit_rows(q, BTH, K); unit_rows(k, BTH, K); unit_rows(k2, BTH, K);
     mesa_gates(g, be, 2.0);
     mn_mesa_opts o; memset(&o, 0, sizeof o); o.cg_iters = 10; o.fla = 1; o.chunk = 64;
-    size_t wn = mn_cuda_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, K, K, &o);
+    size_t wn = mn_cuda_mesa_work_size(B, T, H, K, K, &o);
     float *gq = dev(q), *gk = dev(k), *gk2 = dev(k2), *gv = dev(v), *gg = dev(g), *gb = dev(be), *gl = dev(lam), *gdy = dev(dy), *gw = poison(wn), *out = poison(BTH * K), *xs = poison(BTH * K), *xs2 = poison(BTH * K);
     vf res[3][6];                                    // plain, kept, kept but overwritten in between
     for (int run = 0; run < 3; run++) {
         float *dq = poison(BTH * K), *dk = poison(BTH * K), *dv = poison(BTH * K), *dg = poison(BTH), *db = poison(BTH), *dl = poison(H * K);
         cudaMemset(dq, 0, BTH * K * 4); cudaMemset(dk, 0, BTH * K * 4); cudaMemset(dv, 0, BTH * K * 4); cudaMemset(dg, 0, BTH * 4); cudaMemset(db, 0, BTH * 4); cudaMemset(dl, 0, H * K * 4);
         G.mesa_keep_states = run > 0;
-        CK(mn_cuda_mesa_chunk_forward(&G, out, xs, NULL, NULL, NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
-        if (run == 2) CK(mn_cuda_mesa_chunk_forward(&G, out, xs2, NULL, NULL, NULL, gq, gk2, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
-        CK(mn_cuda_mesa_chunk_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, gdy, NULL, NULL, xs, gq, gk, gv, gg, gb, gl, NULL, NULL, B, T, H, K, K, &o, gw));
+        CK(mn_cuda_mesa_forward(&G, out, xs, NULL, NULL, NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
+        if (run == 2) CK(mn_cuda_mesa_forward(&G, out, xs2, NULL, NULL, NULL, gq, gk2, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
+        CK(mn_cuda_mesa_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, gdy, NULL, NULL, xs, gq, gk, gv, gg, gb, gl, NULL, NULL, B, T, H, K, K, &o, gw));
         res[run][0] = host(dq, BTH * K); res[run][1] = host(dk, BTH * K); res[run][2] = host(dv, BTH * K);
         res[run][3] = host(dg, BTH); res[run][4] = host(db, BTH); res[run][5] = host(dl, H * K);
         mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(dg); mn_cuda_dfree(db); mn_cuda_dfree(dl);
@@ -538,7 +538,7 @@ static void test_step(const step_case* c) {
     vd hkc = tod(hk0), hvc = tod(hv0), L = tod(lam);
     mn_mesa_opts oc; memset(&oc, 0, sizeof oc);
     oc.cg_iters = c->iters; oc.fla = c->fla; oc.jacobi = c->jacobi; oc.cg_tol = c->tol;
-    vd wk(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, H, K, V, &oc));
+    vd wk(mn_mesa_work_size_recurrent(1, 1, H, K, V, &oc));
     float *ghk = dev(hk0), *ghv = dev(hv0), *gl = dev(lam), *gout = poison(BH * V);
     int* git = (int*)devbytes(BH * sizeof(int));
     vf allg; vd allc;
@@ -822,10 +822,10 @@ static void test_errors(void) {
     expect(mn_cuda_init(&bad, 999) == MN_ERR_CUDA, "mn_cuda_init on a missing device returns MN_ERR_CUDA");
     expect(mn_cuda_shortconv_forward(&G, NULL, NULL, NULL, 1, 8, 8, 17, 1) == MN_ERR_CONFIG, "shortconv forward with K = 17 returns MN_ERR_CONFIG");
     expect(mn_cuda_shortconv_backward(&G, NULL, NULL, NULL, NULL, NULL, 1, 8, 8, 17, 1) == MN_ERR_CONFIG, "shortconv backward with K = 17 returns MN_ERR_CONFIG");
-    expect(mn_cuda_mesa_chunk_forward(&G, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 64, 1, 32, 32, &o, NULL) == MN_ERR_CONFIG,
+    expect(mn_cuda_mesa_forward(&G, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 64, 1, 32, 32, &o, NULL) == MN_ERR_CONFIG,
            "mesa with Dk = 32 returns MN_ERR_CONFIG");
     o.jacobi = 1;
-    expect(mn_cuda_mesa_chunk_forward(&G, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 64, 1, 64, 64, &o, NULL) == MN_ERR_CONFIG,
+    expect(mn_cuda_mesa_forward(&G, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 64, 1, 64, 64, &o, NULL) == MN_ERR_CONFIG,
            "mesa with jacobi = 1 returns MN_ERR_CONFIG");
     expect(mn_cuda_mesa_step(&G, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 1, 1, 32, 32, &o) == MN_ERR_CONFIG,
            "mesa step with Dk = 32 returns MN_ERR_CONFIG");

@@ -204,8 +204,8 @@ static void section_accuracy(int do1, int do2) {
     const double tols[5] = { 0, 1e-2, 1e-3, 1e-4, 1e-6 };
     prob p = make_prob(T, H, K, V, 0, 0, 0, 1.0, 11);
     mn_mesa_opts ox = mkopts(MN_MESA_EXACT, 0, 0, 0, C), oc = mkopts(MN_MESA_CG, 30, 0, 0, C);
-    mn_real *o = falloc(N * V), *wrec = falloc(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, T, H, K, V, &oc));
-    mn_real* wch = falloc(mn_mesa_work_size(MN_MESA_FORM_CHUNK, 1, T, H, K, V, &oc));
+    mn_real *o = falloc(N * V), *wrec = falloc(mn_mesa_work_size_recurrent(1, T, H, K, V, &oc));
+    mn_real* wch = falloc(mn_mesa_work_size(1, T, H, K, V, &oc));
     double *o_or = dalloc(N * V), *o_ex = dalloc(N * V), *o_cg = dalloc(N * V), e_ex;
     int* iters = (int*)calloc(N, sizeof(int));
     size_t i, c, m;
@@ -214,7 +214,7 @@ static void section_accuracy(int do1, int do2) {
         out("\n(section 1/2 skipped: the float64 oracle failed)\n");
         goto done;
     }
-    mn_mesa_recurrent_forward(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &ox, wrec);
+    mn_mesa_forward_recurrent(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &ox, wrec);
     to_double(o_ex, o, N * V);
     e_ex = relerr_dd(o_ex, o_or, N * V);
     if (do1) {
@@ -234,9 +234,9 @@ static void section_accuracy(int do1, int do2) {
                 mn_mesa_opts o1 = mkopts(MN_MESA_CG, cgs[c], 0, (int)m, C);
                 double ec, eco, er, ero, ed;
                 progress("accuracy: fla=%zu CG=%d", m, cgs[c]);
-                mn_mesa_chunk_forward(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wch);
+                mn_mesa_forward(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wch);
                 ec = relerr(o, o_ex, N * V); eco = relerr(o, o_or, N * V);
-                mn_mesa_recurrent_forward(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
+                mn_mesa_forward_recurrent(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
                 er = relerr(o, o_ex, N * V); ero = relerr(o, o_or, N * V);
                 if (mo_mesa_cg_fla(1, (int)T, (int)H, (int)K, (int)V, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dlamb, NULL, NULL, cgs[c], MO_CG_X0_ZERO,
                                    m ? MO_FLA_CG_EPS : 0.0, o_cg, NULL, NULL, NULL) == MO_OK)
@@ -248,7 +248,7 @@ static void section_accuracy(int do1, int do2) {
     if (do2) {
         out("\n## 2. Accuracy vs the dynamic tolerance\n\n"
             "The same problem; recurrent form (the decode path: textbook CG, x0 = 0, k_max = 30) with the paper's per-token, "
-            "per-head stop ||r|| <= eps ||r0||. Iterations from mn_mesa_recurrent_forward's iters output, over all %zu "
+            "per-head stop ||r|| <= eps ||r0||. Iterations from mn_mesa_forward_recurrent's iters output, over all %zu "
             "(token, head) pairs; \"at k_max\" counts systems that ran all 30 steps (eps = 0: no tolerance; the library still stops a "
             "system whose residual is exactly zero).\n\n"
             "| eps | mean CG iters | max | at k_max | vs exact f32 | vs f64 oracle |\n|---|---|---|---|---|---|\n", N);
@@ -256,7 +256,7 @@ static void section_accuracy(int do1, int do2) {
             mn_mesa_opts o1 = mkopts(MN_MESA_CG, 30, tols[c], 0, C);
             long sum = 0; int mx = 0; size_t cap = 0;
             progress("dynamic tolerance: eps=%g", tols[c]);
-            mn_mesa_recurrent_forward(o, NULL, iters, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
+            mn_mesa_forward_recurrent(o, NULL, iters, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
             for (i = 0; i < N; i++) { sum += iters[i]; if (iters[i] > mx) mx = iters[i]; cap += iters[i] >= 30; }
             if (tols[c] == 0) out("| 0 (30 steps) ");
             else out("| %g ", tols[c]);
@@ -279,8 +279,8 @@ static void section_stability(void) {
     const double kdec[2] = { 1.0, 0.9 };
     const char* kname[2] = { "isotropic keys", "keys with a decaying spectrum" };
     mn_mesa_opts o30 = mkopts(MN_MESA_CG, 30, 0, 0, C), odec = mkopts(MN_MESA_CG, 30, 1e-4, 0, C), oneed = mkopts(MN_MESA_CG, 5000, 1e-4, 0, C);
-    mn_real *o = falloc(N * V), *xs = falloc(N * K), *wch = falloc(mn_mesa_work_size(MN_MESA_FORM_CHUNK, 1, T, H, K, V, &o30));
-    mn_real* wrec = falloc(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, T, H, K, V, &o30));
+    mn_real *o = falloc(N * V), *xs = falloc(N * K), *wch = falloc(mn_mesa_work_size(1, T, H, K, V, &o30));
+    mn_real* wrec = falloc(mn_mesa_work_size_recurrent(1, T, H, K, V, &o30));
     mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N), *gl = falloc(H * K);
     mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *ckk = falloc(H * K * K), *ckv = falloc(H * K * V), *so = falloc(H * V);
     double *A = dalloc(K * K), *L = dalloc(K * K), *ev = dalloc(K), *xe = dalloc(K), *oe = dalloc(V), *qd = dalloc(K);
@@ -313,11 +313,11 @@ static void section_stability(void) {
         progress("stability %s, g=%s: chunkwise CG-30 forward + backward", kname[ki], gname[gi]);
         tc = ex_now();
         memset(hkk, 0, H * K * K * sizeof(mn_real)); memset(hkv, 0, H * K * V * sizeof(mn_real));
-        mn_mesa_chunk_forward(o, xs, NULL, hkk, hkv, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o30, wch);
+        mn_mesa_forward(o, xs, NULL, hkk, hkv, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o30, wch);
         bad_c = count_nonfinite(o, N * V) + count_nonfinite(hkk, H * K * K) + count_nonfinite(hkv, H * K * V);
         {
             double mo = maxabs(o, N * V);
-            mn_mesa_chunk_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &o30, wch);
+            mn_mesa_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &o30, wch);
             bad_b = count_nonfinite(gq, N * K) + count_nonfinite(gk, N * K) + count_nonfinite(gv, N * V) + count_nonfinite(gg, N) + count_nonfinite(gb, N) + count_nonfinite(gl, H * K);
             tc = ex_now() - tc;
             out("**%s, g = %s** (gamma = %.6g):\n\n- chunkwise CG-30 forward: %zu non-finite of %zu values (max |o| = %.3g); backward: %zu non-finite of %zu gradient values (%.1f s for both)\n",
@@ -329,7 +329,7 @@ static void section_stability(void) {
             size_t end = s < NS ? samp[s] : T;
             if (end > pos) {   // decode run over tokens [pos, end): states in and out
                 progress("stability %s, g=%s: decode run to t=%zu", kname[ki], gname[gi], end);
-                mn_mesa_recurrent_forward(o + pos * H * V, NULL, iters + pos * H, hkk, hkv, p.q + pos * H * K, p.k + pos * H * K, p.v + pos * H * V,
+                mn_mesa_forward_recurrent(o + pos * H * V, NULL, iters + pos * H, hkk, hkv, p.q + pos * H * K, p.k + pos * H * K, p.v + pos * H * V,
                                           p.g + pos * H, p.beta + pos * H, p.lamb, 1, end - pos, H, K, V, &odec, wrec);
                 pos = end;
             }
@@ -395,7 +395,7 @@ static void time_chunk(size_t T, int cg, int reps, double* fwd_ms, double* bwd_m
     const size_t H = 4, K = 64, V = 64, N = T * H, C = 64;
     prob p = make_prob(T, H, K, V, 0, 0, 1, 1.0, 31 + T);
     mn_mesa_opts op = mkopts(MN_MESA_CG, cg, 0, 0, C);
-    mn_real *o = falloc(N * V), *xs = falloc(N * K), *w = falloc(mn_mesa_work_size(MN_MESA_FORM_CHUNK, 1, T, H, K, V, &op));
+    mn_real *o = falloc(N * V), *xs = falloc(N * K), *w = falloc(mn_mesa_work_size(1, T, H, K, V, &op));
     mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N), *gl = falloc(H * K);
     double tf[16], tb[16], tt[16];
     int r;
@@ -405,9 +405,9 @@ static void time_chunk(size_t T, int cg, int reps, double* fwd_ms, double* bwd_m
         memset(gq, 0, N * K * sizeof(mn_real)); memset(gk, 0, N * K * sizeof(mn_real)); memset(gv, 0, N * V * sizeof(mn_real));
         memset(gg, 0, N * sizeof(mn_real)); memset(gb, 0, N * sizeof(mn_real)); memset(gl, 0, H * K * sizeof(mn_real));
         t0 = ex_now();
-        mn_mesa_chunk_forward(o, xs, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &op, w);
+        mn_mesa_forward(o, xs, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &op, w);
         t1 = ex_now();
-        mn_mesa_chunk_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &op, w);
+        mn_mesa_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &op, w);
         t2 = ex_now();
         if (r >= 0) { tf[r] = (t1 - t0) * 1e3; tb[r] = (t2 - t1) * 1e3; tt[r] = (t2 - t0) * 1e3; }
     }
@@ -456,7 +456,7 @@ static void section_speed(void) {
         const size_t P1 = 100, P2 = 10000, W = 200, TT = P2 + W;
         prob p = make_prob(TT, H, K, V, 0, 0, 0, 1.0, 51);
         mn_mesa_opts op = mkopts(MN_MESA_CG, 30, 0, 0, C);
-        mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *o = falloc(H * V), *w = falloc(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, H, K, V, &op));
+        mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *o = falloc(H * V), *w = falloc(mn_mesa_work_size_recurrent(1, 1, H, K, V, &op));
         double ta[200], tb2[200], med1, med2, fl = mesa_step_flops(H, K, V, 30);
         int it[8], itmin = 1 << 30, itmax = 0;
         size_t t, h, bad = 0;

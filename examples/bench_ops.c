@@ -39,10 +39,10 @@ static void op_gla(int form) {
     double s = 1.0 / sqrt((double)D);
     if (form == 0) {
         mn_gla_forward_recurrent(out, ht, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s);
-        mn_gla_backward_recurrent(dq, dk, dv, gla_G ? dg : NULL, NULL, work, dout, NULL, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s);
+        mn_gla_backward_recurrent(dq, dk, dv, gla_G ? dg : NULL, NULL, dout, NULL, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s, work);
     } else {
-        mn_gla_forward(out, ht, work, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s, CH);
-        mn_gla_backward(dq, dk, dv, gla_G ? dg : NULL, NULL, work, dout, NULL, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s, CH);
+        mn_gla_forward(out, ht, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s, CH, work);
+        mn_gla_backward(dq, dk, dv, gla_G ? dg : NULL, NULL, dout, NULL, q, k, v, gla_g, NULL, B, T, H, D, D, gla_G, s, CH, work);
     }
 }
 static const mn_real* delta_g;
@@ -52,27 +52,27 @@ static void op_delta(int form) {
         mn_delta_rule_forward_naive(out, ht, states, q, k, v, beta, delta_g, NULL, B, T, H, D, D, s);
         mn_delta_rule_backward_naive(dq, dk, dv, dbeta, delta_g ? dg : NULL, NULL, work, dout, NULL, states, q, k, v, beta, delta_g, B, T, H, D, D, s);
     } else {
-        mn_delta_rule_forward(out, ht, states, work, q, k, v, beta, delta_g, NULL, B, T, H, D, D, CH, s);
-        mn_delta_rule_backward(dq, dk, dv, dbeta, delta_g ? dg : NULL, NULL, work, dout, NULL, states, q, k, v, beta, delta_g, B, T, H, D, D, CH, s);
+        mn_delta_rule_forward(out, ht, states, q, k, v, beta, delta_g, NULL, B, T, H, D, D, CH, s, work);
+        mn_delta_rule_backward(dq, dk, dv, dbeta, delta_g ? dg : NULL, NULL, dout, NULL, states, q, k, v, beta, delta_g, B, T, H, D, D, CH, s, work);
     }
 }
 static void op_ssd(int form) {   // X = v, A = g, B = k, C = q (P = N = D)
     if (form == 0) {
         mn_ssd_forward_recurrent(out, ht, v, g, k, q, NULL, B, T, H, D, D, MN_SSD_LOG_DECAY);
-        mn_ssd_backward_recurrent(dv, dg, dk, dq, NULL, work, dout, NULL, v, g, k, q, NULL, B, T, H, D, D, MN_SSD_LOG_DECAY);
+        mn_ssd_backward_recurrent(dv, dg, dk, dq, NULL, dout, NULL, v, g, k, q, NULL, B, T, H, D, D, MN_SSD_LOG_DECAY, work);
     } else {
-        mn_ssd_forward(out, ht, work, v, g, k, q, NULL, B, T, H, D, D, CH);
-        mn_ssd_backward(dv, dg, dk, dq, NULL, work, dout, NULL, v, g, k, q, NULL, B, T, H, D, D, CH);
+        mn_ssd_forward(out, ht, v, g, k, q, NULL, B, T, H, D, D, CH, work);
+        mn_ssd_backward(dv, dg, dk, dq, NULL, dout, NULL, v, g, k, q, NULL, B, T, H, D, D, CH, work);
     }
 }
 static void op_mesa(int form) {  // CG 10, textbook arithmetic
     mn_mesa_opts o; memset(&o, 0, sizeof o); o.cg_iters = 10; o.chunk = CH;
     if (form == 0) {
-        mn_mesa_recurrent_forward(out, xs, NULL, NULL, NULL, q, k, v, g, beta, lamb, B, T, H, D, D, &o, work);
-        mn_mesa_recurrent_backward(dq, dk, dv, dg, dbeta, lamb + H * D, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lamb, NULL, NULL, B, T, H, D, D, &o, work);
+        mn_mesa_forward_recurrent(out, xs, NULL, NULL, NULL, q, k, v, g, beta, lamb, B, T, H, D, D, &o, work);
+        mn_mesa_backward_recurrent(dq, dk, dv, dg, dbeta, lamb + H * D, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lamb, NULL, NULL, B, T, H, D, D, &o, work);
     } else {
-        mn_mesa_chunk_forward(out, xs, NULL, NULL, NULL, q, k, v, g, beta, lamb, B, T, H, D, D, &o, work);
-        mn_mesa_chunk_backward(dq, dk, dv, dg, dbeta, lamb + H * D, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lamb, NULL, NULL, B, T, H, D, D, &o, work);
+        mn_mesa_forward(out, xs, NULL, NULL, NULL, q, k, v, g, beta, lamb, B, T, H, D, D, &o, work);
+        mn_mesa_backward(dq, dk, dv, dg, dbeta, lamb + H * D, NULL, NULL, dout, NULL, NULL, xs, q, k, v, g, beta, lamb, NULL, NULL, B, T, H, D, D, &o, work);
     }
 }
 // mLSTM, exact backward as the layer trains: form 0 recurrent forward only (the form has no backward),
@@ -80,22 +80,22 @@ static void op_mesa(int form) {  // CG 10, textbook arithmetic
 static void op_mlstm(int form) {
     double s = 1.0 / sqrt((double)D);
     if (form == 0) mn_mlstm_forward_recurrent(out, norm, stab, Cst, nst, mst, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D, D, s, 1e-6);
-    if (form == 1 || form == 3) mn_mlstm_forward(out, norm, stab, Cst, nst, mst, work, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D, D, s, 1e-6, CH);
-    if (form == 3) mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, work, dout, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D, D, s, 1e-6, CH, MN_MLSTM_BW_EXACT);
+    if (form == 1 || form == 3) mn_mlstm_forward(out, norm, stab, Cst, nst, mst, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D, D, s, 1e-6, CH, work);
+    if (form == 3) mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D, D, s, 1e-6, CH, MN_MLSTM_BW_EXACT, work);
     if (form == 2) {
-        mn_mlstm_forward_parallel(out, norm, stab, work, q, k, v, ig, fg, B, T, H, D, D, s, 1e-6);
-        mn_mlstm_backward_parallel(dq, dk, dv, di, df, work, dout, q, k, v, ig, fg, B, T, H, D, D, s, 1e-6, MN_MLSTM_BW_EXACT);
+        mn_mlstm_forward_parallel(out, norm, stab, q, k, v, ig, fg, B, T, H, D, D, s, 1e-6, work);
+        mn_mlstm_backward_parallel(dq, dk, dv, di, df, dout, q, k, v, ig, fg, B, T, H, D, D, s, 1e-6, MN_MLSTM_BW_EXACT, work);
     }
 }
 static void op_slstm(int form) {   // its only form: the recurrence, H heads of D units
     MN_UNUSED(form);
-    mn_slstm_forward(sy, sc, sn, sm, work, sx, sR, sb, NULL, NULL, NULL, NULL, B, T, H, D);
-    mn_slstm_backward(dsx, dsR, dsb, NULL, NULL, NULL, work, dsy, sy, sc, sn, sm, sx, sR, sb, NULL, NULL, NULL, NULL, B, T, H, D);
+    mn_slstm_forward(sy, sc, sn, sm, sx, sR, sb, NULL, NULL, NULL, NULL, B, T, H, D, work);
+    mn_slstm_backward(dsx, dsR, dsb, NULL, NULL, NULL, dsy, sy, sc, sn, sm, sx, sR, sb, NULL, NULL, NULL, NULL, B, T, H, D, work);
 }
 static void op_rglru(int form) {   // its only form: the sequential scan, width W in H gate blocks, c = 8
     MN_UNUSED(form);
     mn_rglru_forward(out, ht, rgates, v, ra, rw, rb, rw + H * D * D, rb + W, NULL, NULL, B, T, W, H, 8.0);
-    mn_rglru_backward(dv, dra, drw, drb, drw + H * D * D, drb + W, NULL, work, dout, NULL, out, rgates, v, ra, rw, rw + H * D * D, NULL, NULL, B, T, W, H, 8.0);
+    mn_rglru_backward(dv, dra, drw, drb, drw + H * D * D, drb + W, NULL, dout, NULL, out, rgates, v, ra, rw, rw + H * D * D, NULL, NULL, B, T, W, H, 8.0, work);
 }
 static void op_attn(int form) {    // form 0: naive online softmax (lse in xs), 1: matrix form (T x T probabilities)
     double s = 1.0 / sqrt((double)D);
@@ -104,7 +104,7 @@ static void op_attn(int form) {    // form 0: naive online softmax (lse in xs), 
         mn_attention_backward_naive(dq, dk, dv, dout, out, xs, q, k, v, B, T, H, D, D, 0, s);
     } else {
         mn_attention_forward(out, att, q, k, v, B, T, H, D, D, 0, s);
-        mn_attention_backward(dq, dk, dv, datt, dout, att, q, k, v, B, T, H, D, D, 0, s);
+        mn_attention_backward(dq, dk, dv, dout, att, q, k, v, B, T, H, D, D, 0, s, datt);
     }
 }
 
@@ -115,15 +115,15 @@ int main(int argc, char** argv) {
     mn_mesa_opts mo; memset(&mo, 0, sizeof mo); mo.chunk = CH;
     // one workspace big enough for every op's forms
     wsz = mn_gla_work_size(B, T, H, D, D, CH);
-    if (mn_gla_recurrent_work_size(T, D, D) * H > wsz) wsz = mn_gla_recurrent_work_size(T, D, D) * H;
+    if (mn_gla_work_size_recurrent(T, D, D) * H > wsz) wsz = mn_gla_work_size_recurrent(T, D, D) * H;
     if (mn_delta_rule_work_size(B, H, D, D, CH) > wsz) wsz = mn_delta_rule_work_size(B, H, D, D, CH);
     if (mn_ssd_work_size(B, T, H, D, D, CH) > wsz) wsz = mn_ssd_work_size(B, T, H, D, D, CH);
-    if (mn_ssd_recurrent_work_size(T, D, D) * H > wsz) wsz = mn_ssd_recurrent_work_size(T, D, D) * H;
-    if (mn_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, D, D, &mo) > wsz) wsz = mn_mesa_work_size(MN_MESA_FORM_CHUNK, B, T, H, D, D, &mo);
-    if (mn_mesa_work_size(MN_MESA_FORM_RECURRENT_BWD, B, T, H, D, D, &mo) > wsz) wsz = mn_mesa_work_size(MN_MESA_FORM_RECURRENT_BWD, B, T, H, D, D, &mo);
+    if (mn_ssd_work_size_recurrent(T, D, D) * H > wsz) wsz = mn_ssd_work_size_recurrent(T, D, D) * H;
+    if (mn_mesa_work_size(B, T, H, D, D, &mo) > wsz) wsz = mn_mesa_work_size(B, T, H, D, D, &mo);
+    if (mn_mesa_work_size_recurrent(B, T, H, D, D, &mo) > wsz) wsz = mn_mesa_work_size_recurrent(B, T, H, D, D, &mo);
     if ((size_t)B * H * D * D > wsz) wsz = (size_t)B * H * D * D;
     if (mn_mlstm_work_size(B, T, H, D, D, CH) > wsz) wsz = mn_mlstm_work_size(B, T, H, D, D, CH);
-    if (mn_mlstm_parallel_work_size(B, T, H) > wsz) wsz = mn_mlstm_parallel_work_size(B, T, H);
+    if (mn_mlstm_work_size_parallel(B, T, H) > wsz) wsz = mn_mlstm_work_size_parallel(B, T, H);
     if (mn_slstm_work_size(B, H, D) > wsz) wsz = mn_slstm_work_size(B, H, D);
     if (mn_rglru_work_size(B, T, W) > wsz) wsz = mn_rglru_work_size(B, T, W);
     #define ALLOC(p, n) p = (mn_real*)calloc((n), sizeof(mn_real))

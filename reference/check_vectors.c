@@ -276,7 +276,7 @@ static int cv_attention(cv_ctx* c, size_t window)
         mn_real* dk_n = (mn_real*)cv_alloc(c, k->n, sizeof(mn_real));
         mn_real* dv_n = (mn_real*)cv_alloc(c, v->n, sizeof(mn_real));
         if (!dor || !dq || !dk || !dv || !datt || !dq_n || !dk_n || !dv_n) return -1;
-        mn_attention_backward(dq, dk, dv, datt, dor, att, qr, kr, vr, B, T, H, Dk, Dv, window, scale);
+        mn_attention_backward(dq, dk, dv, dor, att, qr, kr, vr, B, T, H, Dk, Dv, window, scale, datt);
         mn_attention_backward_naive(dq_n, dk_n, dv_n, dor, out_n, lse, qr, kr, vr, B, T, H, Dk, Dv, window, scale);
         if (cv_emit(c, "grad.q", "fast", dq, q->n) || cv_emit(c, "grad.k", "fast", dk, k->n) ||
             cv_emit(c, "grad.v", "fast", dv, v->n) || cv_emit(c, "grad.q", "naive", dq_n, q->n) ||
@@ -367,7 +367,7 @@ static int cv_gla(cv_ctx* c, const char* gate, int per_key)
     if (out_c == NULL || ht_c == NULL || out_r == NULL || ht_r == NULL || work == NULL) return -1;
 
     /* both forms get the same converted inputs; neither saves anything for its backward */
-    mn_gla_forward(out_c, ht_c, work, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C);
+    mn_gla_forward(out_c, ht_c, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C, work);
     mn_gla_forward_recurrent(out_r, ht_r, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale);
     if (cv_emit(c, "out.o", "chunk", out_c, o->n) != 0 || cv_emit(c, "out.ht", "chunk", ht_c, ht->n) != 0 ||
         cv_emit(c, "out.o", "recurrent", out_r, o->n) != 0 || cv_emit(c, "out.ht", "recurrent", ht_r, ht->n) != 0)
@@ -380,7 +380,7 @@ static int cv_gla(cv_ctx* c, const char* gate, int per_key)
         char gname[MN_VEC_NAME_CAP];
         mn_real* dor = cv_real(c, dout);
         mn_real* dhtr = dht != NULL ? cv_real(c, dht) : NULL;
-        mn_real* rwork = (mn_real*)cv_alloc(c, mn_gla_recurrent_work_size(T, Dk, Dv), sizeof(mn_real));
+        mn_real* rwork = (mn_real*)cv_alloc(c, mn_gla_work_size_recurrent(T, Dk, Dv), sizeof(mn_real));
         int f;
         if (dor == NULL || (dht != NULL && dhtr == NULL) || rwork == NULL) return -1;
         snprintf(gname, sizeof(gname), "grad.%s", gate != NULL ? gate : "");
@@ -392,9 +392,9 @@ static int cv_gla(cv_ctx* c, const char* gate, int per_key)
             mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
             if (!dq || !dk || !dv || (g != NULL && !dg) || (h0 != NULL && !dh0)) return -1;
             if (f == 0)
-                mn_gla_backward(dq, dk, dv, dg, dh0, work, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C);
+                mn_gla_backward(dq, dk, dv, dg, dh0, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C, work);
             else
-                mn_gla_backward_recurrent(dq, dk, dv, dg, dh0, rwork, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale);
+                mn_gla_backward_recurrent(dq, dk, dv, dg, dh0, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, rwork);
             if (cv_emit(c, "grad.q", forms[f], dq, q->n) || cv_emit(c, "grad.k", forms[f], dk, k->n) ||
                 cv_emit(c, "grad.v", forms[f], dv, v->n) || (g != NULL && cv_emit(c, gname, forms[f], dg, g->n)) ||
                 (h0 != NULL && cv_emit(c, "grad.h0", forms[f], dh0, h0->n)))
@@ -535,7 +535,7 @@ static int cv_delta(cv_ctx* c, int gated)
     /* both forms get the same converted inputs; each form's backward uses what its own forward
        saved (every state for the naive form, one per chunk for the chunkwise one) */
     mn_delta_rule_forward_naive(out, htr, states, qr, kr, vr, br, gr, h0r, B, T, H, Dk, Dv, scale);
-    mn_delta_rule_forward(out_c, htr_c, hs, work, qr, kr, vr, br, gr, h0r, B, T, H, Dk, Dv, chunk, scale);
+    mn_delta_rule_forward(out_c, htr_c, hs, qr, kr, vr, br, gr, h0r, B, T, H, Dk, Dv, chunk, scale, work);
     if (cv_emit_bthd(c, "out.o", "naive", out, o->n, hf, B, T, H, Dv) != 0 ||
         cv_emit_bthd(c, "out.o", "chunk", out_c, o->n, hf, B, T, H, Dv) != 0)
         return -1;
@@ -563,8 +563,8 @@ static int cv_delta(cv_ctx* c, int gated)
         }
         mn_delta_rule_backward_naive(dq[0], dk[0], dv[0], db[0], dg[0], dh0[0], dstate, dor, dhtr, states, qr, kr, vr, br, gr, B,
                                      T, H, Dk, Dv, scale);
-        mn_delta_rule_backward(dq[1], dk[1], dv[1], db[1], dg[1], dh0[1], work, dor, dhtr, hs, qr, kr, vr, br, gr, B, T, H, Dk,
-                               Dv, chunk, scale);
+        mn_delta_rule_backward(dq[1], dk[1], dv[1], db[1], dg[1], dh0[1], dor, dhtr, hs, qr, kr, vr, br, gr, B, T, H, Dk,
+                               Dv, chunk, scale, work);
         for (f = 0; f < 2; f++) {
             if (cv_emit_bthd(c, "grad.q", form[f], dq[f], q->n, hf, B, T, H, Dk) ||
                 cv_emit_bthd(c, "grad.k", form[f], dk[f], k->n, hf, B, T, H, Dk) ||
@@ -643,7 +643,7 @@ static int op_mamba2_ssd(cv_ctx* c)
     if (!y_c || !ht_c || !y_r || !ht_r || !y_s || !ht_s || !work) return -1;
 
     /* all forms get the same converted inputs; none saves anything for its backward */
-    mn_ssd_forward(y_c, ht_c, work, xr, ar, br, cr, h0r, B, T, H, P, N, C);
+    mn_ssd_forward(y_c, ht_c, xr, ar, br, cr, h0r, B, T, H, P, N, C, work);
     mn_ssd_forward_recurrent(y_r, ht_r, xr, ar, br, cr, h0r, B, T, H, P, N, MN_SSD_LOG_DECAY);
     /* the step, one sequence at a time: row (b,t) of a BTHD tensor is already (1,H,D) */
     if (h0r != NULL) memcpy(ht_s, h0r, ht->n * sizeof(mn_real));
@@ -662,7 +662,7 @@ static int op_mamba2_ssd(cv_ctx* c)
         static const char* forms[2] = {"chunk", "recurrent"};
         mn_real* dor = cv_real(c, dout);
         mn_real* dhtr = dht != NULL ? cv_real(c, dht) : NULL;
-        mn_real* rwork = (mn_real*)cv_alloc(c, mn_ssd_recurrent_work_size(T, P, N), sizeof(mn_real));
+        mn_real* rwork = (mn_real*)cv_alloc(c, mn_ssd_work_size_recurrent(T, P, N), sizeof(mn_real));
         int f;
         if (dor == NULL || (dht != NULL && dhtr == NULL) || rwork == NULL) return -1;
         for (f = 0; f < 2; f++) {
@@ -673,9 +673,9 @@ static int op_mamba2_ssd(cv_ctx* c)
             mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
             if (!dX || !dA || !dB || !dC || (h0 != NULL && !dh0)) return -1;
             if (f == 0)
-                mn_ssd_backward(dX, dA, dB, dC, dh0, work, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, C);
+                mn_ssd_backward(dX, dA, dB, dC, dh0, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, C, work);
             else
-                mn_ssd_backward_recurrent(dX, dA, dB, dC, dh0, rwork, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, MN_SSD_LOG_DECAY);
+                mn_ssd_backward_recurrent(dX, dA, dB, dC, dh0, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, MN_SSD_LOG_DECAY, rwork);
             if (cv_emit(c, "grad.X", forms[f], dX, X->n) || cv_emit(c, "grad.A", forms[f], dA, A->n) ||
                 cv_emit(c, "grad.B", forms[f], dB, Bt->n) || cv_emit(c, "grad.C", forms[f], dC, Ct->n) ||
                 (h0 != NULL && cv_emit(c, "grad.h0", forms[f], dh0, h0->n)))
@@ -767,7 +767,7 @@ static int op_rglru(cv_ctx* c)
                 memcpy(xt + b * W, xr + (b * T + t) * W, W * sizeof(mn_real));
                 pos[b] = (int)t;
             }
-            mn_rglru_step(yt, ht_s, gs, xt, apr, wxr, bxr, war, bar, pos, B, W, NH, cc);
+            mn_rglru_step(yt, ht_s, xt, apr, wxr, bxr, war, bar, pos, B, W, NH, cc, gs);
             for (b = 0; b < B; b++) memcpy(y_s + (b * T + t) * W, yt + b * W, W * sizeof(mn_real));
         }
         if (cv_emit(c, "out.y", "step", y_s, x->n) || cv_emit(c, "out.ht", "step", ht_s, B * W)) return -1;
@@ -790,8 +790,8 @@ static int op_rglru(cv_ctx* c)
             mn_real* dba = (mn_real*)cv_alloc(c, ba->n, sizeof(mn_real));
             mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
             if (!dx || !dap || !dwx || !dbx || !dwa || !dba || (h0 != NULL && !dh0)) return -1;
-            mn_rglru_backward(dx, dap, dwx, dbx, dwa, dba, dh0, work, dor, dhtr, yv[i], gates[i], xr, apr, wxr, war, h0r,
-                              i == 0 ? seg : NULL, B, T, W, NH, cc);
+            mn_rglru_backward(dx, dap, dwx, dbx, dwa, dba, dh0, dor, dhtr, yv[i], gates[i], xr, apr, wxr, war, h0r,
+                              i == 0 ? seg : NULL, B, T, W, NH, cc, work);
             if (cv_emit(c, "grad.x", forms[i], dx, x->n) || cv_emit(c, "grad.a_param", forms[i], dap, W) ||
                 cv_emit(c, "grad.wx", forms[i], dwx, wx->n) || cv_emit(c, "grad.bx", forms[i], dbx, bx->n) ||
                 cv_emit(c, "grad.wa", forms[i], dwa, wa->n) || cv_emit(c, "grad.ba", forms[i], dba, ba->n) ||
@@ -880,17 +880,17 @@ static int cv_mlstm_parallel(cv_ctx* c, int mode)
     if ((m0 = (mn_real*)cv_alloc(c, m.B * m.H, sizeof(mn_real))) == NULL) return -1;
     for (bh = 0; bh < m.B * m.H; bh++) m0[bh] = (mn_real)-INFINITY;
     for (f = 0; f < 2; f++) {
-        size_t nw = f == 0 ? mn_mlstm_parallel_work_size(m.B, m.T, m.H) : mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk);
+        size_t nw = f == 0 ? mn_mlstm_work_size_parallel(m.B, m.T, m.H) : mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk);
         mn_real* work = (mn_real*)cv_alloc(c, nw, sizeof(mn_real));
         mn_real* out = (mn_real*)cv_alloc(c, m.o->n, sizeof(mn_real));
         mn_real* nrm = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
         mn_real* stab = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
         if (!work || !out || !nrm || !stab) return -1;
         if (f == 0)
-            mn_mlstm_forward_parallel(out, nrm, stab, work, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale, m.eps);
+            mn_mlstm_forward_parallel(out, nrm, stab, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale, m.eps, work);
         else
-            mn_mlstm_forward(out, nrm, stab, NULL, NULL, NULL, work, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H, m.K,
-                             m.V, m.scale, m.eps, chunk);
+            mn_mlstm_forward(out, nrm, stab, NULL, NULL, NULL, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H, m.K,
+                             m.V, m.scale, m.eps, chunk, work);
         if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) != 0 ||
             (tn != NULL && cv_emit_bthd(c, "out.n", form[f], nrm, ng, m.hf, m.B, m.T, m.H, 1) != 0) ||
             (tm != NULL && cv_emit_bthd(c, "out.m", form[f], stab, ng, m.hf, m.B, m.T, m.H, 1) != 0))
@@ -904,11 +904,11 @@ static int cv_mlstm_parallel(cv_ctx* c, int mode)
             mn_real* df = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
             if (!dq || !dk || !dv || !di || !df) return -1;
             if (f == 0)
-                mn_mlstm_backward_parallel(dq, dk, dv, di, df, work, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale,
-                                           m.eps, mode);
+                mn_mlstm_backward_parallel(dq, dk, dv, di, df, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale,
+                                           m.eps, mode, work);
             else
-                mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, work, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H,
-                                  m.K, m.V, m.scale, m.eps, chunk, mode);
+                mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H,
+                                  m.K, m.V, m.scale, m.eps, chunk, mode, work);
             if (cv_emit_bthd(c, "grad.q", form[f], dq, m.q->n, m.hf, m.B, m.T, m.H, m.K) ||
                 cv_emit_bthd(c, "grad.k", form[f], dk, m.k->n, m.hf, m.B, m.T, m.H, m.K) ||
                 cv_emit_bthd(c, "grad.v", form[f], dv, m.v->n, m.hf, m.B, m.T, m.H, m.V) ||
@@ -973,8 +973,8 @@ static int op_mlstm_recurrent(cv_ctx* c)
                                   m.vr + r * m.V, m.ir + r, m.fr + r, 1, m.H, m.K, m.V, m.scale, m.eps);
                 }
         else
-            mn_mlstm_forward(out, NULL, NULL, C, n, mm, work, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H, m.K, m.V,
-                             m.scale, m.eps, chunk);
+            mn_mlstm_forward(out, NULL, NULL, C, n, mm, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H, m.K, m.V,
+                             m.scale, m.eps, chunk, work);
         if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) || cv_emit(c, "out.c_final", form[f], C, nC) ||
             cv_emit(c, "out.n_final", form[f], n, nN) || cv_emit(c, "out.m_final", form[f], mm, m.B * m.H))
             return -1;
@@ -1017,7 +1017,7 @@ static int op_slstm(cv_ctx* c)
     for (i = 0; i < 4; i++)
         if ((st[i] = (mn_real*)cv_alloc(c, ny, sizeof(mn_real))) == NULL) return -1;
     if ((work = (mn_real*)cv_alloc(c, mn_slstm_work_size(B, NH, Dh), sizeof(mn_real))) == NULL) return -1;
-    mn_slstm_forward(st[0], st[1], st[2], st[3], work, xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh);
+    mn_slstm_forward(st[0], st[1], st[2], st[3], xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh, work);
     for (i = 0; i < 4; i++)
         if (cv_emit_bthd(c, out_names[i], "forward", st[i], ny, 1, 1, B, S, Hd) != 0) return -1;
     if (dout != NULL) {
@@ -1027,7 +1027,7 @@ static int op_slstm(cv_ctx* c)
         mn_real* dR = (mn_real*)cv_alloc(c, R->n, sizeof(mn_real));
         mn_real* db = (mn_real*)cv_alloc(c, b->n, sizeof(mn_real));
         if (!dor || !dx || !dR || !db) return -1;
-        mn_slstm_backward(dx, dR, db, NULL, NULL, NULL, work, dor, st[0], st[1], st[2], st[3], xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh);
+        mn_slstm_backward(dx, dR, db, NULL, NULL, NULL, dor, st[0], st[1], st[2], st[3], xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh, work);
         if (cv_emit_bthd(c, "grad.x", "forward", dx, x->n, 1, 1, B, S, G) || cv_emit(c, "grad.R", "forward", dR, R->n) ||
             cv_emit(c, "grad.b", "forward", db, b->n))
             return -1;
@@ -1043,7 +1043,7 @@ static int op_slstm(cv_ctx* c)
         for (t = 0; t < S; t++) {
             if (t) /* the state after step t-1 is where step t starts */
                 for (i = 0; i < 4; i++) memcpy(so[i] + t * B * Hd, so[i] + (t - 1) * B * Hd, B * Hd * sizeof(mn_real));
-            mn_slstm_step(so[0] + t * B * Hd, so[1] + t * B * Hd, so[2] + t * B * Hd, so[3] + t * B * Hd, work, xs + t * B * G, Rr, br, B, NH, Dh);
+            mn_slstm_step(so[0] + t * B * Hd, so[1] + t * B * Hd, so[2] + t * B * Hd, so[3] + t * B * Hd, xs + t * B * G, Rr, br, B, NH, Dh, work);
         }
         for (i = 0; i < 4; i++)
             if (cv_emit(c, out_names[i], "step", so[i], ny) != 0) return -1;
@@ -1096,15 +1096,15 @@ static int cv_mesa_inputs(cv_ctx* c, cv_mesa_in* m)
 static int cv_mesa_form(cv_ctx* c, const cv_mesa_in* m, const char* form, const mn_mesa_opts* o, int chunk)
 {
     size_t B = m->B, T = m->T, H = m->H, K = m->K, V = m->V;
-    size_t nw = mn_mesa_work_size(chunk ? MN_MESA_FORM_CHUNK : MN_MESA_FORM_RECURRENT, B, T, H, K, V, o);
+    size_t nw = chunk ? mn_mesa_work_size(B, T, H, K, V, o) : mn_mesa_work_size_recurrent(B, T, H, K, V, o);
     mn_real* work = (mn_real*)cv_alloc(c, nw, sizeof(mn_real));
     mn_real* out = (mn_real*)cv_alloc(c, m->o->n, sizeof(mn_real));
     mn_real* xs = (mn_real*)cv_alloc(c, m->q->n, sizeof(mn_real));
     mn_real* hkk = (mn_real*)cv_alloc(c, B * H * K * K, sizeof(mn_real));   /* zero initial states */
     mn_real* hkv = (mn_real*)cv_alloc(c, B * H * K * V, sizeof(mn_real));
     if (!work || !out || !xs || !hkk || !hkv) return -1;
-    if (chunk) mn_mesa_chunk_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
-    else mn_mesa_recurrent_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
+    if (chunk) mn_mesa_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
+    else mn_mesa_forward_recurrent(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
     if (cv_emit(c, "out.o", form, out, m->o->n) || cv_emit(c, "out.h_kk", form, hkk, B * H * K * K) || cv_emit(c, "out.h_kv", form, hkv, B * H * K * V)) return -1;
     if (m->dout != NULL) {
         mn_real* dor = cv_real(c, m->dout);
@@ -1114,11 +1114,11 @@ static int cv_mesa_form(cv_ctx* c, const cv_mesa_in* m, const char* form, const 
         mn_real* dg = (mn_real*)cv_alloc(c, B * T * H, sizeof(mn_real));
         mn_real* db = (mn_real*)cv_alloc(c, B * T * H, sizeof(mn_real));
         mn_real* dl = (mn_real*)cv_alloc(c, H * K, sizeof(mn_real));
-        size_t nb = mn_mesa_work_size(chunk ? MN_MESA_FORM_CHUNK : MN_MESA_FORM_RECURRENT_BWD, B, T, H, K, V, o);
+        size_t nb = chunk ? mn_mesa_work_size(B, T, H, K, V, o) : mn_mesa_work_size_recurrent(B, T, H, K, V, o);
         mn_real* wb = (mn_real*)cv_alloc(c, nb, sizeof(mn_real));
         if (!dor || !dq || !dk || !dv || !dg || !db || !dl || !wb) return -1;
-        if (chunk) mn_mesa_chunk_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
-        else mn_mesa_recurrent_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
+        if (chunk) mn_mesa_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
+        else mn_mesa_backward_recurrent(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
         if (cv_emit(c, "grad.q", form, dq, m->q->n) || cv_emit(c, "grad.k", form, dk, m->k->n) || cv_emit(c, "grad.v", form, dv, m->v->n) ||
             cv_emit(c, "grad.g", form, dg, B * T * H) || cv_emit(c, "grad.beta", form, db, B * T * H) || cv_emit(c, "grad.lamb", form, dl, H * K))
             return -1;
@@ -1168,7 +1168,7 @@ static int op_mesa_decode(cv_ctx* c)
     out = (mn_real*)cv_alloc(c, m.o->n, sizeof(mn_real));
     hkk = (mn_real*)cv_alloc(c, m.B * m.H * m.K * m.K, sizeof(mn_real));
     hkv = (mn_real*)cv_alloc(c, m.B * m.H * m.K * m.V, sizeof(mn_real));
-    work = (mn_real*)cv_alloc(c, mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, m.H, m.K, m.V, &o), sizeof(mn_real));
+    work = (mn_real*)cv_alloc(c, mn_mesa_work_size_recurrent(1, 1, m.H, m.K, m.V, &o), sizeof(mn_real));
     qt = (mn_real*)cv_alloc(c, m.H * m.K, sizeof(mn_real)); kt = (mn_real*)cv_alloc(c, m.H * m.K, sizeof(mn_real));
     vt = (mn_real*)cv_alloc(c, m.H * m.V, sizeof(mn_real)); ot = (mn_real*)cv_alloc(c, m.H * m.V, sizeof(mn_real));
     gt = (mn_real*)cv_alloc(c, m.H, sizeof(mn_real)); bt = (mn_real*)cv_alloc(c, m.H, sizeof(mn_real));

@@ -1,4 +1,4 @@
-// Tests of the gated delta rule / DeltaNet ops (mesanet.h >>deltanet).
+// Tests of the gated delta rule / DeltaNet ops (mesanet.h >>delta_rule).
 //   cc -std=c99 -O2 -Wall -Wextra -Werror -DMESANET_DOUBLE -I. tests/test_delta.c -lm   (strict bounds)
 //   cc -std=c99 -O2 -Wall -Wextra -Werror -I. tests/test_delta.c -lm                   (float, loose bounds)
 // Run from the repository root (or pass the vectors folder: ./a.out reference/vectors).
@@ -98,7 +98,7 @@ static void forward(const dprob* p, size_t C, mn_real* out, mn_real* ht, mn_real
         mn_delta_rule_forward_naive(out, ht, saved, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale);
     } else {
         mn_real* work = (mn_real*)malloc(mn_delta_rule_work_size(p->B, p->H, p->Dk, p->Dv, C) * sizeof(mn_real));
-        mn_delta_rule_forward(out, ht, saved, work, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale);
+        mn_delta_rule_forward(out, ht, saved, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale, work);
         free(work);
     }
 }
@@ -110,7 +110,7 @@ static void backward(const dprob* p, size_t C, const mn_real* saved, const dgrad
         free(dstate);
     } else {
         mn_real* work = (mn_real*)malloc(mn_delta_rule_work_size(p->B, p->H, p->Dk, p->Dv, C) * sizeof(mn_real));
-        mn_delta_rule_backward(gr->q, gr->k, gr->v, gr->beta, gr->g, gr->h0, work, p->dout, p->dht, saved, p->q, p->k, p->v, p->beta, p->g, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale);
+        mn_delta_rule_backward(gr->q, gr->k, gr->v, gr->beta, gr->g, gr->h0, p->dout, p->dht, saved, p->q, p->k, p->v, p->beta, p->g, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale, work);
         free(work);
     }
 }

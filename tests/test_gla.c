@@ -69,13 +69,13 @@ static prob make_prob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t
 // C == 0: the recurrent form; else the chunkwise form with chunk length C.
 static void run_forward(const prob* p, size_t C, mn_real* o, mn_real* ht) {
     if (C == 0) mn_gla_forward_recurrent(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale);
-    else mn_gla_forward(o, ht, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C);
+    else mn_gla_forward(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 static void run_backward(const prob* p, size_t C, result* r) {
     if (C == 0)
-        mn_gla_backward_recurrent(r->dq, r->dk, r->dv, r->dg, r->dh0, tu_work(mn_gla_recurrent_work_size(p->T, p->Dk, p->Dv)), p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale);
+        mn_gla_backward_recurrent(r->dq, r->dk, r->dv, r->dg, r->dh0, p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, tu_work(mn_gla_work_size_recurrent(p->T, p->Dk, p->Dv)));
     else
-        mn_gla_backward(r->dq, r->dk, r->dv, r->dg, r->dh0, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C);
+        mn_gla_backward(r->dq, r->dk, r->dv, r->dg, r->dh0, p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 // Fresh buffers, forward and backward of one form.
 static result run(const prob* p, size_t C) {

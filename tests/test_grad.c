@@ -194,7 +194,7 @@ static void test_attention(void) {
         fill(X, n, 1); fill(X2, n, 1); fill(Wt, n, 1); fill(W, n, 1);
         zero(dX, n); zero(dX2, n); zero(dWt, n);
         L_attn();
-        mn_attention_backward(dX, dX2, dWt, dS, W, S2, X, X2, Wt, gB, gT, gH, gD, gD, gW, gscale);
+        mn_attention_backward(dX, dX2, dWt, W, S2, X, X2, Wt, gB, gT, gH, gD, gD, gW, gscale, dS);
         fd_check(w ? "swa dq" : "attn dq", X, n, dX, L_attn);
         fd_check(w ? "swa dk" : "attn dk", X2, n, dX2, L_attn);
         fd_check(w ? "swa dv" : "attn dv", Wt, n, dWt, L_attn);
@@ -212,7 +212,7 @@ static void test_attention(void) {
         size_t b = 1, t, len = w ? w : gT;
         for (t = 0; t < gT; t++) {
             size_t off = (b * gT + t) * gH * gD, i;
-            mn_attention_step(o, kc, vc, sc, X + off, X2 + off, Wt + off, t, len, gH, gD, gD, gW, gscale);
+            mn_attention_step(o, kc, vc, X + off, X2 + off, Wt + off, t, len, gH, gD, gD, gW, gscale, sc);
             for (i = 0; i < gH * gD; i++) e = fmax(e, fabs(o[i] - Y[off + i]));
         }
         TU_CHECK(e < 1e-14, "attention step vs forward (window %zu): %.3e", w, e);

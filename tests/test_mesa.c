@@ -67,16 +67,16 @@ static void drop(prob* p) {
 typedef struct { double *out, *xs, *hkk, *hkv, *dq, *dk, *dv, *dg, *db, *dl, *dhkk0, *dhkv0; int* iters; } result;
 static result run(const prob* p, const mn_mesa_opts* o, int chunk, int with_states, int backward) {
     result r; size_t B = p->B, T = p->T, H = p->H, K = p->K, V = p->V, N = B * T * H;
-    mn_real* w = arr(mn_mesa_work_size(chunk ? MN_MESA_FORM_CHUNK : MN_MESA_FORM_RECURRENT_BWD, B, T, H, K, V, o));
+    mn_real* w = arr(chunk ? mn_mesa_work_size(B, T, H, K, V, o) : mn_mesa_work_size_recurrent(B, T, H, K, V, o));
     r.out = arr(N * V); r.xs = arr(N * K); r.hkk = arr(B * H * K * K); r.hkv = arr(B * H * K * V); r.iters = (int*)calloc(N, sizeof(int));
     if (with_states) { memcpy(r.hkk, p->hkk0, B * H * K * K * sizeof(double)); memcpy(r.hkv, p->hkv0, B * H * K * V * sizeof(double)); }
-    if (chunk) mn_mesa_chunk_forward(r.out, r.xs, r.iters, r.hkk, r.hkv, p->q, p->k, p->v, p->g, p->beta, p->lamb, B, T, H, K, V, o, w);
-    else mn_mesa_recurrent_forward(r.out, r.xs, r.iters, r.hkk, r.hkv, p->q, p->k, p->v, p->g, p->beta, p->lamb, B, T, H, K, V, o, w);
+    if (chunk) mn_mesa_forward(r.out, r.xs, r.iters, r.hkk, r.hkv, p->q, p->k, p->v, p->g, p->beta, p->lamb, B, T, H, K, V, o, w);
+    else mn_mesa_forward_recurrent(r.out, r.xs, r.iters, r.hkk, r.hkv, p->q, p->k, p->v, p->g, p->beta, p->lamb, B, T, H, K, V, o, w);
     r.dq = arr(N * K); r.dk = arr(N * K); r.dv = arr(N * V); r.dg = arr(N); r.db = arr(N); r.dl = arr(H * K); r.dhkk0 = arr(B * H * K * K); r.dhkv0 = arr(B * H * K * V);
     if (backward) {
         const double *h0k = with_states ? p->hkk0 : NULL, *h0v = with_states ? p->hkv0 : NULL, *uk = with_states ? p->dhkk : NULL, *uv = with_states ? p->dhkv : NULL;
-        if (chunk) mn_mesa_chunk_backward(r.dq, r.dk, r.dv, r.dg, r.db, r.dl, r.dhkk0, r.dhkv0, p->dout, uk, uv, r.xs, p->q, p->k, p->v, p->g, p->beta, p->lamb, h0k, h0v, B, T, H, K, V, o, w);
-        else mn_mesa_recurrent_backward(r.dq, r.dk, r.dv, r.dg, r.db, r.dl, r.dhkk0, r.dhkv0, p->dout, uk, uv, r.xs, p->q, p->k, p->v, p->g, p->beta, p->lamb, h0k, h0v, B, T, H, K, V, o, w);
+        if (chunk) mn_mesa_backward(r.dq, r.dk, r.dv, r.dg, r.db, r.dl, r.dhkk0, r.dhkv0, p->dout, uk, uv, r.xs, p->q, p->k, p->v, p->g, p->beta, p->lamb, h0k, h0v, B, T, H, K, V, o, w);
+        else mn_mesa_backward_recurrent(r.dq, r.dk, r.dv, r.dg, r.db, r.dl, r.dhkk0, r.dhkv0, p->dout, uk, uv, r.xs, p->q, p->k, p->v, p->g, p->beta, p->lamb, h0k, h0v, B, T, H, K, V, o, w);
     }
     free(w);
     return r;
@@ -167,7 +167,7 @@ static void test_step_and_dynamic_stopping(void) {
     result r = run(&p, &o, 0, 0, 0);
     mn_mesa_opts ex = exact_opts();
     result re = run(&p, &ex, 0, 0, 0);
-    double* hkk = arr(H * K * K); double* hkv = arr(H * K * V); double* out = arr(H * V); double* w = arr(mn_mesa_work_size(MN_MESA_FORM_RECURRENT, 1, 1, H, K, V, &o));
+    double* hkk = arr(H * K * K); double* hkv = arr(H * K * V); double* out = arr(H * V); double* w = arr(mn_mesa_work_size_recurrent(1, 1, H, K, V, &o));
     double e = 0; int it[8], total = 0, mn = 1000, mx = 0;
     for (t = 0; t < T; t++) {
         mn_mesa_step(out, it, hkk, hkv, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H, p.beta + t * H, p.lamb, H, K, V, &o, w);

@@ -1,4 +1,4 @@
-// Tests of wip/ssm.h (>>ssm): the Mamba-2 SSD core and the RG-LRU, every form.
+// Tests of mesanet.h >>ssd and >>rglru: the Mamba-2 SSD core and the RG-LRU, every form.
 // SSD (mn_ssd_*; A as log-decays, and as transitions of any sign: the [-1,1] variant):
 //   - finite differences for every gradient (dX, dA, dB, dC, dh0, with dht upstream) of the recurrent
 //     form (both modes) and the chunkwise form at several chunk sizes, also with strong decays;
@@ -88,13 +88,13 @@ static sprob s_make(size_t B, size_t T, size_t H, size_t P, size_t N, int amode,
 // C == 0: the recurrent form; else the chunkwise form with chunk length C (log-decays only).
 static void s_forward(const sprob* p, size_t C, mn_real* y, mn_real* ht) {
     if (C == 0) mn_ssd_forward_recurrent(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode);
-    else mn_ssd_forward(y, ht, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)), p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C);
+    else mn_ssd_forward(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)));
 }
 static void s_backward(const sprob* p, size_t C, sres* r) {
     if (C == 0)
-        mn_ssd_backward_recurrent(r->dX, r->dA, r->dB, r->dC, r->dh0, tu_work(mn_ssd_recurrent_work_size(p->T, p->P, p->N)), p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode);
+        mn_ssd_backward_recurrent(r->dX, r->dA, r->dB, r->dC, r->dh0, p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode, tu_work(mn_ssd_work_size_recurrent(p->T, p->P, p->N)));
     else
-        mn_ssd_backward(r->dX, r->dA, r->dB, r->dC, r->dh0, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)), p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C);
+        mn_ssd_backward(r->dX, r->dA, r->dB, r->dC, r->dh0, p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)));
 }
 static sres s_alloc(const sprob* p) {
     sres r;
@@ -422,7 +422,7 @@ static void r_forward(const rprob* p, mn_real* y, mn_real* ht, mn_real* gates) {
     mn_rglru_forward(y, ht, gates, p->x, p->ap, p->wx, p->bx, p->wa, p->ba, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c);
 }
 static void r_backward(const rprob* p, rres* r) {
-    mn_rglru_backward(r->dx, r->dap, r->dwx, r->dbx, r->dwa, r->dba, r->dh0, tu_work(mn_rglru_work_size(p->B, p->T, p->W)), p->dy, p->dht, r->y, r->gates, p->x, p->ap, p->wx, p->wa, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c);
+    mn_rglru_backward(r->dx, r->dap, r->dwx, r->dbx, r->dwa, r->dba, r->dh0, p->dy, p->dht, r->y, r->gates, p->x, p->ap, p->wx, p->wa, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c, tu_work(mn_rglru_work_size(p->B, p->T, p->W)));
 }
 static rres r_alloc(const rprob* p) {
     rres r;
@@ -697,7 +697,7 @@ static void r_test_step(void) {
                 // no h0: the first token must reset (the forward's rule for h0 == NULL)
                 pos[b] = seg ? seg[b * T + t] : (int)t + (k == 0 ? 0 : 1);
             }
-            mn_rglru_step(yt, state, wk, xt, p.ap, p.wx, p.bx, p.wa, p.ba, pos, B, W, NH, p.c);
+            mn_rglru_step(yt, state, xt, p.ap, p.wx, p.bx, p.wa, p.ba, pos, B, W, NH, p.c, wk);
             for (b = 0; b < B; b++) memcpy(ys + (b * T + t) * W, yt + b * W, W * sizeof(mn_real));
         }
         double e = fmax(tu_rel(ys, y, r_nx(&p)), tu_rel(state, ht, r_ns(&p)));
@@ -743,7 +743,7 @@ static void r_test_vectors(const char* dir) {
             r = r_alloc(&p);
             for (t = 0; t < p.T; t++) {
                 for (b = 0; b < p.B; b++) { memcpy(xt + b * p.W, p.x + (b * p.T + t) * p.W, p.W * sizeof(mn_real)); pos[b] = (int)t; }
-                mn_rglru_step(yt, r.ht, wk, xt, p.ap, p.wx, p.bx, p.wa, p.ba, pos, p.B, p.W, p.NH, p.c);
+                mn_rglru_step(yt, r.ht, xt, p.ap, p.wx, p.bx, p.wa, p.ba, pos, p.B, p.W, p.NH, p.c, wk);
                 for (b = 0; b < p.B; b++) memcpy(r.y + (b * p.T + t) * p.W, yt + b * p.W, p.W * sizeof(mn_real));
             }
         }

@@ -92,15 +92,15 @@ static mres alloc_mres(const mprob* p) {
 // C == 0: the parallel form (no state; the problem's state is ignored); else chunkwise with chunk C.
 static void m_forward(const mprob* p, size_t C, mres* r) {
     if (C == 0)
-        mn_mlstm_forward_parallel(r->o, r->norm, r->stab, tu_work(mn_mlstm_parallel_work_size(p->B, p->T, p->H)), p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps);
+        mn_mlstm_forward_parallel(r->o, r->norm, r->stab, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, tu_work(mn_mlstm_work_size_parallel(p->B, p->T, p->H)));
     else
-        mn_mlstm_forward(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C);
+        mn_mlstm_forward(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 static void m_backward(const mprob* p, size_t C, int mode, mres* r) {
     if (C == 0)
-        mn_mlstm_backward_parallel(r->dq, r->dk, r->dv, r->di, r->df, tu_work(mn_mlstm_parallel_work_size(p->B, p->T, p->H)), p->dout, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, mode);
+        mn_mlstm_backward_parallel(r->dq, r->dk, r->dv, r->di, r->df, p->dout, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, mode, tu_work(mn_mlstm_work_size_parallel(p->B, p->T, p->H)));
     else
-        mn_mlstm_backward(r->dq, r->dk, r->dv, r->di, r->df, r->dC0, r->dn0, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)), p->dout, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, mode);
+        mn_mlstm_backward(r->dq, r->dk, r->dv, r->di, r->df, r->dC0, r->dn0, p->dout, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, mode, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 static mres m_run(const mprob* p, size_t C, int mode) {
     mres r = alloc_mres(p);
@@ -358,9 +358,9 @@ static void test_mlstm_misc(void) {
             double e;
             // NULL optional outputs change nothing else
             b = alloc_mres(&p);
-            if (C == 0) mn_mlstm_forward_parallel(b.o, NULL, NULL, tu_work(mn_mlstm_parallel_work_size(p.B, p.T, p.H)), p.q, p.k, p.v, p.ig, p.fg, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps);
-            else mn_mlstm_forward(b.o, NULL, NULL, NULL, NULL, NULL, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)), p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C);
-            if (C) mn_mlstm_backward(b.dq, b.dk, b.dv, b.di, b.df, NULL, NULL, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)), p.dout, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, mode);
+            if (C == 0) mn_mlstm_forward_parallel(b.o, NULL, NULL, p.q, p.k, p.v, p.ig, p.fg, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, tu_work(mn_mlstm_work_size_parallel(p.B, p.T, p.H)));
+            else mn_mlstm_forward(b.o, NULL, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)));
+            if (C) mn_mlstm_backward(b.dq, b.dk, b.dv, b.di, b.df, NULL, NULL, p.dout, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, mode, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)));
             else m_backward(&p, C, mode, &b);
             e = m_compare(&p, &b, &a, 0, 0, &which);
             TU_CHECK(e == 0, "mlstm C=%zu: NULL optional outputs change %s (%.3e)", C, which, e);
@@ -438,10 +438,10 @@ static sres s_alloc(const sprob* p) {
     return r;
 }
 static void s_forward(const sprob* p, sres* r) {
-    mn_slstm_forward(r->y, r->c, r->n, r->m, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)), p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh);
+    mn_slstm_forward(r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)));
 }
 static void s_backward(const sprob* p, sres* r) {
-    mn_slstm_backward(r->dx, r->dR, r->db, r->dy0, r->dc0, r->dn0, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)), p->dy, r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh);
+    mn_slstm_backward(r->dx, r->dR, r->db, r->dy0, r->dc0, r->dn0, p->dy, r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)));
 }
 static sres s_run(const sprob* p) { sres r = s_alloc(p); s_forward(p, &r); s_backward(p, &r); return r; }
 
@@ -524,7 +524,7 @@ static void test_slstm_forms(void) {
         if (state) { memcpy(ys, p.y0, B * Hd * sizeof(mn_real)); memcpy(cs, p.c0, B * Hd * sizeof(mn_real)); memcpy(ns, p.n0, B * Hd * sizeof(mn_real)); memcpy(ms, p.m0, B * Hd * sizeof(mn_real)); }
         for (t = 0; t < T; t++) {
             for (bb = 0; bb < B; bb++) memcpy(xt + bb * 4 * Hd, p.x + (bb * T + t) * 4 * Hd, 4 * Hd * sizeof(mn_real));
-            mn_slstm_step(ys, cs, ns, ms, w, xt, p.R, p.b, B, NH, Dh);
+            mn_slstm_step(ys, cs, ns, ms, xt, p.R, p.b, B, NH, Dh, w);
             for (bb = 0; bb < B; bb++)
                 for (i = 0; i < Hd; i++) {
                     size_t o = (bb * T + t) * Hd + i;
@@ -549,7 +549,7 @@ static void test_slstm_forms(void) {
         e = fmax(fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), tu_rel(b2.dR, a.dR, s_nR(&p))), fmax(tu_rel(b2.db, a.db, 4 * Hd), fmax(tu_rel(b2.dy0, a.dy0, B * Hd), fmax(tu_rel(b2.dc0, a.dc0, B * Hd), tu_rel(b2.dn0, a.dn0, B * Hd)))));
         TU_CHECK(e < TOL_ACC, "slstm%s: backward does not accumulate (%.3e)", state ? " state" : "", e);
         b2 = a; b2.dx = tu_buf(s_nx(&p)); b2.dR = tu_buf(s_nR(&p)); b2.db = tu_buf(4 * Hd);
-        mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, tu_work(mn_slstm_work_size(B, NH, Dh)), p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0, p.n0, p.m0, B, T, NH, Dh);
+        mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0, p.n0, p.m0, B, T, NH, Dh, tu_work(mn_slstm_work_size(B, NH, Dh)));
         e = fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), fmax(tu_rel(b2.dR, a.dR, s_nR(&p)), tu_rel(b2.db, a.db, 4 * Hd)));
         TU_CHECK(e == 0, "slstm%s: NULL dy0/dc0/dn0 change the other gradients (%.3e)", state ? " state" : "", e);
         tu_free_all();
@@ -709,7 +709,7 @@ static void test_vec_slstm(const char* dir) {
         mn_real* w = tu_work(mn_slstm_work_size(p.B, p.NH, p.Dh));
         for (t = 0; t < S; t++) {
             for (bb = 0; bb < p.B; bb++) memcpy(xt + bb * G, p.x + (bb * S + t) * G, G * sizeof(mn_real));
-            mn_slstm_step(ys, cs, ns, ms, w, xt, p.R, p.b, p.B, p.NH, p.Dh);
+            mn_slstm_step(ys, cs, ns, ms, xt, p.R, p.b, p.B, p.NH, p.Dh, w);
             memcpy(ya + t * p.B * Hd, ys, p.B * Hd * sizeof(mn_real));
         }
         vt_cmp(&f, "out.y", ya, S * p.B * Hd, &worst[7], "step");
