@@ -6,6 +6,7 @@
 //   ./build/synth                                    # the whole grid, 1 seed, both cores -> results/synth.csv
 //   ./build/synth --tasks parity,s3 --models xlstm11,gdn_neg --seeds 1,2,3
 //   ./build/synth --report results/synth.csv         # results/synth.md + one heatmap PNG per length
+//                  (the tables go between the .md's synth-table markers; the text around them is kept)
 //   ./build/synth --list                             # the tasks and models it knows
 //
 // Protocol (../shared/docs/synthetic.md §4, "small CPU"): d_model 64, 2 layers, 4 heads of 16, no
@@ -85,8 +86,9 @@ static void usage(void) {
            "             [--eval_n N (sequences per evaluation length)] [--d_model N] [--layers N] [--heads N] [--cg N (Mesa CG steps)]\n"
            "             [--deadline S (start no cell after S seconds; running cells finish)]\n"
            "             [--curriculum L0 (longest training length grows from L0 to --train_len over the first half; write to its own --out)]\n"
-           "       synth --report results/synth.csv [--readme README.md]   (writes results/synth.md and results/synth_L<len>.png;\n"
-           "             --readme: also replaces the table between the README's synth-table markers)\n"
+           "       synth --report results/synth.csv [--readme FILE]   (writes results/synth_L<len>.png and the tables\n"
+           "             between the synth-table markers of results/synth.md, keeping the text around them;\n"
+           "             --readme: also the summary tables between FILE's markers)\n"
            "       synth --list\n");
 }
 
@@ -403,8 +405,51 @@ typedef struct { char task[32], model[32]; size_t seed, len, train_len; double s
 
 static int cmp_double(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return (x > y) - (x < y); }
 
+// The report's tables live between two markers, so a file can hold a hand-written reading of the
+// results around them (results/synth.md does) and a new report replaces only the tables.
+static const char *synth_mark0 = "<!-- synth-table:begin -->", *synth_mark1 = "<!-- synth-table:end -->";
+
+// 0 when path is absent (must_exist 0) or holds both markers in order; else an error line and 1.
+static int markers_check(const char* path, int must_exist) {
+    size_t l; char* t = read_file(path, &l);
+    char* m0 = t ? strstr(t, synth_mark0) : NULL;
+    int bad = t ? !(m0 && strstr(m0, synth_mark1)) : must_exist;
+    if (bad) fprintf(stderr, "synth: %s %s\n", path, t ? "lacks the markers <!-- synth-table:begin --> ... end -->"
+                                                    : "does not exist (it needs the synth-table markers)");
+    free(t);
+    return bad;
+}
+
+// Replaces the text between path's markers with body (n bytes), keeping the rest; a file that does
+// not exist yet is created as head + the markers around body. markers_check has passed.
+static int markers_put(const char* path, const char* head, const char* body, size_t n) {
+    size_t l; char* t = read_file(path, &l);
+    char *m0 = t ? strstr(t, synth_mark0) : NULL, *m1 = m0 ? strstr(m0, synth_mark1) : NULL;
+    FILE* g = fopen(path, "w");
+    if (!g) { fprintf(stderr, "synth: cannot write %s\n", path); free(t); return 1; }
+    if (m1) fwrite(t, 1, (size_t)(m0 - t), g); else fputs(head, g);
+    fprintf(g, "%s\n", synth_mark0);
+    fwrite(body, 1, n, g);
+    fputs(m1 ? m1 : synth_mark1, g);
+    if (!m1) fputc('\n', g);
+    fclose(g);
+    free(t);
+    return 0;
+}
+
 static int report(const opts* o) {
     size_t len, n = 0, cap = 0, i, j, k, li;
+    char base[1024], path[1100], mdpath[1100];
+    // the output names (results/synth.csv -> results/synth.md, results/synth_L<len>.png); check the
+    // markers of every file the report edits before anything is written
+    snprintf(base, sizeof base, "%s", o->report);
+    if (strlen(base) > 4 && !strcmp(base + strlen(base) - 4, ".csv")) base[strlen(base) - 4] = 0;
+    snprintf(mdpath, sizeof mdpath, "%s.md", base);
+    if (o->readme && !strcmp(o->readme, mdpath)) {
+        fprintf(stderr, "synth: --readme %s is the report itself (it gets every table anyway)\n", mdpath);
+        return 1;
+    }
+    if (markers_check(mdpath, 0) || (o->readme && markers_check(o->readme, 1))) return 1;
     char* csv = read_file(o->report, &len);
     synth_row* rows = NULL;
     if (!csv) { fprintf(stderr, "synth: cannot read %s\n", o->report); return 1; }
@@ -456,9 +501,6 @@ static int report(const opts* o) {
     }
 
     // heatmaps: task x model, best scaled accuracy over seeds, one PNG per evaluation length
-    char base[1024], path[1100];
-    snprintf(base, sizeof base, "%s", o->report);
-    if (strlen(base) > 4 && !strcmp(base + strlen(base) - 4, ".csv")) base[strlen(base) - 4] = 0;
     const char* mlabel[N_MODELS];
     for (j = 0; j < nm; j++) mlabel[j] = find_model(mcol[j])->name;
     float* hv = (float*)malloc(nt * nm * sizeof(float));
@@ -478,10 +520,11 @@ static int report(const opts* o) {
 
     // markdown: (1) task x model matrix, "best at each length"; (2) every published number beside
     // ours; (3) one row per (task, model) with best (median, seeds) per length and the time per cell
-    size_t mcap = 65536, ml = 0, q;
+    size_t mcap = 262144, ml = 0, q, ml_summary;
     char* md = (char*)malloc(mcap);
     if (!md) { free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
     #define MD(...) (ml += (size_t)snprintf(md + ml, ml < mcap ? mcap - ml : 0, __VA_ARGS__))
+    MD("Generated by `./build/synth --report %s` from %zu rows.\n\n", o->report, n);
     MD("Scaled accuracy (1 = perfect, 0 = chance), best over seeds; each cell is");
     for (li = 0; li < nl; li++) MD("%s%zu", li ? " / " : " L = ", lens[li]);
     MD(" (trained at <= %zu).\n\n| task |", rows[0].train_len);
@@ -517,52 +560,37 @@ static int report(const opts* o) {
         }
         MD(" |\n");
     }
-    if (ml >= mcap) { fprintf(stderr, "synth: report too large\n"); free(md); free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
-
-    snprintf(path, sizeof path, "%s.md", base);
-    FILE* f = fopen(path, "w");
-    if (!f) { fprintf(stderr, "synth: cannot write %s\n", path); free(md); free(best); free(med); free(wall); free(cnt); free(rows); return 1; }
-    fprintf(f, "# Length-generalisation suite: results\n\nGenerated by `./build/synth --report %s` from %zu rows.\n\n%s\n## Every cell\n\n", o->report, n, md);
-    fprintf(f, "| task | model |");
-    for (li = 0; li < nl; li++) fprintf(f, " L=%zu best (median, seeds) |", lens[li]);
-    fprintf(f, " published | s/cell |\n|---|---|");
-    for (li = 0; li < nl; li++) fprintf(f, "---|");
-    fprintf(f, "---|---|\n");
+    ml_summary = ml;   // tables (1) and (2): what --readme copies
+    MD("\n## Every cell\n\n| task | model |");
+    for (li = 0; li < nl; li++) MD(" L=%zu best (median, seeds) |", lens[li]);
+    MD(" published | s/cell |\n|---|---|");
+    for (li = 0; li < nl; li++) MD("---|");
+    MD("---|---|\n");
     for (i = 0; i < nt; i++) for (j = 0; j < nm; j++) {
         char pub[160] = ""; size_t pl = 0;
         for (q = 0; q < sizeof published / sizeof published[0]; q++)
             if (!strcmp(published[q].task, trow[i]) && !strcmp(published[q].model, mcol[j]))
-                pl += (size_t)snprintf(pub + pl, sizeof pub - pl, "%s%.3f@%zu (%s)", pl ? ", " : "", published[q].value, published[q].len, published[q].src);
-        fprintf(f, "| %s | %s |", trow[i], find_model(mcol[j])->label);
+                pl += (size_t)snprintf(pub + pl, sizeof pub - pl, "%s%.3f@%zu (%s)", pl ? ", " : "", published[q].value,
+                                       published[q].len, published[q].src);
+        MD("| %s | %s |", trow[i], find_model(mcol[j])->label);
         for (li = 0; li < nl; li++) {
             size_t c = CELL(i, j, li);
-            if (cnt[c]) fprintf(f, " %.2f (%.2f, %zu) |", best[c], med[c], cnt[c]);
-            else fprintf(f, " – |");
+            if (cnt[c]) MD(" %.2f (%.2f, %zu) |", best[c], med[c], cnt[c]);
+            else MD(" – |");
         }
-        fprintf(f, " %s | %.0f |\n", pub[0] ? pub : "", wall[i * nm + j]);
+        MD(" %s | %.0f |\n", pub[0] ? pub : "", wall[i * nm + j]);
     }
-    fclose(f);
-    printf("wrote %s (%zu rows from %s)\n", path, n, o->report);
-    if (o->readme) {   // replace the text between the two markers of the README with tables (1) and (2)
-        static const char *b0 = "<!-- synth-table:begin -->", *b1 = "<!-- synth-table:end -->";
-        size_t rl; char* rd = read_file(o->readme, &rl);
-        char *s0 = rd ? strstr(rd, b0) : NULL, *s1 = s0 ? strstr(s0, b1) : NULL;
-        FILE* g;
-        if (!s0 || !s1) fprintf(stderr, "synth: %s lacks the markers %s ... %s\n", o->readme, b0, b1);
-        else if ((g = fopen(o->readme, "w")) != NULL) {
-            fwrite(rd, 1, (size_t)(s0 - rd) + strlen(b0), g);
-            fprintf(g, "\n%s", md);
-            fputs(s1, g);
-            fclose(g);
-            printf("updated the table in %s\n", o->readme);
-        }
-        free(rd);
-    }
+    int rc = 0;
+    if (ml >= mcap) { fprintf(stderr, "synth: report too large\n"); rc = 1; }
+    if (!rc) rc = markers_put(mdpath, "# Length-generalisation suite: results\n\n", md, ml);
+    if (!rc) printf("wrote %s (%zu rows from %s)\n", mdpath, n, o->report);
+    if (!rc && o->readme && (rc = markers_put(o->readme, "", md, ml_summary)) == 0)
+        printf("updated the tables in %s\n", o->readme);
     free(md);
     #undef MD
     #undef CELL
     free(best); free(med); free(wall); free(cnt); free(rows);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char** argv) {

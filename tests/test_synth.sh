@@ -30,6 +30,22 @@ grep -q "0 cells to run (6 already" "$W/log2" && cmp -s "$W/q.csv" "$W/before.cs
 # report: markdown table and one heatmap per evaluation length
 "$B/synth" --report "$W/q.csv" > "$W/log3" 2>&1
 [ -s "$W/q.md" ] && [ -s "$W/q_L64.png" ] && [ -s "$W/q_L256.png" ] && grep -q "Mamba-2 \[-1,1\]" "$W/q.md" && ok "report: q.md and 2 heatmaps" || { bad "report"; cat "$W/log3"; }
+# the tables sit between markers: a new report replaces only them, so a reading written around them
+# stays; --readme copies the summary tables into another file's markers; a file without markers is
+# an error that writes nothing
+{ echo "reading above"; sed -n '/synth-table:begin/,/synth-table:end/p' "$W/q.md"; echo "reading below"; } > "$W/r.md"
+printf 'stale\n<!-- synth-table:begin -->\nold table\n<!-- synth-table:end -->\nkept\n' > "$W/doc.md"
+cp "$W/r.md" "$W/q.md"
+"$B/synth" --report "$W/q.csv" --readme "$W/doc.md" > "$W/log4" 2>&1 && cmp -s "$W/q.md" "$W/r.md" \
+    && ! grep -q "old table" "$W/doc.md" && grep -q "Mamba-2 \[-1,1\]" "$W/doc.md" \
+    && ! grep -q "Every cell" "$W/doc.md" && head -1 "$W/doc.md" | grep -q stale && tail -1 "$W/doc.md" | grep -q kept \
+    && ok "report: the text around the markers kept; --readme fills another file's markers" \
+    || { bad "report markers"; cat "$W/log4"; }
+printf 'no markers here\n' > "$W/q.md"; rm -f "$W/q_L64.png"
+"$B/synth" --report "$W/q.csv" > "$W/e" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "lacks the markers" "$W/e" && [ "$(cat "$W/q.md")" = "no markers here" ] \
+    && [ ! -e "$W/q_L64.png" ] && ok "report into a file without markers: clear error, nothing written" \
+    || bad "report without markers (rc $rc)"
 
 # bad input: unknown task or model is an error before anything runs
 "$B/synth" --tasks nope --out "$W/x.csv" > "$W/e" 2>&1; rc=$?
