@@ -161,6 +161,10 @@ typedef struct mn_config {
     double mesa_cg_tol;
     size_t mesa_chunk;    // also the chunk length of the delta-rule layers
     int mesa_gamma_clamp;
+    // 1: the Mesa layers solve with fla's CG arithmetic (mn_mesa_opts.fla: 1e-5 in CG's denominators,
+    // always the full count), so a checkpoint made by fla gives fla's logits; 0: textbook CG.
+    // mn_load sets it for a config.json written by fla (MesaNetConfig without our mesanet_* keys).
+    int mesa_cg_fla;
 } mn_config;
 
 // One named tensor of the parameter table: the same table allocates, initialises, counts,
@@ -433,7 +437,9 @@ MNDEF double mn_state_cg_stats(const mn_model* m, const mn_state* s, double* sol
 MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch);
 
 // --- checkpoints: <dir>/model.safetensors + <dir>/config.json (+ <dir>/optimizer.safetensors) ---
-typedef struct mn_train_meta { uint64_t step; uint64_t rng_state; double extra[4]; } mn_train_meta;
+// step, rng_state and extra[] are the caller's; notes (one line of text, NUL-terminated) too, e.g. the
+// training settings a resume must reuse. mn_save stores them with the AdamW moments, mn_load returns them.
+typedef struct mn_train_meta { uint64_t step; uint64_t rng_state; double extra[4]; char notes[1024]; } mn_train_meta;
 MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta);
 MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta); // m uninitialised: builds it from config.json
 MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap);
@@ -3798,7 +3804,7 @@ static void mn__mesa_params(mn_model* m, size_t* count, size_t l) {
 }
 static mn_mesa_opts mn__mesa_train_opts(const mn_config* c) {
     mn_mesa_opts o; memset(&o, 0, sizeof o);
-    o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk;
+    o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk; o.fla = c->mesa_cg_fla;
     return o;
 }
 static size_t mn__mesa_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
@@ -3891,6 +3897,9 @@ static void mn__mesa_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* st
     mn_real *al = kc + HD, *bl = al + H, *g = bl + H, *beta = g + H, *rs = beta + H, *work = rs + H;
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
+    // fla's arithmetic from x0 = 0 as the training forward, so step and forward agree (fla's own decode
+    // kernel starts at the Jacobi guess); a tolerance asks for the paper's stop, i.e. textbook CG
+    op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
     MN_UNUSED(pos);
     mn__qkv_forward(m, l, MN__MS_Q, ql, kl, v, in, 1, HD);
     mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__MS_QC), HD, 4, 1);
@@ -5060,11 +5069,13 @@ MNDEF size_t mn_flops_per_token(const mn_model* m, size_t T) {
 // computes the mean cross-entropy into *loss and enables mn_backward. Inputs are validated
 // before anything is touched.
 MNDEF int mn_forward(mn_model* m, const int* tokens, const int* targets, size_t B, size_t T, mn_real* loss) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer, i, l;
+    const mn_config* c;
+    size_t N, C, F, V, L, i, l;
     int err;
-    if (B == 0 || T == 0 || T > c->max_seq_len || N > ((size_t)1 << 31)) {
-        MN_LOG("mesanet: forward needs 0 < T <= max_seq_len (%zu) and B > 0; got B=%zu T=%zu\n", c->max_seq_len, B, T);
+    if (!m || !m->params || !tokens) { MN_LOG("mesanet: mn_forward needs an initialised model and tokens\n"); return MN_ERR_STATE; }
+    c = &m->cfg; N = B * T; C = c->d_model; F = c->d_ff; V = c->vocab_size; L = c->n_layer;
+    if (B == 0 || T == 0 || T > c->max_seq_len || B > ((size_t)1 << 31) / T) {   // B*T may have wrapped: test B
+        MN_LOG("mesanet: forward needs 0 < T <= max_seq_len (%zu), B > 0, B*T <= 2^31; got B=%zu T=%zu\n", c->max_seq_len, B, T);
         return MN_ERR_RANGE;
     }
     for (i = 0; i < N; i++) {
@@ -5115,9 +5126,10 @@ MNDEF void mn_zero_grad(mn_model* m) { memset(m->grads, 0, m->n_params * sizeof(
 
 // Backward of the mean loss of the last mn_forward; accumulates into m->grads.
 MNDEF int mn_backward(mn_model* m) {
-    const mn_config* c = &m->cfg;
-    size_t B = m->act_B, T = m->act_T, N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer, i, l;
-    if (!m->have_loss) { MN_LOG("mesanet: mn_backward needs a successful mn_forward with targets first\n"); return MN_ERR_STATE; }
+    const mn_config* c;
+    size_t B, T, N, C, F, V, L, i, l;
+    if (!m || !m->have_loss) { MN_LOG("mesanet: mn_backward needs a successful mn_forward with targets first\n"); return MN_ERR_STATE; }
+    c = &m->cfg; B = m->act_B; T = m->act_T; N = B * T; C = c->d_model; F = c->d_ff; V = c->vocab_size; L = c->n_layer;
     memset(m->dacts, 0, m->act_cap * sizeof(mn_real));
     mn_real* res = m->acts + m->act_glob[MN__G_RES];
     mn_real* dres = m->dacts + m->act_glob[MN__G_RES];
@@ -5156,11 +5168,18 @@ static size_t mn__max_mix_scratch(const mn_model* m) {
     return mx;
 }
 MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
-    const mn_config* c = &m->cfg;
-    size_t l, total = 0, off = 0, C = c->d_model;
-    size_t per_seq_scratch = 3 * C + 1 + 3 * c->d_ff + mn__max_mix_scratch(m) + 2 * c->vocab_size;
+    const mn_config* c;
+    size_t l, total = 0, off = 0, C, per_seq_scratch, per_seq;
+    if (!s) { MN_LOG("mesanet: mn_state_init: NULL state\n"); return MN_ERR_STATE; }
     memset(s, 0, sizeof(*s));
+    if (!m || !m->params) { MN_LOG("mesanet: mn_state_init needs an initialised model\n"); return MN_ERR_STATE; }
+    c = &m->cfg; C = c->d_model;
+    per_seq_scratch = 3 * C + 1 + 3 * c->d_ff + mn__max_mix_scratch(m) + 2 * c->vocab_size;
     if (n_seq == 0 || n_seq > (1u << 20)) { MN_LOG("mesanet: n_seq must be in [1, 2^20]\n"); return MN_ERR_CONFIG; }
+    // each size is bounded by mn_config_resolve, their sum over layers times n_seq is not: check before use
+    per_seq = C + c->vocab_size + per_seq_scratch;
+    for (l = 0; l < c->n_layer && per_seq <= SIZE_MAX / 32; l++) per_seq += mn__mixers[m->mixer[l]].state_size(c);
+    if (per_seq > SIZE_MAX / 32 / n_seq) { MN_LOG("mesanet: decoding state for %zu sequences too large\n", n_seq); return MN_ERR_ALLOC; }
     for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixers[m->mixer[l]].state_size(c);
     total += n_seq * (C + c->vocab_size + per_seq_scratch);
     s->mem = (mn_real*)mn__calloc(total, sizeof(mn_real));
@@ -5194,9 +5213,14 @@ MNDEF void mn_state_free(mn_state* s) { if (s->mem) MN_FREE(s->mem); memset(s, 0
 // Consumes tokens (n_seq) at position s->pos and writes logits (n_seq,V). The same math as
 // mn_forward restricted to the newest token; tests check the two agree position by position.
 MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, F = c->d_ff, V = c->vocab_size, l;
+    const mn_config* c;
+    size_t C, F, V, l;
     long long n;
+    if (!m || !m->params || !s || !s->mem || s->n_seq == 0 || !tokens || !logits) {
+        MN_LOG("mesanet: mn_step needs an initialised model, a state from mn_state_init, tokens and logits\n");
+        return MN_ERR_STATE;
+    }
+    c = &m->cfg; C = c->d_model; F = c->d_ff; V = c->vocab_size;
     for (n = 0; n < (long long)s->n_seq; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V) { MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V); return MN_ERR_RANGE; }
     for (l = 0; l < c->n_layer; l++)
@@ -5296,7 +5320,8 @@ MNDEF double mn_lr_schedule(size_t step, size_t warmup, size_t total, double lr_
 // >>sample
 // Samples a token from logits (V): temperature <= 0 is argmax; top_k (0 = off) keeps the k most
 // likely; top_p (0 or >= 1 = off) keeps the smallest set whose probability reaches top_p.
-// scratch (2V) is caller-provided so nothing allocates.
+// scratch (2V) is caller-provided so nothing allocates. Returns a token id in [0, V), or a negative
+// MN_ERR_* when V is 0 or too large for an int, or logits, scratch or (temperature > 0) rng is NULL.
 static int mn__cmp_desc(const void* a, const void* b) {
     mn_real x = *(const mn_real*)a, y = *(const mn_real*)b;
     return x < y ? 1 : x > y ? -1 : 0;
@@ -5304,7 +5329,12 @@ static int mn__cmp_desc(const void* a, const void* b) {
 MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch) {
     size_t i, best = 0;
     double mx = -INFINITY, sum = 0.0, cut = 0.0, u, acc = 0.0;
-    mn_real *p = scratch, *sorted = scratch + V;
+    mn_real *p = scratch, *sorted;
+    if (V == 0 || V > (size_t)INT32_MAX || !logits || !scratch || (temperature > 0 && !rng)) {
+        MN_LOG("mesanet: mn_sample needs 0 < V < 2^31, logits, scratch and (temperature > 0) rng; got V=%zu\n", V);
+        return MN_ERR_RANGE;
+    }
+    sorted = scratch + V;
     for (i = 0; i < V; i++) if (logits[i] > logits[best]) best = i;
     if (temperature <= 0) return (int)best;
     for (i = 0; i < V; i++) if (logits[i] / temperature > mx) mx = logits[i] / temperature;
@@ -5416,24 +5446,132 @@ static int mn__js_uint(mn__js* j, size_t max, size_t* out) {
 
 // >>io
 // defines: mn_safetensors_parse, mn_config_parse_json, mn_save, mn_load
-// Checkpoints are a folder: model.safetensors (weights, fla names, [out,in] Linear layout),
-// config.json (fla config keys, so `AutoModelForCausalLM.from_pretrained(dir)` finds them),
-// and optionally optimizer.safetensors (AdamW moments "m.<name>"/"v.<name>", step, rng).
-// safetensors: u64 little-endian header size n, n bytes of JSON, then the raw tensor bytes.
+//
+// A checkpoint is a folder D holding one set of files:
+//   config.json            fla's config keys (so `AutoModelForCausalLM.from_pretrained(D)` finds the model)
+//                          plus mesanet_* keys for what fla cannot express;
+//   model.safetensors      the weights under fla's tensor names, Linear weights [out, in];
+//   optimizer.safetensors  (when saved with an mn_train_meta) the AdamW moments "m.<name>", "v.<name>"
+//                          and, as metadata, opt_step, step, rng, extra0..3 and the caller's notes.
+// safetensors: u64 little-endian header length n, n bytes of JSON, then the tensor bytes, which the
+// header's data_offsets must cover exactly once (no gap, no overlap, nothing after the last tensor).
 // This code assumes a little-endian host (x86-64, ARM64).
+//
+// The set is one unit. Every file of it carries the same stamp "<step>-<16 hex digits>" (config.json key
+// "mesanet_stamp", safetensors metadata "mesanet_stamp"), and mn_load refuses files whose stamps differ
+// (a mixed set) instead of resuming from one. Files without any stamp (written before stamps existed, or
+// by fla's save_pretrained) still load, with a note that they could not be checked against each other.
+//
+// What mn_save guarantees:
+//   * it never writes non-finite parameters or moments: MN_ERR_NAN, and D is not touched;
+//   * swap tier (MN_SAVE_ATOMIC == 1: a POSIX 2008 build, i.e. gcc/clang's default or
+//     -D_POSIX_C_SOURCE=200809L): the whole set is written into a new folder beside D, named
+//     ".<name of D>.mn-save-<pid>-<id>", every file and that folder are fsync'ed, and the folder is then
+//     exchanged with D in one step (Linux renameat2 RENAME_EXCHANGE), the parent fsync'ed and the old set
+//     deleted. Whatever else D holds (loss.csv, a lock file, ...) is hard-linked into the new folder before
+//     the exchange, or moved across after it where a link is impossible (sub-folders), so it survives. A
+//     kill at any moment leaves D holding the old set or the new one, each whole. A failure (disk full,
+//     file too large) deletes the new folder and returns MN_ERR_IO with the system's reason; D is untouched.
+//     A save removes the temporary folders that dead processes left beside D, deleting only the
+//     checkpoint files and verified links in them (anything else is moved back into D, or left in place);
+//     it keeps them all while D holds no config.json, as one of them may then be the only copy.
+//     Where the exchange is missing (not Linux, or a file system without it), D is renamed aside and the
+//     new folder renamed to D: a crash between those two renames leaves no D (mn_load says where to look).
+//   * in-place tier (a plain C99 build without POSIX, or D a symbolic link, ".", "/"): each file is written
+//     as <file>.tmp and renamed over the old one in turn; a crash between the renames leaves a mixed set,
+//     which mn_load refuses. Either way mn_save needs D to exist.
+// A weights-only save (meta NULL) drops an older optimizer.safetensors: it belonged to other weights.
+// MN_SAVE_HOOK(stage), empty unless the includer defines it, runs at each numbered step of a save (tests
+// kill the process there): 1 started, 2 config.json written, 3/4 model.safetensors header/all written,
+// 5/6 the same for optimizer.safetensors, 7 before the swap (or first rename), 8 after it, 9 done.
+//
+// mn_load checks the whole set before it allocates the model: config.json parsed and resolved; each file's
+// tensor list equal to that model's (every tensor there with its shape, nothing else), its data section
+// covered exactly, its size what the header says; the stamps equal; the optimizer's metadata well-formed
+// numbers. Only then does it allocate, read and convert, refusing non-finite values (and negative second
+// moments). *m is written only on success.
+
+#include <errno.h>
+#include <stdarg.h>
+#include <time.h>
+#if !defined(MN_NO_POSIX) && (defined(__unix__) || defined(__unix) || defined(__APPLE__))
+#include <unistd.h>
+#if defined(_POSIX_VERSION) && _POSIX_VERSION >= 200809L
+#define MN__POSIX 1
+#include <fcntl.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+#endif
+#endif
+#ifndef MN__POSIX
+#define MN__POSIX 0
+#endif
+#define MN_SAVE_ATOMIC MN__POSIX
+#if MN__POSIX && defined(__linux__) && defined(SYS_renameat2)
+#define MN__EXCHANGE 1
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+#if !defined(__cplusplus) && !defined(_DEFAULT_SOURCE) && !defined(_GNU_SOURCE) && !defined(_BSD_SOURCE)
+long syscall(long number, ...);   // every Linux C library has it; strict feature macros only hide the prototype
+#endif
+#else
+#define MN__EXCHANGE 0
+#endif
+#ifndef MN_SAVE_HOOK
+#define MN_SAVE_HOOK(stage) ((void)(stage))
+#endif
+#define MN__PATH_CAP 2048
+#define MN__META_CAP 4096           // "key\tvalue\n" lines of one file's __metadata__
+#define MN__CONFIG_MAX (1u << 20)   // config.json larger than this is not one
 
 static size_t mn__dtype_size(int dt) { return dt == MN_DT_F64 ? 8 : dt == MN_DT_F32 ? 4 : 2; }
+static const char* mn__errno_str(int e) { return e > 0 ? strerror(e) : "unknown error"; }
 
-// Parses a safetensors buffer. Fills out[0..*n_out) with name, shape, dtype, byte offset (from the
-// start of the data section) and numel; meta (meta_cap bytes) receives "key\tvalue\n" lines of
-// __metadata__. Every offset is checked against the buffer; returns MN_OK or MN_ERR_FORMAT.
-MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
-    uint64_t hlen = 0; size_t i, n = 0, mlen = 0;
+// Appends printf output to b (cap bytes); returns the new length, or cap when it did not fit.
+static size_t mn__cat(char* b, size_t cap, size_t len, const char* fmt, ...) {
+    va_list ap;
+    int n;
+    if (len >= cap) return cap;
+    va_start(ap, fmt);
+    n = vsnprintf(b + len, cap - len, fmt, ap);
+    va_end(ap);
+    return n < 0 || (size_t)n >= cap - len ? cap : len + (size_t)n;
+}
+// dir + "/" + file + suffix into out; MN_ERR_IO when it does not fit.
+static int mn__path(char* out, size_t cap, const char* dir, const char* file, const char* suffix) {
+    int n = snprintf(out, cap, "%s/%s%s", dir, file, suffix);
+    if (n < 0 || (size_t)n >= cap) { MN_LOG("mesanet: path too long: %s/%s%s\n", dir, file, suffix); return MN_ERR_IO; }
+    return MN_OK;
+}
+static int mn__finite(double v) { return v - v == 0; }   // false for NaN and +-Inf
+
+// by data_offsets, ties by end: the coverage check below walks the tensors in file order
+static int mn__cmp_offset(const void* a, const void* b) {
+    const mn_tensor_info *x = (const mn_tensor_info*)a, *y = (const mn_tensor_info*)b;
+    size_t ex = x->offset + x->numel * mn__dtype_size(x->dtype), ey = y->offset + y->numel * mn__dtype_size(y->dtype);
+    return x->offset < y->offset ? -1 : x->offset > y->offset ? 1 : ex < ey ? -1 : ex > ey ? 1 : 0;
+}
+
+// The parser behind mn_safetensors_parse: buf holds at least the 8-byte length and the header (avail
+// bytes), file_len is the size of the whole file (the data section is checked against it, not read);
+// what names the file in messages.
+static int mn__st_parse(const char* what, const unsigned char* buf, size_t avail, size_t file_len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
+    uint64_t hlen = 0; size_t i, n = 0, mlen = 0, pos;
     mn__js j;
+    *n_out = 0; *data_start = 0;
     if (meta && meta_cap) meta[0] = 0;
-    if (len < 8) { MN_LOG("mesanet: safetensors file shorter than its 8-byte header\n"); return MN_ERR_FORMAT; }
+    if (avail < 8 || file_len < 8) { MN_LOG("mesanet: %s: shorter than the 8-byte safetensors header\n", what); return MN_ERR_FORMAT; }
     for (i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
-    if (hlen < 2 || hlen > len - 8 || hlen > (100u << 20)) { MN_LOG("mesanet: safetensors header size %llu does not fit the file (%zu bytes)\n", (unsigned long long)hlen, len); return MN_ERR_FORMAT; }
+    if (hlen < 2 || hlen > file_len - 8 || hlen > avail - 8 || hlen > (100u << 20)) {
+        MN_LOG("mesanet: %s: safetensors header size %llu does not fit the file (%zu bytes)\n", what, (unsigned long long)hlen, file_len);
+        return MN_ERR_FORMAT;
+    }
     j.p = (const char*)buf + 8; j.end = j.p + hlen; j.depth = 0;
     *data_start = 8 + (size_t)hlen;
     if (mn__js_expect(&j, '{') < 0) goto bad;
@@ -5445,8 +5583,11 @@ MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_i
             if (mn__js_expect(&j, '{') < 0) goto bad;
             if (mn__js_peek(&j) == '}') j.p++;
             else for (;;) {
-                char k[64], v[256];
+                char k[64], v[2048]; size_t c;
                 if (mn__js_str(&j, k, sizeof k) < 0 || mn__js_expect(&j, ':') < 0 || mn__js_str(&j, v, sizeof v) < 0) goto bad;
+                // one line per entry: a tab or newline inside a key or value would split it
+                for (c = 0; k[c]; c++) if (k[c] == '\t' || k[c] == '\n') k[c] = ' ';
+                for (c = 0; v[c]; c++) if (v[c] == '\t' || v[c] == '\n') v[c] = ' ';
                 if (meta && mlen + strlen(k) + strlen(v) + 3 < meta_cap) mlen += (size_t)sprintf(meta + mlen, "%s\t%s\n", k, v);
                 if (mn__js_peek(&j) == ',') { j.p++; continue; }
                 if (mn__js_expect(&j, '}') < 0) goto bad;
@@ -5466,7 +5607,7 @@ MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_i
                     char d[16];
                     if (mn__js_str(&j, d, sizeof d) < 0) goto bad;
                     t.dtype = !strcmp(d, "F32") ? MN_DT_F32 : !strcmp(d, "F64") ? MN_DT_F64 : !strcmp(d, "BF16") ? MN_DT_BF16 : !strcmp(d, "F16") ? MN_DT_F16 : -2;
-                    if (t.dtype == -2) { MN_LOG("mesanet: tensor %s has unsupported dtype %s\n", key, d); return MN_ERR_FORMAT; }
+                    if (t.dtype == -2) { MN_LOG("mesanet: %s: tensor %s has unsupported dtype %s\n", what, key, d); return MN_ERR_FORMAT; }
                     got |= 1;
                 } else if (strcmp(f, "shape") == 0) {
                     if (mn__js_expect(&j, '[') < 0) goto bad;
@@ -5483,21 +5624,21 @@ MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_i
                     }
                     got |= 2;
                 } else if (strcmp(f, "data_offsets") == 0) {
-                    if (mn__js_expect(&j, '[') < 0 || mn__js_uint(&j, len, &b) < 0 || mn__js_expect(&j, ',') < 0 ||
-                        mn__js_uint(&j, len, &e) < 0 || mn__js_expect(&j, ']') < 0) goto bad;
+                    if (mn__js_expect(&j, '[') < 0 || mn__js_uint(&j, file_len, &b) < 0 || mn__js_expect(&j, ',') < 0 ||
+                        mn__js_uint(&j, file_len, &e) < 0 || mn__js_expect(&j, ']') < 0) goto bad;
                     got |= 4;
                 } else if (mn__js_skip(&j) < 0) goto bad;
                 if (mn__js_peek(&j) == ',') { j.p++; continue; }
                 if (mn__js_expect(&j, '}') < 0) goto bad;
                 break;
             }
-            if (got != 7 || b > e || e > len - *data_start || e - b != numel * mn__dtype_size(t.dtype)) {
-                MN_LOG("mesanet: safetensors entry %s is incomplete or its data_offsets do not match its shape/file size\n", key);
+            if (got != 7 || b > e || e > file_len - *data_start || e - b != numel * mn__dtype_size(t.dtype)) {
+                MN_LOG("mesanet: %s: entry %s is incomplete or its data_offsets do not match its shape/file size\n", what, key);
                 return MN_ERR_FORMAT;
             }
             t.offset = b; t.numel = numel;
-            if (n >= max_out) { MN_LOG("mesanet: safetensors file has more than %zu tensors\n", max_out); return MN_ERR_FORMAT; }
-            for (i = 0; i < n; i++) if (!strcmp(out[i].name, t.name)) { MN_LOG("mesanet: duplicate tensor %s\n", t.name); return MN_ERR_FORMAT; }
+            if (n >= max_out) { MN_LOG("mesanet: %s: more than %zu tensors\n", what, max_out); return MN_ERR_FORMAT; }
+            for (i = 0; i < n; i++) if (!strcmp(out[i].name, t.name)) { MN_LOG("mesanet: %s: duplicate tensor %s\n", what, t.name); return MN_ERR_FORMAT; }
             out[n++] = t;
         }
         if (mn__js_peek(&j) == ',') { j.p++; continue; }
@@ -5507,11 +5648,35 @@ MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_i
 done:
     mn__js_ws(&j);
     if (j.p != j.end) goto bad;
+    // every byte of the data section belongs to exactly one tensor (the format's rule: no holes, no
+    // overlaps, nothing after); a header whose length is off by one byte fails here
+    qsort(out, n, sizeof(mn_tensor_info), mn__cmp_offset);
+    for (i = 0, pos = 0; i < n; i++) {
+        if (out[i].offset != pos) {
+            if (out[i].offset < pos) MN_LOG("mesanet: %s: tensors %s and %s overlap\n", what, out[i - 1].name, out[i].name);
+            else MN_LOG("mesanet: %s: data bytes [%zu, %zu) belong to no tensor\n", what, pos, out[i].offset);
+            return MN_ERR_FORMAT;
+        }
+        pos += out[i].numel * mn__dtype_size(out[i].dtype);
+    }
+    if (pos != file_len - *data_start) {
+        MN_LOG("mesanet: %s: the data section has %zu bytes, its tensors %zu\n", what, file_len - *data_start, pos);
+        return MN_ERR_FORMAT;
+    }
     *n_out = n;
     return MN_OK;
 bad:
-    MN_LOG("mesanet: malformed safetensors JSON header near byte %ld\n", (long)(j.p - (const char*)buf));
+    MN_LOG("mesanet: %s: malformed safetensors JSON header near byte %ld\n", what, (long)(j.p - (const char*)buf));
     return MN_ERR_FORMAT;
+}
+
+// Parses a safetensors buffer (len bytes: the whole file). Fills out[0..*n_out) with name, shape, dtype,
+// byte offset (from the start of the data section) and numel, in file order; meta (meta_cap bytes)
+// receives "key\tvalue\n" lines of __metadata__. Every offset is checked against the buffer and the
+// tensors must cover the data section exactly; returns MN_OK or MN_ERR_FORMAT.
+MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
+    if (!buf || !out || !n_out || !data_start) { MN_LOG("mesanet: mn_safetensors_parse: NULL argument\n"); return MN_ERR_FORMAT; }
+    return mn__st_parse("safetensors", buf, len, len, out, max_out, n_out, data_start, meta, meta_cap);
 }
 
 static int mn__meta_get(const char* meta, const char* key, char* out, size_t cap) {
@@ -5530,94 +5695,561 @@ static int mn__meta_get(const char* meta, const char* key, char* out, size_t cap
     }
     return -1;
 }
+// A metadata entry that must be a decimal uint64 (digits only, no sign, no overflow): 0 ok, -1 absent, -2 not one.
+static int mn__meta_u64(const char* meta, const char* key, uint64_t* out) {
+    char v[64]; size_t i; uint64_t x = 0;
+    if (mn__meta_get(meta, key, v, sizeof v)) return -1;
+    if (!v[0] || strlen(v) > 20) return -2;
+    for (i = 0; v[i]; i++) {
+        unsigned d = (unsigned)(v[i] - '0');
+        if (d > 9 || x > (UINT64_MAX - d) / 10) return -2;
+        x = x * 10 + d;
+    }
+    *out = x;
+    return 0;
+}
+// A metadata entry that must be a whole number in strtod's syntax (nan and inf allowed): 0, -1 absent, -2 not one.
+static int mn__meta_f64(const char* meta, const char* key, double* out) {
+    char v[64], *e;
+    if (mn__meta_get(meta, key, v, sizeof v)) return -1;
+    *out = strtod(v, &e);
+    return v[0] && !*e ? 0 : -2;
+}
+// Escapes s for a JSON string (no quotes added) into out (cap); returns the length, cap if it did not fit.
+static size_t mn__json_esc(char* out, size_t cap, const char* s) {
+    size_t n = 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { if (n + 2 >= cap) return cap; out[n++] = '\\'; out[n++] = (char)c; }
+        else if (c < 0x20) { if (n + 6 >= cap) return cap; n += (size_t)sprintf(out + n, "\\u%04x", c); }
+        else { if (n + 1 >= cap) return cap; out[n++] = (char)c; }
+    }
+    if (n < cap) out[n] = 0;
+    return n;
+}
 
-// Reads a whole file into memory (caller frees with MN_FREE).
-static int mn__read_file(const char* path, unsigned char** out, size_t* len) {
-    FILE* f = fopen(path, "rb");
-    long sz;
-    *out = NULL; *len = 0;
-    if (!f) { MN_LOG("mesanet: cannot open %s\n", path); return MN_ERR_IO; }
-    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); MN_LOG("mesanet: cannot size %s\n", path); return MN_ERR_IO; }
-    *out = (unsigned char*)MN_MALLOC((size_t)sz + 1);
-    if (!*out) { fclose(f); return MN_ERR_ALLOC; }
-    if (fread(*out, 1, (size_t)sz, f) != (size_t)sz) { fclose(f); MN_FREE(*out); *out = NULL; MN_LOG("mesanet: short read on %s\n", path); return MN_ERR_IO; }
-    fclose(f);
-    (*out)[sz] = 0;
-    *len = (size_t)sz;
+// ---- writing --------------------------------------------------------------------------------
+// One output file: POSIX writes through a descriptor (so it can fsync), plain C99 through stdio.
+// err keeps the errno of the first failure (-1 when the C library gave none).
+typedef struct mn__out { FILE* f; int fd; int err; const char* path; } mn__out;
+static int mn__out_open(mn__out* o, const char* path, int excl) {
+    o->f = NULL; o->fd = -1; o->err = 0; o->path = path;
+    errno = 0;
+#if MN__POSIX
+    o->fd = open(path, O_WRONLY | O_CREAT | (excl ? O_EXCL : O_TRUNC), 0666);
+    if (o->fd < 0) { MN_LOG("mesanet: cannot create %s: %s\n", path, strerror(errno)); return MN_ERR_IO; }
+#else
+    MN_UNUSED(excl);
+    if (!(o->f = fopen(path, "wb"))) { MN_LOG("mesanet: cannot create %s: %s\n", path, mn__errno_str(errno)); return MN_ERR_IO; }
+#endif
+    return MN_OK;
+}
+static void mn__out_put(mn__out* o, const void* data, size_t n) {
+    const char* c = (const char*)data;
+    if (o->err) return;
+#if MN__POSIX
+    while (n > 0) {
+        ssize_t w = write(o->fd, c, n < ((size_t)1 << 30) ? n : ((size_t)1 << 30));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) { o->err = w < 0 ? errno : ENOSPC; return; }
+        c += w; n -= (size_t)w;
+    }
+#else
+    errno = 0;
+    if (fwrite(c, 1, n, o->f) != n) o->err = errno ? errno : -1;
+#endif
+}
+// Flushes the file to the disk (POSIX: fsync) and closes it; MN_ERR_IO with the reason on any failure.
+static int mn__out_close(mn__out* o) {
+#if MN__POSIX
+    if (!o->err && fsync(o->fd) != 0) o->err = errno;
+    if (close(o->fd) != 0 && !o->err) o->err = errno;
+#else
+    errno = 0;
+    if (fflush(o->f) != 0 && !o->err) o->err = errno ? errno : -1;
+    if (fclose(o->f) != 0 && !o->err) o->err = errno ? errno : -1;
+#endif
+    if (o->err) { MN_LOG("mesanet: writing %s failed: %s\n", o->path, mn__errno_str(o->err)); return MN_ERR_IO; }
     return MN_OK;
 }
 
-// Writes n_parts copies of the table (part p: names prefixed with prefix[p], data at
-// base[p] + offset) to path via path.tmp + rename, so an interrupted save never destroys the
-// previous file.
-static int mn__st_write(const char* path, const mn_model* m, size_t n_parts, const char* const* prefix, const mn_real* const* base, const char* meta_json) {
-    char tmp[1100];
-    size_t i, k, p, cap = 256 + n_parts * m->n_tensors * 200 + strlen(meta_json), hl = 0, off = 0;
+// Writes n_parts copies of the table (part p: names prefixed with prefix[p], data at base[p] + offset) to
+// path; meta_json is the inside of __metadata__. MN_SAVE_HOOK(stage) runs once the header is written.
+static int mn__st_write(const char* path, int excl, const mn_model* m, size_t n_parts, const char* const* prefix, const mn_real* const* base, const char* meta_json, int stage) {
+    size_t i, k, p, cap = 256 + n_parts * m->n_tensors * 400 + strlen(meta_json), hl = 0, off = 0;
     char* hdr = (char*)MN_MALLOC(cap);
     unsigned char len8[8];
-    FILE* f;
-    int ok = 1;
+    mn__out o;
+    int err;
     if (!hdr) return MN_ERR_ALLOC;
-    hl += (size_t)sprintf(hdr + hl, "{\"__metadata__\":{%s}", meta_json);
+    hl = mn__cat(hdr, cap, hl, "{\"__metadata__\":{%s}", meta_json);
     for (p = 0; p < n_parts; p++)
         for (i = 0; i < m->n_tensors; i++) {
             const mn_tensor_info* t = &m->tensors[i];
             size_t bytes = t->numel * sizeof(mn_real);
-            hl += (size_t)sprintf(hdr + hl, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix[p], t->name, MN_DTYPE_NAME);
-            for (k = 0; k < t->ndim; k++) hl += (size_t)sprintf(hdr + hl, "%s%zu", k ? "," : "", t->shape[k]);
-            hl += (size_t)sprintf(hdr + hl, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
+            hl = mn__cat(hdr, cap, hl, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[", prefix[p], t->name, MN_DTYPE_NAME);
+            for (k = 0; k < t->ndim; k++) hl = mn__cat(hdr, cap, hl, "%s%zu", k ? "," : "", t->shape[k]);
+            hl = mn__cat(hdr, cap, hl, "],\"data_offsets\":[%zu,%zu]}", off, off + bytes);
             off += bytes;
         }
-    hdr[hl++] = '}';
-    while ((8 + hl) % 8) hdr[hl++] = ' ';     // align the data section to 8 bytes
+    hl = mn__cat(hdr, cap, hl, "}");
+    while (hl < cap - 1 && (8 + hl) % 8) hdr[hl++] = ' ';     // align the data section to 8 bytes
+    if (hl >= cap - 1) { MN_FREE(hdr); MN_LOG("mesanet: safetensors header for %s too long\n", path); return MN_ERR_FORMAT; }
     for (k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)hl >> (8 * k));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f) { MN_FREE(hdr); MN_LOG("mesanet: cannot write %s\n", tmp); return MN_ERR_IO; }
-    ok &= fwrite(len8, 1, 8, f) == 8;
-    ok &= fwrite(hdr, 1, hl, f) == hl;
-    for (p = 0; p < n_parts; p++)
-        for (i = 0; i < m->n_tensors && ok; i++)
-            ok &= fwrite(base[p] + m->tensors[i].offset, sizeof(mn_real), m->tensors[i].numel, f) == m->tensors[i].numel;
-    ok &= fclose(f) == 0;
+    if ((err = mn__out_open(&o, path, excl))) { MN_FREE(hdr); return err; }
+    mn__out_put(&o, len8, 8);
+    mn__out_put(&o, hdr, hl);
     MN_FREE(hdr);
-    if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
+    MN_SAVE_HOOK(stage);
+    for (p = 0; p < n_parts; p++)
+        for (i = 0; i < m->n_tensors; i++) mn__out_put(&o, base[p] + m->tensors[i].offset, m->tensors[i].numel * sizeof(mn_real));
+    return mn__out_close(&o);
+}
+
+// config.json in flash-linear-attention's keys, so its AutoModelForCausalLM finds the model:
+// TransformerConfig when every layer is attention, MesaNetConfig when the layers are Mesa (with
+// attention layers listed in its "attn" entry, fla's hybrid mechanism), plus mesanet_* keys for what
+// fla cannot express (the pattern itself, soft-cap, dynamic CG tolerance, clamp) and the set's stamp.
+// Returns the length written into js, or cap when it did not fit.
+static size_t mn__config_json(const mn_model* m, const char* stamp, char* js, size_t cap) {
+    const mn_config* c = &m->cfg;
+    int n_attn = 0, n_mesa = 0;
+    size_t l, n = 0;
+    for (l = 0; l < c->n_layer; l++) {
+        const char* nm = mn__mixers[m->mixer[l]].name;
+        n_attn += !strcmp(nm, "attn") || !strcmp(nm, "swa");
+        n_mesa += !strcmp(nm, "mesa");
+    }
+    if (n_mesa > 0 && n_attn + n_mesa == (int)c->n_layer) {
+        n = mn__cat(js, cap, n, "{\n  \"model_type\": \"mesa_net\",\n  \"architectures\": [\"MesaNetForCausalLM\"],\n"
+                    "  \"conv_size\": 4,\n  \"use_short_conv\": true,\n  \"use_output_gate\": false,\n  \"lambda_lower_bound\": 0.25,\n"
+                    "  \"max_cg_step_training\": %d,\n  \"max_cg_step_decoding\": %d,\n", c->mesa_cg_train, c->mesa_cg_decode);
+        if (n_attn == 0) n = mn__cat(js, cap, n, "  \"attn\": null,\n");
+        else {
+            int first = 1;
+            n = mn__cat(js, cap, n, "  \"attn\": {\"layers\": [");
+            for (l = 0; l < c->n_layer; l++)
+                if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) { n = mn__cat(js, cap, n, "%s%zu", first ? "" : ", ", l); first = 0; }
+            n = mn__cat(js, cap, n, "], \"num_heads\": %zu, \"num_kv_heads\": %zu, \"qkv_bias\": false, \"rope_theta\": %.17g, \"window_size\": null},\n",
+                        c->n_head, c->n_head, c->rope_theta);
+        }
+    } else {
+        n = mn__cat(js, cap, n, "{\n  \"model_type\": \"%s\",\n  \"architectures\": [\"%s\"],\n",
+                    n_attn == (int)c->n_layer ? "transformer" : "mesanet", n_attn == (int)c->n_layer ? "TransformerForCausalLM" : "MesanetForCausalLM");
+        if (strcmp(c->pattern, "swa") == 0) n = mn__cat(js, cap, n, "  \"window_size\": %zu,\n", c->window);
+        else n = mn__cat(js, cap, n, "  \"window_size\": null,\n");
+        n = mn__cat(js, cap, n, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"num_kv_heads\": %zu,\n", c->n_head);
+    }
+    n = mn__cat(js, cap, n, "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n"
+                "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n  \"vocab_size\": %zu,\n"
+                "  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n"
+                "  \"elementwise_affine\": true,\n  \"tie_word_embeddings\": false,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n",
+                c->d_model, c->n_layer, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len, c->rope_theta, c->norm_eps,
+                c->init_std, sizeof(mn_real) == 8 ? "float64" : "float32");
+    n = mn__cat(js, cap, n, "  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_stamp\": \"%s\",\n  \"mesanet_pattern\": \"%s\",\n"
+                "  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g,\n  \"mesanet_cg_tol\": %.17g,\n  \"mesanet_chunk\": %zu,\n"
+                "  \"mesanet_gamma_clamp\": %d,\n  \"mesanet_cg_fla\": %d\n}\n", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, stamp,
+                c->pattern, c->window, c->logit_softcap, c->mesa_cg_tol, c->mesa_chunk, c->mesa_gamma_clamp, c->mesa_cg_fla);
+    return n;
+}
+
+static const char* const mn__set_files[3] = { "config.json", "model.safetensors", "optimizer.safetensors" };
+
+// Writes the set's files as folder/<file><suffix> (excl: they must not exist yet).
+static int mn__write_set(const mn_model* m, const char* folder, const char* suffix, int excl, const mn_train_meta* meta, const char* stamp) {
+    char path[MN__PATH_CAP], *js;
+    size_t n, cap = 16384;
+    mn__out o;
+    int err;
+    if (!(js = (char*)MN_MALLOC(cap))) return MN_ERR_ALLOC;
+    n = mn__config_json(m, stamp, js, cap);
+    if (n >= cap) { MN_FREE(js); MN_LOG("mesanet: config.json too long\n"); return MN_ERR_CONFIG; }
+    if ((err = mn__path(path, sizeof path, folder, mn__set_files[0], suffix)) || (err = mn__out_open(&o, path, excl))) { MN_FREE(js); return err; }
+    mn__out_put(&o, js, n);
+    if ((err = mn__out_close(&o))) { MN_FREE(js); return err; }
+    MN_SAVE_HOOK(2);
+    {
+        const char* pre[1] = { "" }; const mn_real* base[1] = { m->params };
+        n = mn__cat(js, cap, 0, "\"format\":\"pt\",\"mesanet_stamp\":\"%s\"", stamp);
+        if ((err = mn__path(path, sizeof path, folder, mn__set_files[1], suffix)) || (err = mn__st_write(path, excl, m, 1, pre, base, js, 3))) { MN_FREE(js); return err; }
+        MN_SAVE_HOOK(4);
+    }
+    if (meta) {   // the AdamW moments as two prefixed copies of the table, and the training position
+        const char* pre[2] = { "m.", "v." }; const mn_real* base[2] = { m->opt_m, m->opt_v };
+        n = mn__cat(js, cap, 0, "\"format\":\"pt\",\"mesanet_stamp\":\"%s\",\"opt_step\":\"%llu\",\"step\":\"%llu\",\"rng\":\"%llu\","
+                    "\"extra0\":\"%.17g\",\"extra1\":\"%.17g\",\"extra2\":\"%.17g\",\"extra3\":\"%.17g\",\"notes\":\"", stamp,
+                    (unsigned long long)m->opt_step, (unsigned long long)meta->step, (unsigned long long)meta->rng_state,
+                    meta->extra[0], meta->extra[1], meta->extra[2], meta->extra[3]);
+        if (n < cap) n += mn__json_esc(js + n, cap - n, meta->notes);
+        n = mn__cat(js, cap, n, "\"");
+        if (n >= cap) { MN_FREE(js); MN_LOG("mesanet: optimizer metadata too long\n"); return MN_ERR_RANGE; }
+        if ((err = mn__path(path, sizeof path, folder, mn__set_files[2], suffix)) || (err = mn__st_write(path, excl, m, 2, pre, base, js, 5))) { MN_FREE(js); return err; }
+        MN_SAVE_HOOK(6);
+    }
+    MN_FREE(js);
     return MN_OK;
 }
 
-// Loads every table tensor named prefix+name from a parsed file into dst (P), converting dtype.
-static int mn__st_read(const char* path, const mn_model* m, const char* prefix, mn_real* dst, char* meta, size_t meta_cap) {
-    unsigned char* buf; size_t len, n = 0, ds = 0, i, k, e;
-    int err = mn__read_file(path, &buf, &len);
-    mn_tensor_info* info;
-    if (err) return err;
-    info = (mn_tensor_info*)mn__calloc(m->n_tensors * 2 + 16, sizeof(mn_tensor_info));
-    if (!info) { MN_FREE(buf); return MN_ERR_ALLOC; }
-    err = mn_safetensors_parse(buf, len, info, m->n_tensors * 2 + 16, &n, &ds, meta, meta_cap);
-    for (i = 0; i < m->n_tensors && err == MN_OK; i++) {
-        const mn_tensor_info* t = &m->tensors[i];
-        char want[128];
-        snprintf(want, sizeof want, "%s%s", prefix, t->name);
-        for (k = 0; k < n && strcmp(info[k].name, want); k++) {}
-        if (k == n) { MN_LOG("mesanet: %s has no tensor %s\n", path, want); err = MN_ERR_FORMAT; break; }
-        if (info[k].ndim != t->ndim || memcmp(info[k].shape, t->shape, t->ndim * sizeof(size_t))) {
-            MN_LOG("mesanet: %s: tensor %s has a different shape than the model\n", path, want); err = MN_ERR_FORMAT; break;
+// In-place tier: <file>.tmp for each file, then one rename per file.
+static int mn__save_inplace(const mn_model* m, const char* dir, const mn_train_meta* meta, const char* stamp) {
+    char from[MN__PATH_CAP], to[MN__PATH_CAP];
+    int i, err, n = meta ? 3 : 2;
+    MN_SAVE_HOOK(1);
+    if ((err = mn__write_set(m, dir, ".tmp", 0, meta, stamp))) {
+        // remove what this save wrote (a .tmp name that is a folder was not ours: remove() would take it)
+        for (i = 0; i < n; i++) {
+            FILE* f;
+            if (mn__path(from, sizeof from, dir, mn__set_files[i], ".tmp") == MN_OK && (f = fopen(from, "rb"))) { fclose(f); remove(from); }
         }
-        const unsigned char* src = buf + ds + info[k].offset;
-        for (e = 0; e < t->numel; e++) {
-            double v;
-            if (info[k].dtype == MN_DT_F32) { float x; memcpy(&x, src + 4 * e, 4); v = x; }
-            else if (info[k].dtype == MN_DT_F64) { memcpy(&v, src + 8 * e, 8); }
-            else if (info[k].dtype == MN_DT_BF16) { uint32_t u = (uint32_t)(src[2 * e] | (src[2 * e + 1] << 8)) << 16; float x; memcpy(&x, &u, 4); v = x; }
-            else {  // IEEE half
-                unsigned h = (unsigned)(src[2 * e] | (src[2 * e + 1] << 8)), ex = (h >> 10) & 31, mant = h & 1023;
-                v = ex == 0 ? ldexp((double)mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp((double)(mant | 1024), (int)ex - 25);
-                if (h & 0x8000) v = -v;
-            }
-            dst[t->offset + e] = (mn_real)v;
+        return err;
+    }
+    MN_SAVE_HOOK(7);
+    for (i = 0; i < n; i++) {
+        mn__path(from, sizeof from, dir, mn__set_files[i], ".tmp");
+        mn__path(to, sizeof to, dir, mn__set_files[i], "");
+        errno = 0;
+        if (rename(from, to) != 0) {
+            MN_LOG("mesanet: renaming %s to %s failed: %s%s\n", from, to, mn__errno_str(errno),
+                   i ? " (the folder now holds a mixed set, which mn_load refuses)" : "");
+            for (; i < n; i++) if (mn__path(from, sizeof from, dir, mn__set_files[i], ".tmp") == MN_OK) remove(from);
+            return MN_ERR_IO;
+        }
+        if (i == 0) MN_SAVE_HOOK(8);
+    }
+    if (!meta && mn__path(to, sizeof to, dir, mn__set_files[2], "") == MN_OK) remove(to);
+    MN_SAVE_HOOK(9);
+    return MN_OK;
+}
+
+#if MN__POSIX
+static int mn__is_set_file(const char* name) {
+    int i;
+    for (i = 0; i < 3; i++) {
+        size_t k = strlen(mn__set_files[i]);
+        if (!strncmp(name, mn__set_files[i], k) && (!name[k] || !strcmp(name + k, ".tmp"))) return 1;
+    }
+    return 0;
+}
+// fsync of a folder (its entries); EINVAL: the file system cannot, which is not an error here.
+static int mn__sync_dir(const char* path) {
+    int fd = open(path, O_RDONLY), e = 0;
+    if (fd < 0) return errno;
+    if (fsync(fd) != 0 && errno != EINVAL) e = errno;
+    close(fd);
+    return e;
+}
+// Empties a temporary folder L beside D and removes it: the set's files go, an entry that is the same file
+// as D's entry of that name (a link this code made) goes, an entry D lacks moves into D; anything else stays.
+static void mn__clean_folder(const char* L, const char* D) {
+    char a[MN__PATH_CAP], b[MN__PATH_CAP];
+    struct dirent* e;
+    int kept = 0;
+    DIR* d = opendir(L);
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        struct stat sa, sb;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (mn__path(a, sizeof a, L, e->d_name, "") || mn__path(b, sizeof b, D, e->d_name, "")) { kept++; continue; }
+        if (lstat(a, &sa) != 0) { kept++; continue; }
+        if (mn__is_set_file(e->d_name) && S_ISREG(sa.st_mode)) { if (unlink(a) != 0) kept++; continue; }
+        if (lstat(b, &sb) == 0) { if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISDIR(sa.st_mode) && unlink(a) == 0) continue; kept++; }
+        else if (errno != ENOENT || rename(a, b) != 0) kept++;
+    }
+    closedir(d);
+    if (kept || rmdir(L) != 0) MN_LOG("mesanet: note: left %s in place (%d entries that are not this code's to delete)\n", L, kept);
+}
+// Cleans the temporary folders ".<base>.mn-save-<pid>-..." that processes no longer running left in parent.
+static void mn__clean_leftovers(const char* parent, const char* base, const char* dir) {
+    char pre[320], path[MN__PATH_CAP];
+    size_t pl;
+    struct dirent* e;
+    struct stat st;
+    DIR* d;
+    if (mn__path(path, sizeof path, dir, mn__set_files[0], "") || stat(path, &st) != 0) return;  // D holds no set: keep them
+    pl = (size_t)snprintf(pre, sizeof pre, ".%s.mn-save-", base);
+    if (pl >= sizeof pre || !(d = opendir(parent))) return;
+    while ((e = readdir(d)) != NULL) {
+        char* end;
+        long pid;
+        if (strncmp(e->d_name, pre, pl)) continue;
+        pid = strtol(e->d_name + pl, &end, 10);
+        if (pid <= 0 || *end != '-') continue;
+        if (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;   // its save may be running
+        if (mn__path(path, sizeof path, parent, e->d_name, "") == MN_OK) mn__clean_folder(path, dir);
+    }
+    closedir(d);
+}
+// Splits dir into its parent and last component; 0 when there is no usable last component.
+static int mn__split_dir(const char* dir, char* parent, size_t pcap, char* base, size_t bcap) {
+    size_t n = strlen(dir), k;
+    while (n > 1 && dir[n - 1] == '/') n--;
+    for (k = n; k > 0 && dir[k - 1] != '/'; k--) {}
+    if (n - k == 0 || n - k >= bcap || n - k > 200 || k >= pcap) return 0;
+    memcpy(base, dir + k, n - k); base[n - k] = 0;
+    if (!strcmp(base, ".") || !strcmp(base, "..")) return 0;
+    if (k == 0) strcpy(parent, ".");
+    else if (k == 1) strcpy(parent, "/");
+    else { memcpy(parent, dir, k - 1); parent[k - 1] = 0; }
+    return 1;
+}
+// Swap tier: the new set in a fresh folder beside D, exchanged with D in one step.
+static int mn__save_swap(const mn_model* m, const char* dir, const char* parent, const char* base, mode_t mode, const mn_train_meta* meta, const char* stamp, uint64_t id) {
+    char tmp[MN__PATH_CAP], old[MN__PATH_CAP + 8], a[MN__PATH_CAP], b[MN__PATH_CAP];
+    const char* old_set = tmp;   // where the old set is once the swap happened
+    int err = MN_OK, tries, e, swapped = 0;
+    struct dirent* de;
+    DIR* d;
+    mn__clean_leftovers(parent, base, dir);
+    for (tries = 0;; tries++) {   // an exclusive name: mkdir fails on an existing one
+        int n = snprintf(tmp, sizeof tmp, "%s/.%s.mn-save-%ld-%016llx", parent, base, (long)getpid(), (unsigned long long)(id + (uint64_t)tries));
+        if (n < 0 || (size_t)n >= sizeof tmp) { MN_LOG("mesanet: path too long: %s\n", dir); return MN_ERR_IO; }
+        if (mkdir(tmp, 0700) == 0) break;
+        if (errno != EEXIST || tries > 100) { MN_LOG("mesanet: cannot create a folder beside %s: %s: %s\n", dir, tmp, strerror(errno)); return MN_ERR_IO; }
+    }
+    if (chmod(tmp, mode & 07777) != 0) { /* keeps mkdir's 0700: only the permissions differ */ }
+    MN_SAVE_HOOK(1);
+    err = mn__write_set(m, tmp, "", 1, meta, stamp);
+    // everything else in D comes along as a hard link (same file, so a lock held on it stays held)
+    if (!err && (d = opendir(dir)) != NULL) {
+        while ((de = readdir(d)) != NULL) {
+            struct stat st;
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") || mn__is_set_file(de->d_name)) continue;
+            if (mn__path(a, sizeof a, dir, de->d_name, "") || mn__path(b, sizeof b, tmp, de->d_name, "")) continue;
+            if (lstat(a, &st) == 0 && S_ISREG(st.st_mode) && link(a, b) != 0) { /* it moves across after the swap */ }
+        }
+        closedir(d);
+    }
+    if (!err && (e = mn__sync_dir(tmp)) != 0) { MN_LOG("mesanet: cannot sync %s: %s\n", tmp, strerror(e)); err = MN_ERR_IO; }
+    if (err) { mn__clean_folder(tmp, dir); return err; }
+    MN_SAVE_HOOK(7);
+#if MN__EXCHANGE
+    if (syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) swapped = 1;
+    else if (errno != ENOSYS && errno != EINVAL) {
+        MN_LOG("mesanet: cannot exchange %s with %s: %s\n", tmp, dir, strerror(errno));
+        mn__clean_folder(tmp, dir);
+        return MN_ERR_IO;
+    }
+#endif
+    if (!swapped) {   // two renames; a crash between them leaves no D, and mn_load's message points here
+        snprintf(old, sizeof old, "%s-old", tmp);
+        if (rename(dir, old) != 0) { MN_LOG("mesanet: cannot rename %s: %s\n", dir, strerror(errno)); mn__clean_folder(tmp, dir); return MN_ERR_IO; }
+        if (rename(tmp, dir) != 0) {
+            MN_LOG("mesanet: cannot rename %s to %s: %s\n", tmp, dir, strerror(errno));
+            if (rename(old, dir) == 0) mn__clean_folder(tmp, dir);
+            return MN_ERR_IO;
+        }
+        old_set = old;
+    }
+    MN_SAVE_HOOK(8);
+    mn__clean_folder(old_set, dir);
+    if ((e = mn__sync_dir(parent)) != 0) MN_LOG("mesanet: note: cannot sync %s: %s\n", parent, strerror(e));
+    MN_SAVE_HOOK(9);
+    return MN_OK;
+}
+#endif
+
+// A fresh id for the stamp and the temporary folder's name (unique enough, not a secret).
+static uint64_t mn__fresh_id(void) {
+    static uint64_t counter;
+    uint64_t x = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)clock() ^ ((uint64_t)(uintptr_t)&counter << 16) ^ ++counter;
+#if MN__POSIX
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    x ^= ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec * 0xD1B54A32D192ED03ull;
+#endif
+    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;   // splitmix finaliser
+    return x;
+}
+
+// Saves the model (and with meta, the optimizer state) as one set in the existing folder dir.
+MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta) {
+    char stamp[48];
+    uint64_t id;
+    size_t i, p;
+    if (!m || !m->params || !m->tensors || !dir || !dir[0]) { MN_LOG("mesanet: mn_save needs an initialised model and a folder\n"); return MN_ERR_STATE; }
+    if (meta && !m->opt_m) { MN_LOG("mesanet: no optimizer state to save (take an mn_adamw_step first)\n"); return MN_ERR_STATE; }
+    if (meta && !memchr(meta->notes, 0, sizeof meta->notes)) { MN_LOG("mesanet: mn_train_meta.notes is not NUL-terminated\n"); return MN_ERR_RANGE; }
+    for (p = 0; p < (meta ? 3u : 1u); p++) {   // a checkpoint that cannot compute is never written
+        const mn_real* base = p == 0 ? m->params : p == 1 ? m->opt_m : m->opt_v;
+        for (i = 0; i < m->n_tensors; i++) {
+            const mn_tensor_info* t = &m->tensors[i];
+            size_t e;
+            for (e = 0; e < t->numel; e++)
+                if (!mn__finite(base[t->offset + e]) || (p == 2 && base[t->offset + e] < 0)) {
+                    MN_LOG("mesanet: not saving to %s: %s%s[%zu] is %g (parameters or moments not finite); the folder is unchanged\n",
+                           dir, p == 0 ? "" : p == 1 ? "m." : "v.", t->name, e, (double)base[t->offset + e]);
+                    return MN_ERR_NAN;
+                }
         }
     }
-    MN_FREE(info);
+    id = mn__fresh_id();
+    snprintf(stamp, sizeof stamp, "%llu-%016llx", (unsigned long long)(meta ? meta->step : m->opt_step), (unsigned long long)id);
+#if MN__POSIX
+    {
+        char parent[MN__PATH_CAP], base[256];
+        struct stat st;
+        if (lstat(dir, &st) != 0) { MN_LOG("mesanet: cannot save to %s: %s\n", dir, strerror(errno)); return MN_ERR_IO; }
+        if (S_ISDIR(st.st_mode) && mn__split_dir(dir, parent, sizeof parent, base, sizeof base))
+            return mn__save_swap(m, dir, parent, base, st.st_mode, meta, stamp, id);
+        if (!S_ISDIR(st.st_mode) && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) { MN_LOG("mesanet: cannot save to %s: not a folder\n", dir); return MN_ERR_IO; }
+    }
+#endif
+    return mn__save_inplace(m, dir, meta, stamp);
+}
+
+// ---- reading --------------------------------------------------------------------------------
+// A file being read front to back, from a FILE or from memory (the fuzz target).
+typedef struct mn__src { FILE* f; const unsigned char* mem; size_t size, pos; const char* path; } mn__src;
+static int mn__src_read(mn__src* s, void* dst, size_t n) {
+    if (n > s->size - s->pos) { MN_LOG("mesanet: %s ends early (it is shorter than its header says)\n", s->path); return MN_ERR_FORMAT; }
+    if (s->mem) memcpy(dst, s->mem + s->pos, n);
+    else {
+        errno = 0;
+        if (fread(dst, 1, n, s->f) != n) {
+            MN_LOG("mesanet: reading %s failed: %s\n", s->path, ferror(s->f) ? mn__errno_str(errno) : "it shrank while being read");
+            return MN_ERR_IO;
+        }
+    }
+    s->pos += n;
+    return MN_OK;
+}
+static int mn__src_open(mn__src* s, const char* path) {
+    long sz;
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    errno = 0;
+    if (!(s->f = fopen(path, "rb"))) { MN_LOG("mesanet: cannot open %s: %s\n", path, mn__errno_str(errno)); return MN_ERR_IO; }
+    if (fseek(s->f, 0, SEEK_END) != 0 || (sz = ftell(s->f)) < 0 || fseek(s->f, 0, SEEK_SET) != 0) {
+        MN_LOG("mesanet: cannot size %s: %s\n", path, mn__errno_str(errno)); fclose(s->f); s->f = NULL; return MN_ERR_IO;
+    }
+    s->size = (size_t)sz;
+    return MN_OK;
+}
+
+// The top-level string value of key in a JSON object: 1 found, 0 absent, -1 malformed or too long.
+static int mn__json_top_str(const char* json, size_t len, const char* key, char* out, size_t cap) {
+    mn__js j; j.p = json; j.end = json + len; j.depth = 0;
+    if (mn__js_expect(&j, '{') < 0) return -1;
+    if (mn__js_peek(&j) == '}') return 0;
+    for (;;) {
+        char k[64];
+        if (mn__js_str(&j, k, sizeof k) < 0 || mn__js_expect(&j, ':') < 0) return -1;
+        if (!strcmp(k, key)) return mn__js_peek(&j) == '"' && mn__js_str(&j, out, cap) == 0 ? 1 : -1;
+        if (mn__js_skip(&j) < 0) return -1;
+        if (mn__js_peek(&j) == ',') { j.p++; continue; }
+        return mn__js_expect(&j, '}') < 0 ? -1 : 0;
+    }
+}
+
+// The parameter table of the model cfg describes, without allocating or initialising its parameters.
+static int mn__table_only(mn_model* t, const mn_config* cfg) {
+    mn_config rc;
+    int err;
+    memset(t, 0, sizeof *t);
+    if ((err = mn_config_resolve(&rc, cfg)) != MN_OK) return err;
+    t->cfg = rc;
+    snprintf(t->pattern_buf, sizeof t->pattern_buf, "%s", rc.pattern);
+    t->cfg.pattern = t->pattern_buf;
+    if ((err = mn__parse_pattern(t->pattern_buf, rc.n_layer, t->mixer)) != MN_OK) return err;
+    t->n_tensors = mn__build_table(t);
+    if (!(t->tensors = (mn_tensor_info*)mn__calloc(t->n_tensors, sizeof(mn_tensor_info)))) return MN_ERR_ALLOC;
+    mn__build_table(t);
+    return MN_OK;
+}
+
+// One safetensors file of the set, its header read and checked against the model's table:
+// info[k] (file order) is table entry map[k] % n_tensors of part map[k] / n_tensors.
+typedef struct mn__stf { mn__src* src; mn_tensor_info* info; size_t* map; size_t n; char meta[MN__META_CAP]; } mn__stf;
+static void mn__stf_free(mn__stf* s) { if (s->info) MN_FREE(s->info); if (s->map) MN_FREE(s->map); s->info = NULL; s->map = NULL; }
+static int mn__stf_open(mn__stf* s, mn__src* src, const mn_model* tab, size_t parts, const char* const* prefix) {
+    unsigned char len8[8], *hdr;
+    uint64_t hlen = 0;
+    size_t i, k, p, want = parts * tab->n_tensors, ds, guess = 0;
+    unsigned char* seen;
+    int err;
+    memset(s, 0, sizeof *s);
+    s->src = src;
+    if ((err = mn__src_read(src, len8, 8))) return err;
+    for (i = 0; i < 8; i++) hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen < 2 || hlen > src->size - 8 || hlen > (100u << 20)) {
+        MN_LOG("mesanet: %s: safetensors header size %llu does not fit the file (%zu bytes)\n", src->path, (unsigned long long)hlen, src->size);
+        return MN_ERR_FORMAT;
+    }
+    if (!(hdr = (unsigned char*)MN_MALLOC(8 + (size_t)hlen))) return MN_ERR_ALLOC;
+    memcpy(hdr, len8, 8);
+    if ((err = mn__src_read(src, hdr + 8, (size_t)hlen))) { MN_FREE(hdr); return err; }
+    s->info = (mn_tensor_info*)mn__calloc(want + 16, sizeof(mn_tensor_info));   // a few more: named in the message below
+    s->map = (size_t*)mn__calloc(want + 16, sizeof(size_t));
+    seen = (unsigned char*)mn__calloc(want + 1, 1);
+    if (!s->info || !s->map || !seen) { MN_FREE(hdr); if (seen) MN_FREE(seen); mn__stf_free(s); return MN_ERR_ALLOC; }
+    err = mn__st_parse(src->path, hdr, 8 + (size_t)hlen, src->size, s->info, want + 16, &s->n, &ds, s->meta, sizeof s->meta);
+    MN_FREE(hdr);
+    if (err) { MN_FREE(seen); mn__stf_free(s); return err; }
+    // the file's tensors and the table's: the same names (with the part's prefix) and shapes, nothing else
+    for (k = 0; k < s->n && !err; k++) {
+        const mn_tensor_info* f = &s->info[k];
+        const mn_tensor_info* t = NULL;
+        size_t tries;
+        for (tries = 0; tries < want && !t; tries++, guess = (guess + 1) % want) {   // in files we wrote: the next one
+            size_t pl;
+            p = guess / tab->n_tensors; i = guess % tab->n_tensors; pl = strlen(prefix[p]);
+            if (!strncmp(f->name, prefix[p], pl) && !strcmp(f->name + pl, tab->tensors[i].name)) { t = &tab->tensors[i]; s->map[k] = guess; }
+        }
+        if (!t) {
+            MN_LOG("mesanet: %s holds tensor %s, which the model config.json describes (pattern %s, %zu layers, d_model %zu) "
+                   "does not have: config.json does not describe this file\n", src->path, f->name, tab->cfg.pattern, tab->cfg.n_layer, tab->cfg.d_model);
+            err = MN_ERR_FORMAT;
+        } else if (f->ndim != t->ndim || memcmp(f->shape, t->shape, t->ndim * sizeof(size_t))) {
+            MN_LOG("mesanet: %s: tensor %s has shape [%zu,%zu,...] (%zu dims), the model of config.json [%zu,%zu,...] (%zu dims)\n",
+                   src->path, f->name, f->shape[0], f->shape[1], f->ndim, t->shape[0], t->shape[1], t->ndim);
+            err = MN_ERR_FORMAT;
+        } else seen[s->map[k]] = 1;
+        guess = (s->map[k] + 1) % want;
+    }
+    for (k = 0; k < want && !err; k++)
+        if (!seen[k]) {
+            MN_LOG("mesanet: %s has no tensor %s%s, which the model config.json describes needs\n", src->path,
+                   prefix[k / tab->n_tensors], tab->tensors[k % tab->n_tensors].name);
+            err = MN_ERR_FORMAT;
+        }
+    MN_FREE(seen);
+    if (err) mn__stf_free(s);
+    return err;
+}
+// Reads the data section (front to back: file order is offset order) into dst[part] at the table's
+// offsets of model m, converting the dtype; refuses non-finite values and, with v_part set, negative ones there.
+static int mn__stf_read(mn__stf* s, const mn_model* m, mn_real* const* dst, size_t v_part) {
+    size_t k, e, chunk = 1 << 16;
+    unsigned char* buf = (unsigned char*)MN_MALLOC(chunk);
+    int err = MN_OK;
+    if (!buf) return MN_ERR_ALLOC;
+    for (k = 0; k < s->n && !err; k++) {
+        const mn_tensor_info* f = &s->info[k];
+        size_t part = s->map[k] / m->n_tensors, ds = mn__dtype_size(f->dtype), done = 0;
+        mn_real* out = dst[part] + m->tensors[s->map[k] % m->n_tensors].offset;
+        while (done < f->numel && !err) {
+            size_t cnt = f->numel - done < chunk / ds ? f->numel - done : chunk / ds;
+            if ((err = mn__src_read(s->src, buf, cnt * ds))) break;
+            for (e = 0; e < cnt; e++) {
+                const unsigned char* src = buf + ds * e;
+                double v;
+                if (f->dtype == MN_DT_F32) { float x; memcpy(&x, src, 4); v = x; }
+                else if (f->dtype == MN_DT_F64) { memcpy(&v, src, 8); }
+                else if (f->dtype == MN_DT_BF16) { uint32_t u = (uint32_t)(src[0] | (src[1] << 8)) << 16; float x; memcpy(&x, &u, 4); v = x; }
+                else {  // IEEE half
+                    unsigned h = (unsigned)(src[0] | (src[1] << 8)), ex = (h >> 10) & 31, mant = h & 1023;
+                    v = ex == 0 ? ldexp((double)mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp((double)(mant | 1024), (int)ex - 25);
+                    if (h & 0x8000) v = -v;
+                }
+                out[done + e] = (mn_real)v;
+                if (!mn__finite(out[done + e]) || (part == v_part && v < 0)) {
+                    MN_LOG("mesanet: %s: tensor %s[%zu] is %g: refusing a checkpoint that cannot compute\n", s->src->path, f->name, done + e, v);
+                    err = MN_ERR_FORMAT; break;
+                }
+            }
+            done += cnt;
+        }
+    }
     MN_FREE(buf);
     return err;
 }
@@ -5626,6 +6258,8 @@ static int mn__st_read(const char* path, const mn_model* m, const char* prefix, 
 // share). pattern_buf receives "mesanet_pattern" when present. Unknown keys are skipped.
 MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap) {
     mn__js j; j.p = json; j.end = json + len; j.depth = 0;
+    // fla's MesaNetConfig keys with no field here: the MLP width rule and options this library lacks
+    int fla_mesa = 0, ours = 0; double ratio = 4, lamb_lb = 0.25, conv = 4; char unsup[80] = "";
     memset(cfg, 0, sizeof(*cfg));
     if (pattern_buf && pattern_cap) pattern_buf[0] = 0;
     if (mn__js_expect(&j, '{') < 0) goto bad;
@@ -5645,11 +6279,23 @@ MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, cha
         MN__REAL("mesanet_logit_softcap", logit_softcap) MN__REAL("mesanet_cg_tol", mesa_cg_tol)
         MN__UINT("mesanet_chunk", mesa_chunk) MN__UINT("mesanet_gamma_clamp", mesa_gamma_clamp)
         MN__INT("max_cg_step_training", mesa_cg_train) MN__INT("max_cg_step_decoding", mesa_cg_decode)
+        MN__INT("mesanet_cg_fla", mesa_cg_fla)
         else if (!strcmp(key, "model_type") && c == '"') {
             char mt[32];
             if (mn__js_str(&j, mt, sizeof mt) < 0) goto bad;
+            fla_mesa = !strcmp(mt, "mesa_net");
             // an fla MesaNet checkpoint without our pattern key: every layer is Mesa
             if (!strcmp(mt, "mesa_net") && !cfg->pattern && pattern_buf && pattern_cap > 4) { strcpy(pattern_buf, "mesa"); cfg->pattern = pattern_buf; }
+        } else if (!strcmp(key, "mesanet_version")) {
+            ours = 1;
+            if (mn__js_skip(&j) < 0) goto bad;
+        } else if (!strcmp(key, "hidden_ratio") && c != 'n') { if (mn__js_num(&j, &ratio) < 0) goto bad; }
+        else if (!strcmp(key, "lambda_lower_bound") && c != 'n') { if (mn__js_num(&j, &lamb_lb) < 0) goto bad; }
+        else if (!strcmp(key, "conv_size") && c != 'n') { if (mn__js_num(&j, &conv) < 0) goto bad; }
+        else if ((!strcmp(key, "use_output_gate") && c == 't') || (!strcmp(key, "tie_word_embeddings") && c == 't') ||
+                   (!strcmp(key, "use_short_conv") && c == 'f')) {
+            snprintf(unsup, sizeof unsup, "%s = %s", key, c == 't' ? "true" : "false");
+            if (mn__js_skip(&j) < 0) goto bad;
         } else if (!strcmp(key, "mesanet_pattern") && c == '"') {
             if (mn__js_str(&j, pattern_buf, pattern_cap) < 0) goto bad;
             cfg->pattern = pattern_buf;
@@ -5664,123 +6310,127 @@ MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, cha
 end:
     mn__js_ws(&j);
     if (j.p != j.end) goto bad;
+    if (!unsup[0] && lamb_lb != 0.25) snprintf(unsup, sizeof unsup, "lambda_lower_bound = %g", lamb_lb);
+    if (!unsup[0] && conv != 4) snprintf(unsup, sizeof unsup, "conv_size = %g", conv);
+    if (unsup[0]) {     // loading it would compute another model than the one the file describes
+        MN_LOG("mesanet: config.json has %s; this library implements short convolutions of 4 taps, lambda_lower_bound "
+               "0.25, no output gate and an untied lm_head\n", unsup);
+        return MN_ERR_CONFIG;
+    }
+    if (fla_mesa && !ours) {
+        // written by fla: its CG arithmetic, and with no intermediate_size its GatedMLP's width,
+        // int(C * hidden_ratio * 2/3) rounded up to a multiple of 256
+        cfg->mesa_cg_fla = 1;
+        if (!(ratio > 0 && ratio <= 64)) { MN_LOG("mesanet: config.json: hidden_ratio %g out of range\n", ratio); return MN_ERR_CONFIG; }
+        if (!cfg->d_ff && cfg->d_model) cfg->d_ff = ((size_t)floor((double)cfg->d_model * ratio * 2 / 3) + 255) / 256 * 256;
+    }
     return MN_OK;
 bad:
     MN_LOG("mesanet: malformed config.json near byte %ld\n", (long)(j.p - json));
     return MN_ERR_FORMAT;
 }
 
-static int mn__path(char* out, size_t cap, const char* dir, const char* file) {
-    int n = snprintf(out, cap, "%s/%s", dir, file);
-    if (n < 0 || (size_t)n >= cap) { MN_LOG("mesanet: path too long: %s/%s\n", dir, file); return MN_ERR_IO; }
-    return MN_OK;
-}
-
-MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta) {
-    const mn_config* c = &m->cfg;
-    char path[1024], tmp[1100], js[512];
-    FILE* f;
-    int err, ok = 1;
-    // config.json in flash-linear-attention's keys, so its AutoModelForCausalLM finds the model:
-    // TransformerConfig when every layer is attention, MesaNetConfig when the layers are Mesa
-    // (with attention layers listed in its "attn" entry, fla's hybrid mechanism), plus mesanet_*
-    // keys for what fla cannot express (the pattern itself, soft-cap, dynamic CG tolerance, clamp).
-    int n_attn = 0, n_mesa = 0;
-    size_t l;
-    for (l = 0; l < c->n_layer; l++) {
-        const char* nm = mn__mixers[m->mixer[l]].name;
-        n_attn += !strcmp(nm, "attn") || !strcmp(nm, "swa");
-        n_mesa += !strcmp(nm, "mesa");
-    }
-    if ((err = mn__path(path, sizeof path, dir, "config.json"))) return err;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!(f = fopen(tmp, "w"))) { MN_LOG("mesanet: cannot write %s (does the folder exist?)\n", tmp); return MN_ERR_IO; }
-    if (n_mesa > 0 && n_attn + n_mesa == (int)c->n_layer) {
-        ok &= fprintf(f, "{\n  \"model_type\": \"mesa_net\",\n  \"architectures\": [\"MesaNetForCausalLM\"],\n"
-                      "  \"conv_size\": 4,\n  \"use_short_conv\": true,\n  \"use_output_gate\": false,\n  \"lambda_lower_bound\": 0.25,\n"
-                      "  \"max_cg_step_training\": %d,\n  \"max_cg_step_decoding\": %d,\n", c->mesa_cg_train, c->mesa_cg_decode) > 0;
-        if (n_attn == 0) ok &= fprintf(f, "  \"attn\": null,\n") > 0;
-        else {
-            int first = 1;
-            ok &= fprintf(f, "  \"attn\": {\"layers\": [") > 0;
-            for (l = 0; l < c->n_layer; l++)
-                if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) { ok &= fprintf(f, "%s%zu", first ? "" : ", ", l) > 0; first = 0; }
-            ok &= fprintf(f, "], \"num_heads\": %zu, \"num_kv_heads\": %zu, \"qkv_bias\": false, \"rope_theta\": %.17g, \"window_size\": null},\n",
-                          c->n_head, c->n_head, c->rope_theta) > 0;
-        }
-    } else {
-        ok &= fprintf(f, "{\n  \"model_type\": \"%s\",\n  \"architectures\": [\"%s\"],\n",
-                      n_attn == (int)c->n_layer ? "transformer" : "mesanet", n_attn == (int)c->n_layer ? "TransformerForCausalLM" : "MesanetForCausalLM") > 0;
-        if (strcmp(c->pattern, "swa") == 0) ok &= fprintf(f, "  \"window_size\": %zu,\n", c->window) > 0;
-        else ok &= fprintf(f, "  \"window_size\": null,\n") > 0;
-        ok &= fprintf(f, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"num_kv_heads\": %zu,\n", c->n_head) > 0;
-    }
-    ok &= fprintf(f, "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n"
-                  "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n  \"vocab_size\": %zu,\n"
-                  "  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n"
-                  "  \"elementwise_affine\": true,\n  \"tie_word_embeddings\": false,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n"
-                  "  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_pattern\": \"%s\",\n  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g,\n"
-                  "  \"mesanet_cg_tol\": %.17g,\n  \"mesanet_chunk\": %zu,\n  \"mesanet_gamma_clamp\": %d\n}\n",
-                  c->d_model, c->n_layer, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len, c->rope_theta, c->norm_eps, c->init_std,
-                  sizeof(mn_real) == 8 ? "float64" : "float32", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, c->pattern, c->window,
-                  c->logit_softcap, c->mesa_cg_tol, c->mesa_chunk, c->mesa_gamma_clamp) > 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) { remove(tmp); MN_LOG("mesanet: writing %s failed\n", path); return MN_ERR_IO; }
-    if ((err = mn__path(path, sizeof path, dir, "model.safetensors"))) return err;
-    {
-        const char* pre[1] = { "" }; const mn_real* base[1] = { m->params };
-        if ((err = mn__st_write(path, m, 1, pre, base, "\"format\":\"pt\""))) return err;
-    }
-    if (meta) {
-        if (!m->opt_m) { MN_LOG("mesanet: no optimizer state to save (take an mn_adamw_step first)\n"); return MN_ERR_STATE; }
-        snprintf(js, sizeof js, "\"format\":\"pt\",\"opt_step\":\"%llu\",\"step\":\"%llu\",\"rng\":\"%llu\",\"extra0\":\"%.17g\",\"extra1\":\"%.17g\",\"extra2\":\"%.17g\",\"extra3\":\"%.17g\"",
-                 (unsigned long long)m->opt_step, (unsigned long long)meta->step, (unsigned long long)meta->rng_state,
-                 meta->extra[0], meta->extra[1], meta->extra[2], meta->extra[3]);
-        if ((err = mn__path(path, sizeof path, dir, "optimizer.safetensors"))) return err;
-        {   // the AdamW moments as two prefixed copies of the table
-            const char* pre[2] = { "m.", "v." }; const mn_real* base[2] = { m->opt_m, m->opt_v };
-            if ((err = mn__st_write(path, m, 2, pre, base, js))) return err;
-        }
-    }
-    return MN_OK;
-}
-
-MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
-    char path[1024], pattern[256], metab[1024], v[64];
-    unsigned char* js; size_t jl;
+// mn_load's work on an already-read config.json and opened sources (the optimizer's only with meta);
+// dir names the checkpoint in messages.
+static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl, mn__src* ms, mn__src* os, mn_train_meta* meta) {
+    char pattern[256], stamp_c[64], stamp_m[64], stamp_o[64];
+    const char* pre_m[1] = { "" };
+    const char* pre_o[2] = { "m.", "v." };
     mn_config cfg;
-    mn_model tmp;
-    int err, i;
-    if ((err = mn__path(path, sizeof path, dir, "config.json"))) return err;
-    if ((err = mn__read_file(path, &js, &jl))) return err;
-    err = mn_config_parse_json(&cfg, (const char*)js, jl, pattern, sizeof pattern);
-    MN_FREE(js);
-    if (err) return err;
-    if (cfg.d_model == 0 || cfg.n_layer == 0 || cfg.vocab_size == 0) { MN_LOG("mesanet: %s lacks hidden_size/num_hidden_layers/vocab_size\n", path); return MN_ERR_FORMAT; }
-    if ((err = mn_model_init(&tmp, &cfg))) return err;
-    if ((err = mn__path(path, sizeof path, dir, "model.safetensors")) || (err = mn__st_read(path, &tmp, "", tmp.params, NULL, 0))) { mn_model_free(&tmp); return err; }
+    mn_model tab, tmp;
+    mn__stf fm, fo;
+    mn_train_meta mt;
+    int err, has_c, has_m, has_o = 0, i;
+    memset(&fm, 0, sizeof fm); memset(&fo, 0, sizeof fo); memset(&mt, 0, sizeof mt);
+    if ((err = mn_config_parse_json(&cfg, js, jl, pattern, sizeof pattern))) return err;
+    if (cfg.d_model == 0 || cfg.n_layer == 0 || cfg.vocab_size == 0) { MN_LOG("mesanet: %s/config.json lacks hidden_size/num_hidden_layers/vocab_size\n", dir); return MN_ERR_FORMAT; }
+    has_c = mn__json_top_str(js, jl, "mesanet_stamp", stamp_c, sizeof stamp_c);
+    if (has_c < 0) { MN_LOG("mesanet: %s/config.json: mesanet_stamp is not a short string\n", dir); return MN_ERR_FORMAT; }
+    // the model config.json describes, as a table only: every check below runs before anything large exists
+    if ((err = mn__table_only(&tab, &cfg))) { mn_model_free(&tab); return err; }
+    if ((err = mn__stf_open(&fm, ms, &tab, 1, pre_m))) goto out;
+    has_m = mn__meta_get(fm.meta, "mesanet_stamp", stamp_m, sizeof stamp_m) == 0;
     if (meta) {
-        tmp.opt_m = (mn_real*)mn__calloc(2 * tmp.n_params, sizeof(mn_real));
-        if (!tmp.opt_m) { mn_model_free(&tmp); return MN_ERR_ALLOC; }
-        tmp.opt_v = tmp.opt_m + tmp.n_params;
-        memset(meta, 0, sizeof(*meta));
-        if ((err = mn__path(path, sizeof path, dir, "optimizer.safetensors")) || (err = mn__st_read(path, &tmp, "m.", tmp.opt_m, metab, sizeof metab)) ||
-            (err = mn__st_read(path, &tmp, "v.", tmp.opt_v, NULL, 0))) {
-            mn_model_free(&tmp); return err;
-        }
-        if (mn__meta_get(metab, "opt_step", v, sizeof v) || (tmp.opt_step = strtoull(v, NULL, 10), 0) ||
-            mn__meta_get(metab, "step", v, sizeof v) || (meta->step = strtoull(v, NULL, 10), 0) ||
-            mn__meta_get(metab, "rng", v, sizeof v) || (meta->rng_state = strtoull(v, NULL, 10), 0)) {
-            MN_LOG("mesanet: optimizer.safetensors lacks opt_step/step/rng metadata\n"); mn_model_free(&tmp); return MN_ERR_FORMAT;
+        uint64_t u; double d; int r;
+        if ((err = mn__stf_open(&fo, os, &tab, 2, pre_o))) goto out;
+        has_o = mn__meta_get(fo.meta, "mesanet_stamp", stamp_o, sizeof stamp_o) == 0;
+        if (mn__meta_u64(fo.meta, "opt_step", &u) || (tab.opt_step = u, 0) || mn__meta_u64(fo.meta, "step", &mt.step) ||
+            mn__meta_u64(fo.meta, "rng", &mt.rng_state)) {
+            MN_LOG("mesanet: %s: opt_step, step and rng must be present as decimal whole numbers\n", os->path);
+            err = MN_ERR_FORMAT; goto out;
         }
         for (i = 0; i < 4; i++) {
             char k[16]; snprintf(k, sizeof k, "extra%d", i & 3);
-            if (!mn__meta_get(metab, k, v, sizeof v)) meta->extra[i] = strtod(v, NULL);
+            if ((r = mn__meta_f64(fo.meta, k, &d)) == -2) { MN_LOG("mesanet: %s: %s is not a number\n", os->path, k); err = MN_ERR_FORMAT; goto out; }
+            mt.extra[i] = r == 0 ? d : 0.0;
         }
+        if (mn__meta_get(fo.meta, "notes", mt.notes, sizeof mt.notes) != 0) mt.notes[0] = 0;
+    }
+    // one set: every stamp present and equal, or none at all (older files)
+    if (has_c || has_m || has_o) {
+        const char* ref = has_c ? stamp_c : has_m ? stamp_m : stamp_o;
+        if (!has_c || !has_m || (meta && !has_o) || strcmp(ref, stamp_m) || (meta && strcmp(ref, stamp_o))) {
+            MN_LOG("mesanet: %s holds files of different saves (stamps: config.json %s, model.safetensors %s%s%s): "
+                   "refusing a mixed checkpoint\n", dir, has_c ? stamp_c : "none", has_m ? stamp_m : "none",
+                   meta ? ", optimizer.safetensors " : "", meta ? (has_o ? stamp_o : "none") : "");
+            err = MN_ERR_FORMAT; goto out;
+        }
+    } else MN_LOG("mesanet: note: %s has no set stamps (an older or foreign checkpoint): its files are not checked against each other\n", dir);
+    if ((err = mn_model_init(&tmp, &cfg))) goto out;
+    {
+        mn_real* dm[1] = { tmp.params };
+        if ((err = mn__stf_read(&fm, &tmp, dm, 1))) { mn_model_free(&tmp); goto out; }
+    }
+    if (meta) {
+        mn_real* dm[2];
+        if (!(tmp.opt_m = (mn_real*)mn__calloc(2 * tmp.n_params, sizeof(mn_real)))) { mn_model_free(&tmp); err = MN_ERR_ALLOC; goto out; }
+        tmp.opt_v = tmp.opt_m + tmp.n_params;
+        dm[0] = tmp.opt_m; dm[1] = tmp.opt_v;
+        if ((err = mn__stf_read(&fo, &tmp, dm, 1))) { mn_model_free(&tmp); goto out; }
+        tmp.opt_step = tab.opt_step;
+        *meta = mt;
     }
     *m = tmp;
     m->cfg.pattern = m->pattern_buf;     // the struct moved: re-point at its own copy
-    return MN_OK;
+out:
+    mn__stf_free(&fm); mn__stf_free(&fo);
+    mn_model_free(&tab);
+    return err;
+}
+
+// Loads the checkpoint in dir into m (uninitialised: built from config.json); with meta, the optimizer
+// state too. On any error *m and *meta are left as they were.
+MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
+    char path[MN__PATH_CAP], mpath[MN__PATH_CAP], opath[MN__PATH_CAP];
+    unsigned char* js = NULL;
+    mn__src cs, ms, os;
+    int err;
+    if (!m || !dir || !dir[0]) { MN_LOG("mesanet: mn_load needs a model and a folder\n"); return MN_ERR_STATE; }
+    if ((err = mn__path(path, sizeof path, dir, mn__set_files[0], "")) || (err = mn__path(mpath, sizeof mpath, dir, mn__set_files[1], "")) ||
+        (err = mn__path(opath, sizeof opath, dir, mn__set_files[2], ""))) return err;
+    memset(&ms, 0, sizeof ms); memset(&os, 0, sizeof os);
+#if MN__POSIX && !MN__EXCHANGE
+    {   // the two-rename swap: a crash between the renames leaves no folder
+        struct stat st;
+        if (stat(dir, &st) != 0 && errno == ENOENT) {
+            MN_LOG("mesanet: no folder %s (if a save into it was interrupted, its new set is in a folder named "
+                   ".<its name>.mn-save-* beside it: rename that to %s)\n", dir, dir);
+            return MN_ERR_IO;
+        }
+    }
+#endif
+    if ((err = mn__src_open(&cs, path))) return err;
+    if (cs.size > MN__CONFIG_MAX) { MN_LOG("mesanet: %s has %zu bytes: not a config.json\n", path, cs.size); err = MN_ERR_FORMAT; }
+    else if (!(js = (unsigned char*)MN_MALLOC(cs.size + 1))) err = MN_ERR_ALLOC;
+    else err = mn__src_read(&cs, js, cs.size);
+    fclose(cs.f);
+    if (!err) err = mn__src_open(&ms, mpath);
+    if (!err && meta) err = mn__src_open(&os, opath);
+    if (!err) err = mn__load_set(m, dir, (const char*)js, cs.size, &ms, meta ? &os : NULL, meta);
+    if (ms.f) fclose(ms.f);
+    if (os.f) fclose(os.f);
+    if (js) MN_FREE(js);
+    return err;
 }
 
 // >>tasks
