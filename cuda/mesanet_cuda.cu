@@ -1,15 +1,19 @@
 // mesanet_cuda.cu - the CUDA translation unit of mesanet.h (see mesanet_cuda.h for the contract,
-// the precision of each stage and the supported shapes). Build: nvcc -gencode=arch=compute_90a,code=sm_90a -c (make cuda).
+// the precision of each stage and the supported shapes).
+// Build: nvcc -gencode=arch=compute_90a,code=sm_90a -c (make cuda).
 //
-// Sections (grep for the anchor):
-//   >>cuda_util     error handling, context, memory, the row-major cuBLAS wrapper
-//   >>cuda_ops      embedding, RMSNorm, SwiGLU, short conv, L2 norm, cross-entropy, matmul
-//   >>cuda_optim    AdamW, gradient-norm clipping
-//   >>cuda_mesa     the Mesa op, chunkwise: packing, decay, state scans (fp32 FMA and 3xTF32), the
-//                   fp16 tensor-core CG kernel, the intra-chunk backward kernels, the drivers
-//   >>cuda_mesa_step the Mesa decode step, batched over sequences, with per-token dynamic CG
-//   >>cuda_model    the model (mn_cuda_model): mn_forward / mn_backward / clip / AdamW of mesanet.h
-//                   for Mesa layers, with the CPU model's parameter table and checkpoints
+// Sections (grep for the anchor; each is named by the prefix it holds, as in mesanet.h):
+//   >>cuda            mn_cuda_{init,free,malloc,upload,download,sync}: errors, context, memory; the
+//                     row-major cuBLAS wrapper, the tensor-core and async-copy building blocks, the
+//                     deterministic column sums
+//   >>cuda_matmul     mn_cuda_matmul_*: projections through cuBLAS
+//   >>cuda_ops        embedding, RMSNorm, SwiGLU, short conv, L2 norm, cross-entropy
+//   >>cuda_optim      AdamW, gradient-norm clipping
+//   >>cuda_mesa       mn_cuda_mesa_*: the Mesa op, chunkwise (decay, state scans, the CG kernel, the
+//                     fused backward, the drivers), the decode step, then the tested alternatives
+//   >>cuda_model      mn_cuda_model_*: the model of mesanet.h (forward, backward, clip, AdamW,
+//                     checkpoints) for Mesa layers
+// The default path of each section reads first; the alternatives a setting selects come after it.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
@@ -22,7 +26,7 @@
 #define MN_CUDA_LOG(...) fprintf(stderr, __VA_ARGS__)
 #endif
 
-// >>cuda_util
+// >>cuda
 // defines: mn_cuda_init/free/strerror/malloc/dfree/upload/download/sync, mn__gemm
 
 // One line into ctx->msg and the log, then the code back to the caller (never exit()).
@@ -32,8 +36,11 @@ static int mn__fail(mn_cuda_ctx* ctx, int code, const char* what, const char* de
     MN_CUDA_LOG("mesanet_cuda.cu:%d: %.100s: %.100s\n", line, what, detail);
     return code;
 }
-#define MN__CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return mn__fail(ctx, MN_ERR_CUDA, #call, cudaGetErrorString(e_), __LINE__); } while (0)
-#define MN__CB(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) return mn__fail(ctx, MN_ERR_CUBLAS, #call, cublasGetStatusString(s_), __LINE__); } while (0)
+#define MN__CU(call) do { cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) return mn__fail(ctx, MN_ERR_CUDA, #call, cudaGetErrorString(e_), __LINE__); } while (0)
+#define MN__CB(call) do { cublasStatus_t s_ = (call); \
+    if (s_ != CUBLAS_STATUS_SUCCESS) return mn__fail(ctx, MN_ERR_CUBLAS, #call, cublasGetStatusString(s_), __LINE__); \
+} while (0)
 #define MN__TRY(expr) do { int r_ = (expr); if (r_ != MN_OK) return r_; } while (0)
 #define MN__LAUNCHED() MN__CU(cudaGetLastError())
 #define MN__STREAM ((cudaStream_t)ctx->stream)
@@ -77,7 +84,11 @@ void mn_cuda_free(mn_cuda_ctx* ctx) {
 }
 int mn_cuda_malloc(mn_cuda_ctx* ctx, void** p, size_t bytes) {
     *p = NULL;
-    if (cudaMalloc(p, bytes ? bytes : 1) != cudaSuccess) { cudaGetLastError(); *p = NULL; return mn__fail(ctx, MN_ERR_ALLOC, "cudaMalloc", "out of device memory", __LINE__); }
+    if (cudaMalloc(p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        *p = NULL;
+        return mn__fail(ctx, MN_ERR_ALLOC, "cudaMalloc", "out of device memory", __LINE__);
+    }
     return MN_OK;
 }
 void mn_cuda_dfree(void* p) { if (p) cudaFree(p); }
@@ -102,20 +113,26 @@ static unsigned mn__grid(const mn_cuda_ctx* ctx, size_t n, unsigned threads) {
     size_t b = (n + threads - 1) / threads, cap = (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) * 32;
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
 }
-#define MN__FOR(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define MN__FOR(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 // Row-major C = alpha op(A) op(B) + beta C, as mesanet.h's mn_gemm, batched with constant strides
 // (elements) between the batch's matrices. cuBLAS is column-major, and a row-major matrix is its
 // transpose in column-major, so this computes C^T = op(B)^T op(A)^T: B and A trade places.
-static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A, size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm, size_t ldc, size_t sC, size_t batch) {
+static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A,
+                    size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm, size_t ldc,
+                    size_t sC, size_t batch) {
     const size_t lim = (size_t)0x7fffffff;
     cublasComputeType_t ct = ctx->math == MN_CUDA_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     if (M == 0 || N == 0 || batch == 0) return MN_OK;
     if (M > lim || N > lim || K > lim || lda > lim || ldb > lim || ldc > lim || batch > lim)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm", "dimension beyond cuBLAS's int range", __LINE__);
-    MN__CB(cublasGemmStridedBatchedEx((cublasHandle_t)ctx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      (int)N, (int)M, (int)K, &alpha, B, CUDA_R_32F, (int)ldb, (long long)sB, A, CUDA_R_32F, (int)lda, (long long)sA,
-                                      &beta, Cm, CUDA_R_32F, (int)ldc, (long long)sC, (int)batch, ct, CUBLAS_GEMM_DEFAULT));
+    MN__CB(cublasGemmStridedBatchedEx((cublasHandle_t)ctx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      (int)N, (int)M, (int)K, &alpha, B, CUDA_R_32F, (int)ldb, (long long)sB, A,
+                                      CUDA_R_32F, (int)lda, (long long)sA,
+                                      &beta, Cm, CUDA_R_32F, (int)ldc, (long long)sC, (int)batch, ct,
+                                      CUBLAS_GEMM_DEFAULT));
     return MN_OK;
 }
 
@@ -147,8 +164,63 @@ __device__ float mn__block_max(float v, float* sh /*(32)*/) {
     return mn__warp_max(v);
 }
 
-// >>cuda_ops
-// defines: mn_cuda_{matmul,embedding,rmsnorm,swiglu,shortconv,l2norm,crossentropy}_{forward,backward}
+// ---- tensor-core and async-copy building blocks (the Mesa CG and scans) ---------------------------
+// cp.async: 16 bytes (zero-filled when ok = 0: nothing is read), 4 bytes; commit; wait for all but N
+// groups. The copies land in shared memory without passing through registers, so a tile's next
+// operands travel while the current ones are multiplied.
+__device__ __forceinline__ void mn__cp16z(void* sdst, const void* gsrc, bool ok) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(sdst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(gsrc), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void mn__cp16(void* sdst, const void* gsrc) { mn__cp16z(sdst, gsrc, true); }
+__device__ __forceinline__ void mn__cp4(void* sdst, const void* gsrc) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(sdst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(a), "l"(gsrc) : "memory");
+}
+__device__ __forceinline__ void mn__cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void mn__cp_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+__device__ __forceinline__ void mn__cp_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// ldmatrix: four 8 x 8 fp16 matrices from shared memory into the mma fragment layout (.trans: transposed)
+__device__ __forceinline__ void mn__ldsm4(uint32_t (&r)[4], const __half* p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+__device__ __forceinline__ void mn__ldsm4t(uint32_t (&r)[4], const __half* p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
+}
+// c (16x8, fp32) += a (16x16, fp16, row) b (16x8, fp16, col). Fragments (g = lane/4, q = lane%4):
+// c0,c1 row g, columns 2q, 2q+1; c2,c3 row g+8; a0 (g, 2q..), a1 (g+8, 2q..), a2 (g, 8+2q..),
+// a3 (g+8, 8+2q..) as half2 pairs; so two adjacent m16n8 accumulators, rounded to half2, ARE the A
+// fragment of a next product over those 16 columns.
+__device__ __forceinline__ void mn__mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// ldmatrix lane addresses. A (16x16 at row0,k0 of a row-major array): lanes 0-15 rows, 16-31 +8
+// columns. B n-major (Bt[n][k], 2 n-tiles): lanes 8i..8i+7 give n rows of matrix i, which covers
+// n + 8 (i/2), k + 8 (i%2). B k-major (B[k][n], .trans): matrix i covers k + 8 (i%2), n + 8 (i/2).
+__device__ __forceinline__ const __half* mn__a_addr(const __half* s, int ld, int row0, int k0, int lane) {
+    return s + (size_t)(row0 + (lane & 15)) * ld + k0 + ((lane >> 4) << 3);
+}
+__device__ __forceinline__ const __half* mn__bn_addr(const __half* s, int ld, int n0, int k0, int lane) {
+    return s + (size_t)(n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + (((lane >> 3) & 1) << 3);
+}
+__device__ __forceinline__ const __half* mn__bk_addr(const __half* s, int ld, int k0, int n0, int lane) {
+    return s + (size_t)(k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * ld + n0 + ((lane >> 4) << 3);
+}
+// half2 of two floats as the 32-bit register an mma fragment takes
+__device__ __forceinline__ uint32_t mn__h2(float a, float b) {
+    __half2 u = __floats2half2_rn(a, b);
+    return *(uint32_t*)&u;
+}
 
 // ---- the context's reduction scratch ----
 // ctx->tmp (ctx->tmp_cap floats) holds the partial sums of the deterministic column reductions
@@ -178,7 +250,8 @@ static int mn__tmp(mn_cuda_ctx* ctx, size_t n, float** p) {
 // to dst. f is dy[n,c] (bias gradients) or dy[n,c] x[n,c] rstd[n] (RMSNorm's weight gradient).
 #define MN__COL_SLICES 512
 static size_t mn__col_rows(size_t N) { size_t r = (N + MN__COL_SLICES - 1) / MN__COL_SLICES; return r < 16 ? 16 : r; }
-static size_t mn__col_tmp(size_t N, size_t C) { return (N + mn__col_rows(N) - 1) / mn__col_rows(N) * C; }   // part's floats
+// part's floats
+static size_t mn__col_tmp(size_t N, size_t C) { return (N + mn__col_rows(N) - 1) / mn__col_rows(N) * C; }
 
 template <int VEC> __device__ __forceinline__ void mn__ldv(float* r, const float* p) {
     if constexpr (VEC == 4) { float4 q = *(const float4*)p; r[0] = q.x; r[1] = q.y; r[2] = q.z; r[3] = q.w; }
@@ -186,7 +259,8 @@ template <int VEC> __device__ __forceinline__ void mn__ldv(float* r, const float
 }
 // part[s, c..c+VEC) = sum over the rows of slice s (R rows from s R), in row order, of f
 template <int VEC, int RMS>
-__global__ void mn__k_colpart(float* part, const float* dy, const float* x, const float* rstd, size_t N, size_t C, size_t R) {
+__global__ void mn__k_colpart(float* part, const float* dy, const float* x, const float* rstd, size_t N, size_t C,
+                              size_t R) {
     size_t c = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * VEC, n = blockIdx.y * R, n1 = n + R < N ? n + R : N;
     if (c >= C) return;
     float acc[VEC], d[4][VEC], e[4][VEC], r[4];
@@ -232,7 +306,8 @@ static int mn__colfinish(mn_cuda_ctx* ctx, float* dst, const float* part, size_t
     return MN_OK;
 }
 // dst (C) += column sums of dy (N,C) (x NULL), or of dy x rstd with x (N,C), rstd (N)
-static int mn__colsum(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd, size_t N, size_t C) {
+static int mn__colsum(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd, size_t N,
+                      size_t C) {
     if (N == 0 || C == 0) return MN_OK;
     size_t R = mn__col_rows(N), S = (N + R - 1) / R;
     int vec = C % 4 == 0 && (uintptr_t)dy % 16 == 0 && (!x || (uintptr_t)x % 16 == 0);
@@ -249,12 +324,16 @@ static int mn__colsum(mn_cuda_ctx* ctx, float* dst, const float* dy, const float
     return mn__colfinish(ctx, dst, part, S, C);
 }
 
+// >>cuda_matmul
+// defines: mn_cuda_matmul_{forward,backward}
+
 // out (N,OC) += bias (OC) broadcast over rows
 __global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t OC) {
     MN__FOR(i, N * OC) out[i] += bias[i % OC];
 }
 
-int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias, size_t N, size_t IC, size_t OC) {
+int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias,
+                           size_t N, size_t IC, size_t OC) {
     // out = inp W^T: row-major (N,IC) x (OC,IC)^T
     MN__TRY(mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, 0.f, out, OC, 0, 1));
     if (bias) { mn__k_add_bias<<<mn__grid(ctx, N * OC, 256), 256, 0, MN__STREAM>>>(out, bias, N, OC); MN__LAUNCHED(); }
@@ -264,15 +343,20 @@ int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const
 // The model's backward passes acc = 0 where it is the first writer of an activation gradient
 // (dinp = dout W, cuBLAS beta 0: the buffer needs no zeroing and is not read); the public launcher
 // accumulates like every CPU backward. The row kernels below take the same flag.
-static int mn__matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC, int acc) {
+static int mn__matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, size_t N, size_t IC, size_t OC, int acc) {
     if (dinp) MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, acc ? 1.f : 0.f, dinp, IC, 0, 1));
     if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
     if (dbias) MN__TRY(mn__colsum(ctx, dbias, dout, NULL, NULL, N, OC));
     return MN_OK;
 }
-int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
+int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
     return mn__matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 1);
 }
+
+// >>cuda_ops
+// defines: mn_cuda_{embedding,rmsnorm,swiglu,shortconv,l2norm,crossentropy}_{forward,backward}
 
 __global__ void mn__k_embedding_fwd(float* out, const int* tokens, const float* wte, size_t N, size_t C) {
     MN__FOR(i, N * C) out[i] = wte[(size_t)tokens[i / C] * C + i % C];
@@ -289,10 +373,13 @@ __global__ void mn__k_embedding_bwd(float* dwte, const float* dout, const int* t
 // (S,V,C), then mn__k_colfinish adds them in a fixed order.
 #define MN__EMB_SEG 2048      // tokens per segment at least
 #define MN__EMB_MAXSEG 16
-__global__ void __launch_bounds__(128) mn__k_embedding_bwd_det(float* dwte, float* part, const float* dout, const int* tokens, size_t N, size_t C, size_t V, size_t seg) {
+__global__ void __launch_bounds__(128) mn__k_embedding_bwd_det(float* dwte, float* part, const float* dout,
+                                                               const int* tokens, size_t N, size_t C, size_t V,
+                                                               size_t seg) {
     __shared__ unsigned mask[4];                    // the chunk's hits, one word per warp
     __shared__ int list[128];                       // the chunk's hit positions, in order
-    size_t c = blockIdx.x * (size_t)128 + threadIdx.x, v = blockIdx.y, n0 = blockIdx.z * seg, n1 = n0 + seg < N ? n0 + seg : N;
+    size_t c = blockIdx.x * (size_t)128 + threadIdx.x, v = blockIdx.y, n0 = blockIdx.z * seg,
+        n1 = n0 + seg < N ? n0 + seg : N;
     int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
     float acc = 0.f;
     int tok = n0 + threadIdx.x < n1 ? tokens[n0 + threadIdx.x] : -1;
@@ -311,7 +398,8 @@ __global__ void __launch_bounds__(128) mn__k_embedding_bwd_det(float* dwte, floa
             const float* d = dout + base * C + c;
             int i = 0;
             for (; i + 4 <= total; i += 4) {
-                float a0 = d[(size_t)list[i] * C], a1 = d[(size_t)list[i + 1] * C], a2 = d[(size_t)list[i + 2] * C], a3 = d[(size_t)list[i + 3] * C];
+                float a0 = d[(size_t)list[i] * C], a1 = d[(size_t)list[i + 1] * C], a2 = d[(size_t)list[i + 2] * C],
+                    a3 = d[(size_t)list[i + 3] * C];
                 acc += a0; acc += a1; acc += a2; acc += a3;
             }
             for (; i < total; i++) acc += d[(size_t)list[i] * C];
@@ -331,15 +419,23 @@ static size_t mn__emb_segs(size_t N, size_t C, size_t V) {
     if (S > cap) S = cap;
     return S < 1 ? 1 : S;
 }
-static size_t mn__emb_tmp(size_t N, size_t C, size_t V) { size_t S = mn__emb_segs(N, C, V); return V <= 1024 && S > 1 ? S * V * C : 0; }
+static size_t mn__emb_tmp(size_t N, size_t C, size_t V) {
+    size_t S = mn__emb_segs(N, C, V);
+    return V <= 1024 && S > 1 ? S * V * C : 0;
+}
 int mn_cuda_embedding_forward(mn_cuda_ctx* ctx, float* out, const int* tokens, const float* wte, size_t N, size_t C) {
     if (N * C == 0) return MN_OK;
     mn__k_embedding_fwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(out, tokens, wte, N, C); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C, size_t V) {
+int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C,
+                               size_t V) {
     if (N * C * V == 0) return MN_OK;
-    if (V > 1024) { mn__k_embedding_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(dwte, dout, tokens, N, C); MN__LAUNCHED(); return MN_OK; }
+    if (V > 1024) {
+        mn__k_embedding_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(dwte, dout, tokens, N, C);
+        MN__LAUNCHED();
+        return MN_OK;
+    }
     size_t S = mn__emb_segs(N, C, V), seg = (N + S - 1) / S;
     float* part = NULL;
     if (S > 1) MN__TRY(mn__tmp(ctx, S * V * C, &part));
@@ -349,7 +445,8 @@ int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout,
 }
 
 // RMSNorm, one warp per row: rstd = 1/sqrt(mean(x^2) + eps), y = x rstd w
-__global__ void mn__k_rmsnorm_fwd(float* out, float* rstd, const float* inp, const float* w, size_t N, size_t C, float eps) {
+__global__ void mn__k_rmsnorm_fwd(float* out, float* rstd, const float* inp, const float* w, size_t N, size_t C,
+                                  float eps) {
     size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -363,7 +460,8 @@ __global__ void mn__k_rmsnorm_fwd(float* out, float* rstd, const float* inp, con
 }
 // forward: y = w x r, so with xh = x r, gd = dy w: dx += r (gd - xh mean(gd xh)); dw += sum over
 // rows of dy x r (mn__colsum: two passes, deterministic)
-__global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* rstd, const float* inp, const float* w, size_t N, size_t C, int acc) {
+__global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* rstd, const float* inp, const float* w,
+                                  size_t N, size_t C, int acc) {
     size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -376,17 +474,22 @@ __global__ void mn__k_rmsnorm_bwd(float* dinp, const float* dout, const float* r
         dinp[row * C + c] = acc ? dinp[row * C + c] + g : g;
     }
 }
-int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps) {
+int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N,
+                            size_t C, double eps) {
     if (N == 0) return MN_OK;
-    mn__k_rmsnorm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, C, (float)eps); MN__LAUNCHED();
+    mn__k_rmsnorm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, C, (float)eps);
+    MN__LAUNCHED();
     return MN_OK;
 }
-static int mn__rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C, int acc) {
+static int mn__rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd,
+                                const float* inp, const float* weight, size_t N, size_t C, int acc) {
     if (N == 0) return MN_OK;
-    mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C, acc); MN__LAUNCHED();
+    mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C, acc);
+    MN__LAUNCHED();
     return mn__colsum(ctx, dweight, dout, inp, rstd, N, C);
 }
-int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C) {
+int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd,
+                             const float* inp, const float* weight, size_t N, size_t C) {
     return mn__rmsnorm_backward(ctx, dinp, dweight, dout, rstd, inp, weight, N, C, 1);
 }
 
@@ -394,7 +497,8 @@ int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, cons
 __global__ void mn__k_swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
     MN__FOR(i, n) { float g = gate[i]; out[i] = g / (1.f + expf(-g)) * up[i]; }
 }
-__global__ void mn__k_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n, int acc) {
+__global__ void mn__k_swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                                 size_t n, int acc) {
     MN__FOR(i, n) {
         float g = gate[i], s = 1.f / (1.f + expf(-g));
         float du = dout[i] * g * s, dg = dout[i] * up[i] * s * (1.f + g * (1.f - s));
@@ -407,12 +511,14 @@ int mn_cuda_swiglu_forward(mn_cuda_ctx* ctx, float* out, const float* gate, cons
     mn__k_swiglu_fwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(out, gate, up, n); MN__LAUNCHED();
     return MN_OK;
 }
-static int mn__swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n, int acc) {
+static int mn__swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate,
+                               const float* up, size_t n, int acc) {
     if (n == 0) return MN_OK;
     mn__k_swiglu_bwd<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dgate, dup, dout, gate, up, n, acc); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n) {
+int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate,
+                            const float* up, size_t n) {
     return mn__swiglu_backward(ctx, dgate, dup, dout, gate, up, n, 1);
 }
 
@@ -430,7 +536,8 @@ static size_t mn__conv_blocks_y(size_t B, size_t T) {   // grid.y: blocks of 8 r
     size_t runs = B * ((T + MN__CONV_RUN - 1) / MN__CONV_RUN), y = (runs + 7) / 8;
     return y < 1 ? 1 : y > 65535 ? 65535 : y;
 }
-static size_t mn__conv_tmp(size_t B, size_t T, size_t Ch, size_t K) { return mn__conv_blocks_y(B, T) * Ch * K; }   // dw partials
+// dw partials
+static size_t mn__conv_tmp(size_t B, size_t T, size_t Ch, size_t K) { return mn__conv_blocks_y(B, T) * Ch * K; }
 // a_t = sum over the K taps of the window (wr, xw as below): slots m >= KM-K, in order
 template <int KM> __device__ __forceinline__ float mn__conv_dot(const float* wr, const float* xw, int K) {
     float a = 0.f;
@@ -441,16 +548,23 @@ template <int KM> __device__ __forceinline__ float mn__conv_dot(const float* wr,
 // Registers of thread c: wr[m] = w[c, m-(KM-K)] (the taps aligned to the window's end, for a_t),
 // wv[j] = w[c, j] (for the backward's dx); and the x window of step t0-1: xw[m] = x_{t0-KM+m}, zero
 // before the sequence (only the last K-1 slots matter).
-template <int KM> __device__ __forceinline__ void mn__conv_init_w(float* wr, float* wv, const float* w, size_t c, int K) {
+template <int KM> __device__ __forceinline__ void mn__conv_init_w(float* wr, float* wv, const float* w, size_t c,
+                                                                  int K) {
 #pragma unroll
-    for (int m = 0; m < KM; m++) { wr[m] = m >= KM - K ? w[c * K + m - (KM - K)] : 0.f; wv[m] = m < K ? w[c * K + m] : 0.f; }
+    for (int m = 0; m < KM; m++) {
+        wr[m] = m >= KM - K ? w[c * K + m - (KM - K)] : 0.f;
+        wv[m] = m < K ? w[c * K + m] : 0.f;
+    }
 }
-template <int KM> __device__ __forceinline__ void mn__conv_init_x(float* xw, const float* x, size_t t0, size_t Ch, int K) {
+template <int KM> __device__ __forceinline__ void mn__conv_init_x(float* xw, const float* x, size_t t0, size_t Ch,
+                                                                  int K) {
 #pragma unroll
     for (int m = 0; m < KM; m++) xw[m] = m > KM - K && t0 + m >= (size_t)KM ? x[(t0 + m - KM) * Ch] : 0.f;
 }
 template <int KM>
-__global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, const float* __restrict__ inp, const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K, int silu) {
+__global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, const float* __restrict__ inp,
+                                                      const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K,
+                                                      int silu) {
     size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
     if (c >= Ch) return;
     float wr[KM], wv[KM], xw[KM];
@@ -479,7 +593,10 @@ __global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, c
 // memory) into part (gridDim.y, Ch*K), then mn__k_colfinish adds those rows in a fixed order:
 // deterministic, no atomics.
 template <int KM>
-__global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, float* __restrict__ part, const float* __restrict__ dout, const float* __restrict__ inp, const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K, int silu, int acc) {
+__global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, float* __restrict__ part,
+                                                      const float* __restrict__ dout, const float* __restrict__ inp,
+                                                      const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K,
+                                                      int silu, int acc) {
     __shared__ float sh[8][KM][32];                 // the block's dw sums: run lane, tap slot, channel
     size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
     float wr[KM], wv[KM], xw[KM], daw[KM], accw[KM];   // accw[m]: dw[c, m-(KM-K)]
@@ -529,27 +646,33 @@ __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, 
             part[blockIdx.y * Ch * K + c * K + j] = s;
         }
 }
-int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T,
+                              size_t Ch, size_t K, int silu) {
     if (B * T * Ch == 0) return MN_OK;
-    if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_forward", "kernel size K outside [1, 16]", __LINE__);
+    if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_forward",
+                                         "kernel size K outside [1, 16]", __LINE__);
     dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
     if (K <= 4) mn__k_conv_fwd<4><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, (int)K, silu);
     else mn__k_conv_fwd<16><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, (int)K, silu);
     MN__LAUNCHED();
     return MN_OK;
 }
-static int mn__shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu, int acc) {
+static int mn__shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp,
+                                  const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu, int acc) {
     if (B * T * Ch == 0) return MN_OK;
-    if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward", "kernel size K outside [1, 16]", __LINE__);
+    if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward",
+                                         "kernel size K outside [1, 16]", __LINE__);
     dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
     float* part;
     MN__TRY(mn__tmp(ctx, mn__conv_tmp(B, T, Ch, K), &part));
-    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu, acc);
+    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu,
+                                                                  acc);
     else mn__k_conv_bwd<16><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu, acc);
     MN__LAUNCHED();
     return mn__colfinish(ctx, dweight, part, grid.y, Ch * K);
 }
-int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp,
+                               const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
     return mn__shortconv_backward(ctx, dinp, dweight, dout, inp, weight, B, T, Ch, K, silu, 1);
 }
 
@@ -565,7 +688,8 @@ __global__ void mn__k_l2norm_fwd(float* out, float* rstd, const float* inp, size
     for (size_t d = lane; d < D; d += 32) out[row * D + d] = x[d] * r;
     if (lane == 0) rstd[row] = r;
 }
-__global__ void mn__k_l2norm_bwd(float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D, int acc) {
+__global__ void mn__k_l2norm_bwd(float* dinp, const float* dout, const float* out, const float* rstd, size_t N,
+                                 size_t D, int acc) {
     size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (row >= N) return;
@@ -583,12 +707,14 @@ int mn_cuda_l2norm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const floa
     mn__k_l2norm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, N, D); MN__LAUNCHED();
     return MN_OK;
 }
-static int mn__l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D, int acc) {
+static int mn__l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd,
+                               size_t N, size_t D, int acc) {
     if (N == 0) return MN_OK;
     mn__k_l2norm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, out, rstd, N, D, acc); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D) {
+int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd,
+                            size_t N, size_t D) {
     return mn__l2norm_backward(ctx, dinp, dout, out, rstd, N, D, 1);
 }
 
@@ -607,7 +733,8 @@ __global__ void mn__k_xent_fwd(float* losses, const float* logits, const int* ta
     sum = mn__block_sum(sum, sh);
     if (threadIdx.x == 0) losses[n] = mx + logf(sum) - mn__cap(z[targets[n]], cap);
 }
-__global__ void mn__k_xent_bwd(float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t V, float cap) {
+__global__ void mn__k_xent_bwd(float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t V,
+                               float cap) {
     __shared__ float sh[32];
     size_t n = blockIdx.x;
     const float* z = logits + n * V;
@@ -625,16 +752,21 @@ __global__ void mn__k_xent_bwd(float* dlogits, const float* dlosses, const float
         dlogits[n * V + v] += dl * p;
     }
 }
-int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* logits, const int* targets, size_t N, size_t V, double softcap) {
+int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* logits, const int* targets, size_t N,
+                                 size_t V, double softcap) {
     if (N == 0) return MN_OK;
-    if (N > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_crossentropy_forward", "N beyond the grid", __LINE__);
+    if (N > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_crossentropy_forward", "N beyond the grid",
+                                        __LINE__);
     mn__k_xent_fwd<<<(unsigned)N, 256, 0, MN__STREAM>>>(losses, logits, targets, V, (float)softcap); MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t N, size_t V, double softcap) {
+int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits,
+                                  const int* targets, size_t N, size_t V, double softcap) {
     if (N == 0) return MN_OK;
-    if (N > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_crossentropy_backward", "N beyond the grid", __LINE__);
-    mn__k_xent_bwd<<<(unsigned)N, 256, 0, MN__STREAM>>>(dlogits, dlosses, logits, targets, V, (float)softcap); MN__LAUNCHED();
+    if (N > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_crossentropy_backward", "N beyond the grid",
+                                        __LINE__);
+    mn__k_xent_bwd<<<(unsigned)N, 256, 0, MN__STREAM>>>(dlogits, dlosses, logits, targets, V, (float)softcap);
+    MN__LAUNCHED();
     return MN_OK;
 }
 
@@ -642,17 +774,20 @@ int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float*
 // defines: mn_cuda_adamw_update, mn_cuda_clip_grad_norm
 
 // AdamW in PyTorch's order, arithmetic in double as mn_adamw_update (memory-bound: free)
-__global__ void mn__k_adamw(float* p, const float* g, float* m, float* v, size_t n, double lr, double b1, double b2, double eps, double wd, double bc1, double bc2) {
+__global__ void mn__k_adamw(float* p, const float* g, float* m, float* v, size_t n, double lr, double b1, double b2,
+                            double eps, double wd, double bc1, double bc2) {
     MN__FOR(i, n) {
         double gi = g[i], mi = b1 * m[i] + (1.0 - b1) * gi, vi = b2 * v[i] + (1.0 - b2) * gi * gi;
         m[i] = (float)mi; v[i] = (float)vi;
         p[i] = (float)(p[i] * (1.0 - lr * wd) - lr * (mi / bc1) / (sqrt(vi / bc2) + eps));
     }
 }
-int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t) {
+int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr,
+                         double beta1, double beta2, double eps, double wd, uint64_t t) {
     if (n == 0) return MN_OK;
     double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    mn__k_adamw<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2); MN__LAUNCHED();
+    mn__k_adamw<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(p, g, m, v, n, lr, beta1, beta2, eps, wd, bc1, bc2);
+    MN__LAUNCHED();
     return MN_OK;
 }
 
@@ -674,7 +809,10 @@ __global__ void mn__k_clip(float* g, size_t n, const double* ss, double max_norm
 int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_norm, double* norm) {
     MN__CU(cudaMemsetAsync(ctx->scratch, 0, sizeof(double), MN__STREAM));
     if (n) { mn__k_sumsq<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(ctx->scratch, grads, n); MN__LAUNCHED(); }
-    if (n) { mn__k_clip<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(grads, n, ctx->scratch, max_norm); MN__LAUNCHED(); }
+    if (n) {
+        mn__k_clip<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(grads, n, ctx->scratch, max_norm);
+        MN__LAUNCHED();
+    }
     if (norm) {
         double ss = 0;
         MN__TRY(mn_cuda_download(ctx, &ss, ctx->scratch, sizeof ss));
@@ -685,23 +823,41 @@ int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_
 }
 
 // >>cuda_mesa
-// defines: mn_cuda_mesa_work_size, mn_cuda_mesa_forward, mn_cuda_mesa_backward
+// defines: mn_cuda_mesa_work_size, mn_cuda_mesa_forward, mn_cuda_mesa_backward, mn_cuda_mesa_step
 //
-// The chunkwise form of mesanet.h (mesa.md §2.3, §3.2), reorganised for the GPU:
-//   - forward, three launches besides packing g and beta: the decay data per chunk
-//     (mn__k_mesa_decay), the states at every chunk start (mn__k_mesa_scan, fp32, reading k and v
-//     in place), and one block per chunk that solves its 64 systems by CG and computes its output
-//     (mn__k_mesa_cg, fp16 tensor cores: wgmma or mma.sync), reading q, k, v and writing out and
-//     xs in place;
-//   - backward: the state gradients at every chunk end are the same scan run in reverse; the
-//     adjoint solve is the CG kernel without its output stage. The intra-chunk products (B2, B5):
-//     with Dk = Dv = 128 on wgmma (mn__mesa_backward_wg) one fused kernel each, reading the
-//     caller's tensors in place; otherwise strided-batched cuBLAS calls over all NC*B*H chunks at
-//     once on inputs PACKED chunk-major, (NC, B*H, C, D) with chunk i = n*B*H + b*H + h and the
-//     tail of the last chunk zero-filled, plus a few row/column kernels. States are laid out
-//     (slot, B*H, ...) so that slot n of chunk i is at offset i*(K*K) too.
-//   - with ctx->mesa_keep_states the backward skips recomputing the states (B0) when its workspace
-//     still holds them from the forward of the same inputs (a host-side stamp says so).
+// The op, per batch b and head h (mesanet.h >>mesa): H_t = gamma_t H_{t-1} + beta_t k_t k_t^T,
+// S_t = gamma_t S_{t-1} + beta_t k_t v_t^T (gamma_t = e^{g_t}), x_t = (H_t + diag lambda)^-1 q_t by
+// CG, o_t = S_t^T x_t. Chunkwise, with chunks of C = 64 tokens: H_n, S_n the states entering chunk n,
+// b_a = sum_{i<=a} g_i the local cumsum of the log-decays, Gam_a = e^{b_a}, e_a = e^{b_last - b_a},
+// GamC = e^{b_last} (b_last = b_{C-1}) and the decay matrix M[a,j] = e^{b_a - b_j} beta_j (j <= a):
+//   states  H_{n+1} = GamC H_n + Kc^T diag(e beta) Kc,   S_{n+1} = GamC S_n + Kc^T diag(e beta) Vc;
+//   solves  A(X) = ((X Kc^T) . M) Kc + diag(Gam) X H_n + X diag(lambda) = Q   (row by row, by CG);
+//   output  O = ((X Kc^T) . M) Vc + diag(Gam) X S_n.
+// Cost per token and head (K = Dk, V = Dv): 2K(K+V) flops for the states, n_cg (4CK + 2K^2) for the
+// CG solve, 2C(K+V) + 2KV for the output; memory: the inputs once, the chunk-start states
+// (K(K+V) floats per chunk and head) once written and once read.
+// The backward differentiates the solve implicitly (the gradient of x = A^-1 q is an adjoint solve
+// with the same symmetric A), in the passes mesanet.h's mn_mesa_backward names:
+//   B0 recompute the chunk-start states; B1 the state gradients dSe at every chunk END, the same scan
+//   run in reverse (dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO); B2 per chunk: xbar = diag(Gam) dO
+//   S_n^T + (dO Vc^T . M) Kc (the adjoint right-hand side), dv, and the kv part of dk, dbeta, dg;
+//   B3 the adjoint solve dQ = A^-1 xbar; B4 the reverse scan for dHe with -(diag(Gam) dQ, X); B5 per
+//   chunk: the kk part of dk, dbeta, dg, and dlambda = -sum dQ . X. The decay gradients are first
+//   taken with respect to b (db), then dg_t = sum_{s >= t in the chunk} db_s.
+// On the GPU:
+//   - forward, three launches: the decay data per chunk (mn__k_mesa_decay), the states at every chunk
+//     start (mn__k_mesa_scan_tc, reading k and v in place), and one block per chunk that solves its 64
+//     systems by CG and computes its output (mn__k_mesa_cg, fp16 tensor cores), reading q, k, v and
+//     writing out and xs in place;
+//   - backward: B1 and B4 are the scan kernel in reverse, B3 the CG kernel without its output stage,
+//     B2 and B5 one fused wgmma kernel each (mn__mesa_backward_wg) with Dk = Dv = 128; every other
+//     shape takes the cuBLAS backward of the alternatives below. States are laid out (slot, B*H, ...)
+//     so that slot n of chunk i = n*B*H + b*H + h is at offset i*(K*K);
+//   - with ctx->mesa_keep_states the backward skips B0 when its workspace still holds the states from
+//     the forward of the same inputs (a host-side stamp says so);
+//   - the decode step (mn_cuda_mesa_step) is one block per (sequence, head), after the drivers;
+//   - tested alternatives (the FFMA scan, the mma.sync CG products, the cuBLAS backward) sit in their
+//     own subsection at the end of this section, each with the setting that selects it.
 // Zero padding makes the partial last chunk need no special case: a padded row has q = k = v
 // = 0, beta = 0 and g = 0, so it adds nothing to any state or product, its system has q = 0 and
 // stops at once, and its decay-gradient entries are 0 (the b_last term may sit on row C-1
@@ -721,7 +877,8 @@ typedef struct mn__mesa_ws {
     float *Qp, *Kp, *Vp, *Xp;          // (NCH,C,K|V) packed q (or dout in the backward), k, v, x
     float *T1, *T2, *T3, *T4, *T5;     // (NCH,C,max(K,V)) per-chunk temporaries
     float *dQ, *dKp, *dVp;             // (NCH,C,K|V) adjoint solves and packed gradients
-    float *cb, *bp, *Gam, *e, *eb, *db, *dbp, *dgp; // (NCH,C) b (cumsum of g), beta, exp(b), exp(b_last-b), e*beta, db, dbeta, dg
+    // (NCH,C) b (cumsum of g), beta, exp(b), exp(b_last-b), e*beta, db, dbeta, dg
+    float *cb, *bp, *Gam, *e, *eb, *db, *dbp, *dgp;
     float *GamC;                       // (NCH) exp(b_last)
     float *M, *Mp, *A1, *A2, *A3;      // (NCH,C,C) decay matrices with/without beta, C x C temporaries
     float *Hs, *Ss;                    // (NC+1,B*H,K,K), (NC+1,B*H,K,V): states at chunk starts, then the final
@@ -733,7 +890,8 @@ typedef struct mn__mesa_ws {
 static size_t mn__mesa_layout(mn__mesa_ws* w, float* base, size_t B, size_t T, size_t H, size_t K, size_t V) {
     size_t C = MN__MC, NC = (T + C - 1) / C, BH = B * H, NCH = NC * BH, KV = K > V ? K : V, off = 0;
 #define MN__PIECE(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
-    MN__PIECE(w->Qp, NCH * C * KV); MN__PIECE(w->Kp, NCH * C * K); MN__PIECE(w->Vp, NCH * C * V); MN__PIECE(w->Xp, NCH * C * K);
+    MN__PIECE(w->Qp, NCH * C * KV); MN__PIECE(w->Kp, NCH * C * K); MN__PIECE(w->Vp, NCH * C * V); MN__PIECE(w->Xp,
+            NCH * C * K);
     MN__PIECE(w->T1, NCH * C * KV); MN__PIECE(w->T2, NCH * C * KV); MN__PIECE(w->T3, NCH * C * KV);
     MN__PIECE(w->T4, NCH * C * KV); MN__PIECE(w->T5, NCH * C * KV);
     MN__PIECE(w->dQ, NCH * C * K); MN__PIECE(w->dKp, NCH * C * K); MN__PIECE(w->dVp, NCH * C * V);
@@ -756,66 +914,13 @@ size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv
     return mn__mesa_layout(&w, NULL, B, T, H, Dk, Dv);
 }
 
-// dst (NC,B*H,C,D) <- src (B,T,H,D); rows past T are zero
-__global__ void mn__k_pack(float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, size_t NC) {
-    size_t BH = B * H;
-    MN__FOR(i, NC * BH * MN__MC * D) {
-        size_t d = i % D, r = i / D, a = r % MN__MC, ch = r / MN__MC, bh = ch % BH, n = ch / BH, t = n * MN__MC + a;
-        dst[i] = t < T ? src[(((bh / H) * T + t) * H + bh % H) * D + d] : 0.f;
-    }
-}
-// dst (B,T,H,D) (+)= src (NC,B*H,C,D)
-__global__ void mn__k_unpack(float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, int accumulate) {
-    size_t BH = B * H;
-    MN__FOR(i, B * T * H * D) {
-        size_t d = i % D, r = i / D, h = r % H, bt = r / H, t = bt % T, b = bt / T;
-        float s = src[(((t / MN__MC) * BH + b * H + h) * MN__MC + t % MN__MC) * D + d];
-        dst[i] = accumulate ? dst[i] + s : s;
-    }
-}
-// The same with 16-byte accesses and 32-bit index arithmetic (D % 4 == 0 and every index < 2^32):
-// 64-bit divisions dominated the generic kernels (1.6 TB/s measured at the anchor shape).
-__global__ void mn__k_pack4(float4* dst, const float4* src, unsigned BH, unsigned H, unsigned T, unsigned D4, unsigned total) {
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        unsigned d = i % D4, r = i / D4, a = r % MN__MC, ch = r / MN__MC, bh = ch % BH, n = ch / BH, t = n * MN__MC + a;
-        dst[i] = t < T ? src[(((bh / H) * T + t) * H + bh % H) * D4 + d] : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-}
-__global__ void mn__k_unpack4(float4* dst, const float4* src, unsigned BH, unsigned H, unsigned T, unsigned D4, unsigned total, int accumulate) {
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-        unsigned d = i % D4, r = i / D4, h = r % H, bt = r / H, t = bt % T, b = bt / T;
-        float4 s = src[(((t / MN__MC) * BH + b * H + h) * MN__MC + t % MN__MC) * D4 + d];
-        if (accumulate) { float4 o = dst[i]; s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w; }
-        dst[i] = s;
-    }
-}
-static int mn__pack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D) {
-    size_t NC = (T + MN__MC - 1) / MN__MC, n = NC * B * H * MN__MC * D;
-    if (D % 4 == 0 && n / 4 < 0x7fffffffu && B * T * H * D / 4 < 0x7fffffffu) {   // i + stride stays < 2^32
-        mn__k_pack4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((float4*)dst, (const float4*)src, (unsigned)(B * H), (unsigned)H, (unsigned)T, (unsigned)(D / 4), (unsigned)(n / 4));
-    } else {
-        mn__k_pack<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, B, T, H, D, NC);
-    }
-    MN__LAUNCHED();
-    return MN_OK;
-}
-static int mn__unpack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, int accumulate) {
-    size_t NC = (T + MN__MC - 1) / MN__MC, n = B * T * H * D;
-    if (D % 4 == 0 && n / 4 < 0x7fffffffu && NC * B * H * MN__MC * D / 4 < 0x7fffffffu) {
-        mn__k_unpack4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((float4*)dst, (const float4*)src, (unsigned)(B * H), (unsigned)H, (unsigned)T, (unsigned)(D / 4), (unsigned)(n / 4), accumulate);
-    } else {
-        mn__k_unpack<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, B, T, H, D, accumulate);
-    }
-    MN__LAUNCHED();
-    return MN_OK;
-}
-
 // One block of 64 threads per chunk, reading g and beta in place (rows past T: 0): the local cumsum
 // b_a = sum_{i<=a} g_i (sequential, in double, as the CPU), Gam_a = exp(b_a), e_a = exp(b_last - b_a),
 // eb = e beta, GamC = exp(b_last), cb = b and bp = beta (packed), and when M != NULL
 //   Mp[a,j] = exp(b_a - b_j) (j <= a, else 0),  M[a,j] = Mp[a,j] beta_j
 // (the wgmma kernels build M and Mp from cb and bp themselves: mn__mesa_mfill, the same arithmetic).
-__global__ void mn__k_mesa_decay(float* Gam, float* e, float* eb, float* GamC, float* M, float* Mp, float* cb, float* bp, const float* g, const float* beta, unsigned B, unsigned T, unsigned H) {
+__global__ void mn__k_mesa_decay(float* Gam, float* e, float* eb, float* GamC, float* M, float* Mp, float* cb,
+                                 float* bp, const float* g, const float* beta, unsigned B, unsigned T, unsigned H) {
     __shared__ float sb[MN__MC], sbeta[MN__MC];
     const size_t i = blockIdx.x, BH = (size_t)B * H, n = i / BH, bh = i % BH, t = n * MN__MC + threadIdx.x;
     const size_t src = ((bh / H) * T + t) * H + bh % H;
@@ -838,7 +943,8 @@ __global__ void mn__k_mesa_decay(float* Gam, float* e, float* eb, float* GamC, f
 // M (and Mp unless NULL) of chunk i into shared memory, row stride ld, from cb and bp, exactly as
 // mn__k_mesa_decay computes them. sb: 2C floats of shared scratch. All threads; the caller's next
 // barrier publishes the matrices.
-__device__ __forceinline__ void mn__mesa_mfill(float* sM, float* sMp, int ld, const float* cb, const float* bp, size_t i, float* sb) {
+__device__ __forceinline__ void mn__mesa_mfill(float* sM, float* sMp, int ld, const float* cb, const float* bp,
+                                               size_t i, float* sb) {
     const int tid = threadIdx.x;
     if (tid < MN__MC) { sb[tid] = cb[i * MN__MC + tid]; sb[MN__MC + tid] = bp[i * MN__MC + tid]; }
     __syncthreads();
@@ -867,17 +973,14 @@ __device__ __forceinline__ float* mn__row(const mn__rows& r, size_t b, size_t h,
     return r.p + b * r.sb + h * r.sh + n * r.sn + a * r.st;
 }
 
-// ---- state scans: one kernel for the states and for their gradients -----------------------------
-// (Two implementations of the same recurrence: this one in fp32 FMA, mn__k_mesa_scan_tc below on the
-// tensor cores in 3xTF32; ctx->mesa_scan picks.)
-// One block (256 threads) owns a 64 x 64 tile of one head's state (K x N) and walks the chunks in
-// order, the tile in registers (4 x 4 per thread) in fp32 FMA (exact fp32, like the CPU):
-//   forward (mesa.md §2.3 step 1):  E_0 = init,   E_{n+1} = GamC_n E_n + sum_a w_a Y_a^T Z_a    (slots 0..NC)
-//   reverse (§3.2 B1, B4):          E_{NC-1} = init, E_{n-1} = GamC_n E_n + sum_a w_a Y_a^T Z_a (slots NC-1..0)
-//                                   and out0 += GamC_0 E_0 + sum_{a in chunk 0} w_a Y_a^T Z_a
+// ---- state scans: one kernel for the states and for their gradients ----------------------------
+// One block owns a tile of one head's state (K x N) and walks the chunks in order, the tile in
+// registers:
+//   forward (the states):      E_0 = init,      E_{n+1} = GamC_n E_n + sum_a w_a Y_a^T Z_a  (slots 0..NC)
+//   reverse (B1, B4):          E_{NC-1} = init, E_{n-1} = GamC_n E_n + sum_a w_a Y_a^T Z_a  (slots NC-1..0)
+//                              and out0 += GamC_0 E_0 + sum_{a in chunk 0} w_a Y_a^T Z_a
 // with w = wsign * (e beta) for the states, wsign * Gam for the gradients (packed (NCH,C) arrays).
-// Each slot holds the value entering the chunk (forward) or leaving it (reverse). The next chunk's
-// two 64 x 64 input tiles are prefetched into registers while the current one is multiplied.
+// Each slot holds the value entering the chunk (forward) or leaving it (reverse).
 typedef struct mn__scan_job {
     float* S;              // slots (NC+1 forward / NC reverse, B*H, K, N)
     const float* init;     // (B*H,K,N) or NULL (zeros)
@@ -886,82 +989,17 @@ typedef struct mn__scan_job {
     int N;                 // columns of the state
 } mn__scan_job;
 
-template <bool REV>
-__global__ void __launch_bounds__(256, 2) mn__k_mesa_scan(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
-    __shared__ __align__(16) float sY[MN__MC][64], sZ[MN__MC][64];
-    const mn__scan_job J = blockIdx.z ? j1 : j0;
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, N = J.N;
-    const int r0 = (int)(blockIdx.x / (N / 64)) * 64, c0 = (int)(blockIdx.x % (N / 64)) * 64;
-    const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC, E = (size_t)K * N;
-    const size_t base = bh * E + (size_t)(r0 + 4 * ty) * N + c0 + 4 * tx;   // this thread's 4 x 4 block, first row
-    float acc[4][4];
-    float4 py[4], pz[4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = J.init ? J.init[base + (size_t)i * N + j] : 0.f;
-    // the tiles of chunk n into registers: rows a = idx / 16, 4 columns at (idx % 16) * 4
-    auto fetch = [&](size_t n) {
-        for (int m = 0; m < 4; m++) {
-            int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
-            size_t t = n * MN__MC + a;
-            if (t < T) {
-                float s = wsign * w[(n * BH + bh) * MN__MC + a];
-                float4 y = *(const float4*)(mn__row(J.Y, b, h, n, a) + r0 + c4), z = *(const float4*)(mn__row(J.Z, b, h, n, a) + c0 + c4);
-                py[m] = make_float4(s * y.x, s * y.y, s * y.z, s * y.w); pz[m] = z;
-            } else {
-                py[m] = pz[m] = make_float4(0.f, 0.f, 0.f, 0.f);
-            }
-        }
-    };
-    auto store = [&](float* dst) {
-        for (int i = 0; i < 4; i++) *(float4*)(dst + base + (size_t)i * N) = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
-    };
-    // one chunk: acc = GamC_n acc + (w Y)^T Z over its 64 rows
-    auto step = [&](size_t n, long nnext) {
-        for (int m = 0; m < 4; m++) {
-            int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
-            *(float4*)&sY[a][c4] = py[m]; *(float4*)&sZ[a][c4] = pz[m];
-        }
-        __syncthreads();
-        if (nnext >= 0) fetch((size_t)nnext);
-        float gc = GamC[n * BH + bh];
-        for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] *= gc;
-#pragma unroll 8
-        for (int a = 0; a < MN__MC; a++) {
-            float4 y = *(const float4*)&sY[a][4 * ty], z = *(const float4*)&sZ[a][4 * tx];
-            float yy[4] = { y.x, y.y, y.z, y.w }, zz[4] = { z.x, z.y, z.z, z.w };
-            for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] += yy[i] * zz[j];
-        }
-        __syncthreads();
-    };
-    if (!REV) {
-        fetch(0);
-        for (size_t n = 0; n < NC; n++) {
-            store(J.S + n * BH * E);
-            step(n, n + 1 < NC ? (long)(n + 1) : -1);
-        }
-        store(J.S + NC * BH * E);
-    } else {
-        size_t last = J.out0 ? 0 : 1;       // chunk 0 only feeds the initial-state gradient
-        store(J.S + (NC - 1) * BH * E);
-        if (NC - 1 >= last) fetch(NC - 1);
-        for (size_t n = NC - 1; n >= last && n < NC; n--) {
-            step(n, n > last ? (long)(n - 1) : -1);
-            if (n >= 1) store(J.S + (n - 1) * BH * E);
-            else for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) J.out0[base + (size_t)i * N + j] += acc[i][j];
-        }
-    }
-}
-
-// The same scan on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3; without the
-// split below for MN_CUDA_SCAN_TF32). A chunk's update (wY)^T Z of the block's tile (64 x 64, or
+// The scan on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3, the default; without
+// the split below for MN_CUDA_SCAN_TF32). A chunk's update (wY)^T Z of the block's tile (64 x 64, or
 // 128 x 128 for the forward's two states) is mma.sync m16n8k8 with TF32 operands and fp32 accumulation:
 // A[m][t] = w_t Y[t][m] (the tile's rows m, the chunk's tokens t), B[t][n] = Z[t][n]. TF32 keeps 10
 // mantissa bits (~3e-4), too coarse for states that the tests hold to 1e-5 and that a long decode
 // keeps accumulating, so each operand x is split x = hi + lo with hi = tf32(x), lo = tf32(x - hi),
 // and the product is lo*hi + hi*lo + hi*hi (the lo*lo term, ~2^-22 relative, is dropped):
 // fp32-level accuracy for three tensor-core products.
-// Feeding it: the FFMA kernel (and a first version of this one, measured at 0.68 ms against the FMA
-// kernel's 0.79 ms for the forward at the anchor shape) is latency-bound, not arithmetic-bound: one
+// Feeding it: the FFMA kernel (the alternatives below; and a first version of this one, measured at
+// 0.68 ms against the FMA kernel's 0.79 ms for the forward at the anchor shape) is latency-bound, not arithmetic-bound:
+// one
 // chunk prefetched in registers, and GamC read from memory on the critical path of every chunk.
 // Here a 3-stage cp.async pipeline keeps two chunks in flight while the third is multiplied; a stage
 // holds the raw fp32 tiles of Y and Z (rows past T zero-filled by the copy), the chunk's 64 weights
@@ -979,28 +1017,19 @@ __device__ __forceinline__ void mn__split(float x, uint32_t& hi, uint32_t& lo) {
 }
 // c (16x8, fp32) += a (16x8, tf32, row) b (8x8, tf32, col)
 __device__ __forceinline__ void mn__mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// cp.async: 16 bytes (zero-filled when ok = 0: nothing is read), 4 bytes; commit; wait for all but N groups
-__device__ __forceinline__ void mn__cp16z(void* sdst, const void* gsrc, bool ok) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(sdst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(a), "l"(gsrc), "r"(ok ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void mn__cp4(void* sdst, const void* gsrc) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(sdst);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(a), "l"(gsrc) : "memory");
-}
-__device__ __forceinline__ void mn__cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void mn__cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
-__device__ __forceinline__ void mn__cp_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
 #define MN__SST 3           // pipeline stages
 // One stage of the W-wide scan: the Y tile (C x 64W, row stride 64W + 8: fragment loads hit 32
 // distinct banks), the Z tile (same), w (C), GamC (+pad), floats
 template <int W> __host__ __device__ constexpr int mn__scan_sld(void) { return 64 * W + 8; }
-template <int W> __host__ __device__ constexpr int mn__scan_stage(void) { return 2 * MN__MC * mn__scan_sld<W>() + MN__MC + 4; }
+template <int W> __host__ __device__ constexpr int mn__scan_stage(void) {
+    return 2 * MN__MC * mn__scan_sld<W>() + MN__MC + 4;
+}
 template <int W> static size_t mn__scan_tc_smem(void) { return (size_t)MN__SST * mn__scan_stage<W>() * sizeof(float); }
 
 // X3 = false: plain TF32 (one product per fragment pair, operands rounded to 10 mantissa bits).
@@ -1009,15 +1038,20 @@ template <int W> static size_t mn__scan_tc_smem(void) { return (size_t)MN__SST *
 // When a job's Y and Z are the same rows at the same offset (H = sum w k k^T over a diagonal
 // tile), only Z is copied and Y's fragments are read from it.
 template <bool REV, bool X3, int W>
-__global__ void __launch_bounds__(256, 3 - W) mn__k_mesa_scan_tc(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign, const float* GamC, unsigned B, unsigned H, unsigned T, int K) {
+__global__ void __launch_bounds__(256, 3 - W) mn__k_mesa_scan_tc(mn__scan_job j0, mn__scan_job j1, const float* w,
+                                                                 float wsign, const float* GamC, unsigned B, unsigned H,
+                                                                 unsigned T, int K) {
     constexpr int TW = 64 * W, SLD = mn__scan_sld<W>(), STILE = MN__MC * SLD, SSTR = mn__scan_stage<W>();
     extern __shared__ __align__(16) unsigned char mn__smem[];
     float* sbase = (float*)mn__smem;               // stage s at sbase + s * SSTR
     const mn__scan_job J = blockIdx.z ? j1 : j0;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2, gq = lane >> 2, t4 = lane & 3, N = J.N;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 3, wn = warp >> 2, gq = lane >> 2,
+        t4 = lane & 3, N = J.N;
     const int r0 = (int)(blockIdx.x / (N / TW)) * TW, c0 = (int)(blockIdx.x % (N / TW)) * TW;
-    const bool same = r0 == c0 && J.Y.p == J.Z.p && J.Y.sb == J.Z.sb && J.Y.sh == J.Z.sh && J.Y.sn == J.Z.sn && J.Y.st == J.Z.st;
-    const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC, E = (size_t)K * N;
+    const bool same = r0 == c0 && J.Y.p == J.Z.p && J.Y.sb == J.Z.sb && J.Y.sh == J.Z.sh && J.Y.sn == J.Z.sn &&
+                      J.Y.st == J.Z.st;
+    const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC,
+        E = (size_t)K * N;
     // this thread's accumulator entries: rows r0 + 16W wm + 16 mi + gq (+8), columns c0 + 32W wn + 8 j + 2 t4 (+1)
     const size_t base = bh * E + (size_t)(r0 + TW / 4 * wm + gq) * N + c0 + TW / 2 * wn + 2 * t4, off8 = (size_t)8 * N;
     // chunks in processing order: forward 0 .. NC-1; reverse NC-1 down to 1 (or 0 when the
@@ -1066,7 +1100,12 @@ __global__ void __launch_bounds__(256, 3 - W) mn__k_mesa_scan_tc(mn__scan_job j0
 #pragma unroll
         for (int mi = 0; mi < W; mi++)
 #pragma unroll
-            for (int j = 0; j < 4 * W; j++) { acc[mi][j][0] *= gc; acc[mi][j][1] *= gc; acc[mi][j][2] *= gc; acc[mi][j][3] *= gc; }
+            for (int j = 0; j < 4 * W; j++) {
+                acc[mi][j][0] *= gc;
+                acc[mi][j][1] *= gc;
+                acc[mi][j][2] *= gc;
+                acc[mi][j][3] *= gc;
+            }
 #pragma unroll
         for (int ks = 0; ks < MN__MC / 8; ks++) {
             const int k0 = 8 * ks + t4;
@@ -1076,9 +1115,13 @@ __global__ void __launch_bounds__(256, 3 - W) mn__k_mesa_scan_tc(mn__scan_job j0
 #pragma unroll
             for (int mi = 0; mi < W; mi++) {
                 const int m0 = TW / 4 * wm + 16 * mi + gq;
-                const float a4[4] = { w0 * sY[k0 * SLD + m0], w0 * sY[k0 * SLD + m0 + 8], w1 * sY[(k0 + 4) * SLD + m0], w1 * sY[(k0 + 4) * SLD + m0 + 8] };
+                const float a4[4] = { w0 * sY[k0 * SLD + m0], w0 * sY[k0 * SLD + m0 + 8], w1 * sY[(k0 + 4) * SLD + m0],
+                        w1 * sY[(k0 + 4) * SLD + m0 + 8] };
 #pragma unroll
-                for (int e = 0; e < 4; e++) { if (X3) mn__split(a4[e], ah[mi][e], al[mi][e]); else ah[mi][e] = mn__tf32(a4[e]); }
+                for (int e = 0; e < 4; e++) {
+                    if (X3) mn__split(a4[e], ah[mi][e], al[mi][e]);
+                    else ah[mi][e] = mn__tf32(a4[e]);
+                }
             }
 #pragma unroll
             for (int j = 0; j < 4 * W; j++) {
@@ -1133,29 +1176,36 @@ __global__ void __launch_bounds__(256, 3 - W) mn__k_mesa_scan_tc(mn__scan_job j0
 }
 
 template <bool REV, bool X3, int W>
-static int mn__scan_tc_launch(mn_cuda_ctx* ctx, dim3 grid, const mn__scan_job& j0, const mn__scan_job& j1, const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
+static int mn__scan_tc_launch(mn_cuda_ctx* ctx, dim3 grid, const mn__scan_job& j0, const mn__scan_job& j1,
+                              const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
     static int attr = 0;
     const size_t smem = mn__scan_tc_smem<W>();
-    if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<REV, X3, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
-    mn__k_mesa_scan_tc<REV, X3, W><<<grid, 256, smem, MN__STREAM>>>(j0, j1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
+    if (!attr) {
+        MN__CU(cudaFuncSetAttribute(mn__k_mesa_scan_tc<REV, X3, W>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
+        attr = 1;
+    }
+    mn__k_mesa_scan_tc<REV, X3, W><<<grid, 256, smem, MN__STREAM>>>(j0, j1, w, wsign, GamC, (unsigned)B, (unsigned)H,
+                                                                    (unsigned)T, (int)K);
     MN__LAUNCHED();
     return MN_OK;
 }
+// (the tested alternatives, at the end of this section)
+static int mn__mesa_scan_ffma(mn_cuda_ctx* ctx, int reverse, dim3 grid, const mn__scan_job& j0, const mn__scan_job& j1,
+                              const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K);
 // Launches the scan (forward or reverse) for up to two states at once (j1 NULL: one), on the
 // kernel ctx->mesa_scan selects. Two states with sizes multiples of 128 (the forward's H and S)
 // take the 128 x 128 tiles: 2 B H blocks, one wave at the anchor shape, k read once for H;
 // otherwise 64 x 64 tiles, two blocks per SM.
-static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, const mn__scan_job* j1, const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
-    if (K % 64 || j0->N % 64 || (j1 && (j1->N % 64 || j1->N != j0->N))) return mn__fail(ctx, MN_ERR_CONFIG, "mesa scan", "state sizes must be multiples of 64", __LINE__);
+static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, const mn__scan_job* j1, const float* w,
+                         float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
+    if (K % 64 || j0->N % 64 || (j1 && (j1->N % 64 || j1->N != j0->N))) return mn__fail(ctx, MN_ERR_CONFIG, "mesa scan",
+            "state sizes must be multiples of 64", __LINE__);
     const int W = j1 && K % 128 == 0 && j0->N % 128 == 0 && ctx->mesa_scan != MN_CUDA_SCAN_FFMA ? 2 : 1;
     dim3 grid((unsigned)((K / (64 * W)) * (j0->N / (64 * W))), (unsigned)(B * H), j1 ? 2 : 1);
     const mn__scan_job& J1 = j1 ? *j1 : *j0;
-    if (ctx->mesa_scan == MN_CUDA_SCAN_FFMA) {
-        if (reverse) mn__k_mesa_scan<true><<<grid, 256, 0, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-        else mn__k_mesa_scan<false><<<grid, 256, 0, MN__STREAM>>>(*j0, J1, w, wsign, GamC, (unsigned)B, (unsigned)H, (unsigned)T, (int)K);
-        MN__LAUNCHED();
-        return MN_OK;
-    }
+    if (ctx->mesa_scan == MN_CUDA_SCAN_FFMA) return mn__mesa_scan_ffma(ctx, reverse, grid, *j0, J1, w, wsign, GamC, B,
+                                                                       T, H, K);
     const bool x3 = ctx->mesa_scan != MN_CUDA_SCAN_TF32;
     switch ((reverse ? 4 : 0) + (x3 ? 2 : 0) + (W == 2)) {
     case 0: return mn__scan_tc_launch<false, false, 1>(ctx, grid, *j0, J1, w, wsign, GamC, B, T, H, K);
@@ -1171,7 +1221,7 @@ static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, 
 
 // ---- the batched CG solve: one thread block (8 warps) per chunk ------------------------------
 // Row a of the chunk's 64 systems is (H_t + diag lambda) x_a = rhs_a with t the row's token, and
-//   A(P) = ((P Kc^T) . M) Kc + diag(Gam) P H_n + P diag(lambda)            (mesa.md §2.3)
+//   A(P) = ((P Kc^T) . M) Kc + diag(Gam) P H_n + P diag(lambda)            (the solve above)
 // is three products on the tensor cores (fp16 operands, fp32 accumulation, mma.sync m16n8k16):
 //   GEMM1  S1 (C,C) = P Kc^T          A = P (smem)      B = Kc rows (n-major: ldmatrix)
 //   GEMM3  AP (C,K) = P H_n           A = P             B = H_n (k-major: ldmatrix.trans)
@@ -1182,41 +1232,13 @@ static int mn__mesa_scan(mn_cuda_ctx* ctx, int reverse, const mn__scan_job* j0, 
 // column halves (shared memory). Each row keeps its own alpha, delta and stopping point, as
 // mn__mesa_chunk_cg in mesanet.h, whose iteration this reproduces step for step.
 // The forward then computes the output in the same block with the same three products:
-//   O = ((X Kc^T) . M) Vc + diag(Gam) X S_n                                 (mesa.md §2.3 step 3)
+//   O = ((X Kc^T) . M) Vc + diag(Gam) X S_n                                 (the output above)
 // Scaling for fp16: the fp16 copy of row a of P is p_a * s_a, s_a a power of two near 1/||p_a||
 // (||p||^2 tracked as delta + cb^2 ||p_old||^2, using r_new . p_old = 0); H_n is stored times hs,
 // a power of two with hs * max diag(H_n) <= 1 (|H_ij| <= max diag for PSD H); in the output stage
 // X rows, S_n and Vc get such scales from their norms / largest entries. All scales are exact
 // in binary and divided out in fp32, so they change nothing but the fp16 range.
 
-__device__ __forceinline__ void mn__ldsm4(uint32_t (&r)[4], const __half* p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
-}
-__device__ __forceinline__ void mn__ldsm4t(uint32_t (&r)[4], const __half* p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a) : "memory");
-}
-// c (16x8, fp32) += a (16x16, fp16, row) b (16x8, fp16, col)
-__device__ __forceinline__ void mn__mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-// ldmatrix lane addresses. A (16x16 at row0,k0 of a row-major array): lanes 0-15 rows, 16-31 +8
-// columns. B n-major (Bt[n][k], 2 n-tiles): lanes 8i..8i+7 give n rows of matrix i, which covers
-// n + 8 (i/2), k + 8 (i%2). B k-major (B[k][n], .trans): matrix i covers k + 8 (i%2), n + 8 (i/2).
-__device__ __forceinline__ const __half* mn__a_addr(const __half* s, int ld, int row0, int k0, int lane) {
-    return s + (size_t)(row0 + (lane & 15)) * ld + k0 + ((lane >> 4) << 3);
-}
-__device__ __forceinline__ const __half* mn__bn_addr(const __half* s, int ld, int n0, int k0, int lane) {
-    return s + (size_t)(n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + (((lane >> 3) & 1) << 3);
-}
-__device__ __forceinline__ const __half* mn__bk_addr(const __half* s, int ld, int k0, int n0, int lane) {
-    return s + (size_t)(k0 + (lane & 7) + (((lane >> 3) & 1) << 3)) * ld + n0 + ((lane >> 4) << 3);
-}
 // Power of two near 1/sqrt(pn) (1 for zero or non-finite pn).
 __device__ __forceinline__ float mn__pscale(float pn) {
     int ex;
@@ -1240,50 +1262,6 @@ __device__ __forceinline__ void mn__rowsum(float& v0, float& v1, float* buf, int
     v0 = buf[row] + buf[MN__MC + row];
     v1 = buf[row + 8] + buf[MN__MC + row + 8];
 }
-// GEMM1: sS (C,C) = fp16((A Kc^T) . M), A (C,K) and Kc (C,K) fp16 in smem, M fp32 in smem.
-template <int K>
-__device__ __forceinline__ void mn__cg_gemm1(__half* sS, const __half* sA, const __half* sK, const float* sM, int wm, int wn, int lane) {
-    constexpr int SK = K + 8, SC = MN__MC + 8;
-    const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
-    float c1[4][4];
-#pragma unroll
-    for (int t = 0; t < 4; t++) { c1[t][0] = c1[t][1] = c1[t][2] = c1[t][3] = 0.f; }
-#pragma unroll
-    for (int ks = 0; ks < K / 16; ks++) {
-        uint32_t af[4], bf[4];
-        mn__ldsm4(af, mn__a_addr(sA, SK, 16 * wm, 16 * ks, lane));
-#pragma unroll
-        for (int np = 0; np < 2; np++) {
-            mn__ldsm4(bf, mn__bn_addr(sK, SK, 32 * wn + 16 * np, 16 * ks, lane));
-            mn__mma(c1[2 * np], af, bf[0], bf[1]);
-            mn__mma(c1[2 * np + 1], af, bf[2], bf[3]);
-        }
-    }
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        int col = 32 * wn + 8 * t + qc;
-        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
-        *(__half2*)&sS[r0 * SC + col] = __floats2half2_rn(c1[t][0] * m0.x, c1[t][1] * m0.y);
-        *(__half2*)&sS[r1 * SC + col] = __floats2half2_rn(c1[t][2] * m1.x, c1[t][3] * m1.y);
-    }
-}
-// acc (C,K in the AP layout) += A (C,KD; fp16, row stride lda) B (KD,K; fp16 k-major, stride ldb)
-template <int K, int KD>
-__device__ __forceinline__ void mn__cg_gemm_acc(float (&acc)[K / 16][4], const __half* sA, int lda, const __half* sB, int ldb, int wm, int wn, int lane) {
-    constexpr int NT = K / 16, KH = K / 2;
-#pragma unroll
-    for (int ks = 0; ks < KD / 16; ks++) {
-        uint32_t af[4], bf[4];
-        mn__ldsm4(af, mn__a_addr(sA, lda, 16 * wm, 16 * ks, lane));
-#pragma unroll
-        for (int np = 0; np < NT / 2; np++) {
-            mn__ldsm4t(bf, mn__bk_addr(sB, ldb, 16 * ks, KH * wn + 16 * np, lane));
-            mn__mma(acc[2 * np], af, bf[0], bf[1]);
-            mn__mma(acc[2 * np + 1], af, bf[2], bf[3]);
-        }
-    }
-}
-
 // ---- the same products with Hopper's warpgroup MMA (wgmma, sm_90a; ctx->mesa_cg = MN_CUDA_CG_WGMMA) --
 // Each warpgroup (warps 0-3, 4-7) is one m64 tile: warpgroup wn owns columns K/2 wn .. of AP, the
 // same columns its threads already hold in x, r, p (the accumulator layout of wgmma m64nNk16 is the
@@ -1296,7 +1274,9 @@ __device__ __forceinline__ void mn__cg_gemm_acc(float (&acc)[K / 16][4], const _
 // feed it to GEMM2 as register A fragments.
 // Each group of 8 rows takes kd * 8 + 16 halfs: 32 bytes of padding shift consecutive row groups by 8
 // banks, so the transposing stores (2-byte, one per row group per lane group) do not collide.
-__device__ __forceinline__ int mn__cm(int r, int k, int kd) { return (r >> 3) * (kd * 8 + 16) + (k >> 3) * 64 + (r & 7) * 8 + (k & 7); }
+__device__ __forceinline__ int mn__cm(int r, int k, int kd) {
+    return (r >> 3) * (kd * 8 + 16) + (k >> 3) * 64 + (r & 7) * 8 + (k & 7);
+}
 #define MN__CMSIZE(R, KD) ((R) * (KD) + 2 * (R))   // halfs of an R x KD core-matrix operand
 __device__ __forceinline__ uint64_t mn__wg_desc(const __half* p, int kd) {
     uint64_t a = ((uint64_t)__cvta_generic_to_shared(p) & 0x3FFFF) >> 4;      // swizzle mode 0 (bits 62-63)
@@ -1304,7 +1284,9 @@ __device__ __forceinline__ uint64_t mn__wg_desc(const __half* p, int kd) {
 }
 __device__ __forceinline__ void mn__wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void mn__wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void mn__wg_wait(void) { asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory"); }
+template <int N> __device__ __forceinline__ void mn__wg_wait(void) {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
 // shared-memory stores that the tensor cores (the async proxy) read next: each writer, before the barrier
 __device__ __forceinline__ void mn__fence_async(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // d (64 x 64, the accumulator layout above, float[8][4] per thread) (+)= A B on the tensor cores,
@@ -1312,47 +1294,73 @@ __device__ __forceinline__ void mn__fence_async(void) { asm volatile("fence.prox
 // (4 x half2 per thread, the mma.sync A-fragment layout). acc = 0: d = A B.
 __device__ __forceinline__ void mn__wgmma_ss(float (&d)[8][4], uint64_t da, uint64_t db, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "%32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                     "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                     "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+                     "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                     "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                     "+f"(d[7][2]), "+f"(d[7][3])
                  : "l"(da), "l"(db), "r"(acc) : "memory");
 }
 __device__ __forceinline__ void mn__wgmma_rs(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                     "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                     "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+                     "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                     "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                     "+f"(d[7][2]), "+f"(d[7][3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc) : "memory");
 }
 // After a wait: ties every accumulator register to this point, so no read of d moves above it.
 __device__ __forceinline__ void mn__wg_pin(float (&d)[8][4]) {
 #pragma unroll
-    for (int j = 0; j < 8; j++) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3]) :: "memory");
+    for (int j = 0; j < 8; j++) asm volatile("" : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]),
+                                             "+f"(d[j][3]) :: "memory");
 }
 
 // Building blocks on one warpgroup (issue only; the caller commits and waits):
 //   d (=|+=) A B^T  with A (64 x KD) at sA and B^T's rows n0 .. n0+63 at sB, core-matrix layout, kd = KD
 //   d (+)= af B^T   with A in registers (af: the 64 x 64 fp16 fragments, k = the chunk's tokens) and
 //                   B^T's rows n0 .. n0+63 at sB (kd = C)
-template <int KD> __device__ __forceinline__ void mn__wg_abt(float (&d)[8][4], const __half* sA, const __half* sB, int n0, int acc) {
+template <int KD> __device__ __forceinline__ void mn__wg_abt(float (&d)[8][4], const __half* sA, const __half* sB,
+                                                             int n0, int acc) {
 #pragma unroll
-    for (int ks = 0; ks < KD / 16; ks++) mn__wgmma_ss(d, mn__wg_desc(sA + ks * 128, KD), mn__wg_desc(sB + mn__cm(n0, 16 * ks, KD), KD), acc || ks);
+    for (int ks = 0; ks < KD / 16; ks++)
+        mn__wgmma_ss(d, mn__wg_desc(sA + ks * 128, KD), mn__wg_desc(sB + mn__cm(n0, 16 * ks, KD), KD), acc || ks);
 }
-__device__ __forceinline__ void mn__wg_rbt(float (&d)[8][4], const uint32_t (&af)[MN__MC / 16][4], const __half* sB, int n0, int acc) {
+__device__ __forceinline__ void mn__wg_rbt(float (&d)[8][4], const uint32_t (&af)[MN__MC / 16][4], const __half* sB,
+                                           int n0, int acc) {
 #pragma unroll
-    for (int ks = 0; ks < MN__MC / 16; ks++) mn__wgmma_rs(d, af[ks], mn__wg_desc(sB + mn__cm(n0, 16 * ks, MN__MC), MN__MC), acc || ks);
+    for (int ks = 0; ks < MN__MC / 16; ks++)
+        mn__wgmma_rs(d, af[ks], mn__wg_desc(sB + mn__cm(n0, 16 * ks, MN__MC), MN__MC), acc || ks);
 }
 // af = fp16(s . W) as wgmma A fragments: s a 64 x 64 accumulator (rows r0, r1 = this thread's, columns
 // 8j + qc, +1), W (C,ld) fp32 in shared memory, or its transpose when TW.
 template <bool TW>
-__device__ __forceinline__ void mn__wg_frags(uint32_t (&af)[MN__MC / 16][4], const float (&s)[8][4], const float* sW, int ld, int r0, int r1, int qc) {
+__device__ __forceinline__ void mn__wg_frags(uint32_t (&af)[MN__MC / 16][4], const float (&s)[8][4], const float* sW,
+                                             int ld, int r0, int r1, int qc) {
 #pragma unroll
     for (int ks = 0; ks < MN__MC / 16; ks++) {
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
             const int j = 2 * ks + hh, col = 8 * j + qc;
             float2 m0, m1;
-            if (TW) { m0 = make_float2(sW[col * ld + r0], sW[(col + 1) * ld + r0]); m1 = make_float2(sW[col * ld + r1], sW[(col + 1) * ld + r1]); }
+            if (TW) {
+                m0 = make_float2(sW[col * ld + r0], sW[(col + 1) * ld + r0]);
+                m1 = make_float2(sW[col * ld + r1], sW[(col + 1) * ld + r1]);
+            }
             else { m0 = *(const float2*)&sW[r0 * ld + col]; m1 = *(const float2*)&sW[r1 * ld + col]; }
-            __half2 u0 = __floats2half2_rn(s[j][0] * m0.x, s[j][1] * m0.y), u1 = __floats2half2_rn(s[j][2] * m1.x, s[j][3] * m1.y);
+            __half2 u0 = __floats2half2_rn(s[j][0] * m0.x, s[j][1] * m0.y),
+                    u1 = __floats2half2_rn(s[j][2] * m1.x, s[j][3] * m1.y);
             af[ks][2 * hh] = *(uint32_t*)&u0; af[ks][2 * hh + 1] = *(uint32_t*)&u1;
         }
     }
@@ -1361,13 +1369,17 @@ __device__ __forceinline__ void mn__wg_frags(uint32_t (&af)[MN__MC / 16][4], con
 // accumulators; W (C,ld) fp32 in shared memory, or its transpose when TW): the row sums of E
 // (TW = false) or of E^T, i.e. E's column sums (TW = true), before the quad reduction
 template <bool TW>
-__device__ __forceinline__ void mn__wg_rowdot3(float& q0, float& q1, const float (&a)[8][4], const float (&c)[8][4], const float* sW, int ld, int r0, int r1, int qc, float sign) {
+__device__ __forceinline__ void mn__wg_rowdot3(float& q0, float& q1, const float (&a)[8][4], const float (&c)[8][4],
+                                               const float* sW, int ld, int r0, int r1, int qc, float sign) {
     float u0 = 0.f, u1 = 0.f;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         const int col = 8 * j + qc;
         float2 m0, m1;
-        if (TW) { m0 = make_float2(sW[col * ld + r0], sW[(col + 1) * ld + r0]); m1 = make_float2(sW[col * ld + r1], sW[(col + 1) * ld + r1]); }
+        if (TW) {
+            m0 = make_float2(sW[col * ld + r0], sW[(col + 1) * ld + r0]);
+            m1 = make_float2(sW[col * ld + r1], sW[(col + 1) * ld + r1]);
+        }
         else { m0 = *(const float2*)&sW[r0 * ld + col]; m1 = *(const float2*)&sW[r1 * ld + col]; }
         u0 += a[j][0] * m0.x * c[j][0] + a[j][1] * m0.y * c[j][1];
         u1 += a[j][2] * m1.x * c[j][2] + a[j][3] * m1.y * c[j][3];
@@ -1377,6 +1389,10 @@ __device__ __forceinline__ void mn__wg_rowdot3(float& q0, float& q1, const float
 // wait for all but N groups, then pin the accumulators
 template <int N> __device__ __forceinline__ void mn__wg_done(float (&d)[8][4]) { mn__wg_wait<N>(); mn__wg_pin(d); }
 
+template <int K>
+__device__ __forceinline__ void mn__cg_apply_mma(float (&acc)[K / 16][4], const __half* sP, const __half* sK,
+                                                 const __half* sB3, const __half* sB2, __half* sS, const float* sM,
+                                                 float g0, float g1, int wm, int wn, int lane);
 // The step both CG kernels share, on 64 rows P (fp16 in sP) for this thread's columns:
 //   acc = diag(g) (P B3) + fp16((P Kc^T) . M) B2
 // in the CG iteration B3 = H_n (times hs), B2 = Kc; in the output stage B3 = S_n, B2 = Vc. mma.sync
@@ -1384,7 +1400,8 @@ template <int N> __device__ __forceinline__ void mn__wg_done(float (&d)[8][4]) {
 // core-matrix layouts, sK = Kc (rows tokens), sB3 = B3^T (rows its columns), sB2 = B2^T (rows its
 // columns, kd = C). Ends with every warp past its reads of the operands (wgmma: this warpgroup).
 template <int K, bool WG>
-__device__ __forceinline__ void mn__cg_apply(float (&acc)[K / 16][4], const __half* sP, const __half* sK, const __half* sB3, const __half* sB2, __half* sS, const float* sM,
+__device__ __forceinline__ void mn__cg_apply(float (&acc)[K / 16][4], const __half* sP, const __half* sK,
+                                             const __half* sB3, const __half* sB2, __half* sS, const float* sM,
                                              float g0, float g1, int wm, int wn, int lane) {
     constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2;
     if constexpr (WG) {
@@ -1408,15 +1425,7 @@ __device__ __forceinline__ void mn__cg_apply(float (&acc)[K / 16][4], const __ha
         mn__wg_done<0>(acc);
         (void)sS; (void)SK;
     } else {
-#pragma unroll
-        for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
-        mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);          // S1 = P Kc^T, times M
-        mn__cg_gemm_acc<K, K>(acc, sP, SK, sB3, SK, wm, wn, lane);  // P B3
-#pragma unroll
-        for (int j = 0; j < NT; j++) { acc[j][0] *= g0; acc[j][1] *= g0; acc[j][2] *= g1; acc[j][3] *= g1; }
-        __syncthreads();                              // sS complete
-        mn__cg_gemm_acc<K, C>(acc, sS, SC, sB2, SK, wm, wn, lane);  // += (S1 . M) B2
-        (void)KH;
+        mn__cg_apply_mma<K>(acc, sP, sK, sB3, sB2, sS, sM, g0, g1, wm, wn, lane);
     }
 }
 
@@ -1431,13 +1440,18 @@ template <int CC> __device__ __forceinline__ void mn__tile_at(int m, int& r, int
     r = (item >> 3) / (CC / 8) * 8 + (item & 7); c = 8 * ((item >> 3) % (CC / 8));
 }
 // rows >= nvalid read as zeros; rows 16-byte aligned
-template <int R, int CC> __device__ __forceinline__ void mn__tile_load(mn__tile<R, CC>& t, const float* src, size_t lds, int nvalid) {
+template <int R, int CC> __device__ __forceinline__ void mn__tile_load(mn__tile<R, CC>& t, const float* src, size_t lds,
+                                                                       int nvalid) {
 #pragma unroll
     for (int m = 0; m < R * CC / 2048; m++) {
         int r, c; mn__tile_at<CC>(m, r, c);
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b4 = a;
-        if (r < nvalid) { a = *(const float4*)(src + (size_t)r * lds + c); b4 = *(const float4*)(src + (size_t)r * lds + c + 4); }
-        t.v[m][0] = a.x; t.v[m][1] = a.y; t.v[m][2] = a.z; t.v[m][3] = a.w; t.v[m][4] = b4.x; t.v[m][5] = b4.y; t.v[m][6] = b4.z; t.v[m][7] = b4.w;
+        if (r < nvalid) {
+            a = *(const float4*)(src + (size_t)r * lds + c);
+            b4 = *(const float4*)(src + (size_t)r * lds + c + 4);
+        }
+        t.v[m][0] = a.x; t.v[m][1] = a.y; t.v[m][2] = a.z; t.v[m][3] = a.w; t.v[m][4] = b4.x; t.v[m][5] = b4.y;
+        t.v[m][6] = b4.z; t.v[m][7] = b4.w;
     }
 }
 template <int R, int CC> __device__ __forceinline__ float mn__tile_max(const mn__tile<R, CC>& t) {
@@ -1449,7 +1463,8 @@ template <int R, int CC> __device__ __forceinline__ float mn__tile_max(const mn_
     return mx;
 }
 // dst[mn__cm(r, c, CC)] = sc * tile: 16-byte stores, a quarter-warp fills one core matrix
-template <int R, int CC> __device__ __forceinline__ void mn__tile_store(const mn__tile<R, CC>& t, __half* dst, float sc) {
+template <int R, int CC> __device__ __forceinline__ void mn__tile_store(const mn__tile<R, CC>& t, __half* dst,
+                                                                        float sc) {
 #pragma unroll
     for (int m = 0; m < R * CC / 2048; m++) {
         int r, c; mn__tile_at<CC>(m, r, c);
@@ -1460,7 +1475,8 @@ template <int R, int CC> __device__ __forceinline__ void mn__tile_store(const mn
     }
 }
 // dst[mn__cm(c, r, R)] = sc * tile: the transpose (2-byte stores)
-template <int R, int CC> __device__ __forceinline__ void mn__tile_store_t(const mn__tile<R, CC>& t, __half* dst, float sc) {
+template <int R, int CC> __device__ __forceinline__ void mn__tile_store_t(const mn__tile<R, CC>& t, __half* dst,
+                                                                          float sc) {
 #pragma unroll
     for (int m = 0; m < R * CC / 2048; m++) {
         int r, c; mn__tile_at<CC>(m, r, c);
@@ -1483,38 +1499,8 @@ __device__ __forceinline__ void mn__block_scales4(float (&m)[4], float* red) {
     }
 }
 // row r, columns c, c+1 of a core-matrix fp16 operand (kd columns), as floats
-__device__ __forceinline__ float2 mn__cm2(const __half* s, int r, int c, int kd) { return __half22float2(*(const __half2*)&s[mn__cm(r, c, kd)]); }
-
-// Loads rows x cols (cols % 4 == 0) fp32 from global (row i at src + i * lds, or from token rows
-// of chunk (b,h,n) when tok != NULL) into fp16 smem (stride ld), times a power of two that brings
-// the largest |entry| to <= 1: two passes over the source (the second from L2). Returns the scale.
-// red8: 8 floats of shared scratch. All threads of the block must call it.
-__device__ float mn__load_f16_scaled(__half* dst, int ld, const float* src, size_t lds, const mn__rows* tok, size_t b, size_t h, size_t n, unsigned T, int rows, int cols, float* red8) {
-    const int tid = threadIdx.x;
-    float mx = 0.f;
-#pragma unroll 8
-    for (int idx = tid; idx < rows * cols / 4; idx += 256) {
-        int row = idx / (cols / 4), col = (idx % (cols / 4)) * 4;
-        if (tok && n * MN__MC + row >= T) continue;
-        float4 v = *(const float4*)((tok ? mn__row(*tok, b, h, n, row) : src + row * lds) + col);
-        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-    }
-    mx = mn__warp_max(mx);
-    if ((tid & 31) == 0) red8[tid >> 5] = mx;
-    __syncthreads();
-    mx = red8[0];
-    for (int i = 1; i < 8; i++) mx = fmaxf(mx, red8[i]);
-    const float sc = mn__mscale(mx);
-#pragma unroll 8
-    for (int idx = tid; idx < rows * cols / 4; idx += 256) {
-        int row = idx / (cols / 4), col = (idx % (cols / 4)) * 4;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (!tok || n * MN__MC + row < T) v = *(const float4*)((tok ? mn__row(*tok, b, h, n, row) : src + row * lds) + col);
-        *(__half2*)&dst[row * ld + col] = __floats2half2_rn(v.x * sc, v.y * sc);
-        *(__half2*)&dst[row * ld + col + 2] = __floats2half2_rn(v.z * sc, v.w * sc);
-    }
-    __syncthreads();                                  // red8 free again, dst complete
-    return sc;
+__device__ __forceinline__ float2 mn__cm2(const __half* s, int r, int c, int kd) {
+    return __half22float2(*(const __half2*)&s[mn__cm(r, c, kd)]);
 }
 
 // floats of the wgmma CG kernel's output-stage prefetch: raw S_n (K,K+4), then raw Vc (C,K+4)
@@ -1534,8 +1520,16 @@ typedef struct mn__cg_args {
     float stop, eps;          // squared relative residual where a row stops; fla's 1e-5 (else 0)
 } mn__cg_args;
 
+template <int K>
+__device__ __forceinline__ void mn__cg_load_mma(__half* sK, __half* sH, const float* Hg, const mn__rows& kk,
+                                                size_t b, size_t h, size_t n, unsigned T, bool solve,
+                                                const float* misc);
+__device__ float mn__load_f16_scaled(__half* dst, int ld, const float* src, size_t lds, const mn__rows* tok, size_t b,
+                                     size_t h, size_t n, unsigned T, int rows, int cols, float* red8);
 // Where (row, col) of a C x K fp16 operand sits in the CG kernel's shared memory.
-template <int K, bool WG> __device__ __forceinline__ int mn__pidx(int row, int col) { return WG ? mn__cm(row, col, K) : row * (K + 8) + col; }
+template <int K, bool WG> __device__ __forceinline__ int mn__pidx(int row, int col) {
+    return WG ? mn__cm(row, col, K) : row * (K + 8) + col;
+}
 
 // One block per chunk i = n B H + b H + h: X = A^-1 RHS for its 64 rows, and with output = 1 the
 // chunk's output O. stop = tolerance^2 (or float eps^2 for a fixed count); fla = 1: no stopping
@@ -1543,7 +1537,8 @@ template <int K, bool WG> __device__ __forceinline__ int mn__pidx(int row, int c
 // WG: the products by wgmma (core-matrix layouts; sV then holds Kc^T, and Vc^T in the output stage).
 template <int K, bool WG>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
-    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2, SR = K + 4;   // SR: prefetch rows (mn__cg_stage), 4 banks apart
+    // SR: prefetch rows (mn__cg_stage), 4 banks apart
+    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16, KH = K / 2, SR = K + 4;
     extern __shared__ __align__(16) unsigned char mn__smem[];
     __half* sK = (__half*)mn__smem;               // (C,SK)  Kc
     __half* sP = sK + C * SK;                     // (C,SK)  P (then X), row-scaled
@@ -1578,13 +1573,15 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             int col = KH * wn + 8 * j + qc;
-            float2 u0 = v0ok ? *(const float2*)&R0[col] : make_float2(0.f, 0.f), u1 = v1ok ? *(const float2*)&R1[col] : make_float2(0.f, 0.f);
+            float2 u0 = v0ok ? *(const float2*)&R0[col] : make_float2(0.f, 0.f),
+                u1 = v1ok ? *(const float2*)&R1[col] : make_float2(0.f, 0.f);
             r[j][0] = u0.x; r[j][1] = u0.y; r[j][2] = u1.x; r[j][3] = u1.y;
             lam[j][0] = A.lamb[(size_t)h * K + col]; lam[j][1] = A.lamb[(size_t)h * K + col + 1];
         }
     }
     const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1];
-    mn__mesa_mfill(sM, NULL, SC, A.cb, A.bp, i, red);   // (red is free until the first rowsum; that barrier publishes sM)
+    // (red is free until the first rowsum; that barrier publishes sM)
+    mn__mesa_mfill(sM, NULL, SC, A.cb, A.bp, i, red);
     if constexpr (WG) {                               // Kc, Kc^T (GEMM2's B) and H_n (= H_n^T) in core-matrix layout
         const int kval = A.kk.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
         mn__tile<C, K> tk;                            // both in flight at once
@@ -1598,7 +1595,10 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
         if (A.output) {                               // the output stage's S_n and Vc, raw, in flight during the solve
             const float* Sg = A.Ss + i * (size_t)K * K;
             const int vval = A.vv.all || (n + 1) * C <= A.T ? C : (int)(A.T - n * C);
-            for (int idx = tid; idx < K * K / 4; idx += 256) { int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4; mn__cp16z(stS + rr * SR + cc, Sg + (size_t)rr * K + cc, true); }
+            for (int idx = tid; idx < K * K / 4; idx += 256) {
+                int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4;
+                mn__cp16z(stS + rr * SR + cc, Sg + (size_t)rr * K + cc, true);
+            }
             for (int idx = tid; idx < C * K / 4; idx += 256) {
                 int rr = idx / (K / 4), cc = (idx % (K / 4)) * 4;
                 mn__cp16z(stV + rr * SR + cc, mn__row(A.vv, b, h, n, rr < vval ? rr : 0) + cc, rr < vval);
@@ -1606,23 +1606,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
             mn__cp_commit();
         }
     } else {
-#pragma unroll
-        for (int idx = tid; idx < C * K / 4; idx += 256) {
-            int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
-            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (A.kk.all || n * C + row < A.T) v = *(const float4*)(mn__row(A.kk, b, h, n, row) + col);
-            *(__half2*)&sK[row * SK + col] = __floats2half2_rn(v.x, v.y);
-            *(__half2*)&sK[row * SK + col + 2] = __floats2half2_rn(v.z, v.w);
-        }
-        __syncthreads();
-        const float hs = misc[0];
-#pragma unroll 8
-        for (int idx = tid; idx < K * K / 4 && solve; idx += 256) {
-            float4 v = ((const float4*)Hg)[idx];
-            int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
-            *(__half2*)&sH[row * SK + col] = __floats2half2_rn(v.x * hs, v.y * hs);
-            *(__half2*)&sH[row * SK + col + 2] = __floats2half2_rn(v.z * hs, v.w * hs);
-        }
+        mn__cg_load_mma<K>(sK, sH, Hg, A.kk, b, h, n, A.T, solve, misc);
     }
     const float hs = misc[0], gh0 = gam0 / hs, gh1 = gam1 / hs;
     float d0 = 0.f, d1 = 0.f;
@@ -1724,7 +1708,10 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
     // ---- output stage: O = ((X Kc^T) . M) Vc + diag(Gam) X S_n (V == K) ----
     float xn0 = 0.f, xn1 = 0.f;
 #pragma unroll
-    for (int j = 0; j < NT; j++) { xn0 += x[j][0] * x[j][0] + x[j][1] * x[j][1]; xn1 += x[j][2] * x[j][2] + x[j][3] * x[j][3]; }
+    for (int j = 0; j < NT; j++) {
+        xn0 += x[j][0] * x[j][0] + x[j][1] * x[j][1];
+        xn1 += x[j][2] * x[j][2] + x[j][3] * x[j][3];
+    }
     mn__rowsum(xn0, xn1, red, wm, wn, lane);          // also: every thread is past the CG loop
     const float sx0 = mn__pscale(xn0), sx1 = mn__pscale(xn1);
 #pragma unroll
@@ -1770,7 +1757,9 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_cg(mn__cg_args A) {
 
 // Solves every chunk's systems (and with out != NULL computes the output). rhs, kk, vv, xo, oo:
 // row descriptors; iters (B,T,H) or NULL.
-static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv, mn__rows xo, mn__rows oo, int output, int* iters, const mn__mesa_ws* w, const float* lamb, size_t B, size_t T, size_t H, size_t K, const mn_mesa_opts* op) {
+static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv, mn__rows xo, mn__rows oo, int output,
+                       int* iters, const mn__mesa_ws* w, const float* lamb, size_t B, size_t T, size_t H, size_t K,
+                       const mn_mesa_opts* op) {
     size_t NCH = (T + MN__MC - 1) / MN__MC * B * H;
     mn__cg_args a;
     memset(&a, 0, sizeof a);
@@ -1780,21 +1769,35 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
     a.n_iter = op->cg_iters; a.fla = op->fla; a.output = output;
     a.stop = op->cg_tol > 0 ? (float)(op->cg_tol * op->cg_tol) : 1.1920929e-07f * 1.1920929e-07f;
     a.eps = op->fla ? 1e-5f : 0.f;
-    if (NCH > 0x7fffffff || T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, "mesa cg", "too many chunks for one grid", __LINE__);
+    if (NCH > 0x7fffffff || T > 0xffffffffu)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mesa cg", "too many chunks for one grid", __LINE__);
     if (K == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA) {
         static int attr = 0;
-        const size_t stage = (size_t)mn__cg_stage<128>() * sizeof(float), smem = mn__cg_smem<128>() + (output ? stage : 0);
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(mn__cg_smem<128>() + stage))); attr = 1; }
+        const size_t stage = (size_t)mn__cg_stage<128>() * sizeof(float),
+            smem = mn__cg_smem<128>() + (output ? stage : 0);
+        if (!attr) {
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)(mn__cg_smem<128>() + stage)));
+            attr = 1;
+        }
         mn__k_mesa_cg<128, true><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     } else if (K == 128) {
         static int attr = 0;
         size_t smem = mn__cg_smem<128>();
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        if (!attr) {
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<128, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem));
+            attr = 1;
+        }
         mn__k_mesa_cg<128, false><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     } else {
         static int attr = 0;
         size_t smem = mn__cg_smem<64>();
-        if (!attr) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); attr = 1; }
+        if (!attr) {
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_cg<64, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)smem));
+            attr = 1;
+        }
         mn__k_mesa_cg<64, false><<<(unsigned)NCH, 256, smem, MN__STREAM>>>(a);
     }
     MN__LAUNCHED();
@@ -1813,7 +1816,7 @@ static int mn__mesa_cg(mn_cuda_ctx* ctx, mn__rows rhs, mn__rows kk, mn__rows vv,
 //   dKb  = (Do . Mp)^T X + diag(e) Vc dSe^T :  dk = diag(beta) dKb (written), dbeta += dKb . k
 //   dv  += (Sx . M)^T dO + diag(e beta) Kc dSe
 //   db_a = Gam_a x_a . T1_a + sum_j E[a,j] - sum_a' E[a',a] - w_a,  w_a = e_a beta_a (Kc dSe)_a . v_a,
-//   db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)          (mesa.md §3.2, B2)
+//   db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)          (pass B2)
 // A K x K state (fp32 at src) into fp16 shared memory (core-matrix layout, rows k) times its own
 // power-of-two scale, which it returns. All threads; ends with the async-proxy fence and a barrier.
 template <int K>
@@ -1833,7 +1836,8 @@ __device__ __forceinline__ float mn__mesa_state_load(__half* dst, const float* s
 // G goes to sSt (rows k) and G^T to sGt (2 K x K halfs over two C x K operands). Returns G's scale.
 // All threads; ends with the async-proxy fence and a barrier.
 template <int K>
-__device__ __forceinline__ float mn__mesa_grad_swap(__half* sSt, __half* sGt, const float* src, float s_old, float& f, float* misc) {
+__device__ __forceinline__ float mn__mesa_grad_swap(__half* sSt, __half* sGt, const float* src, float s_old, float& f,
+                                                    float* misc) {
     mn__tile<K, K> tg;
     mn__tile_load(tg, src, K, K);
     float fp = 0.f;
@@ -1841,7 +1845,10 @@ __device__ __forceinline__ float mn__mesa_grad_swap(__half* sSt, __half* sGt, co
     for (int m = 0; m < K * K / 2048; m++) {
         int r, c; mn__tile_at<K>(m, r, c);
 #pragma unroll
-        for (int e = 0; e < 8; e += 2) { float2 u = mn__cm2(sSt, r, c + e, K); fp += u.x * tg.v[m][e] + u.y * tg.v[m][e + 1]; }
+        for (int e = 0; e < 8; e += 2) {
+            float2 u = mn__cm2(sSt, r, c + e, K);
+            fp += u.x * tg.v[m][e] + u.y * tg.v[m][e + 1];
+        }
     }
     f += fp / s_old;
     float sc[4] = { mn__tile_max(tg), 0.f, 0.f, 0.f };
@@ -1867,10 +1874,16 @@ typedef struct mn__b2_args {
     const float *Ss, *dSe, *cb, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b2_args;
-static size_t mn__b2_smem(size_t K) { return (7 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 12 * MN__MC + 32) * sizeof(float); }
+static size_t mn__b2_smem(size_t K) {
+    return (7 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) +
+           (2 * MN__MC * (MN__MC + 8) + 12 * MN__MC + 32) * sizeof(float);
+}
 
 // quad sums (the 4 lanes of a row in the accumulator layout)
-__device__ __forceinline__ float mn__qsum(float v) { v += __shfl_xor_sync(0xffffffffu, v, 1); return v + __shfl_xor_sync(0xffffffffu, v, 2); }
+__device__ __forceinline__ float mn__qsum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
 
 template <int K>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
@@ -1898,7 +1911,8 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     const float *Sn = A.Ss + i * (size_t)K * K, *dS = A.dSe + i * (size_t)K * K;
     // the rows' scalars now, in flight with the tiles below (a load in mid-kernel is a round trip)
     const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1];
-    const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1], gamC = A.GamC[i];
+    const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1],
+        gamC = A.GamC[i];
     float sx, sk, sd, sv, ss;
     {   // every operand of the first phase in flight at once, then one barrier for their scales
         mn__tile<C, K> tx, tk, td, tv;
@@ -1980,7 +1994,8 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
     // dSe (rows k) and dSe^T (rows v) replace S_n and X^T, dO^T; <S_n, dSe> from S_n's fp16 copy on the way
     float f = 0.f;
     __syncthreads();                         // both warpgroups are past their reads of sX, sD, sXt, sDt
-    float* sdk = (float*)sX;                 // (32 per thread, interleaved) beta T2, kept for the dk store; over sX and sD
+    // (32 per thread, interleaved) beta T2, kept for the dk store; over sX and sD
+    float* sdk = (float*)sX;
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         sdk[((4 * j + 0) << 8) + tid] = be0 * acc[j][0]; sdk[((4 * j + 1) << 8) + tid] = be0 * acc[j][1];
@@ -1998,16 +2013,25 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int col = KH * wn + 8 * j + qc;
-            float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K), v0 = mn__cm2(sV, r0, col, K), v1 = mn__cm2(sV, r1, col, K);
+            float2 k0 = mn__cm2(sK, r0, col, K), k1 = mn__cm2(sK, r1, col, K), v0 = mn__cm2(sV, r0, col, K),
+                v1 = mn__cm2(sV, r1, col, K);
             float a0 = acc[j][0] * t3u, a1 = acc[j][1] * t3u, a2 = acc[j][2] * t3u, a3 = acc[j][3] * t3u;
             float c0 = ca[j][0] * t4u, c1 = ca[j][1] * t4u, c2 = ca[j][2] * t4u, c3 = ca[j][3] * t4u;
             q[2][0] += e0 * (a0 * k0.x + a1 * k0.y); q[2][1] += e1 * (a2 * k1.x + a3 * k1.y);
             q[3][0] += eb0 * (c0 * v0.x + c1 * v0.y); q[3][1] += eb1 * (c2 * v1.x + c3 * v1.y);
-            *(float2*)(dk0 + col) = make_float2(sdk[((4 * j + 0) << 8) + tid] + be0 * e0 * a0, sdk[((4 * j + 1) << 8) + tid] + be0 * e0 * a1);
-            *(float2*)(dk1 + col) = make_float2(sdk[((4 * j + 2) << 8) + tid] + be1 * e1 * a2, sdk[((4 * j + 3) << 8) + tid] + be1 * e1 * a3);
+            *(float2*)(dk0 + col) = make_float2(sdk[((4 * j + 0) << 8) + tid] + be0 * e0 * a0,
+                                                sdk[((4 * j + 1) << 8) + tid] + be0 * e0 * a1);
+            *(float2*)(dk1 + col) = make_float2(sdk[((4 * j + 2) << 8) + tid] + be1 * e1 * a2,
+                                                sdk[((4 * j + 3) << 8) + tid] + be1 * e1 * a3);
             // dv += (Sx . M)^T dO + diag(e beta) T4: each entry has one adder in this kernel (red.add, no round trip)
-            if (ok0) { atomicAdd(dv0 + col, cb[j][0] * pu + eb0 * c0); atomicAdd(dv0 + col + 1, cb[j][1] * pu + eb0 * c1); }
-            if (ok1) { atomicAdd(dv1 + col, cb[j][2] * pu + eb1 * c2); atomicAdd(dv1 + col + 1, cb[j][3] * pu + eb1 * c3); }
+            if (ok0) {
+                atomicAdd(dv0 + col, cb[j][0] * pu + eb0 * c0);
+                atomicAdd(dv0 + col + 1, cb[j][1] * pu + eb0 * c1);
+            }
+            if (ok1) {
+                atomicAdd(dv1 + col, cb[j][2] * pu + eb1 * c2);
+                atomicAdd(dv1 + col + 1, cb[j][3] * pu + eb1 * c3);
+            }
         }
         q[2][0] /= sk; q[2][1] /= sk; q[3][0] /= sv; q[3][1] /= sv;
     }
@@ -2039,7 +2063,7 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b2_wg(mn__b2_args A) {
 //   dKb   = -(Dq . Mp)^T X + diag(e) Kc dHe^T
 //   dk   += dKp (B2's part) + diag(beta) dKb - (Sx . M)^T dQ + diag(e beta) Kc dHe
 //   dbeta += dbp (B2's) + dKb . k ;  dg += dgp (B2's) + revcumsum(db), db_last += sum w + GamC <H_n, dHe>
-//   dq   += dQ ;  lp (this chunk's dlambda) = -colsum(dQ . X)                    (mesa.md §3.2, B5)
+//   dq   += dQ ;  lp (this chunk's dlambda) = -colsum(dQ . X)                    (pass B5)
 typedef struct mn__b5_args {
     mn__rows X, Kr, dQ, dKp;                 // xs, k, the adjoint solves (packed), B2's dk part (packed)
     mn__rows dq, dk;                         // accumulated (caller's layout)
@@ -2048,7 +2072,10 @@ typedef struct mn__b5_args {
     const float *Hs, *dHe, *cb, *Gam, *e, *eb, *bp, *GamC;
     unsigned B, H, T;
 } mn__b5_args;
-static size_t mn__b5_smem(size_t K) { return (5 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) + (2 * MN__MC * (MN__MC + 8) + 10 * MN__MC + 2 * K + 32) * sizeof(float); }
+static size_t mn__b5_smem(size_t K) {
+    return (5 * (MN__MC * K + 2 * K) + K * K + 2 * K) * sizeof(__half) +
+           (2 * MN__MC * (MN__MC + 8) + 10 * MN__MC + 2 * K + 32) * sizeof(float);
+}
 
 template <int K>
 __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
@@ -2075,7 +2102,8 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     const float *Hn = A.Hs + i * (size_t)K * K, *dH = A.dHe + i * (size_t)K * K;
     // the rows' scalars now, in flight with the tiles below (a load in mid-kernel is a round trip)
     const float gam0 = A.Gam[i * C + r0], gam1 = A.Gam[i * C + r1], be0 = A.bp[i * C + r0], be1 = A.bp[i * C + r1];
-    const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1], gamC = A.GamC[i];
+    const float e0 = A.e[i * C + r0], e1 = A.e[i * C + r1], eb0 = A.eb[i * C + r0], eb1 = A.eb[i * C + r1],
+        gamC = A.GamC[i];
     const float dbp = tid < C ? A.dbp[i * C + tid] : 0.f, dgp = tid < C ? A.dgp[i * C + tid] : 0.f;
     float sx, sq, sk, sh;
     {
@@ -2099,7 +2127,8 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
         }
 #pragma unroll
         for (int e = 0; e < 8; e++) {
-            cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 1); cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 2); cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 4);
+            cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 1); cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 2);
+            cs[e] += __shfl_xor_sync(0xffffffffu, cs[e], 4);
             if ((lane & 7) == 0) slp[(tid >> 7) * K + 8 * ((tid >> 3) & 15) + e] = cs[e];
         }
         float sc[4] = { mn__tile_max(tx), mn__tile_max(tq), mn__tile_max(tk), 0.f };
@@ -2162,7 +2191,10 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     {
         const float *p0 = mn__row(A.dKp, b, h, n, r0), *p1 = mn__row(A.dKp, b, h, n, r1);
 #pragma unroll
-        for (int j = 0; j < 8; j++) { dkp[j][0] = *(const float2*)(p0 + KH * wn + 8 * j + qc); dkp[j][1] = *(const float2*)(p1 + KH * wn + 8 * j + qc); }
+        for (int j = 0; j < 8; j++) {
+            dkp[j][0] = *(const float2*)(p0 + KH * wn + 8 * j + qc);
+            dkp[j][1] = *(const float2*)(p1 + KH * wn + 8 * j + qc);
+        }
     }
     const float sg = mn__mesa_grad_swap<K>(sH, sXt, dH, sh, f, misc);
     mn__wg_fence();
@@ -2180,8 +2212,14 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
             float c0 = ca[j][0] * v, c1 = ca[j][1] * v, c2 = ca[j][2] * v, c3 = ca[j][3] * v;
             q[2][0] += e0 * (a0 * k0.x + a1 * k0.y); q[2][1] += e1 * (a2 * k1.x + a3 * k1.y);
             q[3][0] += eb0 * (c0 * k0.x + c1 * k0.y); q[3][1] += eb1 * (c2 * k1.x + c3 * k1.y);
-            if (ok0) { atomicAdd(dk0 + col, d0.x + cb[j][0] + be0 * e0 * a0 + eb0 * c0); atomicAdd(dk0 + col + 1, d0.y + cb[j][1] + be0 * e0 * a1 + eb0 * c1); }
-            if (ok1) { atomicAdd(dk1 + col, d1.x + cb[j][2] + be1 * e1 * a2 + eb1 * c2); atomicAdd(dk1 + col + 1, d1.y + cb[j][3] + be1 * e1 * a3 + eb1 * c3); }
+            if (ok0) {
+                atomicAdd(dk0 + col, d0.x + cb[j][0] + be0 * e0 * a0 + eb0 * c0);
+                atomicAdd(dk0 + col + 1, d0.y + cb[j][1] + be0 * e0 * a1 + eb0 * c1);
+            }
+            if (ok1) {
+                atomicAdd(dk1 + col, d1.x + cb[j][2] + be1 * e1 * a2 + eb1 * c2);
+                atomicAdd(dk1 + col + 1, d1.y + cb[j][3] + be1 * e1 * a3 + eb1 * c3);
+            }
         }
         q[2][0] /= sk; q[2][1] /= sk; q[3][0] /= sk; q[3][1] /= sk;
     }
@@ -2193,7 +2231,8 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     f = mn__block_sum(f, misc);              // its barriers publish red
     if (tid < C) {
         const int a = tid;
-        const float gs = red[1 * C + a] + red[(NQ + 1) * C + a], dkb = red[2 * C + a] + red[(NQ + 2) * C + a], w = red[3 * C + a] + red[(NQ + 3) * C + a];
+        const float gs = red[1 * C + a] + red[(NQ + 1) * C + a], dkb = red[2 * C + a] + red[(NQ + 2) * C + a],
+            w = red[3 * C + a] + red[(NQ + 3) * C + a];
         sw[a] = w; sdb[a] = -red[a] - gs - w;
         if (a < nval) A.dbeta[(b * A.T + n * C + a) * A.H + h] += dbp + dkb;
     }
@@ -2203,119 +2242,6 @@ __global__ void __launch_bounds__(256, 1) mn__k_mesa_b5_wg(mn__b5_args A) {
     if (tid < nval) A.dg[(b * A.T + n * C + tid) * A.H + h] += dgp + sdb[tid];
 }
 
-// ---- intra-chunk backward kernels (one block of 256 threads per chunk; C = 64) ----------------
-// B2, rows and columns. On entry Sx = X Kc^T, Do = dO Vc^T, Xb = dO S_n^T. forward: o_a = Gam_a
-// S_n^T x_a + sum_{j<=a} M[a,j] (x_a.k_j) v_j with M[a,j] = exp(b_a - b_j) beta_j, so with
-// E = Sx . M . Do (dM[a,j]/db_a = M, dM/db_j = -M):
-//   db_a = Gam_a x_a.Xb_a + sum_{j<=a} E[a,j] - sum_{a'>=a} E[a',a]
-// then Xb <- diag(Gam) Xb, Do <- Do . M, DoMp = Do . Mp, Sx <- Sx . M (kept for dv and B5).
-__global__ void mn__k_mesa_b2a(float* db, float* Xb, float* Sx, float* Do, float* DoMp, const float* M, const float* Mp, const float* Xp, const float* Gam, int K) {
-    __shared__ float sr[MN__MC], sc[MN__MC];
-    const size_t i = blockIdx.x, cc = i * MN__MC * MN__MC, ck = i * MN__MC * K;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int a = warp; a < MN__MC; a += 8) {
-        float s = 0.f, e = 0.f;
-        for (int k = lane; k < K; k += 32) s += Xp[ck + a * K + k] * Xb[ck + a * K + k];
-        for (int j = lane; j <= a; j += 32) e += Sx[cc + a * MN__MC + j] * M[cc + a * MN__MC + j] * Do[cc + a * MN__MC + j];
-        s = mn__warp_sum(s); e = mn__warp_sum(e);
-        if (lane == 0) sr[a] = Gam[i * MN__MC + a] * s + e;
-    }
-    if (tid < MN__MC) {
-        float e = 0.f;
-        for (int a = tid; a < MN__MC; a++) e += Sx[cc + a * MN__MC + tid] * M[cc + a * MN__MC + tid] * Do[cc + a * MN__MC + tid];
-        sc[tid] = e;
-    }
-    __syncthreads();                                   // every sum has read the originals
-    if (tid < MN__MC) db[i * MN__MC + tid] = sr[tid] - sc[tid];
-    for (int idx = tid; idx < MN__MC * MN__MC; idx += 256) {
-        float d = Do[cc + idx], m = M[cc + idx];
-        DoMp[cc + idx] = d * Mp[cc + idx]; Do[cc + idx] = d * m; Sx[cc + idx] *= m;
-    }
-    for (int idx = tid; idx < MN__MC * K; idx += 256) Xb[ck + idx] *= Gam[i * MN__MC + idx / K];
-}
-// The chunk's last decay-gradient terms and dg: db[C-1] += last, then dg_t += sum_{s>=t} db_s.
-__device__ void mn__mesa_db_finish(float* dgp, float* sdb, const float* sw, float last, size_t i) {
-    mn__mesa_db_revcum(sdb, sw, last);
-    for (int a = 0; a < MN__MC; a++) dgp[i * MN__MC + a] += sdb[a];
-}
-// B2, the rest. On entry tk = (Do . Mp)^T X, tq = Vc dSe^T, tv = Kc dSe (dSe: gradient of the state
-// at the chunk END). With dKb the gradient w.r.t. beta_j k_j in S's update:
-//   dKb = tk + diag(e) tq: dbeta += dKb.k, dk += beta dKb ; dv += diag(e beta) tv ;
-//   w_a = e_a beta_a (tv_a.v_a): db_a -= w_a, db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)
-__global__ void mn__k_mesa_b2b(float* dKp, float* dVp, float* dbp, float* dgp, const float* db, const float* tk, const float* tq, const float* tv,
-                               const float* Kp, const float* Vp, const float* bp, const float* e, const float* eb, const float* GamC, const float* Ss, const float* dSe, int K, int V) {
-    __shared__ float sdb[MN__MC], sw[MN__MC], sh[32];
-    const size_t i = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int a = warp; a < MN__MC; a += 8) {
-        size_t ra = i * MN__MC + a, rk = ra * K, rv = ra * V;
-        float ea = e[ra], be = bp[ra], eba = eb[ra], s = 0.f, wv = 0.f;
-        for (int k = lane; k < K; k += 32) { float d = tk[rk + k] + ea * tq[rk + k]; s += d * Kp[rk + k]; dKp[rk + k] += be * d; }
-        for (int v = lane; v < V; v += 32) { float t = tv[rv + v]; wv += t * Vp[rv + v]; dVp[rv + v] += eba * t; }
-        s = mn__warp_sum(s); wv = mn__warp_sum(wv);
-        if (lane == 0) { dbp[ra] += s; sw[a] = eba * wv; sdb[a] = db[ra] - eba * wv; }
-    }
-    float f = 0.f;
-    const float *S = Ss + i * (size_t)K * V, *G = dSe + i * (size_t)K * V;
-    for (int idx = tid; idx < K * V; idx += 256) f += S[idx] * G[idx];
-    f = mn__block_sum(f, sh);                          // its barriers also publish sdb, sw
-    if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
-}
-// B5, rows and columns. On entry SxM = Sx . M (from B2), Dq = dQ Kc^T, tk = X H_n^T. forward: H's
-// read-out enters through A_t x = q, dL/dH_t = -dq_t x_t^T, so with E' = -SxM . Dq:
-//   db_a = sum_{j<=a} E'[a,j] - sum_{a'>=a} E'[a',a] - Gam_a dq_a.(H_n x_a) ;
-//   lp (this chunk's dlambda) = -colsum(dQ . X) ; then Dq <- -Dq . Mp.
-__global__ void mn__k_mesa_b5a(float* db, float* lp, float* Dq, const float* SxM, const float* Mp, const float* dQ, const float* Xp, const float* tk, const float* Gam, int K) {
-    __shared__ float sr[MN__MC], sc[MN__MC];
-    const size_t i = blockIdx.x, cc = i * MN__MC * MN__MC, ck = i * MN__MC * K;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int a = warp; a < MN__MC; a += 8) {
-        float s = 0.f, e = 0.f;
-        for (int k = lane; k < K; k += 32) s += dQ[ck + a * K + k] * tk[ck + a * K + k];
-        for (int j = lane; j <= a; j += 32) e -= SxM[cc + a * MN__MC + j] * Dq[cc + a * MN__MC + j];
-        s = mn__warp_sum(s); e = mn__warp_sum(e);
-        if (lane == 0) sr[a] = e - Gam[i * MN__MC + a] * s;
-    }
-    if (tid < MN__MC) {
-        float e = 0.f;
-        for (int a = tid; a < MN__MC; a++) e -= SxM[cc + a * MN__MC + tid] * Dq[cc + a * MN__MC + tid];
-        sc[tid] = e;
-    }
-    for (int k = tid; k < K; k += 256) {
-        float s = 0.f;
-        for (int a = 0; a < MN__MC; a++) s += dQ[ck + a * K + k] * Xp[ck + a * K + k];
-        lp[i * K + k] = -s;
-    }
-    __syncthreads();
-    if (tid < MN__MC) db[i * MN__MC + tid] = sr[tid] - sc[tid];
-    for (int idx = tid; idx < MN__MC * MN__MC; idx += 256) Dq[cc + idx] = -Dq[cc + idx] * Mp[cc + idx];
-}
-// B5, the rest. On entry tk = (-Dq . Mp)^T X, t2 = Kc dHe^T, t3 = -(SxM)^T dQ, t4 = Kc dHe:
-//   dKb = tk + diag(e) t2 (k in the "key" slot of beta k k^T): dbeta += dKb.k, dk += beta dKb ;
-//   dk += t3 + diag(e beta) t4 (k in the "value" slot) ; w'_a = e_a beta_a (t4_a.k_a): db_a -= w'_a,
-//   db_last += sum w' + GamC <H_n, dHe> ; dg += revcumsum(db)
-__global__ void mn__k_mesa_b5b(float* dKp, float* dbp, float* dgp, const float* db, const float* tk, const float* t2, const float* t3, const float* t4,
-                               const float* Kp, const float* bp, const float* e, const float* eb, const float* GamC, const float* Hs, const float* dHe, int K) {
-    __shared__ float sdb[MN__MC], sw[MN__MC], sh[32];
-    const size_t i = blockIdx.x;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (int a = warp; a < MN__MC; a += 8) {
-        size_t ra = i * MN__MC + a, rk = ra * K;
-        float ea = e[ra], be = bp[ra], eba = eb[ra], s = 0.f, wv = 0.f;
-        for (int k = lane; k < K; k += 32) {
-            float kk = Kp[rk + k], d = tk[rk + k] + ea * t2[rk + k];
-            s += d * kk; wv += t4[rk + k] * kk;
-            dKp[rk + k] += be * d + t3[rk + k] + eba * t4[rk + k];
-        }
-        s = mn__warp_sum(s); wv = mn__warp_sum(wv);
-        if (lane == 0) { dbp[ra] += s; sw[a] = eba * wv; sdb[a] = db[ra] - eba * wv; }
-    }
-    float f = 0.f;
-    const float *Hn = Hs + i * (size_t)K * K, *G = dHe + i * (size_t)K * K;
-    for (int idx = tid; idx < K * K; idx += 256) f += Hn[idx] * G[idx];
-    f = mn__block_sum(f, sh);
-    if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
-}
 // dlamb (H,K) += sum over chunks n and batch b of lp (NC,B,H,K)
 __global__ void mn__k_mesa_dlamb(float* dlamb, const float* lp, size_t NC, size_t B, size_t H, size_t K) {
     MN__FOR(idx, H * K) {
@@ -2328,23 +2254,30 @@ __global__ void mn__k_mesa_dlamb(float* dlamb, const float* lp, size_t NC, size_
 
 // ---- drivers ----------------------------------------------------------------------------------
 static int mn__mesa_check(mn_cuda_ctx* ctx, const mn_mesa_opts* op, size_t Dk, size_t Dv) {
-    if (Dk != Dv || (Dk != 64 && Dk != 128)) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels need Dk == Dv in {64, 128}", __LINE__);
+    if (Dk != Dv || (Dk != 64 && Dk != 128)) return mn__fail(ctx, MN_ERR_CONFIG, "mesa",
+                                                             "the CUDA kernels need Dk == Dv in {64, 128}", __LINE__);
     if (op->chunk != MN__MC) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels need chunk 64", __LINE__);
-    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels solve by CG only", __LINE__);
-    if (op->jacobi) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA chunkwise CG starts at x0 = 0 (jacobi = 0)", __LINE__);
+    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA kernels solve by CG only",
+                                                  __LINE__);
+    if (op->jacobi) return mn__fail(ctx, MN_ERR_CONFIG, "mesa", "the CUDA chunkwise CG starts at x0 = 0 (jacobi = 0)",
+                                    __LINE__);
     return MN_OK;
 }
 // Packs g and beta and builds the decay data (shared by the forward and the backward).
 // mm: also the C x C decay matrices M, Mp (the cuBLAS backward reads them; the kernels build their own)
-static int mn__mesa_prepare(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* g, const float* beta, size_t B, size_t T, size_t H, int mm) {
+static int mn__mesa_prepare(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* g, const float* beta, size_t B,
+                            size_t T, size_t H, int mm) {
     size_t NCH = (T + MN__MC - 1) / MN__MC * B * H;
-    mn__k_mesa_decay<<<(unsigned)NCH, MN__MC, 0, MN__STREAM>>>(w->Gam, w->e, w->eb, w->GamC, mm ? w->M : NULL, w->Mp, w->cb, w->bp, g, beta, (unsigned)B, (unsigned)T, (unsigned)H);
+    mn__k_mesa_decay<<<(unsigned)NCH, MN__MC, 0, MN__STREAM>>>(w->Gam, w->e, w->eb, w->GamC, mm ? w->M : NULL, w->Mp,
+                                                               w->cb, w->bp, g, beta, (unsigned)B, (unsigned)T,
+                                                               (unsigned)H);
     MN__LAUNCHED();
     return MN_OK;
 }
-// State pass (mesa.md §2.3 step 1): H_{n+1} = GamC H_n + Kt^T Kc, S_{n+1} = GamC S_n + Kt^T Vc with
+// State pass (the forward's states): H_{n+1} = GamC H_n + Kt^T Kc, S_{n+1} = GamC S_n + Kt^T Vc with
 // Kt = diag(e beta) Kc, both states in one launch; slots 0..NC of w->Hs, w->Ss.
-static int mn__mesa_states(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* hkk0, const float* hkv0, mn__rows kr, mn__rows vr, size_t B, size_t T, size_t H, size_t K, size_t V) {
+static int mn__mesa_states(mn_cuda_ctx* ctx, const mn__mesa_ws* w, const float* hkk0, const float* hkv0, mn__rows kr,
+                           mn__rows vr, size_t B, size_t T, size_t H, size_t K, size_t V) {
     mn__scan_job jh = { w->Hs, hkk0, NULL, kr, kr, (int)K }, js = { w->Ss, hkv0, NULL, kr, vr, (int)V };
     return mn__mesa_scan(ctx, 0, &jh, &js, w->eb, 1.f, w->GamC, B, T, H, K);
 }
@@ -2357,7 +2290,8 @@ static uint64_t mn__mesa_hash(const void* const* p, int np, const size_t* z, int
     for (int i = 0; i < nz; i++) { x ^= (uint64_t)z[i]; x *= 0x100000001B3ull; x ^= x >> 29; }
     return x | 1;                                     // never 0 (an empty slot)
 }
-static uint64_t mn__mesa_stamp(const float* work, const float* k, const float* v, const float* g, const float* beta, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, size_t V) {
+static uint64_t mn__mesa_stamp(const float* work, const float* k, const float* v, const float* g, const float* beta,
+                               const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, size_t V) {
     const void* p[7] = { work, k, v, g, beta, hkk0, hkv0 };
     const size_t z[5] = { B, T, H, K, V };
     return mn__mesa_hash(p, 7, z, 5);
@@ -2368,10 +2302,13 @@ static void mn__mesa_stamp_set(mn_cuda_ctx* ctx, const float* work, uint64_t sta
 }
 static int mn__mesa_stamp_ok(const mn_cuda_ctx* ctx, const float* work, uint64_t stamp) {
     int slot = (int)(((uintptr_t)work >> 8) % 16);
-    return ctx->mesa_keep_states && ctx->mesa_stamp[slot][0] == (uint64_t)(uintptr_t)work && ctx->mesa_stamp[slot][1] == stamp;
+    return ctx->mesa_keep_states && ctx->mesa_stamp[slot][0] == (uint64_t)(uintptr_t)work &&
+           ctx->mesa_stamp[slot][1] == stamp;
 }
 
-int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
+                         const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B,
+                         size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, NC = (T + MN__MC - 1) / MN__MC, BH = B * H;
@@ -2384,11 +2321,15 @@ int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, fl
     MN__TRY(mn__mesa_states(ctx, &w, hkk, hkv, kr, vr, B, T, H, K, V));         // step 1: states, read in place
     // the states in w (slots 0 .. NC-1) are what a backward recomputes first; with keep_states it may
     // take them (hkk/hkv are read here as the initial states and overwritten below with the final)
-    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? mn__mesa_stamp(work, k, v, g, beta, hkk, hkv, B, T, H, K, V) : 0);
+    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? mn__mesa_stamp(work, k, v, g, beta, hkk, hkv, B, T, H, K,
+                                                                         V) : 0);
     // steps 2 and 3 in one kernel: X = A^-1 Q, then O = ((X Kc^T) . M) Vc + diag(Gam) X S_n
-    MN__TRY(mn__mesa_cg(ctx, qr, kr, vr, xs ? mn__rows_bthd(xs, T, H, K) : mn__rows_packed(w.Xp, B, H, K), mn__rows_bthd(out, T, H, V), 1, iters, &w, lamb, B, T, H, K, op));
-    if (hkk) MN__CU(cudaMemcpyAsync(hkk, w.Hs + NC * BH * K * K, BH * K * K * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
-    if (hkv) MN__CU(cudaMemcpyAsync(hkv, w.Ss + NC * BH * K * V, BH * K * V * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
+    MN__TRY(mn__mesa_cg(ctx, qr, kr, vr, xs ? mn__rows_bthd(xs, T, H, K) : mn__rows_packed(w.Xp, B, H, K),
+                        mn__rows_bthd(out, T, H, V), 1, iters, &w, lamb, B, T, H, K, op));
+    if (hkk) MN__CU(cudaMemcpyAsync(hkk, w.Hs + NC * BH * K * K, BH * K * K * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    MN__STREAM));
+    if (hkv) MN__CU(cudaMemcpyAsync(hkv, w.Ss + NC * BH * K * V, BH * K * V * sizeof(float), cudaMemcpyDeviceToDevice,
+                                    MN__STREAM));
     return MN_OK;
 }
 
@@ -2396,16 +2337,23 @@ int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, fl
 // B2 and B5 one wgmma kernel each; nothing is packed: the kernels read xs, k, v, dout in place and
 // add into the caller's gradients, and only xbar, dQ and B2's dk, dbeta, dg parts go through the
 // workspace.
-static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0,
-                                const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* k, const float* v, const float* lamb,
-                                const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K, const mn_mesa_opts* op, int keep) {
+static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* dq, float* dk, float* dv, float* dg,
+                                float* dbeta, float* dlamb, float* dhkk0, float* dhkv0,
+                                const float* dout, const float* dhkk, const float* dhkv, const float* xs,
+                                const float* k, const float* v, const float* lamb,
+                                const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t K,
+                                const mn_mesa_opts* op, int keep) {
     const size_t NC = (T + MN__MC - 1) / MN__MC, NCH = NC * B * H;
-    const mn__rows Xr = mn__rows_bthd(xs, T, H, K), Kr = mn__rows_bthd(k, T, H, K), Vr = mn__rows_bthd(v, T, H, K), dOr = mn__rows_bthd(dout, T, H, K);
-    const mn__rows dQr = mn__rows_packed(w->dQ, B, H, K), xbar = mn__rows_packed(w->T1, B, H, K), dKp = mn__rows_packed(w->dKp, B, H, K);
+    const mn__rows Xr = mn__rows_bthd(xs, T, H, K), Kr = mn__rows_bthd(k, T, H, K), Vr = mn__rows_bthd(v, T, H, K),
+        dOr = mn__rows_bthd(dout, T, H, K);
+    const mn__rows dQr = mn__rows_packed(w->dQ, B, H, K), xbar = mn__rows_packed(w->T1, B, H, K),
+        dKp = mn__rows_packed(w->dKp, B, H, K);
     static int attr = 0;
     if (!attr) {
-        MN__CU(cudaFuncSetAttribute(mn__k_mesa_b2_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b2_smem(128)));
-        MN__CU(cudaFuncSetAttribute(mn__k_mesa_b5_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)mn__b5_smem(128)));
+        MN__CU(cudaFuncSetAttribute(mn__k_mesa_b2_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)mn__b2_smem(128)));
+        MN__CU(cudaFuncSetAttribute(mn__k_mesa_b5_wg<128>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)mn__b5_smem(128)));
         attr = 1;
     }
     if (!keep) MN__TRY(mn__mesa_states(ctx, w, hkk0, hkv0, Kr, Vr, B, T, H, K, K));            // B0
@@ -2416,7 +2364,8 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
     {   // B2
         mn__b2_args a;
         a.X = Xr; a.Kr = Kr; a.Vr = Vr; a.dO = dOr; a.xbar = xbar; a.dKp = dKp; a.dv = mn__rows_bthd(dv, T, H, K);
-        a.dbp = w->dbp; a.dgp = w->dgp; a.Ss = w->Ss; a.dSe = w->dSe; a.cb = w->cb; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
+        a.dbp = w->dbp; a.dgp = w->dgp; a.Ss = w->Ss; a.dSe = w->dSe; a.cb = w->cb; a.Gam = w->Gam; a.e = w->e;
+        a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
         a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
         mn__k_mesa_b2_wg<128><<<(unsigned)NCH, 256, mn__b2_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
     }
@@ -2427,9 +2376,11 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
     }
     {   // B5 and the final writes
         mn__b5_args a;
-        a.X = Xr; a.Kr = Kr; a.dQ = dQr; a.dKp = dKp; a.dq = mn__rows_bthd(dq, T, H, K); a.dk = mn__rows_bthd(dk, T, H, K);
+        a.X = Xr; a.Kr = Kr; a.dQ = dQr; a.dKp = dKp; a.dq = mn__rows_bthd(dq, T, H, K); a.dk = mn__rows_bthd(dk, T, H,
+                K);
         a.dbeta = dbeta; a.dg = dg; a.lp = w->lp; a.dbp = w->dbp; a.dgp = w->dgp;
-        a.Hs = w->Hs; a.dHe = w->dHe; a.cb = w->cb; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp; a.GamC = w->GamC;
+        a.Hs = w->Hs; a.dHe = w->dHe; a.cb = w->cb; a.Gam = w->Gam; a.e = w->e; a.eb = w->eb; a.bp = w->bp;
+        a.GamC = w->GamC;
         a.B = (unsigned)B; a.H = (unsigned)H; a.T = (unsigned)T;
         mn__k_mesa_b5_wg<128><<<(unsigned)NCH, 256, mn__b5_smem(128), MN__STREAM>>>(a); MN__LAUNCHED();
     }
@@ -2437,13 +2388,21 @@ static int mn__mesa_backward_wg(mn_cuda_ctx* ctx, const mn__mesa_ws* w, float* d
     return MN_OK;
 }
 
-// Backward, passes B0-B5 of mesa.md §3.2 (see mn_mesa_backward in mesanet.h, line for line).
-int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, float* dq, float* dk, float* dv, float* dg,
+                                    float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout,
+                                    const float* dhkk, const float* dhkv, const float* xs, const float* k,
+                                    const float* v, const float* lamb, const float* hkk0, const float* hkv0,
+                                    size_t B, size_t T, size_t H, size_t K, size_t V, const mn_mesa_opts* op, int keep);
+// Backward, passes B0-B5 (the top of this section; mn_mesa_backward in mesanet.h, line for line).
+int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb,
+                          float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv,
+                          const float* xs, const float* q, const float* k, const float* v, const float* g,
+                          const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B,
+                          size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, C = MN__MC, NC = (T + C - 1) / C, BH = B * H, NCH = NC * BH;
+    size_t K = Dk, V = Dv;
     mn__mesa_ws w;
-    float* dOp;
     (void)q;
     MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
     if (B * T * H == 0) return MN_OK;
@@ -2456,66 +2415,14 @@ int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, flo
     const int keep = mn__mesa_stamp_ok(ctx, work, stamp);
     mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? stamp : 0);
     if (fused)
-        return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, lamb, hkk0, hkv0, B, T, H, K, op, keep);
-    dOp = w.Qp;                                                            // q is not needed: its slot holds dout
-    mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H, K);
-    mn__rows dOr = mn__rows_packed(dOp, B, H, V), dQr = mn__rows_packed(w.dQ, B, H, K);
-    MN__TRY(mn__pack(ctx, w.Kp, k, B, T, H, K));
-    MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
-    MN__TRY(mn__pack(ctx, w.Xp, xs, B, T, H, K));
-    MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
-    MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(w.dbp, 0, NCH * C * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(w.dgp, 0, NCH * C * sizeof(float), MN__STREAM));
-    // B0: chunk-start states
-    if (!keep) MN__TRY(mn__mesa_states(ctx, &w, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
-    // B1: dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO  (o_a = Gam_a S_n^T x_a + ...); dS_0 into dhkv0
-    {
-        mn__scan_job j = { w.dSe, dhkv, dhkv0, Xr, dOr, (int)V };
-        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, 1.f, w.GamC, B, T, H, K));
-    }
-    // B2: xbar = diag(Gam) dO S_n^T + (Do . M) Kc, dv, and the kv part of dk, dbeta, dg
-    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));   // Sx = X Kc^T
-    MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));    // Do = dO Vc^T
-    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
-    mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K); MN__LAUNCHED();
-    MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));   // xbar += (Do.M) Kc
-    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (Do.Mp)^T X
-    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
-    MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
-    MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));   // dv += (Sx.M)^T dO
-    mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp, w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V); MN__LAUNCHED();
-    // B3: adjoint solve dQ = A^-1 xbar (A symmetric: the same CG, no output stage)
-    MN__TRY(mn__mesa_cg(ctx, mn__rows_packed(w.T1, B, H, K), Kr, Vr, dQr, dQr, 0, NULL, &w, lamb, B, T, H, K, op));
-    // B4: dHe_{n-1} = GamC dHe_n - (diag(Gam) dQ)^T X  (dL/dH_t = -dq_t x_t^T; rows index dq); dH_0 into dhkk0
-    {
-        mn__scan_job j = { w.dHe, dhkk, dhkk0, dQr, Xr, (int)K };
-        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, -1.f, w.GamC, B, T, H, K));
-    }
-    // B5: the kk part of dk, dbeta, dg, and dlambda
-    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.dQ, K, C * K, w.Kp, K, C * K, 0.f, w.A2, C, C * C, NCH));   // Dq = dQ Kc^T
-    MN__TRY(mn__gemm(ctx, 0, 1, C, K, K, 1.f, w.Xp, K, C * K, w.Hs, K, K * K, 0.f, w.T2, K, C * K, NCH));   // X H_n^T
-    mn__k_mesa_b5a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.lp, w.A2, w.A1, w.Mp, w.dQ, w.Xp, w.T2, w.Gam, (int)K); MN__LAUNCHED();
-    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A2, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));   // (-Dq.Mp)^T X
-    MN__TRY(mn__gemm(ctx, 0, 1, C, K, K, 1.f, w.Kp, K, C * K, w.dHe, K, K * K, 0.f, w.T3, K, C * K, NCH));  // Kc dHe^T
-    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, -1.f, w.A1, C, C * C, w.dQ, K, C * K, 0.f, w.T4, K, C * K, NCH));  // -(Sx.M)^T dQ
-    MN__TRY(mn__gemm(ctx, 0, 0, C, K, K, 1.f, w.Kp, K, C * K, w.dHe, K, K * K, 0.f, w.T5, K, C * K, NCH));  // Kc dHe
-    mn__k_mesa_b5b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.T5, w.Kp, w.bp, w.e, w.eb, w.GamC, w.Hs, w.dHe, (int)K); MN__LAUNCHED();
-    mn__k_mesa_dlamb<<<mn__grid(ctx, H * K, 256), 256, 0, MN__STREAM>>>(dlamb, w.lp, NC, B, H, K); MN__LAUNCHED();
-    // B6: back to (B,T,H,.) layout, accumulating
-    MN__TRY(mn__unpack(ctx, dq, w.dQ, B, T, H, K, 1));
-    MN__TRY(mn__unpack(ctx, dk, w.dKp, B, T, H, K, 1));
-    MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
-    MN__TRY(mn__unpack(ctx, dbeta, w.dbp, B, T, H, 1, 1));
-    MN__TRY(mn__unpack(ctx, dg, w.dgp, B, T, H, 1, 1));
-    return MN_OK;
+        return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v,
+                                    lamb, hkk0, hkv0, B, T, H, K, op, keep);
+    return mn__mesa_backward_cublas(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v,
+                                    lamb, hkk0, hkv0, B, T, H, K, V, op, keep);
 }
 
-// >>cuda_mesa_step
-// defines: mn_cuda_mesa_step
-//
-// The decode step (mesa.md §2.2; mn_mesa_step in mesanet.h, iteration for iteration): one thread
+// ---- the decode step (mn_cuda_mesa_step) --------------------------------------------------------
+// mn_mesa_step of mesanet.h, iteration for iteration, for B sequences in one launch: one thread
 // block of 8 warps per (sequence b, head h), the whole system on one multiprocessor, fp32 throughout.
 //   - H (K x K) lives in registers for the whole solve: warp w holds rows R w .. R w + R-1 (R = K/8),
 //     lane l columns CW l .. CW l + CW-1 (CW = K/32), so a warp's load of a row is one contiguous,
@@ -2534,9 +2441,8 @@ int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, flo
 // Stopping: as the CPU loop: before each iteration, stop when delta <= tol^2 delta_0 (tol = the
 // float epsilon for a fixed count), and after A p when p.Ap <= 0; never in fla mode. The Jacobi
 // guess is q / (diag H_t + lambda) as the CPU step (fla's Triton kernel adds 1e-5 to that
-// denominator; mesa.md §2.2).
+// denominator).
 
-__device__ __forceinline__ void mn__cp16(void* sdst, const void* gsrc) { mn__cp16z(sdst, gsrc, true); }
 
 // v[R] partial row sums of one warp -> the total of row lane / (32/R) in lane (see above). Written
 // as compile-time recursion: a runtime-halving loop is not unrolled and puts v in local memory.
@@ -2597,7 +2503,13 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
 #pragma unroll
     for (int ii = 0; ii < R; ii++) {
         const float* src = Hg + (size_t)(w * R + ii) * K + c0;
-        if constexpr (CW == 4) { float4 u = *(const float4*)src; Hr[ii][0] = u.x; Hr[ii][1] = u.y; Hr[ii][2] = u.z; Hr[ii][3] = u.w; }
+        if constexpr (CW == 4) {
+            float4 u = *(const float4*)src;
+            Hr[ii][0] = u.x;
+            Hr[ii][1] = u.y;
+            Hr[ii][2] = u.z;
+            Hr[ii][3] = u.w;
+        }
         else { float2 u = *(const float2*)src; Hr[ii][0] = u.x; Hr[ii][1] = u.y; }
     }
     {
@@ -2716,15 +2628,20 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
     }
 }
 
-int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k,
+                      const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
+                      size_t Dk, size_t Dv, const mn_mesa_opts* o) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, n = B * H;
     if ((K != 64 && K != 128) || V == 0 || V % 4 || K * V > 16384)
-        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "needs Dk in {64, 128}, Dv % 4 == 0 and Dk * Dv <= 16384", __LINE__);
-    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "the CUDA step solves by CG only", __LINE__);
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
+                        "needs Dk in {64, 128}, Dv % 4 == 0 and Dk * Dv <= 16384", __LINE__);
+    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
+                                                  "the CUDA step solves by CG only", __LINE__);
     if (n == 0) return MN_OK;
-    if (((uintptr_t)hkk | (uintptr_t)hkv) % 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "hkk and hkv must be 16-byte aligned", __LINE__);
+    if (((uintptr_t)hkk | (uintptr_t)hkv) % 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
+                                                                "hkk and hkv must be 16-byte aligned", __LINE__);
     if (n > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "B * H beyond the grid", __LINE__);
     mn__step_args a;
     memset(&a, 0, sizeof a);
@@ -2737,15 +2654,513 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
     if (K == 128) {
         static size_t set = 0;
         size_t smem = mn__step_smem<128>(V);
-        if (smem > set) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_step<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); set = smem; }
+        if (smem > set) {
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_step<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            set = smem;
+        }
         mn__k_mesa_step<128><<<(unsigned)n, 256, smem, MN__STREAM>>>(a);
     } else {
         static size_t set = 0;
         size_t smem = mn__step_smem<64>(V);
-        if (smem > set) { MN__CU(cudaFuncSetAttribute(mn__k_mesa_step<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)); set = smem; }
+        if (smem > set) {
+            MN__CU(cudaFuncSetAttribute(mn__k_mesa_step<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            set = smem;
+        }
         mn__k_mesa_step<64><<<(unsigned)n, 256, smem, MN__STREAM>>>(a);
     }
     MN__LAUNCHED();
+    return MN_OK;
+}
+
+// ---- tested alternatives ---------------------------------------------------------------------
+// Each computes what a default kernel above computes; the tests run each beside the default, and
+// the settings below select them (bench_cuda times them):
+//   mn__k_mesa_scan       the FFMA state scan: ctx->mesa_scan = MN_CUDA_SCAN_FFMA (the plain-TF32 scan,
+//                         MN_CUDA_SCAN_TF32, is the tensor-core kernel above without the hi/lo split)
+//   mn__cg_apply_mma,     the CG kernel's products and loads on mma.sync: always with Dk = 64, and with
+//   mn__cg_load_mma,      ctx->mesa_cg = MN_CUDA_CG_MMA at Dk = 128
+//   mn__load_f16_scaled
+//   mn__mesa_backward_cublas  the unfused backward (packing, cuBLAS products in fp32 or TF32 by
+//                         ctx->math, row kernels): whenever the fused wgmma backward does not apply
+//                         (Dk = 64, or ctx->mesa_cg = MN_CUDA_CG_MMA)
+
+// The FFMA state scan (ctx->mesa_scan = MN_CUDA_SCAN_FFMA; exact fp32 on the FMA units, the
+// reference for the tensor-core scans): one block (256 threads) owns a 64 x 64 tile of the state,
+// in registers (4 x 4 per thread); the next chunk's two 64 x 64 input tiles are prefetched into
+// registers while the current one is multiplied.
+template <bool REV>
+__global__ void __launch_bounds__(256, 2) mn__k_mesa_scan(mn__scan_job j0, mn__scan_job j1, const float* w, float wsign,
+                                                          const float* GamC, unsigned B, unsigned H, unsigned T,
+                                                          int K) {
+    __shared__ __align__(16) float sY[MN__MC][64], sZ[MN__MC][64];
+    const mn__scan_job J = blockIdx.z ? j1 : j0;
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, N = J.N;
+    const int r0 = (int)(blockIdx.x / (N / 64)) * 64, c0 = (int)(blockIdx.x % (N / 64)) * 64;
+    const size_t bh = blockIdx.y, b = bh / H, h = bh % H, BH = (size_t)B * H, NC = (T + MN__MC - 1) / MN__MC,
+        E = (size_t)K * N;
+    const size_t base = bh * E + (size_t)(r0 + 4 * ty) * N + c0 + 4 * tx;   // this thread's 4 x 4 block, first row
+    float acc[4][4];
+    float4 py[4], pz[4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = J.init ? J.init[base + (size_t)i * N + j] : 0.f;
+    // the tiles of chunk n into registers: rows a = idx / 16, 4 columns at (idx % 16) * 4
+    auto fetch = [&](size_t n) {
+        for (int m = 0; m < 4; m++) {
+            int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
+            size_t t = n * MN__MC + a;
+            if (t < T) {
+                float s = wsign * w[(n * BH + bh) * MN__MC + a];
+                float4 y = *(const float4*)(mn__row(J.Y, b, h, n, a) + r0 + c4),
+                       z = *(const float4*)(mn__row(J.Z, b, h, n, a) + c0 + c4);
+                py[m] = make_float4(s * y.x, s * y.y, s * y.z, s * y.w); pz[m] = z;
+            } else {
+                py[m] = pz[m] = make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+        }
+    };
+    auto store = [&](float* dst) {
+        for (int i = 0; i < 4; i++) *(float4*)(dst + base + (size_t)i * N) = make_float4(acc[i][0], acc[i][1],
+                acc[i][2], acc[i][3]);
+    };
+    // one chunk: acc = GamC_n acc + (w Y)^T Z over its 64 rows
+    auto step = [&](size_t n, long nnext) {
+        for (int m = 0; m < 4; m++) {
+            int idx = tid + 256 * m, a = idx >> 4, c4 = (idx & 15) * 4;
+            *(float4*)&sY[a][c4] = py[m]; *(float4*)&sZ[a][c4] = pz[m];
+        }
+        __syncthreads();
+        if (nnext >= 0) fetch((size_t)nnext);
+        float gc = GamC[n * BH + bh];
+        for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] *= gc;
+#pragma unroll 8
+        for (int a = 0; a < MN__MC; a++) {
+            float4 y = *(const float4*)&sY[a][4 * ty], z = *(const float4*)&sZ[a][4 * tx];
+            float yy[4] = { y.x, y.y, y.z, y.w }, zz[4] = { z.x, z.y, z.z, z.w };
+            for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) acc[i][j] += yy[i] * zz[j];
+        }
+        __syncthreads();
+    };
+    if (!REV) {
+        fetch(0);
+        for (size_t n = 0; n < NC; n++) {
+            store(J.S + n * BH * E);
+            step(n, n + 1 < NC ? (long)(n + 1) : -1);
+        }
+        store(J.S + NC * BH * E);
+    } else {
+        size_t last = J.out0 ? 0 : 1;       // chunk 0 only feeds the initial-state gradient
+        store(J.S + (NC - 1) * BH * E);
+        if (NC - 1 >= last) fetch(NC - 1);
+        for (size_t n = NC - 1; n >= last && n < NC; n--) {
+            step(n, n > last ? (long)(n - 1) : -1);
+            if (n >= 1) store(J.S + (n - 1) * BH * E);
+            else for (int i = 0; i < 4; i++) for (int j = 0; j < 4; j++) J.out0[base + (size_t)i * N + j] += acc[i][j];
+        }
+    }
+}
+static int mn__mesa_scan_ffma(mn_cuda_ctx* ctx, int reverse, dim3 grid, const mn__scan_job& j0, const mn__scan_job& j1,
+                              const float* w, float wsign, const float* GamC, size_t B, size_t T, size_t H, size_t K) {
+    if (reverse)
+        mn__k_mesa_scan<true><<<grid, 256, 0, MN__STREAM>>>(j0, j1, w, wsign, GamC, (unsigned)B, (unsigned)H,
+                                                            (unsigned)T, (int)K);
+    else
+        mn__k_mesa_scan<false><<<grid, 256, 0, MN__STREAM>>>(j0, j1, w, wsign, GamC, (unsigned)B, (unsigned)H,
+                                                             (unsigned)T, (int)K);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// GEMM1: sS (C,C) = fp16((A Kc^T) . M), A (C,K) and Kc (C,K) fp16 in smem, M fp32 in smem.
+template <int K>
+__device__ __forceinline__ void mn__cg_gemm1(__half* sS, const __half* sA, const __half* sK, const float* sM, int wm,
+                                             int wn, int lane) {
+    constexpr int SK = K + 8, SC = MN__MC + 8;
+    const int qc = (lane & 3) * 2, r0 = 16 * wm + (lane >> 2), r1 = r0 + 8;
+    float c1[4][4];
+#pragma unroll
+    for (int t = 0; t < 4; t++) { c1[t][0] = c1[t][1] = c1[t][2] = c1[t][3] = 0.f; }
+#pragma unroll
+    for (int ks = 0; ks < K / 16; ks++) {
+        uint32_t af[4], bf[4];
+        mn__ldsm4(af, mn__a_addr(sA, SK, 16 * wm, 16 * ks, lane));
+#pragma unroll
+        for (int np = 0; np < 2; np++) {
+            mn__ldsm4(bf, mn__bn_addr(sK, SK, 32 * wn + 16 * np, 16 * ks, lane));
+            mn__mma(c1[2 * np], af, bf[0], bf[1]);
+            mn__mma(c1[2 * np + 1], af, bf[2], bf[3]);
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        int col = 32 * wn + 8 * t + qc;
+        float2 m0 = *(const float2*)&sM[r0 * SC + col], m1 = *(const float2*)&sM[r1 * SC + col];
+        *(__half2*)&sS[r0 * SC + col] = __floats2half2_rn(c1[t][0] * m0.x, c1[t][1] * m0.y);
+        *(__half2*)&sS[r1 * SC + col] = __floats2half2_rn(c1[t][2] * m1.x, c1[t][3] * m1.y);
+    }
+}
+// acc (C,K in the AP layout) += A (C,KD; fp16, row stride lda) B (KD,K; fp16 k-major, stride ldb)
+template <int K, int KD>
+__device__ __forceinline__ void mn__cg_gemm_acc(float (&acc)[K / 16][4], const __half* sA, int lda, const __half* sB,
+                                                int ldb, int wm, int wn, int lane) {
+    constexpr int NT = K / 16, KH = K / 2;
+#pragma unroll
+    for (int ks = 0; ks < KD / 16; ks++) {
+        uint32_t af[4], bf[4];
+        mn__ldsm4(af, mn__a_addr(sA, lda, 16 * wm, 16 * ks, lane));
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            mn__ldsm4t(bf, mn__bk_addr(sB, ldb, 16 * ks, KH * wn + 16 * np, lane));
+            mn__mma(acc[2 * np], af, bf[0], bf[1]);
+            mn__mma(acc[2 * np + 1], af, bf[2], bf[3]);
+        }
+    }
+}
+
+// mma.sync form of mn__cg_apply: P, Kc, B3, B2 row-major with padded strides (K + 8), S1 = P Kc^T
+// through shared memory (sS); each warp reads its own B fragments (ldmatrix).
+template <int K>
+__device__ __forceinline__ void mn__cg_apply_mma(float (&acc)[K / 16][4], const __half* sP, const __half* sK,
+                                                 const __half* sB3, const __half* sB2, __half* sS, const float* sM,
+                                                 float g0, float g1, int wm, int wn, int lane) {
+    constexpr int C = MN__MC, SK = K + 8, SC = C + 8, NT = K / 16;
+#pragma unroll
+    for (int j = 0; j < NT; j++) { acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f; }
+    mn__cg_gemm1<K>(sS, sP, sK, sM, wm, wn, lane);          // S1 = P Kc^T, times M
+    mn__cg_gemm_acc<K, K>(acc, sP, SK, sB3, SK, wm, wn, lane);  // P B3
+#pragma unroll
+    for (int j = 0; j < NT; j++) { acc[j][0] *= g0; acc[j][1] *= g0; acc[j][2] *= g1; acc[j][3] *= g1; }
+    __syncthreads();                              // sS complete
+    mn__cg_gemm_acc<K, C>(acc, sS, SC, sB2, SK, wm, wn, lane);  // += (S1 . M) B2
+}
+
+// mma.sync form of the CG kernel's chunk load: Kc to fp16 (row-major, stride K + 8), H_n times hs
+// (misc[0], written by warp 0 before the barrier below) to fp16. All threads of the block.
+template <int K>
+__device__ __forceinline__ void mn__cg_load_mma(__half* sK, __half* sH, const float* Hg, const mn__rows& kk,
+                                                size_t b, size_t h, size_t n, unsigned T, bool solve,
+                                                const float* misc) {
+    constexpr int C = MN__MC, SK = K + 8;
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int idx = tid; idx < C * K / 4; idx += 256) {
+        int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (kk.all || n * C + row < T) v = *(const float4*)(mn__row(kk, b, h, n, row) + col);
+        *(__half2*)&sK[row * SK + col] = __floats2half2_rn(v.x, v.y);
+        *(__half2*)&sK[row * SK + col + 2] = __floats2half2_rn(v.z, v.w);
+    }
+    __syncthreads();
+    const float hs = misc[0];
+#pragma unroll 8
+    for (int idx = tid; idx < K * K / 4 && solve; idx += 256) {
+        float4 v = ((const float4*)Hg)[idx];
+        int row = idx / (K / 4), col = (idx % (K / 4)) * 4;
+        *(__half2*)&sH[row * SK + col] = __floats2half2_rn(v.x * hs, v.y * hs);
+        *(__half2*)&sH[row * SK + col + 2] = __floats2half2_rn(v.z * hs, v.w * hs);
+    }
+}
+
+// Loads rows x cols (cols % 4 == 0) fp32 from global (row i at src + i * lds, or from token rows
+// of chunk (b,h,n) when tok != NULL) into fp16 smem (stride ld), times a power of two that brings
+// the largest |entry| to <= 1: two passes over the source (the second from L2). Returns the scale.
+// red8: 8 floats of shared scratch. All threads of the block must call it.
+__device__ float mn__load_f16_scaled(__half* dst, int ld, const float* src, size_t lds, const mn__rows* tok, size_t b,
+                                     size_t h, size_t n, unsigned T, int rows, int cols, float* red8) {
+    const int tid = threadIdx.x;
+    float mx = 0.f;
+#pragma unroll 8
+    for (int idx = tid; idx < rows * cols / 4; idx += 256) {
+        int row = idx / (cols / 4), col = (idx % (cols / 4)) * 4;
+        if (tok && n * MN__MC + row >= T) continue;
+        float4 v = *(const float4*)((tok ? mn__row(*tok, b, h, n, row) : src + row * lds) + col);
+        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    }
+    mx = mn__warp_max(mx);
+    if ((tid & 31) == 0) red8[tid >> 5] = mx;
+    __syncthreads();
+    mx = red8[0];
+    for (int i = 1; i < 8; i++) mx = fmaxf(mx, red8[i]);
+    const float sc = mn__mscale(mx);
+#pragma unroll 8
+    for (int idx = tid; idx < rows * cols / 4; idx += 256) {
+        int row = idx / (cols / 4), col = (idx % (cols / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (!tok || n * MN__MC + row < T)
+            v = *(const float4*)((tok ? mn__row(*tok, b, h, n, row) : src + row * lds) + col);
+        *(__half2*)&dst[row * ld + col] = __floats2half2_rn(v.x * sc, v.y * sc);
+        *(__half2*)&dst[row * ld + col + 2] = __floats2half2_rn(v.z * sc, v.w * sc);
+    }
+    __syncthreads();                                  // red8 free again, dst complete
+    return sc;
+}
+
+// The cuBLAS backward's row kernels (one block of 256 threads per chunk; C = 64).
+// B2, rows and columns. On entry Sx = X Kc^T, Do = dO Vc^T, Xb = dO S_n^T. forward: o_a = Gam_a
+// S_n^T x_a + sum_{j<=a} M[a,j] (x_a.k_j) v_j with M[a,j] = exp(b_a - b_j) beta_j, so with
+// E = Sx . M . Do (dM[a,j]/db_a = M, dM/db_j = -M):
+//   db_a = Gam_a x_a.Xb_a + sum_{j<=a} E[a,j] - sum_{a'>=a} E[a',a]
+// then Xb <- diag(Gam) Xb, Do <- Do . M, DoMp = Do . Mp, Sx <- Sx . M (kept for dv and B5).
+__global__ void mn__k_mesa_b2a(float* db, float* Xb, float* Sx, float* Do, float* DoMp, const float* M, const float* Mp,
+                               const float* Xp, const float* Gam, int K) {
+    __shared__ float sr[MN__MC], sc[MN__MC];
+    const size_t i = blockIdx.x, cc = i * MN__MC * MN__MC, ck = i * MN__MC * K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        float s = 0.f, e = 0.f;
+        for (int k = lane; k < K; k += 32) s += Xp[ck + a * K + k] * Xb[ck + a * K + k];
+        for (int j = lane; j <= a;
+             j += 32) e += Sx[cc + a * MN__MC + j] * M[cc + a * MN__MC + j] * Do[cc + a * MN__MC + j];
+        s = mn__warp_sum(s); e = mn__warp_sum(e);
+        if (lane == 0) sr[a] = Gam[i * MN__MC + a] * s + e;
+    }
+    if (tid < MN__MC) {
+        float e = 0.f;
+        for (int a = tid; a < MN__MC;
+             a++) e += Sx[cc + a * MN__MC + tid] * M[cc + a * MN__MC + tid] * Do[cc + a * MN__MC + tid];
+        sc[tid] = e;
+    }
+    __syncthreads();                                   // every sum has read the originals
+    if (tid < MN__MC) db[i * MN__MC + tid] = sr[tid] - sc[tid];
+    for (int idx = tid; idx < MN__MC * MN__MC; idx += 256) {
+        float d = Do[cc + idx], m = M[cc + idx];
+        DoMp[cc + idx] = d * Mp[cc + idx]; Do[cc + idx] = d * m; Sx[cc + idx] *= m;
+    }
+    for (int idx = tid; idx < MN__MC * K; idx += 256) Xb[ck + idx] *= Gam[i * MN__MC + idx / K];
+}
+// The chunk's last decay-gradient terms and dg: db[C-1] += last, then dg_t += sum_{s>=t} db_s.
+__device__ void mn__mesa_db_finish(float* dgp, float* sdb, const float* sw, float last, size_t i) {
+    mn__mesa_db_revcum(sdb, sw, last);
+    for (int a = 0; a < MN__MC; a++) dgp[i * MN__MC + a] += sdb[a];
+}
+// B2, the rest. On entry tk = (Do . Mp)^T X, tq = Vc dSe^T, tv = Kc dSe (dSe: gradient of the state
+// at the chunk END). With dKb the gradient w.r.t. beta_j k_j in S's update:
+//   dKb = tk + diag(e) tq: dbeta += dKb.k, dk += beta dKb ; dv += diag(e beta) tv ;
+//   w_a = e_a beta_a (tv_a.v_a): db_a -= w_a, db_last += sum w + GamC <S_n, dSe> ; dg += revcumsum(db)
+__global__ void mn__k_mesa_b2b(float* dKp, float* dVp, float* dbp, float* dgp, const float* db, const float* tk,
+                               const float* tq, const float* tv,
+                               const float* Kp, const float* Vp, const float* bp, const float* e, const float* eb,
+                               const float* GamC, const float* Ss, const float* dSe, int K, int V) {
+    __shared__ float sdb[MN__MC], sw[MN__MC], sh[32];
+    const size_t i = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        size_t ra = i * MN__MC + a, rk = ra * K, rv = ra * V;
+        float ea = e[ra], be = bp[ra], eba = eb[ra], s = 0.f, wv = 0.f;
+        for (int k = lane; k < K; k += 32) {
+            float d = tk[rk + k] + ea * tq[rk + k];
+            s += d * Kp[rk + k];
+            dKp[rk + k] += be * d;
+        }
+        for (int v = lane; v < V; v += 32) { float t = tv[rv + v]; wv += t * Vp[rv + v]; dVp[rv + v] += eba * t; }
+        s = mn__warp_sum(s); wv = mn__warp_sum(wv);
+        if (lane == 0) { dbp[ra] += s; sw[a] = eba * wv; sdb[a] = db[ra] - eba * wv; }
+    }
+    float f = 0.f;
+    const float *S = Ss + i * (size_t)K * V, *G = dSe + i * (size_t)K * V;
+    for (int idx = tid; idx < K * V; idx += 256) f += S[idx] * G[idx];
+    f = mn__block_sum(f, sh);                          // its barriers also publish sdb, sw
+    if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
+}
+// B5, rows and columns. On entry SxM = Sx . M (from B2), Dq = dQ Kc^T, tk = X H_n^T. forward: H's
+// read-out enters through A_t x = q, dL/dH_t = -dq_t x_t^T, so with E' = -SxM . Dq:
+//   db_a = sum_{j<=a} E'[a,j] - sum_{a'>=a} E'[a',a] - Gam_a dq_a.(H_n x_a) ;
+//   lp (this chunk's dlambda) = -colsum(dQ . X) ; then Dq <- -Dq . Mp.
+__global__ void mn__k_mesa_b5a(float* db, float* lp, float* Dq, const float* SxM, const float* Mp, const float* dQ,
+                               const float* Xp, const float* tk, const float* Gam, int K) {
+    __shared__ float sr[MN__MC], sc[MN__MC];
+    const size_t i = blockIdx.x, cc = i * MN__MC * MN__MC, ck = i * MN__MC * K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        float s = 0.f, e = 0.f;
+        for (int k = lane; k < K; k += 32) s += dQ[ck + a * K + k] * tk[ck + a * K + k];
+        for (int j = lane; j <= a; j += 32) e -= SxM[cc + a * MN__MC + j] * Dq[cc + a * MN__MC + j];
+        s = mn__warp_sum(s); e = mn__warp_sum(e);
+        if (lane == 0) sr[a] = e - Gam[i * MN__MC + a] * s;
+    }
+    if (tid < MN__MC) {
+        float e = 0.f;
+        for (int a = tid; a < MN__MC; a++) e -= SxM[cc + a * MN__MC + tid] * Dq[cc + a * MN__MC + tid];
+        sc[tid] = e;
+    }
+    for (int k = tid; k < K; k += 256) {
+        float s = 0.f;
+        for (int a = 0; a < MN__MC; a++) s += dQ[ck + a * K + k] * Xp[ck + a * K + k];
+        lp[i * K + k] = -s;
+    }
+    __syncthreads();
+    if (tid < MN__MC) db[i * MN__MC + tid] = sr[tid] - sc[tid];
+    for (int idx = tid; idx < MN__MC * MN__MC; idx += 256) Dq[cc + idx] = -Dq[cc + idx] * Mp[cc + idx];
+}
+// B5, the rest. On entry tk = (-Dq . Mp)^T X, t2 = Kc dHe^T, t3 = -(SxM)^T dQ, t4 = Kc dHe:
+//   dKb = tk + diag(e) t2 (k in the "key" slot of beta k k^T): dbeta += dKb.k, dk += beta dKb ;
+//   dk += t3 + diag(e beta) t4 (k in the "value" slot) ; w'_a = e_a beta_a (t4_a.k_a): db_a -= w'_a,
+//   db_last += sum w' + GamC <H_n, dHe> ; dg += revcumsum(db)
+__global__ void mn__k_mesa_b5b(float* dKp, float* dbp, float* dgp, const float* db, const float* tk, const float* t2,
+                               const float* t3, const float* t4,
+                               const float* Kp, const float* bp, const float* e, const float* eb, const float* GamC,
+                               const float* Hs, const float* dHe, int K) {
+    __shared__ float sdb[MN__MC], sw[MN__MC], sh[32];
+    const size_t i = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    for (int a = warp; a < MN__MC; a += 8) {
+        size_t ra = i * MN__MC + a, rk = ra * K;
+        float ea = e[ra], be = bp[ra], eba = eb[ra], s = 0.f, wv = 0.f;
+        for (int k = lane; k < K; k += 32) {
+            float kk = Kp[rk + k], d = tk[rk + k] + ea * t2[rk + k];
+            s += d * kk; wv += t4[rk + k] * kk;
+            dKp[rk + k] += be * d + t3[rk + k] + eba * t4[rk + k];
+        }
+        s = mn__warp_sum(s); wv = mn__warp_sum(wv);
+        if (lane == 0) { dbp[ra] += s; sw[a] = eba * wv; sdb[a] = db[ra] - eba * wv; }
+    }
+    float f = 0.f;
+    const float *Hn = Hs + i * (size_t)K * K, *G = dHe + i * (size_t)K * K;
+    for (int idx = tid; idx < K * K; idx += 256) f += Hn[idx] * G[idx];
+    f = mn__block_sum(f, sh);
+    if (tid == 0) mn__mesa_db_finish(dgp, sdb, sw, GamC[i] * f, i);
+}
+// dst (NC,B*H,C,D) <- src (B,T,H,D); rows past T are zero
+__global__ void mn__k_pack(float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, size_t NC) {
+    size_t BH = B * H;
+    MN__FOR(i, NC * BH * MN__MC * D) {
+        size_t d = i % D, r = i / D, a = r % MN__MC, ch = r / MN__MC, bh = ch % BH, n = ch / BH, t = n * MN__MC + a;
+        dst[i] = t < T ? src[(((bh / H) * T + t) * H + bh % H) * D + d] : 0.f;
+    }
+}
+// dst (B,T,H,D) (+)= src (NC,B*H,C,D)
+__global__ void mn__k_unpack(float* dst, const float* src, size_t B, size_t T, size_t H, size_t D, int accumulate) {
+    size_t BH = B * H;
+    MN__FOR(i, B * T * H * D) {
+        size_t d = i % D, r = i / D, h = r % H, bt = r / H, t = bt % T, b = bt / T;
+        float s = src[(((t / MN__MC) * BH + b * H + h) * MN__MC + t % MN__MC) * D + d];
+        dst[i] = accumulate ? dst[i] + s : s;
+    }
+}
+// The same with 16-byte accesses and 32-bit index arithmetic (D % 4 == 0 and every index < 2^32):
+// 64-bit divisions dominated the generic kernels (1.6 TB/s measured at the anchor shape).
+__global__ void mn__k_pack4(float4* dst, const float4* src, unsigned BH, unsigned H, unsigned T, unsigned D4,
+                            unsigned total) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        unsigned d = i % D4, r = i / D4, a = r % MN__MC, ch = r / MN__MC, bh = ch % BH, n = ch / BH, t = n * MN__MC + a;
+        dst[i] = t < T ? src[(((bh / H) * T + t) * H + bh % H) * D4 + d] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+__global__ void mn__k_unpack4(float4* dst, const float4* src, unsigned BH, unsigned H, unsigned T, unsigned D4,
+                              unsigned total, int accumulate) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        unsigned d = i % D4, r = i / D4, h = r % H, bt = r / H, t = bt % T, b = bt / T;
+        float4 s = src[(((t / MN__MC) * BH + b * H + h) * MN__MC + t % MN__MC) * D4 + d];
+        if (accumulate) { float4 o = dst[i]; s.x += o.x; s.y += o.y; s.z += o.z; s.w += o.w; }
+        dst[i] = s;
+    }
+}
+static int mn__pack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D) {
+    size_t NC = (T + MN__MC - 1) / MN__MC, n = NC * B * H * MN__MC * D;
+    if (D % 4 == 0 && n / 4 < 0x7fffffffu && B * T * H * D / 4 < 0x7fffffffu) {   // i + stride stays < 2^32
+        mn__k_pack4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((float4*)dst, (const float4*)src,
+                                                                       (unsigned)(B * H), (unsigned)H, (unsigned)T,
+                                                                       (unsigned)(D / 4), (unsigned)(n / 4));
+    } else {
+        mn__k_pack<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, B, T, H, D, NC);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+static int mn__unpack(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D,
+                      int accumulate) {
+    size_t NC = (T + MN__MC - 1) / MN__MC, n = B * T * H * D;
+    if (D % 4 == 0 && n / 4 < 0x7fffffffu && NC * B * H * MN__MC * D / 4 < 0x7fffffffu) {
+        mn__k_unpack4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((float4*)dst, (const float4*)src,
+                                                                         (unsigned)(B * H), (unsigned)H, (unsigned)T,
+                                                                         (unsigned)(D / 4), (unsigned)(n / 4),
+                                                                         accumulate);
+    } else {
+        mn__k_unpack<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, B, T, H, D, accumulate);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// The cuBLAS backward: every shape the fused one does not take (Dk = 64, or ctx->mesa_cg =
+// MN_CUDA_CG_MMA). Inputs PACKED chunk-major, (NC, B*H, C, D) with chunk i = n*B*H + b*H + h and the
+// tail of the last chunk zero-filled; the per-chunk products as strided-batched cuBLAS calls over
+// all NC*B*H chunks at once (fp32 or TF32 by ctx->math), plus the row kernels above; the gradients
+// unpacked into the caller's (B,T,H,.) layout at the end, accumulating.
+static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, float* dq, float* dk, float* dv, float* dg,
+                                    float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout,
+                                    const float* dhkk, const float* dhkv, const float* xs, const float* k,
+                                    const float* v, const float* lamb, const float* hkk0, const float* hkv0,
+                                    size_t B, size_t T, size_t H, size_t K, size_t V, const mn_mesa_opts* op,
+                                    int keep) {
+    const mn__mesa_ws& w = *wp;
+    const size_t C = MN__MC, NC = (T + C - 1) / C, NCH = NC * B * H;
+    float* dOp;
+    dOp = w.Qp;                                                            // q is not needed: its slot holds dout
+    mn__rows Kr = mn__rows_packed(w.Kp, B, H, K), Vr = mn__rows_packed(w.Vp, B, H, V), Xr = mn__rows_packed(w.Xp, B, H,
+            K);
+    mn__rows dOr = mn__rows_packed(dOp, B, H, V), dQr = mn__rows_packed(w.dQ, B, H, K);
+    MN__TRY(mn__pack(ctx, w.Kp, k, B, T, H, K));
+    MN__TRY(mn__pack(ctx, w.Vp, v, B, T, H, V));
+    MN__TRY(mn__pack(ctx, w.Xp, xs, B, T, H, K));
+    MN__TRY(mn__pack(ctx, dOp, dout, B, T, H, V));
+    MN__CU(cudaMemsetAsync(w.dKp, 0, NCH * C * K * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dVp, 0, NCH * C * V * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dbp, 0, NCH * C * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(w.dgp, 0, NCH * C * sizeof(float), MN__STREAM));
+    // B0: chunk-start states
+    if (!keep) MN__TRY(mn__mesa_states(ctx, wp, hkk0, hkv0, Kr, Vr, B, T, H, K, V));
+    // B1: dSe_{n-1} = GamC dSe_n + (diag(Gam) X)^T dO  (o_a = Gam_a S_n^T x_a + ...); dS_0 into dhkv0
+    {
+        mn__scan_job j = { w.dSe, dhkv, dhkv0, Xr, dOr, (int)V };
+        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, 1.f, w.GamC, B, T, H, K));
+    }
+    // B2: xbar = diag(Gam) dO S_n^T + (Do . M) Kc, dv, and the kv part of dk, dbeta, dg
+    // Sx = X Kc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.Xp, K, C * K, w.Kp, K, C * K, 0.f, w.A1, C, C * C, NCH));
+    // Do = dO Vc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, V, 1.f, dOp, V, C * V, w.Vp, V, C * V, 0.f, w.A2, C, C * C, NCH));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, dOp, V, C * V, w.Ss, V, K * V, 0.f, w.T1, K, C * K, NCH));    // dO S_n^T
+    mn__k_mesa_b2a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.T1, w.A1, w.A2, w.A3, w.M, w.Mp, w.Xp, w.Gam, (int)K);
+    MN__LAUNCHED();
+    // xbar += (Do.M) Kc
+    MN__TRY(mn__gemm(ctx, 0, 0, C, K, C, 1.f, w.A2, C, C * C, w.Kp, K, C * K, 1.f, w.T1, K, C * K, NCH));
+    // (Do.Mp)^T X
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A3, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, V, 1.f, w.Vp, V, C * V, w.dSe, V, K * V, 0.f, w.T3, K, C * K, NCH));  // Vc dSe^T
+    MN__TRY(mn__gemm(ctx, 0, 0, C, V, K, 1.f, w.Kp, K, C * K, w.dSe, V, K * V, 0.f, w.T4, V, C * V, NCH));  // Kc dSe
+    // dv += (Sx.M)^T dO
+    MN__TRY(mn__gemm(ctx, 1, 0, C, V, C, 1.f, w.A1, C, C * C, dOp, V, C * V, 1.f, w.dVp, V, C * V, NCH));
+    mn__k_mesa_b2b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dVp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.Kp,
+                                                          w.Vp, w.bp, w.e, w.eb, w.GamC, w.Ss, w.dSe, (int)K, (int)V);
+    MN__LAUNCHED();
+    // B3: adjoint solve dQ = A^-1 xbar (A symmetric: the same CG, no output stage)
+    MN__TRY(mn__mesa_cg(ctx, mn__rows_packed(w.T1, B, H, K), Kr, Vr, dQr, dQr, 0, NULL, wp, lamb, B, T, H, K, op));
+    // B4: dHe_{n-1} = GamC dHe_n - (diag(Gam) dQ)^T X  (dL/dH_t = -dq_t x_t^T; rows index dq); dH_0 into dhkk0
+    {
+        mn__scan_job j = { w.dHe, dhkk, dhkk0, dQr, Xr, (int)K };
+        MN__TRY(mn__mesa_scan(ctx, 1, &j, NULL, w.Gam, -1.f, w.GamC, B, T, H, K));
+    }
+    // B5: the kk part of dk, dbeta, dg, and dlambda
+    // Dq = dQ Kc^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, K, 1.f, w.dQ, K, C * K, w.Kp, K, C * K, 0.f, w.A2, C, C * C, NCH));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, K, 1.f, w.Xp, K, C * K, w.Hs, K, K * K, 0.f, w.T2, K, C * K, NCH));   // X H_n^T
+    mn__k_mesa_b5a<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.db, w.lp, w.A2, w.A1, w.Mp, w.dQ, w.Xp, w.T2, w.Gam,
+                                                          (int)K); MN__LAUNCHED();
+    // (-Dq.Mp)^T X
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, 1.f, w.A2, C, C * C, w.Xp, K, C * K, 0.f, w.T2, K, C * K, NCH));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, K, K, 1.f, w.Kp, K, C * K, w.dHe, K, K * K, 0.f, w.T3, K, C * K, NCH));  // Kc dHe^T
+    // -(Sx.M)^T dQ
+    MN__TRY(mn__gemm(ctx, 1, 0, C, K, C, -1.f, w.A1, C, C * C, w.dQ, K, C * K, 0.f, w.T4, K, C * K, NCH));
+    MN__TRY(mn__gemm(ctx, 0, 0, C, K, K, 1.f, w.Kp, K, C * K, w.dHe, K, K * K, 0.f, w.T5, K, C * K, NCH));  // Kc dHe
+    mn__k_mesa_b5b<<<(unsigned)NCH, 256, 0, MN__STREAM>>>(w.dKp, w.dbp, w.dgp, w.db, w.T2, w.T3, w.T4, w.T5, w.Kp, w.bp,
+                                                          w.e, w.eb, w.GamC, w.Hs, w.dHe, (int)K); MN__LAUNCHED();
+    mn__k_mesa_dlamb<<<mn__grid(ctx, H * K, 256), 256, 0, MN__STREAM>>>(dlamb, w.lp, NC, B, H, K); MN__LAUNCHED();
+    // B6: back to (B,T,H,.) layout, accumulating
+    MN__TRY(mn__unpack(ctx, dq, w.dQ, B, T, H, K, 1));
+    MN__TRY(mn__unpack(ctx, dk, w.dKp, B, T, H, K, 1));
+    MN__TRY(mn__unpack(ctx, dv, w.dVp, B, T, H, V, 1));
+    MN__TRY(mn__unpack(ctx, dbeta, w.dbp, B, T, H, 1, 1));
+    MN__TRY(mn__unpack(ctx, dg, w.dgp, B, T, H, 1, 1));
     return MN_OK;
 }
 
@@ -2785,13 +3200,14 @@ int mn_cuda_host_save(mn_model* m, const char* dir, const mn_train_meta* meta, f
 // A Mesa block's parameter slots, in table order (mesanet.h: MN__P_* then MN__MS_*); checked
 // against the table's names when a model is set up.
 enum { MN__CP_ATTN_NORM, MN__CP_MLP_NORM, MN__CP_GATE, MN__CP_UP, MN__CP_DOWN,
-       MN__CP_Q, MN__CP_K, MN__CP_V, MN__CP_A, MN__CP_AB, MN__CP_B, MN__CP_BB, MN__CP_LAM, MN__CP_QC, MN__CP_KC, MN__CP_ON, MN__CP_O, MN__CP_COUNT };
+       MN__CP_Q, MN__CP_K, MN__CP_V, MN__CP_A, MN__CP_AB, MN__CP_B, MN__CP_BB, MN__CP_LAM, MN__CP_QC, MN__CP_KC,
+       MN__CP_ON, MN__CP_O, MN__CP_COUNT };
 static const char* const mn__cp_names[MN__CP_COUNT] = {
     "attn_norm.weight", "mlp_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
     "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.a_proj.weight", "attn.a_proj.bias",
     "attn.b_proj.weight", "attn.b_proj.bias", "attn.lambda_params", "attn.q_conv1d.weight", "attn.k_conv1d.weight",
     "attn.o_norm.weight", "attn.o_proj.weight" };
-#define MN__MESA_CLAMP 0.0025   // 1 - b_gamma (paper §4.2), as mesanet.h
+#define MN__MESA_CLAMP 0.0025   // 1 - b_gamma: the gamma clamp of mesanet.h (gamma <- gamma (1 - c beta^2))
 
 #define MN__HOST(cm) ((mn_model*)(cm)->host)
 #define MN__PAR(cm, l, j) ((cm)->params + (cm)->tensors[MN__HOST(cm)->layer_first[l] + (j)].offset)
@@ -2815,29 +3231,35 @@ typedef struct mn__cm_acts {
 typedef struct mn__cm_dacts {
     float *dlogits, *dlosses, *dxf, *dres[2];
     float *layer; size_t layer_n;                 // the whole per-layer block (dxn1 .. dlamb)
-    float *dxn1, *dxn2, *dh, *dgate, *dup, *dql, *dkl, *dqc, *dkc, *dq, *dk, *dv, *dO, *don, *dal, *dbl, *dg, *dbeta, *dlamb;
+    float *dxn1, *dxn2, *dh, *dgate, *dup, *dql, *dkl, *dqc, *dkc, *dq, *dk, *dv, *dO, *don, *dal, *dbl, *dg, *dbeta,
+        *dlamb;
 } mn__cm_dacts;
 
 #define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
 static size_t mn__cm_layout_acts(const mn_config* c, size_t B, size_t T, float* base, mn__cm_acts* a) {
     size_t N = B * T, C = c->d_model, F = c->d_ff, H = c->n_head, HD = H * c->head_dim, V = c->vocab_size, off = 0;
-    MN__P(a->res, (c->n_layer + 1) * N * C); MN__P(a->xf, N * C); MN__P(a->rstdf, N); MN__P(a->logits, N * V); MN__P(a->losses, N);
+    MN__P(a->res, (c->n_layer + 1) * N * C); MN__P(a->xf, N * C); MN__P(a->rstdf, N); MN__P(a->logits, N * V);
+    MN__P(a->losses, N);
     for (size_t l = 0; l < c->n_layer; l++) {
         mn__cm_layer* y = &a->L[l];
         MN__P(y->xn1, N * C); MN__P(y->rstd1, N); MN__P(y->x2, N * C); MN__P(y->xn2, N * C); MN__P(y->rstd2, N);
         MN__P(y->gate, N * F); MN__P(y->up, N * F); MN__P(y->h, N * F);
-        MN__P(y->ql, N * HD); MN__P(y->kl, N * HD); MN__P(y->q, N * HD); MN__P(y->k, N * HD); MN__P(y->rq, N * H); MN__P(y->rk, N * H);
-        MN__P(y->v, N * HD); MN__P(y->al, N * H); MN__P(y->bl, N * H); MN__P(y->g, N * H); MN__P(y->beta, N * H); MN__P(y->lamb, HD);
+        MN__P(y->ql, N * HD); MN__P(y->kl, N * HD); MN__P(y->q, N * HD); MN__P(y->k, N * HD); MN__P(y->rq, N * H);
+        MN__P(y->rk, N * H);
+        MN__P(y->v, N * HD); MN__P(y->al, N * H); MN__P(y->bl, N * H); MN__P(y->g, N * H); MN__P(y->beta, N * H);
+        MN__P(y->lamb, HD);
         MN__P(y->xs, N * HD); MN__P(y->o, N * HD); MN__P(y->on, N * HD); MN__P(y->ro, N * H);
     }
     return off;
 }
 static size_t mn__cm_layout_dacts(const mn_config* c, size_t B, size_t T, float* base, mn__cm_dacts* d) {
     size_t N = B * T, C = c->d_model, F = c->d_ff, H = c->n_head, HD = H * c->head_dim, V = c->vocab_size, off = 0, l0;
-    MN__P(d->dlogits, N * V); MN__P(d->dlosses, N); MN__P(d->dxf, N * C); MN__P(d->dres[0], N * C); MN__P(d->dres[1], N * C);
+    MN__P(d->dlogits, N * V); MN__P(d->dlosses, N); MN__P(d->dxf, N * C); MN__P(d->dres[0], N * C); MN__P(d->dres[1],
+            N * C);
     l0 = off;
     MN__P(d->dxn1, N * C); MN__P(d->dxn2, N * C); MN__P(d->dh, N * F); MN__P(d->dgate, N * F); MN__P(d->dup, N * F);
-    MN__P(d->dql, N * HD); MN__P(d->dkl, N * HD); MN__P(d->dqc, N * HD); MN__P(d->dkc, N * HD); MN__P(d->dq, N * HD); MN__P(d->dk, N * HD);
+    MN__P(d->dql, N * HD); MN__P(d->dkl, N * HD); MN__P(d->dqc, N * HD); MN__P(d->dkc, N * HD); MN__P(d->dq, N * HD);
+    MN__P(d->dk, N * HD);
     MN__P(d->dv, N * HD); MN__P(d->dO, N * HD); MN__P(d->don, N * HD);
     MN__P(d->dal, N * H); MN__P(d->dbl, N * H); MN__P(d->dg, N * H); MN__P(d->dbeta, N * H); MN__P(d->dlamb, HD);
     d->layer = base ? base + l0 : NULL; d->layer_n = off - l0;
@@ -2863,10 +3285,14 @@ __global__ void mn__k_cm_gates(float* g, float* beta, const float* al, const flo
 }
 // forward: g = logsigmoid(al) + log(1 - c beta^2), beta = sigmoid(bl), so:
 // dbeta += dg (-2 c beta) / (1 - c beta^2) (clamp); dal += dg sigmoid(-al); dbl += dbeta s (1 - s)
-__global__ void mn__k_cm_gates_bwd(float* dal, float* dbl, float* dbeta, const float* dg, const float* al, const float* bl, const float* beta, size_t n, int clamp) {
+__global__ void mn__k_cm_gates_bwd(float* dal, float* dbl, float* dbeta, const float* dg, const float* al,
+                                   const float* bl, const float* beta, size_t n, int clamp) {
     MN__FOR(i, n) {
         double be = beta[i], db = dbeta[i];
-        if (clamp) { db = (float)(db + dg[i] * (-2.0 * MN__MESA_CLAMP * be) / (1.0 - MN__MESA_CLAMP * be * be)); dbeta[i] = (float)db; }
+        if (clamp) {
+            db = (float)(db + dg[i] * (-2.0 * MN__MESA_CLAMP * be) / (1.0 - MN__MESA_CLAMP * be * be));
+            dbeta[i] = (float)db;
+        }
         dal[i] += (float)(dg[i] * (1.0 / (1.0 + exp((double)al[i]))));
         double s = 1.0 / (1.0 + exp(-(double)bl[i]));
         dbl[i] += (float)(db * s * (1.0 - s));
@@ -2892,14 +3318,17 @@ __global__ void mn__k_cm_dlosses(float* dl, const int* targets, size_t N, float 
 }
 
 // out (N,OC) += inp (N,IC) W^T: the residual add fused into a projection (beta = 1)
-static int mn__cm_matmul_add(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC, size_t OC) {
+static int mn__cm_matmul_add(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC,
+                             size_t OC) {
     return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, 1.f, out, OC, 0, 1);
 }
-#define MN__D2D(dst, src, n) MN__CU(cudaMemcpyAsync((dst), (src), (size_t)(n) * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM))
+#define MN__D2D(dst, src, n) \
+    MN__CU(cudaMemcpyAsync((dst), (src), (size_t)(n) * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM))
 
 // ---- the Mesa layer (mn__mesa_forward / mn__mesa_backward) ----
 // x2 = res + o_proj(o_norm(Mesa(...)))
-static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, const float* res, size_t B, size_t T) {
+static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D,
+                               const float* res, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
@@ -2914,15 +3343,20 @@ static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn_cuda_l2norm_forward(ctx, A->k, A->rk, D->dkc, N * H, Dh));
     MN__TRY(mn_cuda_matmul_forward(ctx, A->al, in, MN__PAR(cm, l, MN__CP_A), MN__PAR(cm, l, MN__CP_AB), N, C, H));
     MN__TRY(mn_cuda_matmul_forward(ctx, A->bl, in, MN__PAR(cm, l, MN__CP_B), MN__PAR(cm, l, MN__CP_BB), N, C, H));
-    mn__k_cm_gates<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->beta, A->al, A->bl, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
-    mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(A->lamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
-    MN__TRY(mn_cuda_mesa_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H, Dh, Dh, &o, cm->work));
+    mn__k_cm_gates<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->beta, A->al, A->bl, N * H,
+                                                                      c->mesa_gamma_clamp); MN__LAUNCHED();
+    mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(A->lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_mesa_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H,
+                                 Dh, Dh, &o, cm->work));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, c->norm_eps));
     MN__D2D(A->x2, res, N * C);
     return mn__cm_matmul_add(ctx, A->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
 }
-// din (N,C) = the layer's input gradient (overwritten: din need not be zeroed); dout (N,C) the gradient of the mixer's output
-static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din, const float* dout, size_t B, size_t T) {
+// din (N,C) = the layer's input gradient (overwritten: din need not be zeroed); dout (N,C) the gradient of the mixer's
+// output
+static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din,
+                                const float* dout, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
@@ -2930,22 +3364,35 @@ static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
     const float* in = A->xn1;
     // din, don, dO, dqc, dkc, dql, dkl are overwritten by their first writer (acc 0); dq..dv, dg,
     // dbeta, dlamb, dal, dbl arrive zeroed (the op and the gate kernel accumulate into them)
-    MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C, 0));
-    MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, 0));
+    MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N,
+                                HD, C, 0));
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON),
+                                 N * H, Dh, 0));
     // the op's implicit backward; dlambda collects in the (zeroed) dlamb
     MN__TRY(mn_cuda_mesa_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
-                                        A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh, &o, cm->work));
-    mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb, MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
-    mn__k_cm_gates_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dbl, D->dbeta, D->dg, A->al, A->bl, A->beta, N * H, c->mesa_gamma_clamp); MN__LAUNCHED();
-    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_A), MN__GRD(cm, l, MN__CP_AB), D->dal, in, MN__PAR(cm, l, MN__CP_A), N, C, H, 0));
-    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_B), MN__GRD(cm, l, MN__CP_BB), D->dbl, in, MN__PAR(cm, l, MN__CP_B), N, C, H));
+                                        A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh,
+                                        &o, cm->work));
+    mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb,
+                                                                        MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
+    mn__k_cm_gates_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dbl, D->dbeta, D->dg, A->al, A->bl,
+                                                                          A->beta, N * H, c->mesa_gamma_clamp);
+    MN__LAUNCHED();
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_A), MN__GRD(cm, l, MN__CP_AB), D->dal, in,
+                                MN__PAR(cm, l, MN__CP_A), N, C, H, 0));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_B), MN__GRD(cm, l, MN__CP_BB), D->dbl, in,
+                                    MN__PAR(cm, l, MN__CP_B), N, C, H));
     MN__TRY(mn__l2norm_backward(ctx, D->dqc, D->dq, A->q, A->rq, N * H, Dh, 0));
     MN__TRY(mn__l2norm_backward(ctx, D->dkc, D->dk, A->k, A->rk, N * H, Dh, 0));
-    MN__TRY(mn__shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CP_QC), D->dqc, A->ql, MN__PAR(cm, l, MN__CP_QC), B, T, HD, 4, 1, 0));
-    MN__TRY(mn__shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CP_KC), D->dkc, A->kl, MN__PAR(cm, l, MN__CP_KC), B, T, HD, 4, 1, 0));
-    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_Q), NULL, D->dql, in, MN__PAR(cm, l, MN__CP_Q), N, C, HD));
-    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_K), NULL, D->dkl, in, MN__PAR(cm, l, MN__CP_K), N, C, HD));
-    return mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_V), NULL, D->dv, in, MN__PAR(cm, l, MN__CP_V), N, C, HD);
+    MN__TRY(mn__shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CP_QC), D->dqc, A->ql, MN__PAR(cm, l, MN__CP_QC), B,
+                                   T, HD, 4, 1, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CP_KC), D->dkc, A->kl, MN__PAR(cm, l, MN__CP_KC), B,
+                                   T, HD, 4, 1, 0));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_Q), NULL, D->dql, in, MN__PAR(cm, l, MN__CP_Q), N,
+                                    C, HD));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_K), NULL, D->dkl, in, MN__PAR(cm, l, MN__CP_K), N,
+                                    C, HD));
+    return mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CP_V), NULL, D->dv, in, MN__PAR(cm, l, MN__CP_V), N, C,
+                                   HD);
 }
 
 // ---- lifecycle ----
@@ -2956,7 +3403,8 @@ static int mn__cm_setup(mn_cuda_model* cm) {
     mn_model* h = MN__HOST(cm);
     const mn_config* c = &h->cfg;
     size_t P = h->n_params;
-    cm->cfg = h->cfg; cm->tensors = h->tensors; cm->n_tensors = h->n_tensors; cm->n_params = P; cm->n_trainable = h->n_trainable;
+    cm->cfg = h->cfg; cm->tensors = h->tensors; cm->n_tensors = h->n_tensors; cm->n_params = P;
+    cm->n_trainable = h->n_trainable;
     {   // every layer must be "mesa" (the pattern is cycled over the layers)
         const char* p = c->pattern;
         while (1) {
@@ -2966,21 +3414,28 @@ static int mn__cm_setup(mn_cuda_model* cm) {
             while (len && *s == ' ') { s++; len--; }
             while (len && s[len - 1] == ' ') len--;
             if (len != 4 || memcmp(s, "mesa", 4) != 0)
-                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "only \"mesa\" layers run on the GPU so far (the pattern names another mixer)", __LINE__);
+                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
+                                "only \"mesa\" layers run on the GPU so far (the pattern names another mixer)",
+                                __LINE__);
             if (!*e) break;
             p = e + 1;
         }
     }
-    if (c->head_dim != 64 && c->head_dim != 128) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU Mesa op needs head_dim 64 or 128", __LINE__);
-    if (c->mesa_chunk != MN__MC) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU Mesa op needs mesa_chunk 64", __LINE__);
+    if (c->head_dim != 64 && c->head_dim != 128) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
+                                                                 "the GPU Mesa op needs head_dim 64 or 128", __LINE__);
+    if (c->mesa_chunk != MN__MC) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
+                                                 "the GPU Mesa op needs mesa_chunk 64", __LINE__);
     for (size_t l = 0; l < c->n_layer; l++) {   // the table is the one the slots above assume
         size_t next = l + 1 < c->n_layer ? h->layer_first[l + 1] : h->norm_idx;
-        if (next - h->layer_first[l] != MN__CP_COUNT) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "unexpected parameter table (tensors per layer)", __LINE__);
+        if (next - h->layer_first[l] != MN__CP_COUNT) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
+                                                                      "unexpected parameter table (tensors per layer)",
+                                                                      __LINE__);
         for (int j = 0; j < MN__CP_COUNT; j++) {
             char want[128];
             snprintf(want, sizeof want, "model.layers.%u.%s", (unsigned)l, mn__cp_names[j]);
             if (strcmp(h->tensors[h->layer_first[l] + j].name, want) != 0)
-                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model: unexpected parameter table", h->tensors[h->layer_first[l] + j].name, __LINE__);
+                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model: unexpected parameter table",
+                                h->tensors[h->layer_first[l] + j].name, __LINE__);
         }
     }
     MN__TRY(mn_cuda_malloc(ctx, (void**)&cm->params, 4 * P * sizeof(float)));
@@ -3001,7 +3456,10 @@ int mn_cuda_model_init(mn_cuda_model* cm, mn_cuda_ctx* ctx, const mn_config* cfg
     cm->ctx = ctx;
     mn_model* h = (mn_model*)calloc(1, sizeof(mn_model));
     if (!h) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_init", "out of host memory", __LINE__);
-    if ((err = mn_cuda_host_model_init(h, cfg)) != MN_OK) { free(h); return mn__fail(ctx, err, "mn_cuda_model_init", "mn_model_init failed (config)", __LINE__); }
+    if ((err = mn_cuda_host_model_init(h, cfg)) != MN_OK) {
+        free(h);
+        return mn__fail(ctx, err, "mn_cuda_model_init", "mn_model_init failed (config)", __LINE__);
+    }
     cm->host = h;
     if ((err = mn__cm_setup(cm)) != MN_OK) { mn_cuda_model_free(cm); cm->ctx = ctx; }
     return err;
@@ -3012,7 +3470,10 @@ int mn_cuda_model_load(mn_cuda_model* cm, mn_cuda_ctx* ctx, const char* dir, mn_
     cm->ctx = ctx;
     mn_model* h = (mn_model*)calloc(1, sizeof(mn_model));
     if (!h) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_load", "out of host memory", __LINE__);
-    if ((err = mn_cuda_host_load(h, dir, meta)) != MN_OK) { free(h); return mn__fail(ctx, err, "mn_cuda_model_load: mn_load failed", dir, __LINE__); }
+    if ((err = mn_cuda_host_load(h, dir, meta)) != MN_OK) {
+        free(h);
+        return mn__fail(ctx, err, "mn_cuda_model_load: mn_load failed", dir, __LINE__);
+    }
     cm->host = h;
     if ((err = mn__cm_setup(cm)) != MN_OK) { mn_cuda_model_free(cm); cm->ctx = ctx; }
     return err;
@@ -3031,9 +3492,12 @@ int mn_cuda_model_save(mn_cuda_model* cm, const char* dir, const mn_train_meta* 
     int err;
     MN__TRY(mn_cuda_download(ctx, h->params, cm->params, P * sizeof(float)));
     if (meta) {
-        if (cm->opt_step == 0) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_save", "no optimizer state to save (take an AdamW step first)", __LINE__);
-        if (!(mv = (float*)malloc(2 * P * sizeof(float)))) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_save", "out of host memory", __LINE__);
-        if ((err = mn_cuda_download(ctx, mv, cm->opt_m, 2 * P * sizeof(float))) != MN_OK) { free(mv); return err; }   // opt_m, opt_v adjacent
+        if (cm->opt_step == 0) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_save",
+                                               "no optimizer state to save (take an AdamW step first)", __LINE__);
+        if (!(mv = (float*)malloc(2 * P * sizeof(float)))) return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_save",
+                                                                           "out of host memory", __LINE__);
+        // opt_m, opt_v adjacent
+        if ((err = mn_cuda_download(ctx, mv, cm->opt_m, 2 * P * sizeof(float))) != MN_OK) { free(mv); return err; }
     }
     err = mn_cuda_host_save(h, dir, meta, mv, cm->opt_step);
     free(mv);
@@ -3041,21 +3505,27 @@ int mn_cuda_model_save(mn_cuda_model* cm, const char* dir, const mn_train_meta* 
     return MN_OK;
 }
 static float* mn__cm_block(mn_cuda_model* cm, int which) {
-    return which == MN_CUDA_PARAMS ? cm->params : which == MN_CUDA_GRADS ? cm->grads : which == MN_CUDA_OPT_M ? cm->opt_m : which == MN_CUDA_OPT_V ? cm->opt_v : NULL;
+    return which == MN_CUDA_PARAMS ? cm->params : which == MN_CUDA_GRADS ? cm->grads
+         : which == MN_CUDA_OPT_M ? cm->opt_m : which == MN_CUDA_OPT_V ? cm->opt_v : NULL;
 }
 int mn_cuda_model_get(mn_cuda_model* cm, int which, float* host_dst) {
     float* b = mn__cm_block(cm, which);
-    if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_get", "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
+    if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_get",
+                            "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
     return mn_cuda_download(cm->ctx, host_dst, b, cm->n_params * sizeof(float));
 }
 int mn_cuda_model_set(mn_cuda_model* cm, int which, const float* host_src) {
     float* b = mn__cm_block(cm, which);
-    if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_set", "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
+    if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_set",
+                            "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
     return mn_cuda_upload(cm->ctx, b, host_src, cm->n_params * sizeof(float));
 }
-size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T) { return mn_cuda_host_flops_per_token((const mn_model*)cm->host, T); }
+size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T) {
+    return mn_cuda_host_flops_per_token((const mn_model*)cm->host, T);
+}
 size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm) {
-    return (4 * cm->n_params + cm->cap_acts + cm->cap_dacts + cm->cap_work) * sizeof(float) + 2 * cm->cap_tok * sizeof(int) + 8 * sizeof(double);
+    return (4 * cm->n_params + cm->cap_acts + cm->cap_dacts + cm->cap_work) * sizeof(float) +
+           2 * cm->cap_tok * sizeof(int) + 8 * sizeof(double);
 }
 const float* mn_cuda_model_logits(const mn_cuda_model* cm) {
     mn__cm_acts a;
@@ -3090,7 +3560,8 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
     MN__CU(cudaMemsetAsync(cm->dacts, 0xFF, nd * sizeof(float), MN__STREAM));
     {   // the context's reduction scratch, for the largest column sum of a step (bias gradients of
         // the gate projections, the norms, the convs, the embedding), so no step allocates
-        size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, V = c->vocab_size, need = mn__col_tmp(N, H), k;
+        size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, V = c->vocab_size, need = mn__col_tmp(N, H),
+            k;
         if ((k = mn__col_tmp(N, C)) > need) need = k;
         if ((k = mn__col_tmp(N * H, Dh)) > need) need = k;
         if ((k = mn__conv_tmp(B, T, H * Dh, 4)) > need) need = k;
@@ -3109,11 +3580,14 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
     mn__cm_acts a; mn__cm_dacts d;
     mn_model* h = MN__HOST(cm);
     if (loss) *loss = 0.f;
-    if (B == 0 || T == 0 || T > c->max_seq_len || N > ((size_t)1 << 31)) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward", "needs 0 < T <= max_seq_len and 0 < B*T <= 2^31", __LINE__);
+    if (B == 0 || T == 0 || T > c->max_seq_len || N > ((size_t)1 << 31)) return mn__fail(ctx, MN_ERR_RANGE,
+            "mn_cuda_model_forward", "needs 0 < T <= max_seq_len and 0 < B*T <= 2^31", __LINE__);
     for (size_t i = 0; i < N; i++) {
-        if (tokens[i] < 0 || (size_t)tokens[i] >= V) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward", "token id outside [0, V)", __LINE__);
+        if (tokens[i] < 0 || (size_t)tokens[i] >= V) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward",
+                                                                     "token id outside [0, V)", __LINE__);
         if (targets) {
-            if (targets[i] < -1 || (targets[i] >= 0 && (size_t)targets[i] >= V)) return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_forward", "target id outside [-1, V)", __LINE__);
+            if (targets[i] < -1 || (targets[i] >= 0 && (size_t)targets[i] >= V)) return mn__fail(ctx, MN_ERR_RANGE,
+                    "mn_cuda_model_forward", "target id outside [-1, V)", __LINE__);
             n_valid += targets[i] >= 0;
         }
     }
@@ -3128,25 +3602,29 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
         float *x = a.res + l * N * C, *y = a.res + (l + 1) * N * C;
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn1, A->rstd1, x, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C, c->norm_eps));
         MN__TRY(mn__cm_mesa_forward(cm, l, A, &d, x, B, T));                      // x2 = x + mixer(xn1)
-        MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C, c->norm_eps));
+        MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C,
+                                        c->norm_eps));
         MN__TRY(mn_cuda_matmul_forward(ctx, A->gate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), NULL, N, C, F));
         MN__TRY(mn_cuda_matmul_forward(ctx, A->up, A->xn2, MN__PAR(cm, l, MN__CP_UP), NULL, N, C, F));
         MN__TRY(mn_cuda_swiglu_forward(ctx, A->h, A->gate, A->up, N * F));
         MN__D2D(y, A->x2, N * C);
         MN__TRY(mn__cm_matmul_add(ctx, y, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C));   // y = x2 + mlp
     }
-    MN__TRY(mn_cuda_rmsnorm_forward(ctx, a.xf, a.rstdf, a.res + L * N * C, cm->params + cm->tensors[h->norm_idx].offset, N, C, c->norm_eps));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, a.xf, a.rstdf, a.res + L * N * C, cm->params + cm->tensors[h->norm_idx].offset,
+                                    N, C, c->norm_eps));
     MN__TRY(mn_cuda_matmul_forward(ctx, a.logits, a.xf, cm->params + cm->tensors[h->head_idx].offset, NULL, N, C, V));
     if (targets) {
         double sum = 0;
         MN__TRY(mn_cuda_crossentropy_forward(ctx, a.losses, a.logits, cm->targets, N, V, c->logit_softcap));
         MN__CU(cudaMemsetAsync(cm->red, 0, sizeof(double), MN__STREAM));
-        mn__k_cm_loss_sum<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(cm->red, a.losses, cm->targets, N); MN__LAUNCHED();
+        mn__k_cm_loss_sum<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(cm->red, a.losses, cm->targets, N);
+        MN__LAUNCHED();
         MN__TRY(mn_cuda_download(ctx, &sum, cm->red, sizeof sum));
         MN__TRY(mn_cuda_sync(ctx));
         sum = n_valid ? sum / (double)n_valid : 0.0;
         if (loss) *loss = (float)sum;
-        if (!(sum == sum) || sum > 1e300 || sum < -1e300) return mn__fail(ctx, MN_ERR_NAN, "mn_cuda_model_forward", "loss is not finite", __LINE__);
+        if (!(sum == sum) || sum > 1e300 || sum < -1e300) return mn__fail(ctx, MN_ERR_NAN, "mn_cuda_model_forward",
+                                                                          "loss is not finite", __LINE__);
         cm->n_valid = n_valid;
         cm->have_loss = 1;
     }
@@ -3166,17 +3644,22 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
     mn__cm_acts a; mn__cm_dacts d;
     mn_model* h = MN__HOST(cm);
     int cur = 0;
-    if (!cm->have_loss) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_backward", "needs a successful forward with targets first", __LINE__);
+    if (!cm->have_loss) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_backward",
+                                        "needs a successful forward with targets first", __LINE__);
     mn__cm_layout_acts(c, B, T, cm->acts, &a);
     mn__cm_layout_dacts(c, B, T, cm->dacts, &d);
     MN__CU(cudaMemsetAsync(d.dlogits, 0, N * V * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(d.dxf, 0, N * C * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(d.dres[cur], 0, N * C * sizeof(float), MN__STREAM));
     // loss = mean over valid rows: each valid row's loss has weight 1/n_valid
-    mn__k_cm_dlosses<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(d.dlosses, cm->targets, N, cm->n_valid ? (float)(1.0 / (double)cm->n_valid) : 0.f); MN__LAUNCHED();
+    const float wl = cm->n_valid ? (float)(1.0 / (double)cm->n_valid) : 0.f;
+    mn__k_cm_dlosses<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(d.dlosses, cm->targets, N, wl);
+    MN__LAUNCHED();
     MN__TRY(mn_cuda_crossentropy_backward(ctx, d.dlogits, d.dlosses, a.logits, cm->targets, N, V, c->logit_softcap));
-    MN__TRY(mn_cuda_matmul_backward(ctx, d.dxf, cm->grads + cm->tensors[h->head_idx].offset, NULL, d.dlogits, a.xf, cm->params + cm->tensors[h->head_idx].offset, N, C, V));
-    MN__TRY(mn_cuda_rmsnorm_backward(ctx, d.dres[cur], cm->grads + cm->tensors[h->norm_idx].offset, d.dxf, a.rstdf, a.res + L * N * C, cm->params + cm->tensors[h->norm_idx].offset, N, C));
+    MN__TRY(mn_cuda_matmul_backward(ctx, d.dxf, cm->grads + cm->tensors[h->head_idx].offset, NULL, d.dlogits, a.xf,
+                                    cm->params + cm->tensors[h->head_idx].offset, N, C, V));
+    MN__TRY(mn_cuda_rmsnorm_backward(ctx, d.dres[cur], cm->grads + cm->tensors[h->norm_idx].offset, d.dxf, a.rstdf,
+                                     a.res + L * N * C, cm->params + cm->tensors[h->norm_idx].offset, N, C));
     for (size_t l = L; l-- > 0;) {
         const mn__cm_layer* A = &a.L[l];
         float *dy = d.dres[cur], *dx = d.dres[cur ^ 1];
@@ -3184,25 +3667,32 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
         MN__CU(cudaMemsetAsync(d.dq, 0, (size_t)(d.dO - d.dq) * sizeof(float), MN__STREAM));
         MN__CU(cudaMemsetAsync(d.dal, 0, (size_t)(d.layer + d.layer_n - d.dal) * sizeof(float), MN__STREAM));
         // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2); dx2 = dy + ... (in place in dy)
-        MN__TRY(mn__matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C, 0));
+        MN__TRY(mn__matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN),
+                                    N, F, C, 0));
         MN__TRY(mn__swiglu_backward(ctx, d.dgate, d.dup, d.dh, A->gate, A->up, N * F, 0));
-        MN__TRY(mn__matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_GATE), NULL, d.dgate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), N, C, F, 0));
-        MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_UP), NULL, d.dup, A->xn2, MN__PAR(cm, l, MN__CP_UP), N, C, F));
-        MN__TRY(mn_cuda_rmsnorm_backward(ctx, dy, MN__GRD(cm, l, MN__CP_MLP_NORM), d.dxn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C));
+        MN__TRY(mn__matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_GATE), NULL, d.dgate, A->xn2,
+                                    MN__PAR(cm, l, MN__CP_GATE), N, C, F, 0));
+        MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_UP), NULL, d.dup, A->xn2,
+                                        MN__PAR(cm, l, MN__CP_UP), N, C, F));
+        MN__TRY(mn_cuda_rmsnorm_backward(ctx, dy, MN__GRD(cm, l, MN__CP_MLP_NORM), d.dxn2, A->rstd2, A->x2,
+                                         MN__PAR(cm, l, MN__CP_MLP_NORM), N, C));
         // forward: x2 = x + mixer(xn1), xn1 = norm(x): dx = dx2 + norm'(mixer'(dx2))
         MN__D2D(dx, dy, N * C);
         MN__TRY(mn__cm_mesa_backward(cm, l, A, &d, d.dxn1, dy, B, T));
-        MN__TRY(mn_cuda_rmsnorm_backward(ctx, dx, MN__GRD(cm, l, MN__CP_ATTN_NORM), d.dxn1, A->rstd1, a.res + l * N * C, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C));
+        MN__TRY(mn_cuda_rmsnorm_backward(ctx, dx, MN__GRD(cm, l, MN__CP_ATTN_NORM), d.dxn1, A->rstd1, a.res + l * N * C,
+                                         MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C));
         cur ^= 1;
     }
-    return mn_cuda_embedding_backward(ctx, cm->grads + cm->tensors[h->emb_idx].offset, d.dres[cur], cm->tokens, N, C, V);
+    return mn_cuda_embedding_backward(ctx, cm->grads + cm->tensors[h->emb_idx].offset, d.dres[cur], cm->tokens, N, C,
+                                      V);
 }
 
 int mn_cuda_model_clip_grad_norm(mn_cuda_model* cm, double max_norm, double* norm) {
     return mn_cuda_clip_grad_norm(cm->ctx, cm->grads, cm->n_params, max_norm, norm);
 }
 
-// One AdamW step over the whole model; runs of adjacent tensors (up to 16-float padding gaps) with the same decay flag go in one launch.
+// One AdamW step over the whole model; runs of adjacent tensors (up to 16-float padding gaps) with the same decay flag
+// go in one launch.
 int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
     mn_adamw hh = { 0.9, 0.98, 1e-8, 0.1 };
     if (hp) {
@@ -3218,10 +3708,12 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
         // a next tensor may start up to 15 floats past this run's end (mesanet.h aligns every tensor
         // to 16 floats): the gap is padding, zero in params, grads and moments, and AdamW keeps zeros
         // zero (m = v = 0, step 0 / (0 + eps) = 0, decoupled decay scales 0), so it joins the launch
-        while (j < cm->n_tensors && (cm->tensors[j].decay != 0) == (decay != 0) && cm->tensors[j].offset >= off + n && cm->tensors[j].offset - (off + n) < 16) {
+        while (j < cm->n_tensors && (cm->tensors[j].decay != 0) == (decay != 0) && cm->tensors[j].offset >= off + n &&
+               cm->tensors[j].offset - (off + n) < 16) {
             n = cm->tensors[j].offset + cm->tensors[j].numel - off; j++;
         }
-        MN__TRY(mn_cuda_adamw_update(cm->ctx, cm->params + off, cm->grads + off, cm->opt_m + off, cm->opt_v + off, n, lr,
+        MN__TRY(mn_cuda_adamw_update(cm->ctx, cm->params + off, cm->grads + off, cm->opt_m + off, cm->opt_v + off, n,
+                                     lr,
                                      hh.beta1, hh.beta2, hh.eps, decay ? hh.weight_decay : 0.0, cm->opt_step));
         i = j;
     }

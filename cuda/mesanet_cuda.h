@@ -35,8 +35,9 @@
        the default: results agree with the CPU to float rounding) or TF32 tensor cores
        (MN_CUDA_MATH_TF32: inputs rounded to 10 mantissa bits, ~3e-4 relative, 7x the rate on an
        H200); so do the Mesa backward's per-chunk products on the mma.sync path (below).
-     - Mesa states H_n, S_n and their gradients: fp32 in memory (fla keeps them in fp16/bf16, which
-       issue #1187 ties to NaNs in training; mesa.md §2.5 recommends fp32). The chunk scan's products
+     - Mesa states H_n, S_n and their gradients: fp32 in memory (fla keeps them in fp16/bf16; these
+       states sum thousands of decaying rank-one terms and CG then inverts H_n + diag lambda, so their
+       rounding error enters every solve, and fp32 keeps it near 1e-7). The chunk scan's products
        run on the tensor cores in "3xTF32" (ctx->mesa_scan = MN_CUDA_SCAN_TF32X3, the default): each
        fp32 operand is split into a TF32 head and a TF32 tail, and head*head + head*tail + tail*head
        is accumulated in fp32, which keeps fp32-level accuracy (~1e-7 relative per product, the
@@ -57,7 +58,8 @@
        the shrinking CG directions never underflow fp16 and large states never overflow it; the
        scales are exact and are undone in fp32.
      - The Mesa backward with Dk = Dv = 128 on the wgmma path: two fused kernels (B2 before the
-       adjoint solve, B5 after it, mesa.md §3.2) do all ~14 per-chunk products on the fp16 tensor
+       adjoint solve,
+           B5 after it: the passes of mesanet_cuda.cu's >>cuda_mesa) do all ~14 per-chunk products on the fp16 tensor
        cores, each operand times its own power-of-two scale, everything else in fp32 (gradients
        ~5e-4 relative RMS against the float64 CPU, fla's test bar 0.008); nothing is packed and
        no per-chunk temporary goes through memory. The mma.sync path keeps the cuBLAS products
@@ -88,7 +90,8 @@ enum {
     MN_ERR_CUBLAS = -21   // a cuBLAS call failed
 };
 enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1 };   // cuBLAS products: exact fp32 or TF32
-enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };  // Mesa state scan: 3xTF32 or TF32 tensor cores, or fp32 FMA
+// Mesa state scan: 3xTF32 or TF32 tensor cores, or fp32 FMA
+enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
 
 typedef struct mn_cuda_ctx {
@@ -96,7 +99,8 @@ typedef struct mn_cuda_ctx {
     void* stream;         // cudaStream_t all launches go to (NULL = default stream)
     void* cublas;         // cublasHandle_t, bound to stream
     int math;             // MN_CUDA_MATH_FP32 (default) or MN_CUDA_MATH_TF32
-    int mesa_scan;        // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~3e-4)
+    // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~3e-4)
+    int mesa_scan;
     int mesa_cg;          // MN_CUDA_CG_WGMMA (default; Hopper, sm_90a: wgmma CG, fused fp16 backward) or
                           // MN_CUDA_CG_MMA (mma.sync CG, cuBLAS backward); Dk = 64 always takes the latter
     int mesa_keep_states; // 1: a chunk backward given the workspace its forward used, with the same
@@ -123,55 +127,73 @@ int mn_cuda_download(mn_cuda_ctx* ctx, void* dst, const void* src, size_t bytes)
 int mn_cuda_sync(mn_cuda_ctx* ctx);                 // waits for the stream; reports kernel faults
 
 // --- matmul through cuBLAS: out (N,OC) = inp (N,IC) weight (OC,IC)^T + bias (OC) ---
-int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias, size_t N, size_t IC, size_t OC);
+int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias,
+                           size_t N, size_t IC, size_t OC);
 // dinp (N,IC), dweight (OC,IC), dbias (OC) accumulated; any may be NULL. dout (N,OC).
-int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight, size_t N, size_t IC, size_t OC);
+int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, size_t N, size_t IC, size_t OC);
 
 // --- elementwise and normalisation ops (contracts as mesanet.h >>ops) ---
 // out (N,C) = wte (V,C)[tokens (N)]; ids must be valid (the caller checks, as on the CPU)
 int mn_cuda_embedding_forward(mn_cuda_ctx* ctx, float* out, const int* tokens, const float* wte, size_t N, size_t C);
 // dwte (V,C) += scatter of dout (N,C); V <= 1024: deterministic (the same bits every run; ids
 // outside [0,V) are skipped), larger V: atomic adds (the order of the adds is not fixed)
-int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C, size_t V);
+int mn_cuda_embedding_backward(mn_cuda_ctx* ctx, float* dwte, const float* dout, const int* tokens, size_t N, size_t C,
+                               size_t V);
 // out (N,C), rstd (N) written; inp (N,C); weight (C)
-int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N, size_t C, double eps);
+int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N,
+                            size_t C, double eps);
 // dinp (N,C), dweight (C) accumulated
-int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd, const float* inp, const float* weight, size_t N, size_t C);
+int mn_cuda_rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd,
+                             const float* inp, const float* weight, size_t N, size_t C);
 // out (n) = silu(gate (n)) * up (n)
 int mn_cuda_swiglu_forward(mn_cuda_ctx* ctx, float* out, const float* gate, const float* up, size_t n);
-int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate, const float* up, size_t n);
+int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const float* dout, const float* gate,
+                            const float* up, size_t n);
 // causal depthwise conv (fla ShortConvolution) + optional SiLU: out, inp (B,T,Ch); weight (Ch,K)
-int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T,
+                              size_t Ch, size_t K, int silu);
 // dinp (B,T,Ch), dweight (Ch,K) accumulated
-int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp, const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp,
+                               const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
 // out (N,D) = inp / sqrt(sum inp^2 + 1e-6), rstd (N)
 int mn_cuda_l2norm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, size_t N, size_t D);
-int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd, size_t N, size_t D);
+int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, const float* out, const float* rstd,
+                            size_t N, size_t D);
 // losses (N) from logits (N,V), targets (N) (< 0: no loss), optional soft-cap c tanh(l/c)
-int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* logits, const int* targets, size_t N, size_t V, double softcap);
+int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* logits, const int* targets, size_t N,
+                                 size_t V, double softcap);
 // dlogits (N,V) accumulated; dlosses (N)
-int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits, const int* targets, size_t N, size_t V, double softcap);
+int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits,
+                                  const int* targets, size_t N, size_t V, double softcap);
 
 // --- optimizer ---
 // AdamW, PyTorch order (as mn_adamw_update): p, m, v (n) updated from g (n); t is the 1-based step
-int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t);
+int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr,
+                         double beta1, double beta2, double eps, double wd, uint64_t t);
 // Global L2 norm of grads (n) (fp64 accumulation); scales them to max_norm when larger (max_norm
 // > 0), leaves them untouched when the norm is not finite. norm (host, may be NULL) receives the
 // norm before clipping (NaN if not finite); asking for it synchronises the stream.
 int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_norm, double* norm);
 
-// --- the Mesa op, chunkwise form (contracts as mn_mesa_forward / _backward) ---
+// --- the Mesa op, chunkwise form (contracts as mn_mesa_forward / _backward of mesanet.h) ---
 // Workspace in floats (one size serves the forward and the backward).
 size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
 // out (B,T,H,Dv), xs (B,T,H,Dk) (saved for the backward; may be NULL), iters (B,T,H) (may be NULL)
 // written; hkk (B,H,Dk,Dk), hkv (B,H,Dk,Dv): initial states in, final states out (NULL: zeros,
 // not returned); q,k (B,T,H,Dk); v (B,T,H,Dv); g, beta (B,T,H); lamb (H,Dk); work (work_size)
-int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
+                         const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B,
+                         size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
 // dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg,dbeta (B,T,H), dlamb (H,Dk), dhkk0 (B,H,Dk,Dk), dhkv0
 // (B,H,Dk,Dv) accumulated (the last two may be NULL); dout (B,T,H,Dv); dhkk, dhkv upstream
 // gradients of the final states (NULL = 0); xs from the forward; hkk0, hkv0 the initial states
 // the forward used (NULL = 0). q is not read (the implicit backward needs only x).
-int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv, const float* xs, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb,
+                          float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv,
+                          const float* xs, const float* q, const float* k, const float* v, const float* g,
+                          const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B,
+                          size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
 
 
 // --- the Mesa decode step, batched over sequences (contract as mn_mesa_step, one call for B of them) ---
@@ -183,7 +205,9 @@ int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, flo
 // out = S_t^T x. out (B,H,Dv) written; iters (B,H) receives each system's CG iterations (may be
 // NULL); hkk (B,H,Dk,Dk), hkv (B,H,Dk,Dv) in/out, 16-byte aligned; q,k (B,H,Dk); v (B,H,Dv);
 // g, beta (B,H); lamb (H,Dk). No workspace: one launch, B*H thread blocks.
-int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
+int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k,
+                      const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
+                      size_t Dk, size_t Dv, const mn_mesa_opts* o);
 
 // --- the model: mesanet.h's mn_model on the GPU (mn_forward / mn_backward / mn_clip_grad_norm /
 // mn_adamw_step, op for op; see >>cuda_model in mesanet_cuda.cu) ---
