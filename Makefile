@@ -8,8 +8,11 @@
 #
 # Switches: BLAS=0 (pure C matmul, no OpenBLAS), OMP=0 (no OpenMP), CC=clang.
 
-# builds in parallel on both cores (the test runner itself runs the suites one after another)
+# builds in parallel on both cores (the test runner itself runs the suites one after another); only the top-level
+# make sets it, a sub-make (make test's build step) shares the parent's job server instead of resetting it
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += -j2
+endif
 CC      ?= gcc
 CXX     ?= g++
 BLAS    ?= 1
@@ -54,6 +57,17 @@ $(BUILD)/bench_mesa: examples/bench_mesa.c examples/common.h reference/mesa_orac
 # the peer-vector checker is a double build (mn_real = double) compared at 1e-8
 $(BUILD)/check_vectors: reference/check_vectors.c reference/vecfile.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE -DMESANET_IMPLEMENTATION -DMN_VECFILE_IMPLEMENTATION $< -o $@ -lm
+
+# the Python bridge (notebooks/mesanet.py) loads these: mesanet.h + the .vec reader as shared libraries,
+# MN_LOG captured for its exceptions. The double build is plain C like the double tests (bit-equal to them);
+# the float build has BLAS/OpenMP as switched, like the example programs.
+LIB_DEPS = notebooks/mesanet_bridge.c mesanet.h reference/vecfile.h
+$(BUILD)/libmesanet_f64.so: $(LIB_DEPS) | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -fPIC -shared -DMESANET_DOUBLE $< -o $@ -lm
+$(BUILD)/libmesanet_f32.so: $(LIB_DEPS) | $(BUILD)
+	$(FULL) -fPIC -shared $< -o $@ $(ACCEL_LIBS) -lm
+.PHONY: lib notebooks
+lib: $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so
 
 # installs the Debian packages the build uses when they are missing (as root), else says how
 setup:

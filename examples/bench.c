@@ -1,8 +1,8 @@
 // bench: the machine's sgemm ceiling and the REF-S training/inference throughput, printed as a
 // table and written to results/bench.md (with the machine, the command and the date).
 //
-// REF-S (anchors.md): byte vocab, d_model 256, 4 layers, 4 heads of 64, SwiGLU 688, T=256,
-// batch 16, untied head, AdamW. FLOPs per token counted as anchors.md does: 6 x (matmul
+// REF-S (the project's reference small configuration): byte vocab, d_model 256, 4 layers, 4 heads of 64, SwiGLU 688, T=256,
+// batch 16, untied head, AdamW. FLOPs per token counted as mn_flops_per_token does: 6 x (matmul
 // parameters, lm_head included, embeddings excluded) + 3 x the mixer's own forward matmuls
 // (attention: q.k and p.v over the full T x T matrix = 4 T H D per layer).
 #define MESANET_IMPLEMENTATION
@@ -102,13 +102,13 @@ int main(int argc, char** argv) {
                    "Command: `%s` (`make bench` runs `./build/bench results/bench.md`).\n\n"
                    "REF-S: byte vocab, d_model 256, 4 layers, 4 heads of 64, SwiGLU 688, untied head, T=256, batch 16, AdamW;\n"
                    "median of 7 steps after 2 warm-ups (the three parts are separate medians, so they need not add up). Generation: the recurrent step, one sequence, 256 tokens (Mesa: fixed CG count).\n"
-                   "FLOPs per token as anchors.md counts them: 6 x matmul parameters (lm_head in, embeddings out) + 3 x the\n"
+                   "FLOPs per token (mn_flops_per_token): 6 x matmul parameters (lm_head in, embeddings out) + 3 x the\n"
                    "mixer's own forward matmuls (attention over the full T x T matrix; Mesa per layer, head and token\n"
                    "2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV with C = 64).\n\n%s\n"
-                   "Mesa rows: FLOPs are counted for the nominal CG count, as anchors.md does; the textbook CG here stops a\n"
+                   "Mesa rows: FLOPs are counted for the nominal CG count, as the PyTorch figures below are; the textbook CG here stops a\n"
                    "system once its residual reaches float precision (||r|| <= 1.2e-7 ||r0||), so on well-conditioned systems\n"
                    "it runs fewer steps than nominal and GFLOP/s overstates the arithmetic done; tokens/s is the number to compare.\n\n"
-                   "Anchors (../shared/docs/anchors.md, PyTorch 1.13 eager on this kind of machine, env as set / unset):\n"
+                   "Anchors (PyTorch 1.13 eager figures for this kind of machine that came with the task, env as set / unset):\n"
                    "attention 2,642 / 3,078 tokens/s; Mesa CG 10 (autograd through CG) 1,475 / 1,597; Mesa CG 30 about 700 / 866.\n",
                 when, u.machine, u.release, sysconf(_SC_NPROCESSORS_ONLN), ct ? ct : "(unset)", cmd, table);
         fclose(f);

@@ -13,7 +13,7 @@
 //
 // Float build (mn_real = float) with OpenBLAS. Truth: the float build's exact recurrent form
 // (Cholesky per token, MN_MESA_EXACT) and the independent float64 oracle reference/mesa_oracle.h,
-// fed the same float-rounded inputs. Mesa FLOPs are counted as anchors.md does (see section 4).
+// fed the same float-rounded inputs. Mesa FLOPs are counted by the formula of section 4 (mesa_fwd_flops).
 #define MESANET_IMPLEMENTATION
 #include "common.h"
 #include "../mesanet.h"
@@ -134,14 +134,15 @@ static mn_mesa_opts mkopts(int solver, int cg, double tol, int fla, size_t chunk
     return o;
 }
 
-// ---- anchors.md's Mesa FLOP count, forward, per head and token:
+// ---- the Mesa FLOP count used for every Mesa speed figure here (the PyTorch anchors count the same), forward,
+// per head and token:
 //   2K^2 + 2KV (state pass) + n (4CK + 2K^2) (n CG steps) + 2CK + 2CV + 2KV (output)
 // with C = min(chunk, T) as mn_flops_per_token counts it; forward + backward = 3 x forward.
 static double mesa_fwd_flops(size_t T, size_t H, size_t K, size_t V, size_t chunk, int n) {
     double k = (double)K, v = (double)V, c = (double)(chunk < T ? chunk : T);
     return (double)T * (double)H * (2 * k * k + 2 * k * v + n * (4 * c * k + 2 * k * k) + 2 * c * k + 2 * c * v + 2 * k * v);
 }
-// the decode step per head and token (our count, not anchors.md's): state update 2K^2 + 2KV,
+// the decode step per head and token (counted the same way: every product and vector update of the step): state update 2K^2 + 2KV,
 // n CG steps of 2K^2 (A p) + 10K (vector updates and dots), read-out 2KV
 static double mesa_step_flops(size_t H, size_t K, size_t V, int n) {
     double k = (double)K, v = (double)V;
@@ -427,8 +428,8 @@ static void section_speed(void) {
     out("\n## 4. Speed\n\n"
         "sgemm ceiling measured in this run (OpenBLAS's own sgemm on all %ld cores, its threads, best of reps): "
         "2048^3 **%.1f** GFLOP/s, 256^3 %.1f, 64^3 %.1f.\n\n"
-        "FLOPs as anchors.md counts Mesa, forward, per head and token: 2K^2 + 2KV (state pass) + n (4CK + 2K^2) (n CG steps) "
-        "+ 2CK + 2CV + 2KV (output), C = chunk; forward + backward is counted as 3 x forward, as anchors.md does (the backward "
+        "FLOPs of Mesa, forward, per head and token: 2K^2 + 2KV (state pass) + n (4CK + 2K^2) (n CG steps) "
+        "+ 2CK + 2CV + 2KV (output), C = chunk; forward + backward is counted as 3 x forward (the backward "
         "is one adjoint CG of n steps plus the state and output passes). One layer's op, B=1, H=%zu, D=%zu (K=V), C=%zu, "
         "all cores (OpenMP over heads, single-threaded BLAS inside); median of the repetitions after one warm-up.\n\n",
         sysconf(_SC_NPROCESSORS_ONLN), peak2048, peak256, peak64, H, K, C);

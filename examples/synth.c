@@ -9,7 +9,7 @@
 //                  (the tables go between the .md's synth-table markers; the text around them is kept)
 //   ./build/synth --list                             # the tasks and models it knows
 //
-// Protocol (../shared/docs/synthetic.md §4, "small CPU"): d_model 64, 2 layers, 4 heads of 16, no
+// Protocol (a small-CPU tier of the published protocols, written down in results/synth.md): d_model 64, 2 layers, 4 heads of 16, no
 // positional encoding except attention's RoPE, AdamW (0.9, 0.99), weight decay 0.1, clip 1, warm-up
 // 5 % then cosine to 1e-5, variable training lengths (one length drawn per batch, so a step costs
 // what its length costs). Steps: the per-task table below times --budget. Each cell runs in its own
@@ -46,8 +46,8 @@ static const synth_model models[] = {
 };
 #define N_MODELS (sizeof models / sizeof models[0])
 
-// ---- per-task training budget at --budget 1: steps x batch (synthetic.md §4.3, whose token budget
-// is ~6-13M per cell; the grid default scales it to what this CPU does in a few minutes) ----
+// ---- per-task training budget at --budget 1: steps x batch (a small-CPU budget; the published
+// protocols train on ~6-13M tokens per cell at this tier and far more in the papers; the grid default scales it to what this CPU does in a few minutes) ----
 typedef struct { const char* task; size_t steps, batch; } synth_budget;
 static const synth_budget budgets[] = {
     { "parity", 3000, 32 }, { "modarith", 4000, 48 }, { "modarith_brackets", 4000, 48 }, { "z5", 2000, 32 },
@@ -55,7 +55,7 @@ static const synth_budget budgets[] = {
     { "anbncn", 3000, 32 }, { "mqar", 3000, 32 },
 };
 
-// ---- published numbers to hold ours against (synthetic.md §5: A = the subquadratic paper at 2048,
+// ---- published numbers to hold ours against (A = "On Subquadratic Architectures" at 2048,
 // secondary sources; B = Grazzi et al. Table 3, scaled accuracy, lengths 40-256) ----
 typedef struct { const char *task, *model; size_t len; double value; const char* src; } synth_pub;
 static const synth_pub published[] = {
@@ -213,7 +213,7 @@ static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, s
     c.vocab_size = (size_t)task->vocab_size; c.d_model = o->d_model; c.n_layer = o->layers; c.n_head = o->heads;
     c.max_seq_len = maxlen; c.pattern = sm->pattern; c.seed = 1000 + seed;
     // d_k = 16: CG reaches the exact solve in at most 16 steps (in exact arithmetic), so --cg 16 is the
-    // exact-solve reference of synthetic.md §4.2 at CG's cost
+    // exact-solve reference (MesaNet with an exact linear solve) at CG's cost
     c.mesa_cg_train = o->cg; c.mesa_cg_decode = o->cg;
     int err = mn_model_init(&m, &c);
     if (err != MN_OK) { fprintf(stderr, "synth: %s/%s: bad config: %s\n", task->name, sm->name, mn_strerror(err)); return 1; }
@@ -545,7 +545,7 @@ static int report(const opts* o) {
         }
         MD("\n");
     }
-    MD("\nPublished numbers (synthetic.md §5: A = the subquadratic paper, secondary sources, trained at 128; "
+    MD("\nPublished numbers (A = \"On Subquadratic Architectures\", secondary sources, trained at 128; "
        "B = Grazzi et al. Table 3, scaled, best of 3, trained at 3-40, evaluated up to 256) beside ours:\n\n"
        "| task | model | published | ours, best (median, seeds) at");
     for (li = 0; li < nl; li++) MD("%s%zu", li ? " / " : " ", lens[li]);
