@@ -68,6 +68,9 @@ $(BUILD)/libmesanet_f32.so: $(LIB_DEPS) | $(BUILD)
 	$(FULL) -fPIC -shared $< -o $@ $(ACCEL_LIBS) -lm
 .PHONY: lib notebooks
 lib: $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so
+# the bridge's test (tests/test_bridge.py) compares it bit for bit with this program, built like the double library
+$(BUILD)/bridge_ref: tests/bridge_ref.c mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm
 
 # installs the Debian packages the build uses when they are missing (as root), else says how
 setup:
@@ -84,6 +87,9 @@ TEST_BINS = $(BUILD)/test_tasks $(BUILD)/synth $(BUILD)/test_grad $(BUILD)/test_
             $(BUILD)/test_ssm_d $(BUILD)/test_ssm_f $(BUILD)/test_xlstm_d $(BUILD)/test_xlstm_f \
             $(BUILD)/asan_test_gla $(BUILD)/asan_test_delta $(BUILD)/asan_test_ssm $(BUILD)/asan_test_xlstm $(BUILD)/test_model_d $(BUILD)/test_model_f $(BUILD)/test_vecfile \
             $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile
+
+# the Python bridge: both libraries, the C program it is compared with, the vector checker it writes files for
+TEST_BINS += $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so $(BUILD)/bridge_ref $(BUILD)/check_vectors
 
 # the synthetic-task generators: every label against an independent computation
 $(BUILD)/test_tasks: tests/test_tasks.c tests/testutil.h mesanet.h | $(BUILD)
