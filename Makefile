@@ -68,6 +68,11 @@ $(BUILD)/libmesanet_f32.so: $(LIB_DEPS) | $(BUILD)
 	$(FULL) -fPIC -shared $< -o $@ $(ACCEL_LIBS) -lm
 .PHONY: lib notebooks
 lib: $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so
+# executes every CPU tutorial in notebooks/ and fails on a failing cell or assertion, or on saved outputs that
+# differ from the fresh run (notebooks/nbtool.py; Debian's python3, where its numpy and Jupyter packages live)
+PYTHON ?= /usr/bin/python3
+notebooks: lib
+	MESANET_BUILD=$(abspath $(BUILD)) $(PYTHON) notebooks/nbtool.py check
 # the bridge's test (tests/test_bridge.py) compares it bit for bit with this program, built like the double library
 $(BUILD)/bridge_ref: tests/bridge_ref.c mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm

@@ -326,13 +326,15 @@ def _nt(name, fields):
     return collections.namedtuple(name, fields.split())
 
 
-_DEFAULT_LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "build")
+# where `make lib` put the libraries: $MESANET_BUILD, else build/ of this checkout
+_DEFAULT_LIB_DIR = os.environ.get("MESANET_BUILD") or os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                                                    "build")
 _loaded = {}
 
 
 def load(dtype="f64", path=None):
     """The library of element type dtype ('f64' or 'f32', also np.float64 / np.float32), loaded once.
-    path: the .so (default: build/libmesanet_<dtype>.so next to this folder, made by `make lib`)."""
+    path: the .so (default: libmesanet_<dtype>.so in $MESANET_BUILD or build/, made by `make lib`)."""
     key = {np.float64: "f64", np.float32: "f32", "float64": "f64", "float32": "f32", "double": "f64",
            "float": "f32"}.get(dtype, dtype)
     if key not in ("f64", "f32"):

@@ -38,6 +38,7 @@ run "command-line programs" ./tests/test_cli.sh "$B"
 run "synthetic suite, quick tier (parity learns; resume; report)" ./tests/test_synth.sh "$B"
 # the Python bridge, bit for bit against C in double (Debian's python3: its numpy and Jupyter packages)
 run "Python bridge (notebooks/mesanet.py) vs the C library" "${PYTHON:-/usr/bin/python3}" tests/test_bridge.py "$B"
+run "tutorials: every CPU notebook executes, saved outputs match" make --no-print-directory notebooks BUILD="$B"
 # the optional CUDA translation unit compiles wherever nvcc is installed (it runs on a GPU machine only)
 if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     run "CUDA: make cuda compiles (sm_90; not run here)" make --no-print-directory cuda BUILD="$B" NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
