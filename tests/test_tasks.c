@@ -12,7 +12,8 @@
 //   - the task table (names, order, vocab, metric, chance), bad input (NULL, unknown names,
 //     too-short len leaves the buffers untouched), copies of a task entry;
 //   - label distributions: parity, z5, s3, modarith, brackets answers spread; majority answers
-//     cover the 4 symbols; majority_count clipping rates; mqar slot law against p(g) ~ (g+1)^-0.99.
+//     cover the 4 symbols; majority_count: the symbols each example uses, the answers trained at
+//     <= 128 against those at 512 and 2048, clipping rates; mqar slot law against p(g) ~ (g+1)^-0.99.
 // cc -std=c99 -O2 -Wall -Wextra -Werror -I. -Itests tests/test_tasks.c -o build/test_tasks -lm
 #define MESANET_IMPLEMENTATION
 #include "mesanet.h"
@@ -179,22 +180,26 @@ static const char* check_s3(const int* x, const int* y, size_t n) {
     return NULL;
 }
 
-// majority / majority_count: count the symbols
+// majority / majority_count: count the symbols (4 for majority; 64 ranked ones for majority_count,
+// answered with the symbol whose rank is the top count, at most 64)
+static size_t mc_distinct;   // majority_count: how many different symbols the last example used
 static const char* check_majority(const int* x, const int* y, size_t n, int count, int* answer) {
-    size_t c[4] = { 0, 0, 0, 0 }, t, best = 0;
+    size_t c[64], t, best = 0, A = count ? 64 : 4;
     int s, arg = -1, nbest = 0;
+    memset(c, 0, sizeof c);
     if (x[n - 1] != 2) return "last input is not '='";
     for (t = 1; t + 1 < n; t++) {
-        if (x[t] < 3 || x[t] > 6) return "not a symbol";
+        if (x[t] < 3 || x[t] >= 3 + (int)A) return "not a symbol";
         c[x[t] - 3]++;
     }
-    for (s = 0; s < 4; s++) if (c[s] > best) { best = c[s]; arg = s; }
-    for (s = 0; s < 4; s++) nbest += c[s] == best;
+    for (s = 0; s < (int)A; s++) if (c[s] > best) { best = c[s]; arg = s; }
+    for (s = 0; s < (int)A; s++) nbest += c[s] == best;
     for (t = 0; t + 1 < n; t++) if (y[t] != -1) return "a position before '=' is scored";
     if (count) {
-        size_t clip = best > 37 ? 37 : best;
-        if (y[n - 1] != 7 + (int)clip - 1) return "count wrong";
-        *answer = (int)clip;
+        size_t rank = best > 64 ? 64 : best;
+        if (y[n - 1] != 3 + (int)rank - 1) return "count wrong";
+        *answer = (int)rank;
+        for (mc_distinct = 0, s = 0; s < 64; s++) mc_distinct += c[s] > 0;
     } else {
         if (nbest != 1) return "the maximum is not unique";
         if (y[n - 1] != 3 + arg) return "majority symbol wrong";
@@ -264,7 +269,7 @@ static const char* check_mqar(const int* x, const int* y, size_t n, size_t len) 
     return NULL;
 }
 
-static int answer_hist[16][64];   // [task][answer]
+static int answer_hist[16][65];   // [task][answer]
 static const char* check_task(int id, const mn_task* task, const int* x, const int* y, size_t n, size_t len) {
     const char* e = common_check(task, x, y, n, len);
     int a = 0;
@@ -281,7 +286,7 @@ static const char* check_task(int id, const mn_task* task, const int* x, const i
     case 8: e = check_anbn(x, y, n, len, 3); break;
     case 9: e = check_mqar(x, y, n, len); break;
     }
-    if (e == NULL && a >= 0 && a < 64) answer_hist[id][a]++;
+    if (e == NULL && a >= 0 && a <= 64) answer_hist[id][a]++;
     return e;
 }
 
@@ -292,10 +297,10 @@ static const char* names[10] = { "parity", "modarith", "modarith_brackets", "z5"
 static void test_table(void) {
     size_t n = 0, i;
     const mn_task* list = mn_task_list(&n);
-    const int vocab[10] = { 4, 11, 12, 7, 8, 7, 44, 5, 6, 512 };
+    const int vocab[10] = { 4, 11, 12, 7, 8, 7, 67, 5, 6, 512 };
     const int metric[10] = { MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_FINAL,
                              MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_SEQUENCE, MN_METRIC_SEQUENCE, MN_METRIC_TOKEN };
-    const double chance[10] = { 0.5, 0.2, 0.2, 0.2, 1.0 / 6, 0.25, 1.0 / 37, 0, 0, 1.0 / 256 };
+    const double chance[10] = { 0.5, 0.2, 0.2, 0.2, 1.0 / 6, 0.25, 1.0 / 64, 0, 0, 1.0 / 256 };
     const size_t min_len[10] = { 2, 3, 5, 2, 16, 8, 8, 4, 5, 5 };
     TU_CHECK(list != NULL && n == 10, "mn_task_list: %zu tasks", n);
     TU_CHECK(mn_task_list(NULL) == list, "mn_task_list(NULL)");
@@ -497,24 +502,50 @@ static void test_distributions(void) {
         printf("\n");
         for (a = 0; a < 5; a++) TU_CHECK(answer_hist[id][a] > 400, "%s answer %d: %d of 4000", names[id], a, answer_hist[id][a]);
     }
-    {   // majority_count: clipping at training lengths (U[8,128]), at 128, and always at 512 and 2048
+    {   // majority_count: each example uses k symbols, k uniform in 1..64; the top count is about n/k, so
+        // the answers trained at n <= 128 span 1..64 and those at 512 and 2048 are among them
         const mn_task* task = mn_task_find("majority_count");
-        size_t clip_train = (size_t)answer_hist[6][37], clip128 = 0, clip_long = 0, distinct = 0;
-        for (a = 1; a <= 37; a++) distinct += answer_hist[6][a] > 0;
-        for (i = 0; i < 1000; i++) {
+        size_t seen[65], trained = 0, clipped = 0, distinct_hist[65], d, lens[2] = { 512, 2048 }, l;
+        size_t clip[2] = { 0, 0 }, unseen[2] = { 0, 0 }, reps[2] = { 400, 200 }, k1, k40 = 0, bad = 0, ntrain = 100000;
+        int ans = 0;
+        memset(seen, 0, sizeof seen); memset(distinct_hist, 0, sizeof distinct_hist);
+        for (i = 0; i < ntrain; i++) {   // the answers a training run at lengths U[8, 128] asks for
+            size_t len = mn_task_train_len(task, &rng, 128), n = mn_task_sample(task, &rng, len, X, Y);
+            bad += common_check(task, X, Y, n, len) != NULL || check_majority(X, Y, n, 1, &ans) != NULL;
+            seen[ans]++;
+        }
+        for (a = 1; a <= 64; a++) trained += seen[a] > 0;
+        clipped = seen[64];
+        for (i = 0; i < 4000; i++) {   // at 128, 126 draws from k symbols use all k (or nearly) when k is small
             size_t n = mn_task_sample(task, &rng, 128, X, Y);
-            clip128 += Y[n - 1] == 43;
+            bad += common_check(task, X, Y, n, 128) != NULL || check_majority(X, Y, n, 1, &ans) != NULL;
+            distinct_hist[mc_distinct]++;
         }
-        for (i = 0; i < 100; i++) {
-            size_t n = mn_task_sample(task, &rng, i % 2 ? 512 : 2048, X, Y);
-            clip_long += Y[n - 1] == 43;
-        }
-        printf("majority_count: clipped %zu of 4000 at training lengths, %zu of 1000 at 128, %zu of 100 at 512/2048; %zu distinct answers\n",
-               clip_train, clip128, clip_long, distinct);
-        TU_CHECK(clip_train > 80 && clip_train < 400, "majority_count clipped in training: %zu of 4000", clip_train);
-        TU_CHECK(clip128 > 300 && clip128 < 800, "majority_count clipped at 128: %zu of 1000", clip128);
-        TU_CHECK(clip_long == 100, "majority_count clipped at 512/2048: %zu of 100", clip_long);
-        TU_CHECK(distinct >= 30, "majority_count: %zu distinct answers", distinct);
+        k1 = distinct_hist[1];
+        for (d = 40; d <= 64; d++) k40 += distinct_hist[d];
+        for (l = 0; l < 2; l++)
+            for (i = 0; i < reps[l]; i++) {
+                size_t n = mn_task_sample(task, &rng, lens[l], X, Y);
+                bad += common_check(task, X, Y, n, lens[l]) != NULL || check_majority(X, Y, n, 1, &ans) != NULL;
+                clip[l] += ans == 64;
+                unseen[l] += seen[ans] == 0;
+            }
+        printf("majority_count: %zu of %zu clipped at training lengths, %zu of 64 answers trained; at 128 one symbol"
+               " used in %zu of 4000, >= 40 in %zu; clipped %zu of %zu at 512, %zu of %zu at 2048; untrained"
+               " answers %zu, %zu\n", clipped, ntrain, trained, k1, k40, clip[0], reps[0], clip[1], reps[1], unseen[0],
+               unseen[1]);
+        TU_CHECK(bad == 0, "majority_count: %zu wrong examples", bad);
+        TU_CHECK(clipped > ntrain / 400 && clipped < ntrain / 40, "majority_count clipped in training: %zu of %zu",
+                 clipped, ntrain);
+        TU_CHECK(trained == 64, "majority_count: %zu of 64 answers at training lengths", trained);
+        // k = 1 with probability 1/64 (62 expected of 4000); k >= 40 in about 25/64 of the examples
+        TU_CHECK(k1 > 30 && k1 < 100 && k40 > 1300 && k40 < 1900, "majority_count symbols used: 1 in %zu, >= 40 in %zu",
+                 k1, k40);
+        // clipped once the top count reaches 64: k <= 9 or so at 512 (about 1/7), k <= 31 or so at 2048 (about 2/3)
+        TU_CHECK(clip[0] > 20 && clip[0] < 100 && clip[1] > 100 && clip[1] < 170, "majority_count clipped at 512: %zu,"
+                 " at 2048: %zu", clip[0], clip[1]);
+        TU_CHECK(unseen[0] + unseen[1] == 0, "majority_count: %zu answers at 512/2048 never asked in training",
+                 unseen[0] + unseen[1]);
     }
     {   // mqar: with N = 1 (len 31, S = 14 slots) the slot law is p(g) ~ (g+1)^(0.01-1) exactly
         const mn_task* task = mn_task_find("mqar");
