@@ -72,7 +72,8 @@
         gla           gated linear attention with a low-rank per-channel gate              (>>gla)
         sgla          simple GLA: one data-dependent log-decay per head                     (>>gla)
         linattn       linear attention (no decay) with fla's learnable Hadamard feature map (>>gla)
-     The table mn__mixers[] in >>model lists the layers; a new mixer is its functions plus one table row.
+     Each mixer's section holds its op and then its layer (>>layer says what a layer is); the table
+     mn__mixers[] in >>model lists the layers. Adding a mixer is one section and one table row.
 
    MEMORY MODEL
      mn_model_init makes three allocations (parameters, gradients, AdamW m and v together), sized by
@@ -134,7 +135,6 @@ enum { MN_DT_F32, MN_DT_F64, MN_DT_BF16, MN_DT_F16 };  // safetensors dtypes thi
 
 #define MN_MAX_LAYERS 64
 #define MN_MAX_LAYER_TENSORS 24   // parameter tensors of one block (norms, mlp, mixer)
-#define MN_MAX_LAYER_ACTS 32      // activation tensors of one block
 #define MN_PARAM_ALIGN 16         // every parameter tensor starts at a multiple of this many elements (64 B in float)
 
 // Model configuration. Zero in any field means "use the default" (sokol style); mn_config_resolve
@@ -203,14 +203,13 @@ typedef struct mn_model {
     uint64_t opt_step;            // AdamW steps taken
     size_t layer_first[MN_MAX_LAYERS]; // index of each layer's first tensor in the table
     size_t emb_idx, norm_idx, head_idx; // global tensors
-    // activations: one block, pointers set from a size table for (B,T)
+    // activations: one block, laid out for (B,T) by the layout functions (>>layer)
     size_t act_B, act_T;          // shapes the activation block was laid out for
     size_t act_cap;               // elements allocated
     size_t tok_cap;               // (B*T) slots allocated for tokens and targets
     mn_real* acts;                // (act_cap)
     mn_real* dacts;               // (act_cap) gradients of the activations, same layout
-    size_t act_off[MN_MAX_LAYERS + 1][MN_MAX_LAYER_ACTS]; // offsets of each layer's activations
-    size_t act_glob[8];           // offsets of residual-out, final norm, logits, losses...
+    size_t act_layer[MN_MAX_LAYERS]; // where each layer's activations start (the model's own come first)
     int* tokens;                  // (B,T) copy of the last forward's inputs
     int* targets;                 // (B,T) copy of the last forward's targets (-1 = no loss)
     size_t n_valid;               // targets that carry loss in the last forward
@@ -1013,6 +1012,126 @@ MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, co
     }
 }
 
+// >>layer
+// defines: what every mixer layer is made of: the parameter walk, MN__PIECE layouts, the mixer row type,
+// the shared q/k/v projections.
+// A mixer layer is the token mixer of one block (>>model holds the block around it). It lives in its
+// op's section, after the op, and has:
+//   a parameter struct of named pointers and its walk (mn__<op>_par_walk), which lists the layer's
+//     tensors once, in checkpoint order, with their fla names, shapes and init: at mn_model_init the walk
+//     adds them to the parameter table; at run time the same walk points the struct at m->params (or at
+//     m->grads, for the gradients);
+//   an activation struct and its layout (mn__<op>_act_layout): the tensors the forward saves for the
+//     backward, sized for (B,T). The same layout at the layer's part of m->acts holds the values and at
+//     the same part of m->dacts their gradients, so the gradient of a value A.x is dA.x;
+//   a decode-state struct and a step-temporaries struct (mn__<op>_temp) with their layouts, per sequence;
+//   forward, backward (ACCUMULATES into grads and dacts), step (one token), flops;
+//   one row in mn__mixers[] (>>model). Adding a mixer is one section and one table row.
+// Every layout function both sizes and points: MN__PIECE walks the pieces in order, so there is no
+// separate size list to keep in step with the pointers.
+
+enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS,
+       MN__INIT_RGLRU_A, MN__INIT_FGATE, MN__INIT_SLSTM_BIAS };
+#define MN__BLOCK_TENSORS 5   // a block's own tensors (two norms, three MLP matrices); the mixer's follow
+
+// Appends one tensor to the parameter table (or only counts it when m->tensors is NULL).
+static void mn__tab_add(mn_model* m, size_t* count, const char* name, size_t ndim, size_t d0, size_t d1, size_t d2,
+                        int decay, int init) {
+    if (m->tensors) {
+        mn_tensor_info* t = &m->tensors[*count];
+        memset(t, 0, sizeof(*t));
+        snprintf(t->name, sizeof(t->name), "%s", name);
+        t->ndim = ndim; t->shape[0] = d0; t->shape[1] = d1; t->shape[2] = d2;
+        t->numel = d0 * (ndim > 1 ? d1 : 1) * (ndim > 2 ? d2 : 1);
+        t->decay = decay; t->init = init;
+    }
+    (*count)++;
+}
+
+// A walk over the tensors of one layer. Table pass (base NULL): each tensor is appended to the table
+// as "model.layers.<l>.<scope><name>". Pointer pass: each returns base + its offset, in table order.
+typedef struct mn__pwalk {
+    mn_model* m;
+    size_t l;             // the layer
+    const char* scope;    // "attn." for a mixer's tensors (fla's module name), "" for the block's own
+    size_t* count;        // table pass: the running tensor count
+    mn_real* base;        // pointer pass: m->params or m->grads; NULL in the table pass
+    size_t next;          // pointer pass: table index of the next tensor
+} mn__pwalk;
+typedef void (*mn__walk_fn)(mn__pwalk* w, void* p);
+static mn_real* mn__pw_tensor(mn__pwalk* w, const char* name, size_t ndim, size_t d0, size_t d1, size_t d2, int decay,
+                              int init) {
+    char nm[96];
+    if (w->base) {
+        const mn_tensor_info* t = &w->m->tensors[w->next++];
+        MN_ASSERT(t->ndim == ndim && t->shape[0] == d0);   // the walk is the one that built the table
+        return w->base + t->offset;
+    }
+    snprintf(nm, sizeof nm, "model.layers.%u.%s%s", (unsigned)w->l, w->scope, name);
+    mn__tab_add(w->m, w->count, nm, ndim, d0, d1, d2, decay, init);
+    return NULL;
+}
+// the three kinds most layers use: a Linear weight [out, in] (N(0, init_std), weight decay), a vector
+// (bias, norm weight, per-channel parameter: no weight decay), a depthwise causal conv [ch, 1, 4]
+static mn_real* mn__pw_matrix(mn__pwalk* w, const char* name, size_t out, size_t in) {
+    return mn__pw_tensor(w, name, 2, out, in, 0, 1, MN__INIT_NORMAL);
+}
+static mn_real* mn__pw_vector(mn__pwalk* w, const char* name, size_t n, int init) {
+    return mn__pw_tensor(w, name, 1, n, 0, 0, 0, init);
+}
+static mn_real* mn__pw_conv(mn__pwalk* w, const char* name, size_t ch) {
+    return mn__pw_tensor(w, name, 3, ch, 1, 4, 1, MN__INIT_NORMAL);
+}
+// Points *p, a mixer's parameter struct, at layer l's mixer tensors inside base (m->params or m->grads).
+static void mn__layer_point(mn_model* m, size_t l, mn_real* base, mn__walk_fn walk, void* p) {
+    mn__pwalk w;
+    memset(&w, 0, sizeof w);
+    w.m = m; w.l = l; w.scope = "attn."; w.base = base; w.next = m->layer_first[l] + MN__BLOCK_TENSORS;
+    walk(&w, p);
+}
+
+// MN__PIECE(field, n): inside a layout function (locals: the struct pointer a, mn_real* base, which is
+// NULL when only the size is wanted, and size_t off = 0), points a->field at the next n elements.
+#define MN__PIECE(field, n) (a->field = base ? base + off : NULL, off += (size_t)(n))
+
+static int mn__mixer_variant(const mn_model* m, size_t l);   // the table row's variant flags
+// A sequence mixer: one row of mn__mixers[]. The layout hooks take their struct as void* (NULL: only
+// the size) so that one row type serves every mixer.
+typedef struct mn__mixer_def {
+    const char* name;     // the name used in cfg.pattern
+    int variant;          // flags passed on to the functions (named constants in the mixer's section)
+    int kv_cache;         // 1: the decode state is a KV cache of max_seq_len tokens (decoding stops there)
+    mn__walk_fn params;   // the parameter walk
+    size_t (*acts)(void* a, mn_real* base, const mn_config* c, size_t B, size_t T);   // activation layout
+    void (*forward)(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B, size_t T);
+    void (*backward)(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, mn_real* acts,
+                     mn_real* dacts, size_t B, size_t T);
+    size_t (*state)(void* s, mn_real* base, const mn_config* c);     // decode state layout, per sequence
+    size_t (*temp)(void* x, mn_real* base, const mn_config* c);      // step temporaries layout, per sequence
+    void (*step)(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* temp, const mn_real* in, size_t pos);
+    double (*flops)(const mn_config* c, size_t T);   // forward FLOPs per token of the mixer core (no projections)
+    // Mesa only (else NULL): the CG iterations counted in one sequence's state, *solves the systems solved
+    double (*cg_count)(const mn_config* c, const mn_real* state, double* solves);
+} mn__mixer_def;
+
+// The three input projections of every attention-like layer: q, k, v = in W^T with wq, wk, wv (HD, C);
+// in (N, C), q, k, v (N, HD).
+static void mn__qkv_forward(mn_real* q, mn_real* k, mn_real* v, const mn_real* in, const mn_real* wq, const mn_real* wk,
+                            const mn_real* wv, size_t N, size_t C, size_t HD) {
+    mn_matmul_forward(q, in, wq, NULL, N, C, HD);
+    mn_matmul_forward(k, in, wk, NULL, N, C, HD);
+    mn_matmul_forward(v, in, wv, NULL, N, C, HD);
+}
+// din (N, C), dwq, dwk, dwv (HD, C) accumulated; dq, dk, dv (N, HD); in and the weights as in the forward
+static void mn__qkv_backward(mn_real* din, mn_real* dwq, mn_real* dwk, mn_real* dwv, const mn_real* dq,
+                             const mn_real* dk,
+                             const mn_real* dv, const mn_real* in, const mn_real* wq, const mn_real* wk,
+                             const mn_real* wv, size_t N, size_t C, size_t HD) {
+    mn_matmul_backward(din, dwq, NULL, dq, in, wq, N, C, HD);
+    mn_matmul_backward(din, dwk, NULL, dk, in, wk, N, C, HD);
+    mn_matmul_backward(din, dwv, NULL, dv, in, wv, N, C, HD);
+}
+
 // >>attention
 // defines: mn_attention_{forward,backward}_naive, mn_attention_{forward,backward}, mn_attention_step
 // Causal softmax attention (Vaswani et al. 2017) and sliding-window attention:
@@ -1155,6 +1274,106 @@ MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, con
     }
 }
 
+// ---- the layer: softmax attention as a mixer (fla layers/attn.py: q,k,v,o projections without bias,
+// RoPE on q and k, no conv, no gate). Variant MN__ATTENTION_SWA: a sliding window of cfg.window keys.
+#define MN__ATTENTION_SWA 1
+typedef struct mn__attention_par { mn_real *q_proj, *k_proj, *v_proj, *o_proj; } mn__attention_par;
+typedef struct mn__attention_act {
+    mn_real *q, *k, *v;   // (N,HD) projections, q and k after RoPE
+    mn_real* att;         // (B,H,T,T) softmax probabilities
+    mn_real* ao;          // (N,HD) attention output before o_proj
+} mn__attention_act;
+typedef struct mn__attention_state { mn_real *kcache, *vcache; } mn__attention_state;   // (max_seq_len,H,D)
+typedef struct mn__attention_temp { mn_real *q, *k, *v, *ao, *scores; } mn__attention_temp;
+
+static void mn__attention_par_walk(mn__pwalk* w, void* pp) {
+    mn__attention_par t, *p = pp ? (mn__attention_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, HD = w->m->cfg.n_head * w->m->cfg.head_dim;
+    p->q_proj = mn__pw_matrix(w, "q_proj.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
+    p->o_proj = mn__pw_matrix(w, "o_proj.weight", C, HD);
+}
+static size_t mn__attention_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__attention_act t, *a = p ? (mn__attention_act*)p : &t;
+    size_t N = B * T, HD = c->n_head * c->head_dim, off = 0;
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD); MN__PIECE(v, N * HD);
+    MN__PIECE(att, B * c->n_head * T * T);
+    MN__PIECE(ao, N * HD);
+    return off;
+}
+static size_t mn__attention_window(const mn_model* m, size_t l) {
+    return (mn__mixer_variant(m, l) & MN__ATTENTION_SWA) ? m->cfg.window : 0;
+}
+static void mn__attention_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                        size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__attention_par P; mn__attention_act A;
+    mn__layer_point(m, l, m->params, mn__attention_par_walk, &P);
+    mn__attention_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.q, A.k, A.v, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    if (c->rope_theta > 0) {            // rotate in place: the saved q, k are the rotated ones
+        mn__rope_apply(A.q, A.q, B, T, H, D, 0, c->rope_theta, 1.0, 0);
+        mn__rope_apply(A.k, A.k, B, T, H, D, 0, c->rope_theta, 1.0, 0);
+    }
+    mn_attention_forward(A.ao, A.att, A.q, A.k, A.v, B, T, H, D, D, mn__attention_window(m, l), 1.0 / sqrt((double)D));
+    mn_matmul_forward(out, A.ao, P.o_proj, NULL, N, HD, C);
+}
+static void mn__attention_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                         mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__attention_par P, dP; mn__attention_act A, dA;
+    mn__layer_point(m, l, m->params, mn__attention_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__attention_par_walk, &dP);
+    mn__attention_act_layout(&A, acts, c, B, T);
+    mn__attention_act_layout(&dA, dacts, c, B, T);
+    mn_matmul_backward(dA.ao, dP.o_proj, NULL, dout, A.ao, P.o_proj, N, HD, C);
+    mn_attention_backward(dA.q, dA.k, dA.v, dA.ao, A.att, A.q, A.k, A.v, B, T, H, D, D, mn__attention_window(m, l),
+                          1.0 / sqrt((double)D), dA.att);
+    if (c->rope_theta > 0) {            // forward rotated q,k by +phi, so gradients rotate by -phi
+        mn__rope_apply(dA.q, dA.q, B, T, H, D, 0, c->rope_theta, -1.0, 0);
+        mn__rope_apply(dA.k, dA.k, B, T, H, D, 0, c->rope_theta, -1.0, 0);
+    }
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.q, dA.k, dA.v, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
+}
+// decode state per sequence: the KV cache, max_seq_len positions (a sliding window uses the first W of
+// them as a ring buffer)
+static size_t mn__attention_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__attention_state t, *a = p ? (mn__attention_state*)p : &t;
+    size_t off = 0, HD = c->n_head * c->head_dim;
+    MN__PIECE(kcache, c->max_seq_len * HD); MN__PIECE(vcache, c->max_seq_len * HD);
+    return off;
+}
+static size_t mn__attention_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__attention_temp t, *a = p ? (mn__attention_temp*)p : &t;
+    size_t off = 0, HD = c->n_head * c->head_dim;
+    MN__PIECE(q, HD); MN__PIECE(k, HD); MN__PIECE(v, HD); MN__PIECE(ao, HD); MN__PIECE(scores, c->max_seq_len);
+    return off;
+}
+static void mn__attention_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch,
+                                     const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, win = mn__attention_window(m, l);
+    size_t len = win ? win : c->max_seq_len;
+    mn__attention_par P; mn__attention_state S; mn__attention_temp X;
+    mn__layer_point(m, l, m->params, mn__attention_par_walk, &P);
+    mn__attention_state_layout(&S, state, c);
+    mn__attention_temp_layout(&X, scratch, c);
+    mn__qkv_forward(X.q, X.k, X.v, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    if (c->rope_theta > 0) {
+        mn__rope_apply(X.q, X.q, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
+        mn__rope_apply(X.k, X.k, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
+    }
+    mn_attention_step(X.ao, S.kcache, S.vcache, X.q, X.k, X.v, pos, len, H, D, D, win, 1.0 / sqrt((double)D), X.scores);
+    mn_matmul_forward(out, X.ao, P.o_proj, NULL, 1, HD, C);
+}
+static double mn__attention_layer_flops(const mn_config* c, size_t T) {
+    // q.k and p.v over the full T x T matrix as computed (the anchors' FLOP counts count it the same way)
+    return 4.0 * (double)T * (double)(c->n_head * c->head_dim);
+}
 
 // >>gla
 // defines: mn_gla_{forward,backward}_recurrent, mn_gla_{forward,backward}, mn_gla_step, work sizes
@@ -1552,6 +1771,412 @@ MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, m
     }
 }
 
+// ---- the layers: "gla", "linattn" and "sgla" run this op (G = Dk, 0 and 1)
+
+// fla's GLA-family gate (gla, sgla): the log-decay g = logsigmoid(z) / 16 (gate_logit_normalizer);
+// g (n) written, may alias z (n)
+#define MN__GLA_NORMALIZER 16.0
+static void mn__gla_gate_forward(mn_real* g, const mn_real* z, size_t n) {
+    size_t i;
+    mn_logsigmoid_forward(g, z, n);
+    for (i = 0; i < n; i++) g[i] = (mn_real)(g[i] / MN__GLA_NORMALIZER);
+}
+// dz (n) += dL/dz; dg (n) is scaled in place by 1/16 (scratch afterwards); z (n) the forward's input
+static void mn__gla_gate_backward(mn_real* dz, mn_real* dg, const mn_real* z, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) dg[i] = (mn_real)(dg[i] / MN__GLA_NORMALIZER);
+    mn_logsigmoid_backward(dz, dg, z, n);
+}
+// fla's gated output (Gated DeltaNet, gla, sgla): out = o_proj(RMSNorm_head(o) * swish(g_proj x)) over
+// N rows of H heads of D. out (N,C) written; gg, on (N,H*D) and rs (N*H) written and saved for the
+// backward; o (N,H*D); in (N,C); g_proj (H*D,C), norm (D), o_proj (C,H*D)
+static void mn__gla_out_forward(const mn_config* c, mn_real* out, mn_real* gg, mn_real* on, mn_real* rs,
+                                const mn_real* o,
+                                const mn_real* in, const mn_real* g_proj, const mn_real* norm, const mn_real* o_proj,
+                                size_t N) {
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
+    mn_matmul_forward(gg, in, g_proj, NULL, N, C, H * D);
+    mn_rmsnorm_gated_forward(on, rs, o, gg, norm, N * H, D, c->norm_eps);
+    mn_matmul_forward(out, on, o_proj, NULL, N, H * D, C);
+}
+// din (N,C), dgg (N,H*D), do_ (N,H*D) and the weights' gradients accumulated (+=), don (N,H*D) written;
+// dout (N,C); the rest as saved
+static void mn__gla_out_backward(const mn_config* c, mn_real* din, mn_real* dgg, mn_real* don, mn_real* do_,
+                                 mn_real* dg_proj, mn_real* dnorm, mn_real* do_proj, const mn_real* dout,
+                                 const mn_real* gg, const mn_real* on, const mn_real* rs, const mn_real* o,
+                                 const mn_real* in, const mn_real* g_proj, const mn_real* norm, const mn_real* o_proj,
+                                 size_t N) {
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
+    mn_matmul_backward(don, do_proj, NULL, dout, on, o_proj, N, H * D, C);
+    mn_rmsnorm_gated_backward(do_, dgg, dnorm, don, rs, o, gg, norm, N * H, D);
+    mn_matmul_backward(din, dg_proj, NULL, dgg, in, g_proj, N, C, H * D);
+}
+static double mn__gla_layer_flops(const mn_config* c, size_t T) {
+    // per head and token: the intra-chunk scores and their product with v, 2 C_len (Dk + Dv), and the
+    // state read, write and output, 6 Dk Dv (chunk length C_len = min(mesa_chunk, T); Dk = Dv = D)
+    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);
+}
+
+// -- "gla": GLA as a mixer (fla layers/gla.py GatedLinearAttention):
+//   q, k, v = x Wq, x Wk, x Wv ;  gk = logsigmoid(W2 (W1 x) + b2) / 16   (low-rank gate, rank 16)
+//   o = GLA(q, k, v, gk) (chunkwise, scale Dk^-1/2) ;  out = RMSNormGated(o, x Wg) Wo   (swish gate)
+// Key heads are as wide as value heads here (fla's default expand_k = 0.5 is not offered).
+#define MN__GLA_RANK 16
+typedef struct mn__gla_par {
+    mn_real *q_proj, *k_proj, *v_proj;     // (HD,C)
+    mn_real *gk_down, *gk_up, *gk_bias;    // (RANK,C), (HD,RANK), (HD): the low-rank gate
+    mn_real *g_proj, *g_norm, *o_proj;     // (HD,C), (D), (C,HD): the gated output
+} mn__gla_par;
+typedef struct mn__gla_act {
+    mn_real *q, *k, *v;    // (N,HD)
+    mn_real* l1;           // (N,RANK) the gate's low-rank projection
+    mn_real *l2, *gk;      // (N,HD) the gate's pre-activation and log-decay
+    mn_real *o, *gg, *on;  // (N,HD) the op's output, the output gate's pre-activation, the gated norm
+    mn_real* rs;           // (N*H) rstd of the output norm
+    mn_real *ht, *work;    // (B,H,D,D) final state (not used), the op's workspace
+} mn__gla_act;
+typedef struct mn__gla_state { mn_real* S; } mn__gla_state;   // (H,D,D)
+typedef struct mn__gla_temp { mn_real *q, *k, *v, *gk, *o, *gg, *on, *l1, *rs; } mn__gla_temp;
+
+static void mn__gla_par_walk(mn__pwalk* w, void* pp) {
+    mn__gla_par t, *p = pp ? (mn__gla_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, D = w->m->cfg.head_dim, HD = w->m->cfg.n_head * D;
+    p->q_proj = mn__pw_matrix(w, "q_proj.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
+    p->gk_down = mn__pw_matrix(w, "gk_proj.0.weight", MN__GLA_RANK, C);
+    p->gk_up = mn__pw_matrix(w, "gk_proj.1.weight", HD, MN__GLA_RANK);
+    p->gk_bias = mn__pw_vector(w, "gk_proj.1.bias", HD, MN__INIT_ZEROS);
+    p->g_proj = mn__pw_matrix(w, "g_proj.weight", HD, C);
+    p->g_norm = mn__pw_vector(w, "g_norm_swish_gate.weight", D, MN__INIT_ONES);
+    p->o_proj = mn__pw_matrix(w, "o_proj.weight", C, HD);
+}
+static size_t mn__gla_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__gla_act t, *a = p ? (mn__gla_act*)p : &t;
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, off = 0;
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD); MN__PIECE(v, N * HD);
+    MN__PIECE(l1, N * MN__GLA_RANK);
+    MN__PIECE(l2, N * HD); MN__PIECE(gk, N * HD);
+    MN__PIECE(o, N * HD); MN__PIECE(gg, N * HD); MN__PIECE(on, N * HD);
+    MN__PIECE(rs, N * H);
+    MN__PIECE(ht, B * H * D * D); MN__PIECE(work, mn_gla_work_size(B, T, H, D, D, c->mesa_chunk));
+    return off;
+}
+static void mn__gla_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                  size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_par P; mn__gla_act A;
+    mn__layer_point(m, l, m->params, mn__gla_par_walk, &P);
+    mn__gla_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.q, A.k, A.v, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    mn_matmul_forward(A.l1, in, P.gk_down, NULL, N, C, MN__GLA_RANK);
+    mn_matmul_forward(A.l2, A.l1, P.gk_up, P.gk_bias, N, MN__GLA_RANK, HD);
+    mn__gla_gate_forward(A.gk, A.l2, N * HD);
+    mn_gla_forward(A.o, A.ht, A.q, A.k, A.v, A.gk, NULL, B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk,
+                   A.work);
+    mn__gla_out_forward(c, out, A.gg, A.on, A.rs, A.o, in, P.g_proj, P.g_norm, P.o_proj, N);
+}
+static void mn__gla_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                   mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_par P, dP; mn__gla_act A, dA;
+    mn__layer_point(m, l, m->params, mn__gla_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__gla_par_walk, &dP);
+    mn__gla_act_layout(&A, acts, c, B, T);
+    mn__gla_act_layout(&dA, dacts, c, B, T);
+    mn__gla_out_backward(c, din, dA.gg, dA.on, dA.o, dP.g_proj, dP.g_norm, dP.o_proj, dout, A.gg, A.on, A.rs, A.o, in,
+                         P.g_proj, P.g_norm, P.o_proj, N);
+    mn_gla_backward(dA.q, dA.k, dA.v, dA.gk, NULL, dA.o, NULL, A.q, A.k, A.v, A.gk, NULL, B, T, H, D, D, D,
+                    1.0 / sqrt((double)D), c->mesa_chunk, dA.work);
+    mn__gla_gate_backward(dA.l2, dA.gk, A.l2, N * HD);
+    mn_matmul_backward(dA.l1, dP.gk_up, dP.gk_bias, dA.l2, A.l1, P.gk_up, N, MN__GLA_RANK, HD);
+    mn_matmul_backward(din, dP.gk_down, NULL, dA.l1, in, P.gk_down, N, C, MN__GLA_RANK);
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.q, dA.k, dA.v, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
+}
+static size_t mn__gla_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__gla_state t, *a = p ? (mn__gla_state*)p : &t;
+    size_t off = 0;
+    MN__PIECE(S, c->n_head * c->head_dim * c->head_dim);
+    return off;
+}
+static size_t mn__gla_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__gla_temp t, *a = p ? (mn__gla_temp*)p : &t;
+    size_t HD = c->n_head * c->head_dim, off = 0;
+    MN__PIECE(q, HD); MN__PIECE(k, HD); MN__PIECE(v, HD); MN__PIECE(gk, HD); MN__PIECE(o, HD); MN__PIECE(gg, HD);
+    MN__PIECE(on, HD); MN__PIECE(l1, MN__GLA_RANK); MN__PIECE(rs, c->n_head);
+    return off;
+}
+static void mn__gla_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in,
+                               size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_par P; mn__gla_state S; mn__gla_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__gla_par_walk, &P);
+    mn__gla_state_layout(&S, state, c);
+    mn__gla_temp_layout(&X, scratch, c);
+    mn__qkv_forward(X.q, X.k, X.v, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    mn_matmul_forward(X.l1, in, P.gk_down, NULL, 1, C, MN__GLA_RANK);
+    mn_matmul_forward(X.gk, X.l1, P.gk_up, P.gk_bias, 1, MN__GLA_RANK, HD);
+    mn__gla_gate_forward(X.gk, X.gk, HD);
+    mn_gla_step(X.o, S.S, X.q, X.k, X.v, X.gk, 1, H, D, D, D, 1.0 / sqrt((double)D));
+    mn__gla_out_forward(c, out, X.gg, X.on, X.rs, X.o, in, P.g_proj, P.g_norm, P.o_proj, 1);
+}
+
+// -- "linattn": linear attention as a mixer (fla layers/linear_attn.py LinearAttention with its defaults;
+// read at fla-org/flash-linear-attention 038bdb3):
+//   q, k, v = x Wq, x Wk, x Wv ;  phi(z) = (z A1^T + a1) * (z A2^T + a2) on each head's D channels
+//   (feature_map 'elementwise_product' = fla's HadamardFeatureMap, one for q and one for k, shared by
+//   the heads; tie_feature_map_qk False) ;  o = LinAttn(phi(q), phi(k), v) (this op with G = 0,
+//   chunkwise, scale Dk^-1/2, no normaliser: do_feature_map_norm False) ;  out = RMSNorm_head(o) Wo
+// No conv, no decay, no output gate. Init as fla's _init_weights: every Linear N(0, init_std), biases
+// 0, so phi starts small (~(init_std |z| sqrt(D))^2) and the output RMSNorm rescales o.
+// expand_k = expand_v = 1.
+typedef struct mn__hadamard_par { mn_real *w1, *b1, *w2, *b2; } mn__hadamard_par;   // (D,D), (D) each
+typedef struct mn__gla_linattn_par {
+    mn_real *q_proj, *k_proj, *v_proj;   // (HD,C)
+    mn__hadamard_par fq, fk;             // the feature maps of q and of k
+    mn_real *norm, *o_proj;              // (D), (C,HD)
+} mn__gla_linattn_par;
+typedef struct mn__gla_linattn_act {
+    mn_real *q, *k, *v;            // (N,HD)
+    mn_real *qa, *qb, *ka, *kb;    // (N,HD) the feature maps' two halves
+    mn_real *qf, *kf;              // (N,HD) phi(q), phi(k)
+    mn_real *o, *on;               // (N,HD) the op's output, normed
+    mn_real* rs;                   // (N*H) rstd of the output norm
+    mn_real *ht, *work;            // (B,H,D,D) final state (not used), the op's workspace
+} mn__gla_linattn_act;
+typedef struct mn__gla_linattn_temp { mn_real *q, *k, *v, *a, *b, *qf, *kf, *o, *on, *rs; } mn__gla_linattn_temp;
+
+static void mn__hadamard_walk(mn__pwalk* w, mn__hadamard_par* p, const char* which, size_t D) {
+    char nm[64];
+    snprintf(nm, sizeof nm, "feature_map_%s.layer1.weight", which); p->w1 = mn__pw_matrix(w, nm, D, D);
+    snprintf(nm, sizeof nm, "feature_map_%s.layer1.bias", which); p->b1 = mn__pw_vector(w, nm, D, MN__INIT_ZEROS);
+    snprintf(nm, sizeof nm, "feature_map_%s.layer2.weight", which); p->w2 = mn__pw_matrix(w, nm, D, D);
+    snprintf(nm, sizeof nm, "feature_map_%s.layer2.bias", which); p->b2 = mn__pw_vector(w, nm, D, MN__INIT_ZEROS);
+}
+static void mn__gla_linattn_par_walk(mn__pwalk* w, void* pp) {
+    mn__gla_linattn_par t, *p = pp ? (mn__gla_linattn_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, D = w->m->cfg.head_dim, HD = w->m->cfg.n_head * D;
+    p->q_proj = mn__pw_matrix(w, "q_proj.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
+    mn__hadamard_walk(w, &p->fq, "q", D);
+    mn__hadamard_walk(w, &p->fk, "k", D);
+    p->norm = mn__pw_vector(w, "norm.weight", D, MN__INIT_ONES);
+    p->o_proj = mn__pw_matrix(w, "o_proj.weight", C, HD);
+}
+static size_t mn__gla_linattn_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__gla_linattn_act t, *a = p ? (mn__gla_linattn_act*)p : &t;
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, off = 0;
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD); MN__PIECE(v, N * HD);
+    MN__PIECE(qa, N * HD); MN__PIECE(qb, N * HD); MN__PIECE(ka, N * HD); MN__PIECE(kb, N * HD);
+    MN__PIECE(qf, N * HD); MN__PIECE(kf, N * HD); MN__PIECE(o, N * HD); MN__PIECE(on, N * HD);
+    MN__PIECE(rs, N * H);
+    MN__PIECE(ht, B * H * D * D); MN__PIECE(work, mn_gla_work_size(B, T, H, D, D, c->mesa_chunk));
+    return off;
+}
+// The Hadamard feature map on rows of D (each head of each token): a = z W1^T + b1, b = z W2^T + b2,
+// f = a * b; a, b are saved for the backward.
+static void mn__hadamard_forward(mn_real* f, mn_real* a, mn_real* b, const mn_real* z, const mn__hadamard_par* p,
+                                 size_t rows,
+                                 size_t D) {
+    size_t i;
+    mn_matmul_forward(a, z, p->w1, p->b1, rows, D, D);
+    mn_matmul_forward(b, z, p->w2, p->b2, rows, D, D);
+    for (i = 0; i < rows * D; i++) f[i] = a[i] * b[i];
+}
+// forward: f = a * b, so: da += df * b, db += df * a; then each half's Linear backward into dz.
+static void mn__hadamard_backward(mn_real* dz, mn_real* da, mn_real* db, const mn__hadamard_par* dp, const mn_real* df,
+                                  const mn_real* a, const mn_real* b, const mn_real* z, const mn__hadamard_par* p,
+                                  size_t rows, size_t D) {
+    size_t i;
+    for (i = 0; i < rows * D; i++) { da[i] += df[i] * b[i]; db[i] += df[i] * a[i]; }
+    mn_matmul_backward(dz, dp->w1, dp->b1, da, z, p->w1, rows, D, D);
+    mn_matmul_backward(dz, dp->w2, dp->b2, db, z, p->w2, rows, D, D);
+}
+static void mn__gla_linattn_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts,
+                                          size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_linattn_par P; mn__gla_linattn_act A;
+    mn__layer_point(m, l, m->params, mn__gla_linattn_par_walk, &P);
+    mn__gla_linattn_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.q, A.k, A.v, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    mn__hadamard_forward(A.qf, A.qa, A.qb, A.q, &P.fq, N * H, D);
+    mn__hadamard_forward(A.kf, A.ka, A.kb, A.k, &P.fk, N * H, D);
+    mn_gla_forward(A.o, A.ht, A.qf, A.kf, A.v, NULL, NULL, B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk,
+                   A.work);
+    mn_rmsnorm_forward(A.on, A.rs, A.o, P.norm, N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A.on, P.o_proj, NULL, N, HD, C);
+}
+static void mn__gla_linattn_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                           mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_linattn_par P, dP; mn__gla_linattn_act A, dA;
+    mn__layer_point(m, l, m->params, mn__gla_linattn_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__gla_linattn_par_walk, &dP);
+    mn__gla_linattn_act_layout(&A, acts, c, B, T);
+    mn__gla_linattn_act_layout(&dA, dacts, c, B, T);
+    mn_matmul_backward(dA.on, dP.o_proj, NULL, dout, A.on, P.o_proj, N, HD, C);
+    mn_rmsnorm_backward(dA.o, dP.norm, dA.on, A.rs, A.o, P.norm, N * H, D);
+    mn_gla_backward(dA.qf, dA.kf, dA.v, NULL, NULL, dA.o, NULL, A.qf, A.kf, A.v, NULL, NULL, B, T, H, D, D, 0,
+                    1.0 / sqrt((double)D), c->mesa_chunk, dA.work);
+    mn__hadamard_backward(dA.q, dA.qa, dA.qb, &dP.fq, dA.qf, A.qa, A.qb, A.q, &P.fq, N * H, D);
+    mn__hadamard_backward(dA.k, dA.ka, dA.kb, &dP.fk, dA.kf, A.ka, A.kb, A.k, &P.fk, N * H, D);
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.q, dA.k, dA.v, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
+}
+static size_t mn__gla_linattn_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__gla_linattn_temp t, *a = p ? (mn__gla_linattn_temp*)p : &t;
+    size_t HD = c->n_head * c->head_dim, off = 0;
+    MN__PIECE(q, HD); MN__PIECE(k, HD); MN__PIECE(v, HD); MN__PIECE(a, HD); MN__PIECE(b, HD);
+    MN__PIECE(qf, HD); MN__PIECE(kf, HD); MN__PIECE(o, HD); MN__PIECE(on, HD); MN__PIECE(rs, c->n_head);
+    return off;
+}
+static void mn__gla_linattn_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch,
+                                       const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_linattn_par P; mn__gla_state S; mn__gla_linattn_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__gla_linattn_par_walk, &P);
+    mn__gla_state_layout(&S, state, c);
+    mn__gla_linattn_temp_layout(&X, scratch, c);
+    mn__qkv_forward(X.q, X.k, X.v, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    mn__hadamard_forward(X.qf, X.a, X.b, X.q, &P.fq, H, D);
+    mn__hadamard_forward(X.kf, X.a, X.b, X.k, &P.fk, H, D);
+    // S += phi(k) v^T ; o = S^T phi(q) scale
+    mn_gla_step(X.o, S.S, X.qf, X.kf, X.v, NULL, 1, H, D, D, 0, 1.0 / sqrt((double)D));
+    mn_rmsnorm_forward(X.on, X.rs, X.o, P.norm, H, D, c->norm_eps);
+    mn_matmul_forward(out, X.on, P.o_proj, NULL, 1, HD, C);
+}
+
+// -- "sgla": simple GLA as a mixer (fla layers/simple_gla.py SimpleGatedLinearAttention with its defaults;
+// this op with one gate per head, G = 1; read at fla-org/flash-linear-attention 16c3830):
+//   q, k, v = silu(conv4(x Wq)), silu(conv4(x Wk)), silu(conv4(x Wv))          (use_short_conv True)
+//   g = logsigmoid(x Wgk + bgk) / 16   (one log-decay per head and step; gate_logit_normalizer 16)
+//   o = SimpleGLA(q, k, v, g) (chunkwise, scale Dk^-1/2) ;  out = RMSNormGated(o, x Wg) Wo  (swish gate)
+// No feature map (fla's default None); expand_k = expand_v = 1. Init: Linear and conv weights
+// N(0, init_std), the gate bias 0 (so the decay starts at sigmoid(0)^(1/16) = 0.958).
+typedef struct mn__gla_simple_par {
+    mn_real *q_proj, *k_proj, *v_proj, *g_proj;   // (HD,C)
+    mn_real *q_conv, *k_conv, *v_conv;            // (HD,1,4)
+    mn_real *gk_proj, *gk_bias;                   // (H,C), (H): the per-head decay
+    mn_real *g_norm, *o_proj;                     // (D), (C,HD)
+} mn__gla_simple_par;
+typedef struct mn__gla_simple_act {
+    mn_real *ql, *kl, *vl, *q, *k, *v;   // (N,HD) before and after conv + silu
+    mn_real *gl, *g;                     // (N*H) gate pre-activation, log-decay
+    mn_real *o, *gg, *on;                // (N,HD) the op's output, the output gate's pre-activation, normed o
+    mn_real* rs;                         // (N*H) rstd of the output norm
+    mn_real *ht, *work;                  // (B,H,D,D) final state (not used), the op's workspace
+} mn__gla_simple_act;
+typedef struct mn__gla_simple_state { mn_real *cq, *ck, *cv, *S; } mn__gla_simple_state;   // (HD,3) x 3, (H,D,D)
+typedef struct mn__gla_simple_temp { mn_real *ql, *kl, *vl, *q, *k, *v, *o, *gg, *on, *gl, *g,
+        *rs; } mn__gla_simple_temp;
+
+static void mn__gla_simple_par_walk(mn__pwalk* w, void* pp) {
+    mn__gla_simple_par t, *p = pp ? (mn__gla_simple_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, H = w->m->cfg.n_head, D = w->m->cfg.head_dim, HD = H * D;
+    p->q_proj = mn__pw_matrix(w, "q_proj.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
+    p->g_proj = mn__pw_matrix(w, "g_proj.weight", HD, C);
+    p->q_conv = mn__pw_conv(w, "q_conv1d.weight", HD);
+    p->k_conv = mn__pw_conv(w, "k_conv1d.weight", HD);
+    p->v_conv = mn__pw_conv(w, "v_conv1d.weight", HD);
+    p->gk_proj = mn__pw_matrix(w, "gk_proj.weight", H, C);
+    p->gk_bias = mn__pw_vector(w, "gk_proj.bias", H, MN__INIT_ZEROS);
+    p->g_norm = mn__pw_vector(w, "g_norm_swish_gate.weight", D, MN__INIT_ONES);
+    p->o_proj = mn__pw_matrix(w, "o_proj.weight", C, HD);
+}
+static size_t mn__gla_simple_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__gla_simple_act t, *a = p ? (mn__gla_simple_act*)p : &t;
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, off = 0;
+    MN__PIECE(ql, N * HD); MN__PIECE(kl, N * HD); MN__PIECE(vl, N * HD);
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD); MN__PIECE(v, N * HD);
+    MN__PIECE(gl, N * H); MN__PIECE(g, N * H);
+    MN__PIECE(o, N * HD); MN__PIECE(gg, N * HD); MN__PIECE(on, N * HD); MN__PIECE(rs, N * H);
+    MN__PIECE(ht, B * H * D * D); MN__PIECE(work, mn_gla_work_size(B, T, H, D, D, c->mesa_chunk));
+    return off;
+}
+static void mn__gla_simple_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts,
+                                         size_t B,
+                                         size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_simple_par P; mn__gla_simple_act A;
+    mn__layer_point(m, l, m->params, mn__gla_simple_par_walk, &P);
+    mn__gla_simple_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.ql, A.kl, A.vl, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    mn_shortconv_forward(A.q, A.ql, P.q_conv, B, T, HD, 4, 1);
+    mn_shortconv_forward(A.k, A.kl, P.k_conv, B, T, HD, 4, 1);
+    mn_shortconv_forward(A.v, A.vl, P.v_conv, B, T, HD, 4, 1);
+    mn_matmul_forward(A.gl, in, P.gk_proj, P.gk_bias, N, C, H);
+    mn__gla_gate_forward(A.g, A.gl, N * H);
+    mn_gla_forward(A.o, A.ht, A.q, A.k, A.v, A.g, NULL, B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk, A.work);
+    mn__gla_out_forward(c, out, A.gg, A.on, A.rs, A.o, in, P.g_proj, P.g_norm, P.o_proj, N);
+}
+static void mn__gla_simple_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                          mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_simple_par P, dP; mn__gla_simple_act A, dA;
+    mn__layer_point(m, l, m->params, mn__gla_simple_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__gla_simple_par_walk, &dP);
+    mn__gla_simple_act_layout(&A, acts, c, B, T);
+    mn__gla_simple_act_layout(&dA, dacts, c, B, T);
+    mn__gla_out_backward(c, din, dA.gg, dA.on, dA.o, dP.g_proj, dP.g_norm, dP.o_proj, dout, A.gg, A.on, A.rs, A.o, in,
+                         P.g_proj, P.g_norm, P.o_proj, N);
+    mn_gla_backward(dA.q, dA.k, dA.v, dA.g, NULL, dA.o, NULL, A.q, A.k, A.v, A.g, NULL, B, T, H, D, D, 1,
+                    1.0 / sqrt((double)D), c->mesa_chunk, dA.work);
+    mn__gla_gate_backward(dA.gl, dA.g, A.gl, N * H);
+    mn_matmul_backward(din, dP.gk_proj, dP.gk_bias, dA.gl, in, P.gk_proj, N, C, H);
+    mn_shortconv_backward(dA.ql, dP.q_conv, dA.q, A.ql, P.q_conv, B, T, HD, 4, 1);
+    mn_shortconv_backward(dA.kl, dP.k_conv, dA.k, A.kl, P.k_conv, B, T, HD, 4, 1);
+    mn_shortconv_backward(dA.vl, dP.v_conv, dA.v, A.vl, P.v_conv, B, T, HD, 4, 1);
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.ql, dA.kl, dA.vl, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
+}
+static size_t mn__gla_simple_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__gla_simple_state t, *a = p ? (mn__gla_simple_state*)p : &t;
+    size_t HD = c->n_head * c->head_dim, off = 0;
+    MN__PIECE(cq, 3 * HD); MN__PIECE(ck, 3 * HD); MN__PIECE(cv, 3 * HD); MN__PIECE(S, HD * c->head_dim);
+    return off;
+}
+static size_t mn__gla_simple_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__gla_simple_temp t, *a = p ? (mn__gla_simple_temp*)p : &t;
+    size_t H = c->n_head, HD = H * c->head_dim, off = 0;
+    MN__PIECE(ql, HD); MN__PIECE(kl, HD); MN__PIECE(vl, HD); MN__PIECE(q, HD); MN__PIECE(k, HD); MN__PIECE(v, HD);
+    MN__PIECE(o, HD); MN__PIECE(gg, HD); MN__PIECE(on, HD); MN__PIECE(gl, H); MN__PIECE(g, H); MN__PIECE(rs, H);
+    return off;
+}
+static void mn__gla_simple_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch,
+                                      const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__gla_simple_par P; mn__gla_simple_state S; mn__gla_simple_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__gla_simple_par_walk, &P);
+    mn__gla_simple_state_layout(&S, state, c);
+    mn__gla_simple_temp_layout(&X, scratch, c);
+    mn__qkv_forward(X.ql, X.kl, X.vl, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    mn_shortconv_step(X.q, S.cq, X.ql, P.q_conv, HD, 4, 1);
+    mn_shortconv_step(X.k, S.ck, X.kl, P.k_conv, HD, 4, 1);
+    mn_shortconv_step(X.v, S.cv, X.vl, P.v_conv, HD, 4, 1);
+    mn_matmul_forward(X.gl, in, P.gk_proj, P.gk_bias, 1, C, H);
+    mn__gla_gate_forward(X.g, X.gl, H);
+    // S = e^g S + k v^T ; o = S^T q scale
+    mn_gla_step(X.o, S.S, X.q, X.k, X.v, X.g, 1, H, D, D, 1, 1.0 / sqrt((double)D));
+    mn__gla_out_forward(c, out, X.gg, X.on, X.rs, X.o, in, P.g_proj, P.g_norm, P.o_proj, 1);
+}
+
 // >>delta_rule
 // defines: mn_delta_rule_{forward,backward}_naive, mn_delta_rule_work_size,
 // mn_delta_rule_{forward,backward} (chunkwise), mn_delta_rule_step
@@ -1924,6 +2549,191 @@ MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, co
         mn__delta_token(out + bh * Dv, state + bh * Dk * Dv, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], g ? exp(g[bh]) : 1.0, Dk, Dv, scale);
 }
 
+// ---- the layer: DeltaNet and Gated DeltaNet as mixers (fla layers/delta_net.py, layers/gated_deltanet.py).
+// Variant flags: MN__DELTA_RULE_GATED (Gated DeltaNet) and MN__DELTA_RULE_NEG (beta in (0,2): the
+// negative-eigenvalue, "[-1,1]" variant of Grazzi et al.); the rows deltanet, deltanet_neg, gdn, gdn_neg.
+//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = silu(conv4(x Wv))
+//   beta = sigmoid(x Wb) (x2 for the variant);  GDN: g = -exp(A_log) softplus(x Wa + dt_bias)
+//   o = delta rule (chunkwise, scale Dk^-1/2);  GDN: y = RMSNormGated(o, x Wg) Wo ;  DeltaNet: y = RMSNorm(o) Wo
+// Value heads are as wide as key heads here (fla's GDN default expand_v = 2 is not offered).
+#define MN__DELTA_RULE_NEG 1
+#define MN__DELTA_RULE_GATED 2
+typedef struct mn__delta_rule_par {
+    mn_real *q_proj, *k_proj, *v_proj;   // (HD,C)
+    mn_real* b_proj;                     // (H,C) the write strength beta
+    mn_real *q_conv, *k_conv, *v_conv;   // (HD,1,4)
+    mn_real *o_norm, *o_proj;            // (D), (C,HD)
+    mn_real *a_proj, *A_log, *dt_bias, *g_proj;   // GDN only: (H,C), (H), (H), (HD,C); NULL otherwise
+} mn__delta_rule_par;
+typedef struct mn__delta_rule_act {
+    mn_real *ql, *kl, *vl, *qc, *kc, *vc, *q, *k;   // (N,HD) projections, after conv + silu, after the l2 norm
+    mn_real *rq, *rk, *bl, *beta, *al, *g;          // (N*H) rstd of the l2 norms, beta, the decay
+    mn_real *o, *gl, *on;                           // (N,HD) the op's output, the output gate, normed o
+    mn_real* ro;                                    // (N*H) rstd of the output norm
+    mn_real* hs;                                    // (B,H,NC,D,D) the chunk-start states
+    mn_real *ht, *work;                             // (B,H,D,D) final state (not used), the op's workspace
+} mn__delta_rule_act;
+typedef struct mn__delta_rule_state { mn_real *cq, *ck, *cv, *S; } mn__delta_rule_state;   // (HD,3) x 3, (H,D,D)
+typedef struct mn__delta_rule_temp {
+    mn_real *ql, *kl, *vl, *qc, *kc, *v, *q, *k, *o, *gl, *on;   // (HD)
+    mn_real *bl, *beta, *al, *g, *rs;                            // (H)
+} mn__delta_rule_temp;
+
+static void mn__delta_rule_par_walk(mn__pwalk* w, void* pp) {
+    mn__delta_rule_par t, *p = pp ? (mn__delta_rule_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, H = w->m->cfg.n_head, D = w->m->cfg.head_dim, HD = H * D;
+    p->q_proj = mn__pw_matrix(w, "q_proj.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
+    p->b_proj = mn__pw_matrix(w, "b_proj.weight", H, C);
+    p->q_conv = mn__pw_conv(w, "q_conv1d.weight", HD);
+    p->k_conv = mn__pw_conv(w, "k_conv1d.weight", HD);
+    p->v_conv = mn__pw_conv(w, "v_conv1d.weight", HD);
+    p->o_norm = mn__pw_vector(w, "o_norm.weight", D, MN__INIT_ONES);
+    p->o_proj = mn__pw_matrix(w, "o_proj.weight", C, HD);
+    p->a_proj = p->A_log = p->dt_bias = p->g_proj = NULL;
+    if (mn__mixer_variant(w->m, w->l) & MN__DELTA_RULE_GATED) {
+        p->a_proj = mn__pw_matrix(w, "a_proj.weight", H, C);
+        p->A_log = mn__pw_vector(w, "A_log", H, MN__INIT_ALOG);          // no weight decay
+        p->dt_bias = mn__pw_vector(w, "dt_bias", H, MN__INIT_DTBIAS);
+        p->g_proj = mn__pw_matrix(w, "g_proj.weight", HD, C);
+    }
+}
+static size_t mn__delta_rule_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__delta_rule_act t, *a = p ? (mn__delta_rule_act*)p : &t;
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, NC = (T + c->mesa_chunk - 1) / c->mesa_chunk, off = 0;
+    MN__PIECE(ql, N * HD); MN__PIECE(kl, N * HD); MN__PIECE(vl, N * HD);
+    MN__PIECE(qc, N * HD); MN__PIECE(kc, N * HD); MN__PIECE(vc, N * HD);
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD);
+    MN__PIECE(rq, N * H); MN__PIECE(rk, N * H); MN__PIECE(bl, N * H); MN__PIECE(beta, N * H);
+    MN__PIECE(al, N * H); MN__PIECE(g, N * H);
+    MN__PIECE(o, N * HD); MN__PIECE(gl, N * HD); MN__PIECE(on, N * HD); MN__PIECE(ro, N * H);
+    MN__PIECE(hs, B * H * NC * D * D);
+    MN__PIECE(ht, B * H * D * D); MN__PIECE(work, mn_delta_rule_work_size(B, H, D, D, c->mesa_chunk));
+    return off;
+}
+static void mn__delta_rule_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts,
+                                         size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    int var = mn__mixer_variant(m, l), gated = var & MN__DELTA_RULE_GATED;
+    mn__delta_rule_par P; mn__delta_rule_act A;
+    mn__layer_point(m, l, m->params, mn__delta_rule_par_walk, &P);
+    mn__delta_rule_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.ql, A.kl, A.vl, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    mn_shortconv_forward(A.qc, A.ql, P.q_conv, B, T, HD, 4, 1);
+    mn_shortconv_forward(A.kc, A.kl, P.k_conv, B, T, HD, 4, 1);
+    mn_shortconv_forward(A.vc, A.vl, P.v_conv, B, T, HD, 4, 1);
+    mn_l2norm_forward(A.q, A.rq, A.qc, N * H, D);
+    mn_l2norm_forward(A.k, A.rk, A.kc, N * H, D);
+    mn_matmul_forward(A.bl, in, P.b_proj, NULL, N, C, H);
+    mn_sigmoid_forward(A.beta, A.bl, N * H);
+    if (var & MN__DELTA_RULE_NEG) for (i = 0; i < N * H; i++) A.beta[i] *= 2;
+    if (gated) {   // g = -exp(A_log) softplus(a + dt_bias)
+        mn_matmul_forward(A.al, in, P.a_proj, P.dt_bias, N, C, H);   // a + dt_bias
+        mn_softplus_forward(A.g, A.al, N * H);
+        for (i = 0; i < N * H; i++) A.g[i] *= (mn_real)-exp(P.A_log[i % H]);
+    }
+    mn_delta_rule_forward(A.o, A.ht, A.hs, A.q, A.k, A.vc, A.beta, gated ? A.g : NULL, NULL, B, T, H, D, D,
+                          c->mesa_chunk,
+                          1.0 / sqrt((double)D), A.work);
+    if (gated) mn__gla_out_forward(c, out, A.gl, A.on, A.ro, A.o, in, P.g_proj, P.o_norm, P.o_proj, N);
+    else {
+        mn_rmsnorm_forward(A.on, A.ro, A.o, P.o_norm, N * H, D, c->norm_eps);
+        mn_matmul_forward(out, A.on, P.o_proj, NULL, N, HD, C);
+    }
+}
+static void mn__delta_rule_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                          mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    int var = mn__mixer_variant(m, l), gated = var & MN__DELTA_RULE_GATED;
+    mn__delta_rule_par P, dP; mn__delta_rule_act A, dA;
+    mn__layer_point(m, l, m->params, mn__delta_rule_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__delta_rule_par_walk, &dP);
+    mn__delta_rule_act_layout(&A, acts, c, B, T);
+    mn__delta_rule_act_layout(&dA, dacts, c, B, T);
+    if (gated)
+        mn__gla_out_backward(c, din, dA.gl, dA.on, dA.o, dP.g_proj, dP.o_norm, dP.o_proj, dout, A.gl, A.on, A.ro, A.o,
+                             in,
+                             P.g_proj, P.o_norm, P.o_proj, N);
+    else {
+        mn_matmul_backward(dA.on, dP.o_proj, NULL, dout, A.on, P.o_proj, N, HD, C);
+        mn_rmsnorm_backward(dA.o, dP.o_norm, dA.on, A.ro, A.o, P.o_norm, N * H, D);
+    }
+    mn_delta_rule_backward(dA.q, dA.k, dA.vc, dA.beta, gated ? dA.g : NULL, NULL, dA.o, NULL, A.hs, A.q, A.k, A.vc,
+                           A.beta,
+                           gated ? A.g : NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D), dA.work);
+    // forward: g = -e^{A_log} softplus(u), u = a + dt_bias, so: dA_log += dg g ; du = dg (-e^{A_log}) sigmoid(u)
+    if (gated) {
+        for (i = 0; i < N * H; i++) {
+            dP.A_log[i % H] += dA.g[i] * A.g[i];
+            dA.al[i] += (mn_real)(dA.g[i] * -exp(P.A_log[i % H]) * mn__sigmoid(A.al[i]));
+        }
+        mn_matmul_backward(din, dP.a_proj, dP.dt_bias, dA.al, in, P.a_proj, N, C, H);
+    }
+    if (var & MN__DELTA_RULE_NEG) for (i = 0; i < N * H; i++) dA.beta[i] *= 2;    // beta = 2 sigmoid(bl)
+    mn_sigmoid_backward(dA.bl, dA.beta, A.bl, N * H);
+    mn_matmul_backward(din, dP.b_proj, NULL, dA.bl, in, P.b_proj, N, C, H);
+    mn_l2norm_backward(dA.qc, dA.q, A.q, A.rq, N * H, D);
+    mn_l2norm_backward(dA.kc, dA.k, A.k, A.rk, N * H, D);
+    mn_shortconv_backward(dA.ql, dP.q_conv, dA.qc, A.ql, P.q_conv, B, T, HD, 4, 1);
+    mn_shortconv_backward(dA.kl, dP.k_conv, dA.kc, A.kl, P.k_conv, B, T, HD, 4, 1);
+    mn_shortconv_backward(dA.vl, dP.v_conv, dA.vc, A.vl, P.v_conv, B, T, HD, 4, 1);
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.ql, dA.kl, dA.vl, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
+}
+static size_t mn__delta_rule_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__delta_rule_state t, *a = p ? (mn__delta_rule_state*)p : &t;
+    size_t HD = c->n_head * c->head_dim, off = 0;
+    MN__PIECE(cq, 3 * HD); MN__PIECE(ck, 3 * HD); MN__PIECE(cv, 3 * HD); MN__PIECE(S, HD * c->head_dim);
+    return off;
+}
+static size_t mn__delta_rule_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__delta_rule_temp t, *a = p ? (mn__delta_rule_temp*)p : &t;
+    size_t H = c->n_head, HD = H * c->head_dim, off = 0;
+    MN__PIECE(ql, HD); MN__PIECE(kl, HD); MN__PIECE(vl, HD); MN__PIECE(qc, HD); MN__PIECE(kc, HD); MN__PIECE(v, HD);
+    MN__PIECE(q, HD); MN__PIECE(k, HD); MN__PIECE(o, HD); MN__PIECE(gl, HD); MN__PIECE(on, HD);
+    MN__PIECE(bl, H); MN__PIECE(beta, H); MN__PIECE(al, H); MN__PIECE(g, H); MN__PIECE(rs, H);
+    return off;
+}
+static void mn__delta_rule_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch,
+                                      const mn_real* in, size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    int var = mn__mixer_variant(m, l), gated = var & MN__DELTA_RULE_GATED;
+    mn__delta_rule_par P; mn__delta_rule_state S; mn__delta_rule_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__delta_rule_par_walk, &P);
+    mn__delta_rule_state_layout(&S, state, c);
+    mn__delta_rule_temp_layout(&X, scratch, c);
+    mn__qkv_forward(X.ql, X.kl, X.vl, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    mn_shortconv_step(X.qc, S.cq, X.ql, P.q_conv, HD, 4, 1);
+    mn_shortconv_step(X.kc, S.ck, X.kl, P.k_conv, HD, 4, 1);
+    mn_shortconv_step(X.v, S.cv, X.vl, P.v_conv, HD, 4, 1);
+    mn_l2norm_forward(X.q, X.rs, X.qc, H, D);
+    mn_l2norm_forward(X.k, X.rs, X.kc, H, D);
+    mn_matmul_forward(X.bl, in, P.b_proj, NULL, 1, C, H);
+    mn_sigmoid_forward(X.beta, X.bl, H);
+    if (var & MN__DELTA_RULE_NEG) for (i = 0; i < H; i++) X.beta[i] *= 2;
+    if (gated) {
+        mn_matmul_forward(X.al, in, P.a_proj, P.dt_bias, 1, C, H);
+        mn_softplus_forward(X.g, X.al, H);
+        for (i = 0; i < H; i++) X.g[i] *= (mn_real)-exp(P.A_log[i]);
+    }
+    mn_delta_rule_step(X.o, S.S, X.q, X.k, X.v, X.beta, gated ? X.g : NULL, 1, H, D, D, 1.0 / sqrt((double)D));
+    if (gated) mn__gla_out_forward(c, out, X.gl, X.on, X.rs, X.o, in, P.g_proj, P.o_norm, P.o_proj, 1);
+    else {
+        mn_rmsnorm_forward(X.on, X.rs, X.o, P.o_norm, H, D, c->norm_eps);
+        mn_matmul_forward(out, X.on, P.o_proj, NULL, 1, HD, C);
+    }
+}
+static double mn__delta_rule_layer_flops(const mn_config* c, size_t T) {
+    // chunkwise WY form per head and token (approximate): W, U and the intra-chunk products
+    // 4C(Dk+Dv), the state read, write and output 6 Dk Dv
+    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)c->n_head * (4 * Cc * 2 * K + 6 * K * K);
+}
 
 // >>ssd
 // defines: mn_ssd_{forward,backward}_recurrent, mn_ssd_{forward,backward}, mn_ssd_step, work sizes
@@ -2271,6 +3081,219 @@ MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, m
     }
 }
 
+// ---- the layer: Mamba-2 as a mixer (mamba_ssm modules/mamba2.py Mamba2, ngroups 1). d_inner DI = 2 C
+// (expand 2), head dim P = head_dim, Hm = DI/P heads, state size N = head_dim:
+//   [z | x | B | C | dt] = xn W_in ;  [x | B | C] = silu(conv4([x | B | C]) + b_conv)
+//   Delta = softplus(dt + dt_bias), A = -exp(A_log) ;  SSD on X = x Delta, log-decay A Delta, B, C
+//   y = SSD + D x ;  out = RMSNorm(y * silu(z)) W_out   (gate then norm over DI, eps = norm_eps)
+// Variant MN__SSD_NEG, the "[-1,1]" Mamba (Grazzi et al.): transition a = 2 exp(A Delta) - 1 in (-1, 1),
+// run by the recurrent form (log-space chunked products cannot carry a negative transition).
+#define MN__SSD_NEG 1
+typedef struct mn__ssd_dims { size_t DI, P, Hm, Ns, W_in, Wc; } mn__ssd_dims;   // W_in, Wc: in_proj, conv widths
+static mn__ssd_dims mn__ssd_layer_dims(const mn_config* c) {
+    mn__ssd_dims d;
+    d.DI = 2 * c->d_model; d.P = c->head_dim; d.Hm = d.DI / d.P; d.Ns = c->head_dim;
+    d.W_in = 2 * d.DI + 2 * d.Ns + d.Hm; d.Wc = d.DI + 2 * d.Ns;
+    return d;
+}
+typedef struct mn__ssd_par {
+    mn_real* in_proj;               // (W_in,C)
+    mn_real *conv, *conv_bias;      // (Wc,1,4), (Wc)
+    mn_real *dt_bias, *A_log, *D;   // (Hm) each
+    mn_real *norm, *out_proj;       // (DI), (C,DI)
+} mn__ssd_par;
+typedef struct mn__ssd_act {
+    mn_real* zx;                    // (N,W_in) the input projection [z | x | B | C | dt]
+    mn_real *xbci, *xbcp, *xbc;     // (N,Wc) [x | B | C] before the conv, after conv + bias, after silu
+    mn_real *dtp, *delta;           // (N,Hm) dt + dt_bias, Delta
+    mn_real* xt;                    // (N,DI) X = x Delta
+    mn_real* at;                    // (N,Hm) the log-decay (or the [-1,1] transition)
+    mn_real *bh, *ch;               // (N,Hm,Ns) B and C per head
+    mn_real *y, *yz, *yn;           // (N,DI) SSD + D x, gated, normed
+    mn_real* rs;                    // (N) rstd of the norm
+    mn_real *ht, *work;             // (B,Hm,P,Ns) final state (not used), the op's workspace
+} mn__ssd_act;
+typedef struct mn__ssd_state { mn_real *conv, *S; } mn__ssd_state;   // (Wc,3), (Hm,P,Ns)
+typedef struct mn__ssd_temp { mn_real *zx, *xbc, *xt, *y, *yz, *bh, *ch, *at, *rs; } mn__ssd_temp;
+
+static void mn__ssd_par_walk(mn__pwalk* w, void* pp) {
+    mn__ssd_par t, *p = pp ? (mn__ssd_par*)pp : &t;
+    mn__ssd_dims d = mn__ssd_layer_dims(&w->m->cfg);
+    size_t C = w->m->cfg.d_model;
+    p->in_proj = mn__pw_matrix(w, "in_proj.weight", d.W_in, C);
+    p->conv = mn__pw_conv(w, "conv1d.weight", d.Wc);
+    p->conv_bias = mn__pw_vector(w, "conv1d.bias", d.Wc, MN__INIT_ZEROS);
+    p->dt_bias = mn__pw_vector(w, "dt_bias", d.Hm, MN__INIT_DTBIAS);
+    p->A_log = mn__pw_vector(w, "A_log", d.Hm, MN__INIT_ALOG);
+    p->D = mn__pw_vector(w, "D", d.Hm, MN__INIT_ONES);
+    p->norm = mn__pw_vector(w, "norm.weight", d.DI, MN__INIT_ONES);
+    p->out_proj = mn__pw_matrix(w, "out_proj.weight", C, d.DI);
+}
+static size_t mn__ssd_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__ssd_act t, *a = p ? (mn__ssd_act*)p : &t;
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    size_t N = B * T, off = 0;
+    size_t ws = mn_ssd_work_size(B, T, d.Hm, d.P, d.Ns, c->mesa_chunk), wr = mn_ssd_work_size_recurrent(T, d.P, d.Ns);
+    MN__PIECE(zx, N * d.W_in);
+    MN__PIECE(xbci, N * d.Wc); MN__PIECE(xbcp, N * d.Wc); MN__PIECE(xbc, N * d.Wc);
+    MN__PIECE(dtp, N * d.Hm); MN__PIECE(delta, N * d.Hm);
+    MN__PIECE(xt, N * d.DI); MN__PIECE(at, N * d.Hm);
+    MN__PIECE(bh, N * d.Hm * d.Ns); MN__PIECE(ch, N * d.Hm * d.Ns);
+    MN__PIECE(y, N * d.DI); MN__PIECE(yz, N * d.DI); MN__PIECE(yn, N * d.DI); MN__PIECE(rs, N);
+    MN__PIECE(ht, B * d.Hm * d.P * d.Ns); MN__PIECE(work, ws > wr ? ws : wr);   // either form's workspace
+    return off;
+}
+static void mn__ssd_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                  size_t T) {
+    const mn_config* c = &m->cfg;
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    size_t N = B * T, C = c->d_model, n, h, p, j;
+    int neg = mn__mixer_variant(m, l) & MN__SSD_NEG;
+    mn__ssd_par P; mn__ssd_act A;
+    mn__layer_point(m, l, m->params, mn__ssd_par_walk, &P);
+    mn__ssd_act_layout(&A, acts, c, B, T);
+    mn_matmul_forward(A.zx, in, P.in_proj, NULL, N, C, d.W_in);
+    for (n = 0; n < N; n++) memcpy(A.xbci + n * d.Wc, A.zx + n * d.W_in + d.DI, d.Wc * sizeof(mn_real));
+    mn_shortconv_forward(A.xbcp, A.xbci, P.conv, B, T, d.Wc, 4, 0);
+    for (n = 0; n < N * d.Wc; n++) A.xbcp[n] += P.conv_bias[n % d.Wc];
+    for (n = 0; n < N * d.Wc; n++) A.xbc[n] = (mn_real)(A.xbcp[n] * mn__sigmoid(A.xbcp[n]));
+    for (n = 0; n < N; n++)
+        for (h = 0; h < d.Hm; h++) {
+            size_t r = n * d.Hm + h;
+            A.dtp[r] = A.zx[n * d.W_in + 2 * d.DI + 2 * d.Ns + h] + P.dt_bias[h];
+            A.delta[r] = (mn_real)(A.dtp[r] > 20 ? A.dtp[r] : log1p(exp(A.dtp[r])));
+            double la = -exp(P.A_log[h]) * A.delta[r];                      // log-decay A Delta
+            A.at[r] = (mn_real)(neg ? 2.0 * exp(la) - 1.0 : la);
+            for (p = 0; p < d.P; p++) A.xt[r * d.P + p] = A.xbc[n * d.Wc + h * d.P + p] * A.delta[r];
+            for (j = 0; j < d.Ns; j++) {                                  // B, C shared by all heads (ngroups 1)
+                A.bh[r * d.Ns + j] = A.xbc[n * d.Wc + d.DI + j];
+                A.ch[r * d.Ns + j] = A.xbc[n * d.Wc + d.DI + d.Ns + j];
+            }
+        }
+    if (neg) mn_ssd_forward_recurrent(A.y, A.ht, A.xt, A.at, A.bh, A.ch, NULL, B, T, d.Hm, d.P, d.Ns,
+        MN_SSD_TRANSITION);
+    else mn_ssd_forward(A.y, A.ht, A.xt, A.at, A.bh, A.ch, NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk, A.work);
+    for (n = 0; n < N; n++)
+        for (j = 0; j < d.DI; j++) {
+            mn_real* y = A.y + n * d.DI + j;
+            double z = A.zx[n * d.W_in + j];
+            *y += P.D[j / d.P] * A.xbc[n * d.Wc + j];                      // D skip
+            A.yz[n * d.DI + j] = (mn_real)(*y * z * mn__sigmoid(z));       // gate, then norm
+        }
+    mn_rmsnorm_forward(A.yn, A.rs, A.yz, P.norm, N, d.DI, c->norm_eps);
+    mn_matmul_forward(out, A.yn, P.out_proj, NULL, N, d.DI, C);
+}
+static void mn__ssd_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                   mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    size_t N = B * T, C = c->d_model, n, h, p, j;
+    int neg = mn__mixer_variant(m, l) & MN__SSD_NEG;
+    mn__ssd_par P, dP; mn__ssd_act A, dA;
+    mn__layer_point(m, l, m->params, mn__ssd_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__ssd_par_walk, &dP);
+    mn__ssd_act_layout(&A, acts, c, B, T);
+    mn__ssd_act_layout(&dA, dacts, c, B, T);
+    mn_matmul_backward(dA.yn, dP.out_proj, NULL, dout, A.yn, P.out_proj, N, d.DI, C);
+    mn_rmsnorm_backward(dA.yz, dP.norm, dA.yn, A.rs, A.yz, P.norm, N, d.DI);
+    for (n = 0; n < N; n++)     // forward: yz = y z s(z), y = ssd + D x
+        for (j = 0; j < d.DI; j++) {
+            size_t i = n * d.DI + j;
+            double z = A.zx[n * d.W_in + j], s = mn__sigmoid(z), dyz = dA.yz[i], y = A.y[i];
+            dA.y[i] += (mn_real)(dyz * z * s);
+            dA.zx[n * d.W_in + j] += (mn_real)(dyz * y * s * (1.0 + z * (1.0 - s)));
+            dA.xbc[n * d.Wc + j] += P.D[j / d.P] * (mn_real)(dyz * z * s);
+            dP.D[j / d.P] += (mn_real)(dyz * z * s * A.xbc[n * d.Wc + j]);
+        }
+    if (neg) mn_ssd_backward_recurrent(dA.xt, dA.at, dA.bh, dA.ch, NULL, dA.y, NULL, A.xt, A.at, A.bh, A.ch, NULL, B, T,
+                                       d.Hm, d.P, d.Ns, MN_SSD_TRANSITION, dA.work);
+    else mn_ssd_backward(dA.xt, dA.at, dA.bh, dA.ch, NULL, dA.y, NULL, A.xt, A.at, A.bh, A.ch, NULL, B, T, d.Hm, d.P,
+                         d.Ns,
+                         c->mesa_chunk, dA.work);
+    for (n = 0; n < N; n++)
+        for (h = 0; h < d.Hm; h++) {
+            size_t r = n * d.Hm + h;
+            double delta = A.delta[r], ea = exp(P.A_log[h]), dla, ddelta = 0;
+            // forward: at = A Delta (or 2 e^{A Delta} - 1), X = x Delta, A = -e^{A_log}
+            dla = neg ? dA.at[r] * 2.0 * exp(-ea * delta) : dA.at[r];
+            ddelta += dla * -ea;
+            dP.A_log[h] += (mn_real)(dla * -ea * delta);
+            for (p = 0; p < d.P; p++) {
+                ddelta += (double)dA.xt[r * d.P + p] * A.xbc[n * d.Wc + h * d.P + p];
+                dA.xbc[n * d.Wc + h * d.P + p] += (mn_real)(dA.xt[r * d.P + p] * delta);
+            }
+            for (j = 0; j < d.Ns; j++) {
+                dA.xbc[n * d.Wc + d.DI + j] += dA.bh[r * d.Ns + j];
+                dA.xbc[n * d.Wc + d.DI + d.Ns + j] += dA.ch[r * d.Ns + j];
+            }
+            // Delta = softplus(dt + dt_bias)
+            ddelta *= mn__sigmoid(A.dtp[r]);
+            dA.zx[n * d.W_in + 2 * d.DI + 2 * d.Ns + h] += (mn_real)ddelta;
+            dP.dt_bias[h] += (mn_real)ddelta;
+        }
+    for (n = 0; n < N * d.Wc; n++) {           // forward: xbc = silu(xbcp)
+        double a = A.xbcp[n], sg = mn__sigmoid(a);
+        dA.xbcp[n] += (mn_real)(dA.xbc[n] * sg * (1.0 + a * (1.0 - sg)));
+    }
+    for (n = 0; n < N * d.Wc; n++) dP.conv_bias[n % d.Wc] += dA.xbcp[n];
+    mn_shortconv_backward(dA.xbci, dP.conv, dA.xbcp, A.xbci, P.conv, B, T, d.Wc, 4, 0);
+    for (n = 0; n < N; n++) for (j = 0; j < d.Wc; j++) dA.zx[n * d.W_in + d.DI + j] += dA.xbci[n * d.Wc + j];
+    mn_matmul_backward(din, dP.in_proj, NULL, dA.zx, in, P.in_proj, N, C, d.W_in);
+}
+static size_t mn__ssd_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__ssd_state t, *a = p ? (mn__ssd_state*)p : &t;
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    size_t off = 0;
+    MN__PIECE(conv, 3 * d.Wc); MN__PIECE(S, d.Hm * d.P * d.Ns);
+    return off;
+}
+static size_t mn__ssd_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__ssd_temp t, *a = p ? (mn__ssd_temp*)p : &t;
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    size_t off = 0;
+    MN__PIECE(zx, d.W_in); MN__PIECE(xbc, d.Wc); MN__PIECE(xt, d.DI); MN__PIECE(y, d.DI); MN__PIECE(yz, d.DI);
+    MN__PIECE(bh, d.Hm * d.Ns); MN__PIECE(ch, d.Hm * d.Ns); MN__PIECE(at, d.Hm); MN__PIECE(rs, 1);
+    return off;
+}
+static void mn__ssd_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in,
+                               size_t pos) {
+    const mn_config* c = &m->cfg;
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    size_t C = c->d_model, h, p, j;
+    int neg = mn__mixer_variant(m, l) & MN__SSD_NEG;
+    mn__ssd_par P; mn__ssd_state S; mn__ssd_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__ssd_par_walk, &P);
+    mn__ssd_state_layout(&S, state, c);
+    mn__ssd_temp_layout(&X, scratch, c);
+    mn_matmul_forward(X.zx, in, P.in_proj, NULL, 1, C, d.W_in);
+    mn_shortconv_step(X.xbc, S.conv, X.zx + d.DI, P.conv, d.Wc, 4, 0);
+    for (j = 0; j < d.Wc; j++) { double a = X.xbc[j] + P.conv_bias[j]; X.xbc[j] = (mn_real)(a * mn__sigmoid(a)); }
+    for (h = 0; h < d.Hm; h++) {
+        double u = X.zx[2 * d.DI + 2 * d.Ns + h] + P.dt_bias[h], delta = u > 20 ? u : log1p(exp(u));
+        double la = -exp(P.A_log[h]) * delta;
+        X.at[h] = (mn_real)(neg ? 2.0 * exp(la) - 1.0 : la);
+        for (p = 0; p < d.P; p++) X.xt[h * d.P + p] = (mn_real)(X.xbc[h * d.P + p] * delta);
+        for (j = 0; j < d.Ns; j++) {
+            X.bh[h * d.Ns + j] = X.xbc[d.DI + j];
+            X.ch[h * d.Ns + j] = X.xbc[d.DI + d.Ns + j];
+        }
+    }
+    mn_ssd_step(X.y, S.S, X.xt, X.at, X.bh, X.ch, 1, d.Hm, d.P, d.Ns, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY);
+    for (j = 0; j < d.DI; j++) {
+        double z = X.zx[j];
+        X.y[j] += P.D[j / d.P] * X.xbc[j];
+        X.yz[j] = (mn_real)(X.y[j] * z * mn__sigmoid(z));
+    }
+    mn_rmsnorm_forward(X.yz, X.rs, X.yz, P.norm, 1, d.DI, c->norm_eps);
+    mn_matmul_forward(out, X.yz, P.out_proj, NULL, 1, d.DI, C);
+}
+static double mn__ssd_layer_flops(const mn_config* c, size_t T) {
+    mn__ssd_dims d = mn__ssd_layer_dims(c);
+    double Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)d.Hm * (2 * Cc * (double)(d.Ns + d.P) + 4.0 * (double)(d.P * d.Ns));   // SSD per token (approximate)
+}
+
 // >>rglru
 // defines: mn_rglru_work_size, mn_rglru_{forward,backward}, mn_rglru_step
 // RG-LRU (De et al. 2024, "Griffin"), per channel of width W (gates: NH blocks of bw = W/NH):
@@ -2408,6 +3431,131 @@ MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_
     mn_rglru_forward(y, state, work, x, a_param, wx, bx, wa, ba, state, segment_pos, B, 1, W, NH, c);
 }
 
+// ---- the layer: "hawk", Griffin's recurrent block as a mixer (recurrentgemma torch/modules.py
+// RecurrentBlock), lru width W = d_model, NH = n_head blocks in the gate matrices:
+//   y = gelu_tanh(x Wy + by) ;  x' = conv4(x Wx + bx) + bconv (no activation) ;  h = RG-LRU(x')
+//   out = (h * y) Wout + bout
+// Tensor names follow recurrentgemma's module names under fla's "attn." slot; conv weights use fla's
+// [W,1,4] layout (recurrentgemma stores [4,W]). Gate weights N(0, init_std) like every matrix here;
+// a_param so that a = exp(-softplus(a_param)) has a^2 ~ U[0.81, 0.998] (Griffin's ring init).
+#define MN__RGLRU_C 8.0
+typedef struct mn__rglru_par {
+    mn_real *y_proj, *y_bias, *x_proj, *x_bias;   // (C,C), (C): the two branches
+    mn_real *conv, *conv_bias;                    // (C,1,4), (C)
+    mn_real* a_param;                             // (C)
+    mn_real *gx_w, *gx_b, *ga_w, *ga_b;           // (NH,C/NH,C/NH), (NH,C/NH): the block-diagonal gates
+    mn_real *o_proj, *o_bias;                     // (C,C), (C)
+} mn__rglru_par;
+typedef struct mn__rglru_act {
+    mn_real *yl, *yg, *xl, *xc, *h;   // (N,C) y pre-activation, gelu(y), x', conv out, h
+    mn_real* gates;                   // (2,N,C) the RG-LRU gates
+    mn_real* hy;                      // (N,C) h * gelu(y)
+    mn_real *ht, *work;               // (B,C) final state (not used), the backward's workspace
+} mn__rglru_act;
+typedef struct mn__rglru_state { mn_real *conv, *h; } mn__rglru_state;   // (C,3), (C)
+typedef struct mn__rglru_temp { mn_real *yl, *xl, *xc, *y, *work; } mn__rglru_temp;
+
+static void mn__rglru_par_walk(mn__pwalk* w, void* pp) {
+    mn__rglru_par t, *p = pp ? (mn__rglru_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, NH = w->m->cfg.n_head, bw = C / NH;
+    p->y_proj = mn__pw_matrix(w, "linear_y.weight", C, C);
+    p->y_bias = mn__pw_vector(w, "linear_y.bias", C, MN__INIT_ZEROS);
+    p->x_proj = mn__pw_matrix(w, "linear_x.weight", C, C);
+    p->x_bias = mn__pw_vector(w, "linear_x.bias", C, MN__INIT_ZEROS);
+    p->conv = mn__pw_conv(w, "conv_1d.weight", C);
+    p->conv_bias = mn__pw_vector(w, "conv_1d.bias", C, MN__INIT_ZEROS);
+    p->a_param = mn__pw_vector(w, "rg_lru.a_param", C, MN__INIT_RGLRU_A);       // no weight decay
+    p->gx_w = mn__pw_tensor(w, "rg_lru.input_gate.w", 3, NH, bw, bw, 1, MN__INIT_NORMAL);
+    p->gx_b = mn__pw_tensor(w, "rg_lru.input_gate.b", 2, NH, bw, 0, 0, MN__INIT_ZEROS);
+    p->ga_w = mn__pw_tensor(w, "rg_lru.a_gate.w", 3, NH, bw, bw, 1, MN__INIT_NORMAL);
+    p->ga_b = mn__pw_tensor(w, "rg_lru.a_gate.b", 2, NH, bw, 0, 0, MN__INIT_ZEROS);
+    p->o_proj = mn__pw_matrix(w, "linear_out.weight", C, C);
+    p->o_bias = mn__pw_vector(w, "linear_out.bias", C, MN__INIT_ZEROS);
+}
+static size_t mn__rglru_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__rglru_act t, *a = p ? (mn__rglru_act*)p : &t;
+    size_t N = B * T, C = c->d_model, off = 0;
+    MN__PIECE(yl, N * C); MN__PIECE(yg, N * C); MN__PIECE(xl, N * C); MN__PIECE(xc, N * C); MN__PIECE(h, N * C);
+    MN__PIECE(gates, 2 * N * C);
+    MN__PIECE(hy, N * C);
+    MN__PIECE(ht, B * C); MN__PIECE(work, mn_rglru_work_size(B, T, C));
+    return off;
+}
+static void mn__rglru_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                    size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, i;
+    mn__rglru_par P; mn__rglru_act A;
+    mn__layer_point(m, l, m->params, mn__rglru_par_walk, &P);
+    mn__rglru_act_layout(&A, acts, c, B, T);
+    mn_matmul_forward(A.yl, in, P.y_proj, P.y_bias, N, C, C);
+    mn_gelu_forward(A.yg, A.yl, N * C);
+    mn_matmul_forward(A.xl, in, P.x_proj, P.x_bias, N, C, C);
+    mn_shortconv_forward(A.xc, A.xl, P.conv, B, T, C, 4, 0);
+    for (i = 0; i < N * C; i++) A.xc[i] += P.conv_bias[i % C];
+    mn_rglru_forward(A.h, A.ht, A.gates, A.xc, P.a_param, P.gx_w, P.gx_b, P.ga_w, P.ga_b, NULL, NULL, B, T, C,
+                     c->n_head,
+                     MN__RGLRU_C);
+    for (i = 0; i < N * C; i++) A.hy[i] = A.h[i] * A.yg[i];
+    mn_matmul_forward(out, A.hy, P.o_proj, P.o_bias, N, C, C);
+}
+static void mn__rglru_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                     mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, i;
+    mn__rglru_par P, dP; mn__rglru_act A, dA;
+    mn__layer_point(m, l, m->params, mn__rglru_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__rglru_par_walk, &dP);
+    mn__rglru_act_layout(&A, acts, c, B, T);
+    mn__rglru_act_layout(&dA, dacts, c, B, T);
+    mn_matmul_backward(dA.hy, dP.o_proj, dP.o_bias, dout, A.hy, P.o_proj, N, C, C);
+    for (i = 0; i < N * C; i++) {    // forward: hy = h * yg
+        dA.h[i] += dA.hy[i] * A.yg[i];
+        dA.yg[i] += dA.hy[i] * A.h[i];
+    }
+    mn_gelu_backward(dA.yl, dA.yg, A.yl, N * C);
+    mn_matmul_backward(din, dP.y_proj, dP.y_bias, dA.yl, in, P.y_proj, N, C, C);
+    mn_rglru_backward(dA.xc, dP.a_param, dP.gx_w, dP.gx_b, dP.ga_w, dP.ga_b, NULL, dA.h, NULL, A.h, A.gates, A.xc,
+                      P.a_param, P.gx_w, P.ga_w, NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C, dA.work);
+    for (i = 0; i < N * C; i++) dP.conv_bias[i % C] += dA.xc[i];
+    mn_shortconv_backward(dA.xl, dP.conv, dA.xc, A.xl, P.conv, B, T, C, 4, 0);
+    mn_matmul_backward(din, dP.x_proj, dP.x_bias, dA.xl, in, P.x_proj, N, C, C);
+}
+static size_t mn__rglru_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__rglru_state t, *a = p ? (mn__rglru_state*)p : &t;
+    size_t off = 0;
+    MN__PIECE(conv, 3 * c->d_model); MN__PIECE(h, c->d_model);
+    return off;
+}
+static size_t mn__rglru_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__rglru_temp t, *a = p ? (mn__rglru_temp*)p : &t;
+    size_t C = c->d_model, off = 0;
+    MN__PIECE(yl, C); MN__PIECE(xl, C); MN__PIECE(xc, C); MN__PIECE(y, C); MN__PIECE(work, mn_rglru_work_size(1, 1, C));
+    return off;
+}
+static void mn__rglru_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch,
+                                 const mn_real* in,
+                                 size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, i;
+    int sp = (int)pos;                                 // position 0 resets h, as in the training forward
+    mn__rglru_par P; mn__rglru_state S; mn__rglru_temp X;
+    mn__layer_point(m, l, m->params, mn__rglru_par_walk, &P);
+    mn__rglru_state_layout(&S, state, c);
+    mn__rglru_temp_layout(&X, scratch, c);
+    mn_matmul_forward(X.yl, in, P.y_proj, P.y_bias, 1, C, C);
+    mn_gelu_forward(X.yl, X.yl, C);
+    mn_matmul_forward(X.xl, in, P.x_proj, P.x_bias, 1, C, C);
+    mn_shortconv_step(X.xc, S.conv, X.xl, P.conv, C, 4, 0);
+    for (i = 0; i < C; i++) X.xc[i] += P.conv_bias[i];
+    mn_rglru_step(X.y, S.h, X.xc, P.a_param, P.gx_w, P.gx_b, P.ga_w, P.ga_b, &sp, 1, C, c->n_head, MN__RGLRU_C, X.work);
+    for (i = 0; i < C; i++) X.y[i] *= X.yl[i];
+    mn_matmul_forward(out, X.y, P.o_proj, P.o_bias, 1, C, C);
+}
+static double mn__rglru_layer_flops(const mn_config* c, size_t T) {
+    MN_UNUSED(T);
+    return 2.0 * 2.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // the two block-diagonal gates
+}
 
 // >>mlstm
 // defines: mn_mlstm_{forward,backward}_parallel, mn_mlstm_forward_recurrent, mn_mlstm_step,
@@ -2893,6 +4041,146 @@ MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di,
     }
 }
 
+// ---- the layer: mLSTM as a mixer, in the layout of xLSTM-7B's mLSTM layer (NX-AI xlstm/xlstm_large/
+// model.py), which fits this Llama-style backbone (its blocks already carry a SwiGLU MLP):
+//   q, k, v = x Wq, x Wk, x Wv ;  i = 15 tanh((x Wi + bi)/15), f = 15 tanh((x Wf + bf)/15)  (soft-capped gates)
+//   h = mLSTM(q, k, v, i, f) (chunkwise, scale Dk^-1/2, eps 1e-6, exact backward)
+//   out = (RMSNorm_head(h) * sigmoid(x Wo)) Wout
+// The original xLSTM block (up-projection, conv, block-diagonal q/k/v, learnable skip) is not offered.
+// Forget-gate bias b_f = linspace(3, 6) over heads (xLSTM's init), b_i = 0.
+#define MN__MLSTM_CAP 15.0
+typedef struct mn__mlstm_par {
+    mn_real *q_proj, *k_proj, *v_proj;   // (HD,C)
+    mn_real *i_proj, *i_bias;            // (H,C), (H): the input gate
+    mn_real *f_proj, *f_bias;            // (H,C), (H): the forget gate
+    mn_real* o_gate;                     // (HD,C) the output gate
+    mn_real *norm, *o_proj;              // (D), (C,HD)
+} mn__mlstm_par;
+typedef struct mn__mlstm_act {
+    mn_real *q, *k, *v;           // (N,HD)
+    mn_real *il, *fl, *ig, *fg;   // (N*H) the gates before and after the soft cap
+    mn_real *ol, *h, *hn;         // (N,HD) output gate pre-activation, the cell's output, normed
+    mn_real* rs;                  // (N*H) rstd of the norm
+    mn_real* ho;                  // (N,HD) normed h times the output gate
+    mn_real* work;                // the op's workspace (the backward recomputes the forward in it)
+} mn__mlstm_act;
+typedef struct mn__mlstm_state { mn_real *C, *n, *m; } mn__mlstm_state;   // (H,D,D), (H,D), (H)
+typedef struct mn__mlstm_temp { mn_real *q, *k, *v, *h, *hn, *ol, *ig, *fg, *rs; } mn__mlstm_temp;
+
+static void mn__mlstm_par_walk(mn__pwalk* w, void* pp) {
+    mn__mlstm_par t, *p = pp ? (mn__mlstm_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, H = w->m->cfg.n_head, D = w->m->cfg.head_dim, HD = H * D;
+    p->q_proj = mn__pw_matrix(w, "q.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v.weight", HD, C);
+    p->i_proj = mn__pw_matrix(w, "igate_preact.weight", H, C);
+    p->i_bias = mn__pw_vector(w, "igate_preact.bias", H, MN__INIT_ZEROS);
+    p->f_proj = mn__pw_matrix(w, "fgate_preact.weight", H, C);
+    p->f_bias = mn__pw_vector(w, "fgate_preact.bias", H, MN__INIT_FGATE);
+    p->o_gate = mn__pw_matrix(w, "ogate_preact.weight", HD, C);
+    p->norm = mn__pw_vector(w, "multihead_norm.weight", D, MN__INIT_ONES);
+    p->o_proj = mn__pw_matrix(w, "out_proj.weight", C, HD);
+}
+static size_t mn__mlstm_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__mlstm_act t, *a = p ? (mn__mlstm_act*)p : &t;
+    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, off = 0;
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD); MN__PIECE(v, N * HD);
+    MN__PIECE(il, N * H); MN__PIECE(fl, N * H); MN__PIECE(ig, N * H); MN__PIECE(fg, N * H);
+    MN__PIECE(ol, N * HD); MN__PIECE(h, N * HD); MN__PIECE(hn, N * HD); MN__PIECE(rs, N * H); MN__PIECE(ho, N * HD);
+    MN__PIECE(work, mn_mlstm_work_size(B, T, H, D, D, c->mesa_chunk));
+    return off;
+}
+static void mn__mlstm_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                    size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn__mlstm_par P; mn__mlstm_act A;
+    mn__layer_point(m, l, m->params, mn__mlstm_par_walk, &P);
+    mn__mlstm_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.q, A.k, A.v, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    mn_matmul_forward(A.il, in, P.i_proj, P.i_bias, N, C, H);
+    mn_matmul_forward(A.fl, in, P.f_proj, P.f_bias, N, C, H);
+    for (i = 0; i < N * H; i++) {
+        A.ig[i] = (mn_real)(MN__MLSTM_CAP * tanh(A.il[i] / MN__MLSTM_CAP));
+        A.fg[i] = (mn_real)(MN__MLSTM_CAP * tanh(A.fl[i] / MN__MLSTM_CAP));
+    }
+    mn_mlstm_forward(A.h, NULL, NULL, NULL, NULL, NULL, A.q, A.k, A.v, A.ig, A.fg, NULL, NULL, NULL, B, T, H, D, D,
+                     1.0 / sqrt((double)D), 1e-6, c->mesa_chunk, A.work);
+    mn_rmsnorm_forward(A.hn, A.rs, A.h, P.norm, N * H, D, c->norm_eps);
+    mn_matmul_forward(A.ol, in, P.o_gate, NULL, N, C, HD);
+    for (i = 0; i < N * HD; i++) A.ho[i] = (mn_real)(A.hn[i] * mn__sigmoid(A.ol[i]));
+    mn_matmul_forward(out, A.ho, P.o_proj, NULL, N, HD, C);
+}
+static void mn__mlstm_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                     mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn__mlstm_par P, dP; mn__mlstm_act A, dA;
+    mn__layer_point(m, l, m->params, mn__mlstm_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__mlstm_par_walk, &dP);
+    mn__mlstm_act_layout(&A, acts, c, B, T);
+    mn__mlstm_act_layout(&dA, dacts, c, B, T);
+    mn_matmul_backward(dA.ho, dP.o_proj, NULL, dout, A.ho, P.o_proj, N, HD, C);
+    for (i = 0; i < N * HD; i++) {   // forward: ho = hn s(ol)
+        double s = mn__sigmoid(A.ol[i]);
+        dA.hn[i] += (mn_real)(dA.ho[i] * s);
+        dA.ol[i] += (mn_real)(dA.ho[i] * A.hn[i] * s * (1.0 - s));
+    }
+    mn_matmul_backward(din, dP.o_gate, NULL, dA.ol, in, P.o_gate, N, C, HD);
+    mn_rmsnorm_backward(dA.h, dP.norm, dA.hn, A.rs, A.h, P.norm, N * H, D);
+    mn_mlstm_backward(dA.q, dA.k, dA.v, dA.ig, dA.fg, NULL, NULL, dA.h, A.q, A.k, A.v, A.ig, A.fg, NULL, NULL, NULL, B,
+                      T,
+                      H, D, D, 1.0 / sqrt((double)D), 1e-6, c->mesa_chunk, MN_MLSTM_BW_EXACT, dA.work);
+    for (i = 0; i < N * H; i++) {    // forward: g = cap tanh(gl / cap), so: dgl = dg (1 - tanh^2)
+        double ti = tanh(A.il[i] / MN__MLSTM_CAP), tf = tanh(A.fl[i] / MN__MLSTM_CAP);
+        dA.il[i] += (mn_real)(dA.ig[i] * (1.0 - ti * ti));
+        dA.fl[i] += (mn_real)(dA.fg[i] * (1.0 - tf * tf));
+    }
+    mn_matmul_backward(din, dP.i_proj, dP.i_bias, dA.il, in, P.i_proj, N, C, H);
+    mn_matmul_backward(din, dP.f_proj, dP.f_bias, dA.fl, in, P.f_proj, N, C, H);
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.q, dA.k, dA.v, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
+}
+static size_t mn__mlstm_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__mlstm_state t, *a = p ? (mn__mlstm_state*)p : &t;
+    size_t H = c->n_head, D = c->head_dim, off = 0;
+    MN__PIECE(C, H * D * D); MN__PIECE(n, H * D); MN__PIECE(m, H);
+    return off;
+}
+static size_t mn__mlstm_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__mlstm_temp t, *a = p ? (mn__mlstm_temp*)p : &t;
+    size_t H = c->n_head, HD = H * c->head_dim, off = 0;
+    MN__PIECE(q, HD); MN__PIECE(k, HD); MN__PIECE(v, HD); MN__PIECE(h, HD); MN__PIECE(hn, HD); MN__PIECE(ol, HD);
+    MN__PIECE(ig, H); MN__PIECE(fg, H); MN__PIECE(rs, H);
+    return off;
+}
+static void mn__mlstm_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* temp, const mn_real* in,
+                                 size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
+    mn__mlstm_par P; mn__mlstm_state S; mn__mlstm_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__mlstm_par_walk, &P);
+    mn__mlstm_state_layout(&S, state, c);
+    mn__mlstm_temp_layout(&X, temp, c);
+    mn__qkv_forward(X.q, X.k, X.v, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    mn_matmul_forward(X.ig, in, P.i_proj, P.i_bias, 1, C, H);
+    mn_matmul_forward(X.fg, in, P.f_proj, P.f_bias, 1, C, H);
+    for (i = 0; i < H; i++) {
+        X.ig[i] = (mn_real)(MN__MLSTM_CAP * tanh(X.ig[i] / MN__MLSTM_CAP));
+        X.fg[i] = (mn_real)(MN__MLSTM_CAP * tanh(X.fg[i] / MN__MLSTM_CAP));
+    }
+    mn_mlstm_step(X.h, S.C, S.n, S.m, X.q, X.k, X.v, X.ig, X.fg, 1, H, D, D, 1.0 / sqrt((double)D), 1e-6);
+    mn_rmsnorm_forward(X.hn, X.rs, X.h, P.norm, H, D, c->norm_eps);
+    mn_matmul_forward(X.ol, in, P.o_gate, NULL, 1, C, HD);
+    for (i = 0; i < HD; i++) X.hn[i] = (mn_real)(X.hn[i] * mn__sigmoid(X.ol[i]));
+    mn_matmul_forward(out, X.hn, P.o_proj, NULL, 1, HD, C);
+}
+static double mn__mlstm_layer_flops(const mn_config* c, size_t T) {
+    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
+    return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);   // chunkwise, approximate (as the GLA family)
+}
+
 // >>slstm
 // defines: mn_slstm_work_size, mn_slstm_{forward,backward}, mn_slstm_step
 // xLSTM's scalar memory (Beck et al. 2024), the core of its sLSTM block.
@@ -3029,6 +4317,148 @@ MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0
 // One token per sequence for generation: the forward with T = 1, the state (B,Hd) in place.
 MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work) {
     mn_slstm_forward(y, c, n, m, x, R, b, y, c, n, m, B, 1, NH, Dh, work);
+}
+
+// ---- the layer: sLSTM as a mixer (NX-AI xlstm/blocks/slstm/layer.py sLSTMLayer), width C, NH = n_head
+// heads of Dh = C/NH units:
+//   xc = silu(conv4(x) + b_conv) ;  pre-activations i, f from xc and z, o from x, each through a
+//   block-diagonal per-head linear ;  (y, c, n, m) = sLSTM cell (R block-diagonal, bias b) ;
+//   out = RMSNorm_head(y) (no output projection, as the reference layer)
+// Differences from the reference block, stated: the per-head norm is an RMSNorm (xLSTM uses a
+// LayerNorm), and the block's FFN is this backbone's SwiGLU. Init: R = 0, forget bias
+// 5 - 12 (j/(Dh-1))^0.3 (xLSTM's "powerlaw_blockdependent" for the first block), other biases 0.
+typedef struct mn__slstm_par {
+    mn_real *conv, *conv_bias;              // (C,1,4), (C)
+    mn_real *wi, *wf, *wz, *wo;             // (NH,Dh,Dh) the gates' block-diagonal input maps
+    mn_real *R, *b;                         // (NH,4Dh,Dh) the recurrent kernel, (4,NH,Dh) the bias
+    mn_real* norm;                          // (Dh)
+} mn__slstm_par;
+typedef struct mn__slstm_act {
+    mn_real *xcp, *xc;         // (N,C) conv + bias, after silu
+    mn_real* x;                // (N,4C) the gates' input pre-activations, gate-major
+    mn_real *y, *c, *n, *m;    // (N,C) the cell's states after each step
+    mn_real* rs;               // (N*NH) rstd of the output norm
+    mn_real* work;             // the op's workspace
+} mn__slstm_act;
+typedef struct mn__slstm_state { mn_real *conv, *y, *c, *n, *m; } mn__slstm_state;   // (C,3), (C) x 4
+typedef struct mn__slstm_temp { mn_real *xc, *x, *rs, *work; } mn__slstm_temp;
+
+static void mn__slstm_par_walk(mn__pwalk* w, void* pp) {
+    mn__slstm_par t, *p = pp ? (mn__slstm_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, NH = w->m->cfg.n_head, Dh = C / NH;
+    p->conv = mn__pw_conv(w, "conv1d.weight", C);
+    p->conv_bias = mn__pw_vector(w, "conv1d.bias", C, MN__INIT_ZEROS);
+    p->wi = mn__pw_tensor(w, "igate.weight", 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    p->wf = mn__pw_tensor(w, "fgate.weight", 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    p->wz = mn__pw_tensor(w, "zgate.weight", 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    p->wo = mn__pw_tensor(w, "ogate.weight", 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
+    p->R = mn__pw_tensor(w, "slstm_cell.recurrent_kernel", 3, NH, 4 * Dh, Dh, 1, MN__INIT_ZEROS);
+    p->b = mn__pw_tensor(w, "slstm_cell.bias", 3, 4, NH, Dh, 0, MN__INIT_SLSTM_BIAS);
+    p->norm = mn__pw_vector(w, "group_norm.weight", Dh, MN__INIT_ONES);
+}
+static size_t mn__slstm_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__slstm_act t, *a = p ? (mn__slstm_act*)p : &t;
+    size_t N = B * T, C = c->d_model, off = 0;
+    MN__PIECE(xcp, N * C); MN__PIECE(xc, N * C); MN__PIECE(x, 4 * N * C);
+    MN__PIECE(y, N * C); MN__PIECE(c, N * C); MN__PIECE(n, N * C); MN__PIECE(m, N * C);
+    MN__PIECE(rs, N * c->n_head);
+    MN__PIECE(work, mn_slstm_work_size(B, c->n_head, C / c->n_head));
+    return off;
+}
+// Block-diagonal linear into column block `col` of a row-major output with row stride ldo:
+// out[n, col + h Dh + j] = sum_i u[n, h Dh + i] W[h, j, i] (W (NH,Dh,Dh) stored [out,in] per head).
+static void mn__slstm_blockdiag_forward(mn_real* out, size_t ldo, const mn_real* u, const mn_real* W, size_t N,
+                                        size_t NH,
+                                        size_t Dh) {
+    size_t h, C = NH * Dh;
+    for (h = 0; h < NH; h++) mn_gemm(0, 1, N, Dh, Dh, 1.0, u + h * Dh, C, W + h * Dh * Dh, Dh, 0.0, out + h * Dh, ldo);
+}
+static void mn__slstm_blockdiag_backward(mn_real* du, mn_real* dW, const mn_real* dout, size_t ldo, const mn_real* u,
+                                         const mn_real* W, size_t N, size_t NH, size_t Dh) {
+    size_t h, C = NH * Dh;
+    for (h = 0; h < NH; h++) {
+        mn_gemm(0, 0, N, Dh, Dh, 1.0, dout + h * Dh, ldo, W + h * Dh * Dh, Dh, 1.0, du + h * Dh, C);
+        mn_gemm(1, 0, Dh, Dh, N, 1.0, dout + h * Dh, ldo, u + h * Dh, C, 1.0, dW + h * Dh * Dh, Dh);
+    }
+}
+static void mn__slstm_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                    size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH, i;
+    mn__slstm_par P; mn__slstm_act A;
+    mn__layer_point(m, l, m->params, mn__slstm_par_walk, &P);
+    mn__slstm_act_layout(&A, acts, c, B, T);
+    mn_shortconv_forward(A.xcp, in, P.conv, B, T, C, 4, 0);
+    for (i = 0; i < N * C; i++) {
+        A.xcp[i] += P.conv_bias[i % C];
+        A.xc[i] = (mn_real)(A.xcp[i] * mn__sigmoid(A.xcp[i]));
+    }
+    mn__slstm_blockdiag_forward(A.x + 0 * C, 4 * C, A.xc, P.wi, N, NH, Dh);
+    mn__slstm_blockdiag_forward(A.x + 1 * C, 4 * C, A.xc, P.wf, N, NH, Dh);
+    mn__slstm_blockdiag_forward(A.x + 2 * C, 4 * C, in, P.wz, N, NH, Dh);
+    mn__slstm_blockdiag_forward(A.x + 3 * C, 4 * C, in, P.wo, N, NH, Dh);
+    mn_slstm_forward(A.y, A.c, A.n, A.m, A.x, P.R, P.b, NULL, NULL, NULL, NULL, B, T, NH, Dh, A.work);
+    mn_rmsnorm_forward(out, A.rs, A.y, P.norm, N * NH, Dh, c->norm_eps);
+}
+static void mn__slstm_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                     mn_real* acts, mn_real* dacts, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH, i;
+    mn__slstm_par P, dP; mn__slstm_act A, dA;
+    mn__layer_point(m, l, m->params, mn__slstm_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__slstm_par_walk, &dP);
+    mn__slstm_act_layout(&A, acts, c, B, T);
+    mn__slstm_act_layout(&dA, dacts, c, B, T);
+    mn_rmsnorm_backward(dA.y, dP.norm, dout, A.rs, A.y, P.norm, N * NH, Dh);
+    mn_slstm_backward(dA.x, dP.R, dP.b, NULL, NULL, NULL, dA.y, A.y, A.c, A.n, A.m, A.x, P.R, P.b, NULL, NULL, NULL,
+                      NULL,
+                      B, T, NH, Dh, dA.work);
+    mn__slstm_blockdiag_backward(dA.xc, dP.wi, dA.x + 0 * C, 4 * C, A.xc, P.wi, N, NH, Dh);
+    mn__slstm_blockdiag_backward(dA.xc, dP.wf, dA.x + 1 * C, 4 * C, A.xc, P.wf, N, NH, Dh);
+    mn__slstm_blockdiag_backward(din, dP.wz, dA.x + 2 * C, 4 * C, in, P.wz, N, NH, Dh);
+    mn__slstm_blockdiag_backward(din, dP.wo, dA.x + 3 * C, 4 * C, in, P.wo, N, NH, Dh);
+    for (i = 0; i < N * C; i++) {    // forward: xc = silu(xcp), xcp = conv(x) + b
+        double a = A.xcp[i], sg = mn__sigmoid(a);
+        dA.xcp[i] += (mn_real)(dA.xc[i] * sg * (1.0 + a * (1.0 - sg)));
+        dP.conv_bias[i % C] += dA.xcp[i];
+    }
+    mn_shortconv_backward(din, dP.conv, dA.xcp, in, P.conv, B, T, C, 4, 0);
+}
+static size_t mn__slstm_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__slstm_state t, *a = p ? (mn__slstm_state*)p : &t;
+    size_t C = c->d_model, off = 0;
+    MN__PIECE(conv, 3 * C); MN__PIECE(y, C); MN__PIECE(c, C); MN__PIECE(n, C); MN__PIECE(m, C);
+    return off;
+}
+static size_t mn__slstm_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__slstm_temp t, *a = p ? (mn__slstm_temp*)p : &t;
+    size_t C = c->d_model, off = 0;
+    MN__PIECE(xc, C); MN__PIECE(x, 4 * C); MN__PIECE(rs, c->n_head);
+    MN__PIECE(work, mn_slstm_work_size(1, c->n_head, C / c->n_head));
+    return off;
+}
+static void mn__slstm_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* temp, const mn_real* in,
+                                 size_t pos) {
+    const mn_config* c = &m->cfg;
+    size_t C = c->d_model, NH = c->n_head, Dh = C / NH, i;
+    mn__slstm_par P; mn__slstm_state S; mn__slstm_temp X;
+    MN_UNUSED(pos);
+    mn__layer_point(m, l, m->params, mn__slstm_par_walk, &P);
+    mn__slstm_state_layout(&S, state, c);
+    mn__slstm_temp_layout(&X, temp, c);
+    mn_shortconv_step(X.xc, S.conv, in, P.conv, C, 4, 0);
+    for (i = 0; i < C; i++) { double a = X.xc[i] + P.conv_bias[i]; X.xc[i] = (mn_real)(a * mn__sigmoid(a)); }
+    mn__slstm_blockdiag_forward(X.x + 0 * C, 4 * C, X.xc, P.wi, 1, NH, Dh);
+    mn__slstm_blockdiag_forward(X.x + 1 * C, 4 * C, X.xc, P.wf, 1, NH, Dh);
+    mn__slstm_blockdiag_forward(X.x + 2 * C, 4 * C, in, P.wz, 1, NH, Dh);
+    mn__slstm_blockdiag_forward(X.x + 3 * C, 4 * C, in, P.wo, 1, NH, Dh);
+    mn_slstm_step(S.y, S.c, S.n, S.m, X.x, P.R, P.b, 1, NH, Dh, X.work);
+    mn_rmsnorm_forward(out, X.rs, S.y, P.norm, NH, Dh, c->norm_eps);
+}
+static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
+    MN_UNUSED(T);
+    // 4 input and 4 recurrent block-diagonal products
+    return 2.0 * 8.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);
 }
 
 // >>mesa
@@ -3644,182 +5074,81 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
     }
 }
 
-// >>model
-// defines: the mixer table, mn_config_resolve, parameter and activation tables, mn_model_init,
-// mn_forward, mn_backward, mn_zero_grad, inference state and mn_step.
-//
-// A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
-// MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
-
-enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS, MN__INIT_RGLRU_A, MN__INIT_FGATE, MN__INIT_SLSTM_BIAS };
-// parameter slots of one block; the mixer's own tensors follow from MN__P_MIX on
-enum { MN__P_ATTN_NORM, MN__P_MLP_NORM, MN__P_GATE, MN__P_UP, MN__P_DOWN, MN__P_MIX };
-// activation slots of one block: (N,C) except rstd (N) and the MLP (N,F); mixer slots from MN__A_MIX
-enum { MN__A_XN1, MN__A_RSTD1, MN__A_MO, MN__A_X2, MN__A_XN2, MN__A_RSTD2, MN__A_GATE, MN__A_UP, MN__A_H, MN__A_MIX };
-// global activation slots: residual stream ((L+1),N,C), final norm (N,C), rstd (N), logits (N,V), losses (N)
-enum { MN__G_RES, MN__G_XF, MN__G_RSTDF, MN__G_LOGITS, MN__G_LOSSES, MN__G_COUNT };
-
-#define MN__PAR(m, l, j) ((m)->params + (m)->tensors[(m)->layer_first[l] + (j)].offset)
-#define MN__GRD(m, l, j) ((m)->grads + (m)->tensors[(m)->layer_first[l] + (j)].offset)
-#define MN__ACT(m, l, j) ((m)->acts + (m)->act_off[l][j])
-#define MN__DACT(m, l, j) ((m)->dacts + (m)->act_off[l][j])
-
-// Appends one tensor to the parameter table (or only counts it when m->tensors is NULL).
-static void mn__tab_add(mn_model* m, size_t* count, const char* name, size_t ndim, size_t d0, size_t d1, size_t d2, int decay, int init) {
-    if (m->tensors) {
-        mn_tensor_info* t = &m->tensors[*count];
-        memset(t, 0, sizeof(*t));
-        snprintf(t->name, sizeof(t->name), "%s", name);
-        t->ndim = ndim; t->shape[0] = d0; t->shape[1] = d1; t->shape[2] = d2;
-        t->numel = d0 * (ndim > 1 ? d1 : 1) * (ndim > 2 ? d2 : 1);
-        t->decay = decay; t->init = init;
-    }
-    (*count)++;
-}
-
-static int mn__mixer_variant(const mn_model* m, size_t l);   // the table row's variant flag
-// A sequence mixer: one row of mn__mixers[]. Adding a mixer = writing these functions + one row.
-typedef struct mn__mixer_def {
-    const char* name;     // the name used in cfg.pattern
-    int variant;          // passed on to the functions (e.g. full vs sliding window)
-    void (*add_params)(mn_model* m, size_t* count, size_t l);
-    size_t (*act_sizes)(const mn_config* c, size_t B, size_t T, size_t* sizes); // returns count
-    void (*forward)(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T);
-    void (*backward)(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T);
-    size_t (*state_size)(const mn_config* c);     // recurrent state per sequence (elements)
-    size_t (*scratch_size)(const mn_config* c);   // step temporaries per sequence (elements)
-    void (*step)(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos);
-    double (*flops)(const mn_config* c, size_t T); // forward FLOPs per token of the mixer core (no projections)
-} mn__mixer_def;
-
-// The three input projections of every attention-like layer: q, k, v = in W^T with the weights in
-// the layer's parameter slots p0, p0+1, p0+2 (each (HD, C)); in (N, C), q, k, v (N, HD).
-static void mn__qkv_forward(mn_model* m, size_t l, size_t p0, mn_real* q, mn_real* k, mn_real* v, const mn_real* in, size_t N, size_t HD) {
-    size_t C = m->cfg.d_model;
-    mn_matmul_forward(q, in, MN__PAR(m, l, p0), NULL, N, C, HD);
-    mn_matmul_forward(k, in, MN__PAR(m, l, p0 + 1), NULL, N, C, HD);
-    mn_matmul_forward(v, in, MN__PAR(m, l, p0 + 2), NULL, N, C, HD);
-}
-static void mn__qkv_backward(mn_model* m, size_t l, size_t p0, mn_real* din, const mn_real* dq, const mn_real* dk, const mn_real* dv, const mn_real* in, size_t N, size_t HD) {
-    size_t C = m->cfg.d_model;
-    mn_matmul_backward(din, MN__GRD(m, l, p0), NULL, dq, in, MN__PAR(m, l, p0), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, p0 + 1), NULL, dk, in, MN__PAR(m, l, p0 + 1), N, C, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, p0 + 2), NULL, dv, in, MN__PAR(m, l, p0 + 2), N, C, HD);
-}
-
-// ---- softmax attention as a mixer (fla layers/attn.py: q,k,v,o projections without bias, RoPE
-// on q and k, no conv, no gate). Variant 1 = sliding window of cfg.window keys.
-enum { MN__ATT_Q = MN__P_MIX, MN__ATT_K, MN__ATT_V, MN__ATT_O };
-enum { MN__AA_Q = MN__A_MIX, MN__AA_K, MN__AA_V, MN__AA_ATT, MN__AA_AO };
-static size_t mn__attn_window(const mn_model* m, size_t l);
-static void mn__attn_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, HD = m->cfg.n_head * m->cfg.head_dim;
-    char nm[96];
-    snprintf(nm, sizeof nm, "model.layers.%u.attn.q_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    snprintf(nm, sizeof nm, "model.layers.%u.attn.k_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    snprintf(nm, sizeof nm, "model.layers.%u.attn.v_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    snprintf(nm, sizeof nm, "model.layers.%u.attn.o_proj.weight", (unsigned)l); mn__tab_add(m, count, nm, 2, C, HD, 0, 1, MN__INIT_NORMAL);
-}
-static size_t mn__attn_acts(const mn_config* c, size_t B, size_t T, size_t* sizes) {
-    size_t N = B * T, HD = c->n_head * c->head_dim;
-    sizes[0] = N * HD; sizes[1] = N * HD; sizes[2] = N * HD;   // q, k (after RoPE), v
-    sizes[3] = B * c->n_head * T * T;                          // softmax probabilities
-    sizes[4] = N * HD;                                         // attention output before o_proj
-    return 5;
-}
-static void mn__attn_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    mn_real *q = MN__ACT(m, l, MN__AA_Q), *k = MN__ACT(m, l, MN__AA_K), *v = MN__ACT(m, l, MN__AA_V);
-    mn__qkv_forward(m, l, MN__ATT_Q, q, k, v, in, N, HD);
-    if (c->rope_theta > 0) {            // rotate in place: the saved q, k are the rotated ones
-        mn__rope_apply(q, q, B, T, H, D, 0, c->rope_theta, 1.0, 0);
-        mn__rope_apply(k, k, B, T, H, D, 0, c->rope_theta, 1.0, 0);
-    }
-    mn_attention_forward(MN__ACT(m, l, MN__AA_AO), MN__ACT(m, l, MN__AA_ATT), q, k, v, B, T, H, D, D, mn__attn_window(m, l), 1.0 / sqrt((double)D));
-    mn_matmul_forward(out, MN__ACT(m, l, MN__AA_AO), MN__PAR(m, l, MN__ATT_O), NULL, N, HD, C);
-}
-static void mn__attn_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    mn_real *dq = MN__DACT(m, l, MN__AA_Q), *dk = MN__DACT(m, l, MN__AA_K), *dv = MN__DACT(m, l, MN__AA_V);
-    mn_matmul_backward(MN__DACT(m, l, MN__AA_AO), MN__GRD(m, l, MN__ATT_O), NULL, dout, MN__ACT(m, l, MN__AA_AO), MN__PAR(m, l, MN__ATT_O), N, HD, C);
-    mn_attention_backward(dq, dk, dv, MN__DACT(m, l, MN__AA_AO), MN__ACT(m, l, MN__AA_ATT),
-                          MN__ACT(m, l, MN__AA_Q), MN__ACT(m, l, MN__AA_K), MN__ACT(m, l, MN__AA_V), B, T, H, D, D, mn__attn_window(m, l), 1.0 / sqrt((double)D), MN__DACT(m, l, MN__AA_ATT));
-    if (c->rope_theta > 0) {            // forward rotated q,k by +phi, so gradients rotate by -phi
-        mn__rope_apply(dq, dq, B, T, H, D, 0, c->rope_theta, -1.0, 0);
-        mn__rope_apply(dk, dk, B, T, H, D, 0, c->rope_theta, -1.0, 0);
-    }
-    mn__qkv_backward(m, l, MN__ATT_Q, din, dq, dk, dv, in, N, HD);
-}
-static size_t mn__attn_state_size(const mn_config* c) {   // full-attention KV cache; SWA uses a prefix of it
-    return 2 * c->max_seq_len * c->n_head * c->head_dim;
-}
-static size_t mn__attn_scratch_size(const mn_config* c) { return 4 * c->n_head * c->head_dim + c->max_seq_len; }
-static void mn__attn_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, win = mn__attn_window(m, l);
-    size_t len = win ? win : c->max_seq_len;
-    mn_real *q = scratch, *k = q + HD, *v = k + HD, *ao = v + HD, *scores = ao + HD;
-    mn__qkv_forward(m, l, MN__ATT_Q, q, k, v, in, 1, HD);
-    if (c->rope_theta > 0) {
-        mn__rope_apply(q, q, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
-        mn__rope_apply(k, k, 1, 1, H, D, pos, c->rope_theta, 1.0, 0);
-    }
-    mn_attention_step(ao, state, state + len * HD, q, k, v, pos, len, H, D, D, win, 1.0 / sqrt((double)D), scores);
-    mn_matmul_forward(out, ao, MN__PAR(m, l, MN__ATT_O), NULL, 1, HD, C);
-}
-static double mn__attn_flops(const mn_config* c, size_t T) {
-    // q.k and p.v over the full T x T matrix as computed (anchors.md counts it the same way)
-    return 4.0 * (double)T * (double)(c->n_head * c->head_dim);
-}
-
-// ---- the Mesa layer as a mixer (fla layers/mesa_net.py; mesa.md §4.1):
-//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = x Wv       (per head)
+// ---- the layer: the Mesa layer as a mixer (fla layers/mesa_net.py), per head:
+//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = x Wv
 //   beta = sigmoid(x Wb + bb), g = logsigmoid(x Wa + ba), lambda = softplus(theta) + 0.25
 //   [paper §4.2, cfg.mesa_gamma_clamp: gamma <- gamma (1 - (1 - 0.9975) beta^2), in log space]
 //   o = Mesa(q, k, v, g, beta, lambda) (chunkwise CG, cfg.mesa_cg_train steps; decode: the step with
 //   cfg.mesa_cg_decode steps and the paper's stop ||r|| <= cfg.mesa_cg_tol ||r0||), y = RMSNorm_head(o) Wo.
-enum { MN__MS_Q = MN__P_MIX, MN__MS_K, MN__MS_V, MN__MS_A, MN__MS_AB, MN__MS_B, MN__MS_BB, MN__MS_LAM, MN__MS_QC, MN__MS_KC, MN__MS_ON, MN__MS_O };
-enum { MN__MA_QL = MN__A_MIX, MN__MA_KL, MN__MA_QC, MN__MA_KC, MN__MA_Q, MN__MA_K, MN__MA_RQ, MN__MA_RK, MN__MA_V, MN__MA_AL, MN__MA_BL,
-       MN__MA_G, MN__MA_BETA, MN__MA_LAMB, MN__MA_XS, MN__MA_O, MN__MA_ON, MN__MA_RO, MN__MA_WORK };
 #define MN__MESA_CLAMP 0.0025   // 1 - b_gamma, b_gamma = 0.9975 (paper §4.2)
-static void mn__mesa_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, H = m->cfg.n_head, HD = H * m->cfg.head_dim, D = m->cfg.head_dim;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("a_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("a_proj.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("b_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("b_proj.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("lambda_params"), 1, HD, 0, 0, 0, MN__INIT_LAMBDA);   // no weight decay (fla)
-    mn__tab_add(m, count, MN__NAME("q_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("o_norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
-    #undef MN__NAME
+typedef struct mn__mesa_par {
+    mn_real *q_proj, *k_proj, *v_proj;   // (HD,C)
+    mn_real *a_proj, *a_bias;            // (H,C), (H): the decay gate
+    mn_real *b_proj, *b_bias;            // (H,C), (H): the write strength beta
+    mn_real* lambda;                     // (HD) softplus^-1 of lambda - 0.25 (fla lambda_params)
+    mn_real *q_conv, *k_conv;            // (HD,1,4)
+    mn_real *o_norm, *o_proj;            // (D), (C,HD)
+} mn__mesa_par;
+typedef struct mn__mesa_act {
+    mn_real *ql, *kl, *qc, *kc, *q, *k;  // (N,HD): projections, after conv + silu, after the l2 norm
+    mn_real *rq, *rk;                    // (N*H) rstd of the l2 norms
+    mn_real* v;                          // (N,HD)
+    mn_real *al, *bl, *g, *beta;         // (N*H) gate pre-activations, log-decay, write strength
+    mn_real* lamb;                       // (HD) lambda
+    mn_real *xs, *o, *on;                // (N,HD) the solves x_t (saved for the implicit backward), o, normed o
+    mn_real* ro;                         // (N*H) rstd of the output norm
+    mn_real* work;                       // the op's workspace (mn_mesa_work_size)
+} mn__mesa_act;
+typedef struct mn__mesa_state {
+    mn_real *cq, *ck;     // (HD,3) the q and k conv windows
+    mn_real *hkk, *hkv;   // (H,D,D) the states H_t and S_t
+    mn_real* cg;          // (2) CG iterations and systems solved since the reset (mn_state_cg_stats; exact
+                          // integers up to 2^24 in float)
+} mn__mesa_state;
+typedef struct mn__mesa_temp {
+    mn_real *ql, *kl, *v, *q, *k, *lamb, *o, *on, *qc, *kc;   // (HD)
+    mn_real *al, *bl, *g, *beta, *rs;                         // (H)
+    mn_real* work;                                            // the step's workspace
+} mn__mesa_temp;
+
+static void mn__mesa_par_walk(mn__pwalk* w, void* pp) {
+    mn__mesa_par t, *p = pp ? (mn__mesa_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, H = w->m->cfg.n_head, D = w->m->cfg.head_dim, HD = H * D;
+    p->q_proj = mn__pw_matrix(w, "q_proj.weight", HD, C);
+    p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
+    p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
+    p->a_proj = mn__pw_matrix(w, "a_proj.weight", H, C);
+    p->a_bias = mn__pw_vector(w, "a_proj.bias", H, MN__INIT_ZEROS);
+    p->b_proj = mn__pw_matrix(w, "b_proj.weight", H, C);
+    p->b_bias = mn__pw_vector(w, "b_proj.bias", H, MN__INIT_ZEROS);
+    p->lambda = mn__pw_vector(w, "lambda_params", HD, MN__INIT_LAMBDA);   // no weight decay (fla)
+    p->q_conv = mn__pw_conv(w, "q_conv1d.weight", HD);
+    p->k_conv = mn__pw_conv(w, "k_conv1d.weight", HD);
+    p->o_norm = mn__pw_vector(w, "o_norm.weight", D, MN__INIT_ONES);
+    p->o_proj = mn__pw_matrix(w, "o_proj.weight", C, HD);
 }
 static mn_mesa_opts mn__mesa_train_opts(const mn_config* c) {
     mn_mesa_opts o; memset(&o, 0, sizeof o);
     o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk; o.fla = c->mesa_cg_fla;
     return o;
 }
-static size_t mn__mesa_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, H = c->n_head, HD = H * c->head_dim, i;
+static size_t mn__mesa_act_layout(void* p, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    mn__mesa_act t, *a = p ? (mn__mesa_act*)p : &t;
+    size_t N = B * T, H = c->n_head, HD = H * c->head_dim, off = 0;
     mn_mesa_opts o = mn__mesa_train_opts(c);
-    for (i = 0; i < 6; i++) s[i] = N * HD;                 // ql, kl, qc, kc, q, k
-    s[6] = s[7] = N * H;                                   // rstd of the q, k l2 norms
-    s[8] = N * HD; s[9] = s[10] = s[11] = s[12] = N * H;    // v; a, b pre-activations; g, beta
-    s[13] = HD;                                            // lambda
-    s[14] = s[15] = s[16] = N * HD; s[17] = N * H;          // solves, o, normed o, its rstd
-    s[18] = mn__mesa_work(MN__MESA_CHUNK, B, T, H, c->head_dim, c->head_dim, &o);
-    return 19;
+    MN__PIECE(ql, N * HD); MN__PIECE(kl, N * HD); MN__PIECE(qc, N * HD); MN__PIECE(kc, N * HD);
+    MN__PIECE(q, N * HD); MN__PIECE(k, N * HD);
+    MN__PIECE(rq, N * H); MN__PIECE(rk, N * H);
+    MN__PIECE(v, N * HD);
+    MN__PIECE(al, N * H); MN__PIECE(bl, N * H); MN__PIECE(g, N * H); MN__PIECE(beta, N * H);
+    MN__PIECE(lamb, HD);
+    MN__PIECE(xs, N * HD); MN__PIECE(o, N * HD); MN__PIECE(on, N * HD); MN__PIECE(ro, N * H);
+    MN__PIECE(work, mn__mesa_work(MN__MESA_CHUNK, B, T, H, c->head_dim, c->head_dim, &o));
+    return off;
 }
 // The gates from the pre-activations: g = logsigmoid(al) (+ the optional clamp), beta = sigmoid(bl).
-static void mn__mesa_gates(const mn_config* c, mn_real* g, mn_real* beta, const mn_real* al, const mn_real* bl, size_t n) {
+static void mn__mesa_gates(const mn_config* c, mn_real* g, mn_real* beta, const mn_real* al, const mn_real* bl,
+                           size_t n) {
     size_t i;
     mn_logsigmoid_forward(g, al, n);
     mn_sigmoid_forward(beta, bl, n);
@@ -3830,1031 +5159,234 @@ static void mn__mesa_lambda(mn_real* lamb, const mn_real* theta, size_t n) {
     mn_softplus_forward(lamb, theta, n);
     for (i = 0; i < n; i++) lamb[i] += (mn_real)0.25;    // fla lambda_lower_bound
 }
-static void mn__mesa_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
+static void mn__mesa_layer_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, mn_real* acts, size_t B,
+                                   size_t T) {
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
     mn_mesa_opts o = mn__mesa_train_opts(c);
-    #define A(j) MN__ACT(m, l, j)
-    mn__qkv_forward(m, l, MN__MS_Q, A(MN__MA_QL), A(MN__MA_KL), A(MN__MA_V), in, N, HD);
-    mn_shortconv_forward(A(MN__MA_QC), A(MN__MA_QL), MN__PAR(m, l, MN__MS_QC), B, T, HD, 4, 1);
-    mn_shortconv_forward(A(MN__MA_KC), A(MN__MA_KL), MN__PAR(m, l, MN__MS_KC), B, T, HD, 4, 1);
-    mn_l2norm_forward(A(MN__MA_Q), A(MN__MA_RQ), A(MN__MA_QC), N * H, D);
-    mn_l2norm_forward(A(MN__MA_K), A(MN__MA_RK), A(MN__MA_KC), N * H, D);
-    mn_matmul_forward(A(MN__MA_AL), in, MN__PAR(m, l, MN__MS_A), MN__PAR(m, l, MN__MS_AB), N, C, H);
-    mn_matmul_forward(A(MN__MA_BL), in, MN__PAR(m, l, MN__MS_B), MN__PAR(m, l, MN__MS_BB), N, C, H);
-    mn__mesa_gates(c, A(MN__MA_G), A(MN__MA_BETA), A(MN__MA_AL), A(MN__MA_BL), N * H);
-    mn__mesa_lambda(A(MN__MA_LAMB), MN__PAR(m, l, MN__MS_LAM), HD);
-    mn_mesa_forward(A(MN__MA_O), A(MN__MA_XS), NULL, NULL, NULL, A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA),
-                          A(MN__MA_LAMB), B, T, H, D, D, &o, A(MN__MA_WORK));
-    mn_rmsnorm_forward(A(MN__MA_ON), A(MN__MA_RO), A(MN__MA_O), MN__PAR(m, l, MN__MS_ON), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, A(MN__MA_ON), MN__PAR(m, l, MN__MS_O), NULL, N, HD, C);
-    #undef A
+    mn__mesa_par P; mn__mesa_act A;
+    mn__layer_point(m, l, m->params, mn__mesa_par_walk, &P);
+    mn__mesa_act_layout(&A, acts, c, B, T);
+    mn__qkv_forward(A.ql, A.kl, A.v, in, P.q_proj, P.k_proj, P.v_proj, N, C, HD);
+    mn_shortconv_forward(A.qc, A.ql, P.q_conv, B, T, HD, 4, 1);
+    mn_shortconv_forward(A.kc, A.kl, P.k_conv, B, T, HD, 4, 1);
+    mn_l2norm_forward(A.q, A.rq, A.qc, N * H, D);
+    mn_l2norm_forward(A.k, A.rk, A.kc, N * H, D);
+    mn_matmul_forward(A.al, in, P.a_proj, P.a_bias, N, C, H);
+    mn_matmul_forward(A.bl, in, P.b_proj, P.b_bias, N, C, H);
+    mn__mesa_gates(c, A.g, A.beta, A.al, A.bl, N * H);
+    mn__mesa_lambda(A.lamb, P.lambda, HD);
+    mn_mesa_forward(A.o, A.xs, NULL, NULL, NULL, A.q, A.k, A.v, A.g, A.beta, A.lamb, B, T, H, D, D, &o, A.work);
+    mn_rmsnorm_forward(A.on, A.ro, A.o, P.o_norm, N * H, D, c->norm_eps);
+    mn_matmul_forward(out, A.on, P.o_proj, NULL, N, HD, C);
 }
-static void mn__mesa_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
+static void mn__mesa_layer_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in,
+                                    mn_real* acts, mn_real* dacts, size_t B, size_t T) {
     const mn_config* c = &m->cfg;
     size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
     mn_mesa_opts o = mn__mesa_train_opts(c);
-    #define A(j) MN__ACT(m, l, j)
-    #define DA(j) MN__DACT(m, l, j)
-    mn_matmul_backward(DA(MN__MA_ON), MN__GRD(m, l, MN__MS_O), NULL, dout, A(MN__MA_ON), MN__PAR(m, l, MN__MS_O), N, HD, C);
-    mn_rmsnorm_backward(DA(MN__MA_O), MN__GRD(m, l, MN__MS_ON), DA(MN__MA_ON), A(MN__MA_RO), A(MN__MA_O), MN__PAR(m, l, MN__MS_ON), N * H, D);
+    mn__mesa_par P, dP; mn__mesa_act A, dA;
+    mn__layer_point(m, l, m->params, mn__mesa_par_walk, &P);
+    mn__layer_point(m, l, m->grads, mn__mesa_par_walk, &dP);
+    mn__mesa_act_layout(&A, acts, c, B, T);
+    mn__mesa_act_layout(&dA, dacts, c, B, T);
+    mn_matmul_backward(dA.on, dP.o_proj, NULL, dout, A.on, P.o_proj, N, HD, C);
+    mn_rmsnorm_backward(dA.o, dP.o_norm, dA.on, A.ro, A.o, P.o_norm, N * H, D);
     // the op's implicit backward; dlambda collects in the (zeroed) gradient slot of lambda
-    mn_mesa_backward(DA(MN__MA_Q), DA(MN__MA_K), DA(MN__MA_V), DA(MN__MA_G), DA(MN__MA_BETA), DA(MN__MA_LAMB), NULL, NULL, DA(MN__MA_O), NULL, NULL,
-                           A(MN__MA_XS), A(MN__MA_Q), A(MN__MA_K), A(MN__MA_V), A(MN__MA_G), A(MN__MA_BETA), A(MN__MA_LAMB), NULL, NULL, B, T, H, D, D, &o, DA(MN__MA_WORK));
-    mn_softplus_backward(MN__GRD(m, l, MN__MS_LAM), DA(MN__MA_LAMB), MN__PAR(m, l, MN__MS_LAM), HD);
+    mn_mesa_backward(dA.q, dA.k, dA.v, dA.g, dA.beta, dA.lamb, NULL, NULL, dA.o, NULL, NULL, A.xs, A.q, A.k, A.v, A.g,
+                     A.beta, A.lamb, NULL, NULL, B, T, H, D, D, &o, dA.work);
+    mn_softplus_backward(dP.lambda, dA.lamb, P.lambda, HD);
     if (c->mesa_gamma_clamp) {   // forward: g += log(1 - c beta^2), so: dbeta += dg (-2 c beta) / (1 - c beta^2)
-        const mn_real* be = A(MN__MA_BETA);
-        for (i = 0; i < N * H; i++) DA(MN__MA_BETA)[i] += (mn_real)(DA(MN__MA_G)[i] * (-2.0 * MN__MESA_CLAMP * be[i]) / (1.0 - MN__MESA_CLAMP * be[i] * be[i]));
+        for (i = 0; i < N * H; i++)
+            dA.beta[i] += (mn_real)(dA.g[i] * (-2.0 * MN__MESA_CLAMP * A.beta[i]) /
+                                    (1.0 - MN__MESA_CLAMP * A.beta[i] * A.beta[i]));
     }
-    mn_logsigmoid_backward(DA(MN__MA_AL), DA(MN__MA_G), A(MN__MA_AL), N * H);
-    mn_sigmoid_backward(DA(MN__MA_BL), DA(MN__MA_BETA), A(MN__MA_BL), N * H);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_A), MN__GRD(m, l, MN__MS_AB), DA(MN__MA_AL), in, MN__PAR(m, l, MN__MS_A), N, C, H);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__MS_B), MN__GRD(m, l, MN__MS_BB), DA(MN__MA_BL), in, MN__PAR(m, l, MN__MS_B), N, C, H);
-    mn_l2norm_backward(DA(MN__MA_QC), DA(MN__MA_Q), A(MN__MA_Q), A(MN__MA_RQ), N * H, D);
-    mn_l2norm_backward(DA(MN__MA_KC), DA(MN__MA_K), A(MN__MA_K), A(MN__MA_RK), N * H, D);
-    mn_shortconv_backward(DA(MN__MA_QL), MN__GRD(m, l, MN__MS_QC), DA(MN__MA_QC), A(MN__MA_QL), MN__PAR(m, l, MN__MS_QC), B, T, HD, 4, 1);
-    mn_shortconv_backward(DA(MN__MA_KL), MN__GRD(m, l, MN__MS_KC), DA(MN__MA_KC), A(MN__MA_KL), MN__PAR(m, l, MN__MS_KC), B, T, HD, 4, 1);
-    mn__qkv_backward(m, l, MN__MS_Q, din, DA(MN__MA_QL), DA(MN__MA_KL), DA(MN__MA_V), in, N, HD);
-    #undef A
-    #undef DA
+    mn_logsigmoid_backward(dA.al, dA.g, A.al, N * H);
+    mn_sigmoid_backward(dA.bl, dA.beta, A.bl, N * H);
+    mn_matmul_backward(din, dP.a_proj, dP.a_bias, dA.al, in, P.a_proj, N, C, H);
+    mn_matmul_backward(din, dP.b_proj, dP.b_bias, dA.bl, in, P.b_proj, N, C, H);
+    mn_l2norm_backward(dA.qc, dA.q, A.q, A.rq, N * H, D);
+    mn_l2norm_backward(dA.kc, dA.k, A.k, A.rk, N * H, D);
+    mn_shortconv_backward(dA.ql, dP.q_conv, dA.qc, A.ql, P.q_conv, B, T, HD, 4, 1);
+    mn_shortconv_backward(dA.kl, dP.k_conv, dA.kc, A.kl, P.k_conv, B, T, HD, 4, 1);
+    mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.ql, dA.kl, dA.v, in, P.q_proj, P.k_proj, P.v_proj, N, C,
+                     HD);
 }
-// decode state per sequence: q and k conv windows (HD,3 each), H (H,D,D), S (H,D,D), and two
-// counters (CG iterations, solves) read by mn_state_cg_stats
-static size_t mn__mesa_state_size(const mn_config* c) {
-    size_t H = c->n_head, D = c->head_dim;
-    return 2 * 3 * H * D + 2 * H * D * D + 2;
+static size_t mn__mesa_state_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__mesa_state t, *a = p ? (mn__mesa_state*)p : &t;
+    size_t H = c->n_head, D = c->head_dim, off = 0;
+    MN__PIECE(cq, 3 * H * D); MN__PIECE(ck, 3 * H * D);
+    MN__PIECE(hkk, H * D * D); MN__PIECE(hkv, H * D * D);
+    MN__PIECE(cg, 2);
+    return off;
 }
-static size_t mn__mesa_scratch_size(const mn_config* c) {
-    size_t H = c->n_head, D = c->head_dim;
+static size_t mn__mesa_temp_layout(void* p, mn_real* base, const mn_config* c) {
+    mn__mesa_temp t, *a = p ? (mn__mesa_temp*)p : &t;
+    size_t H = c->n_head, D = c->head_dim, HD = H * D, off = 0;
     mn_mesa_opts o; memset(&o, 0, sizeof o);
-    return 10 * H * D + 6 * H + mn__mesa_work(MN__MESA_RECURRENT, 1, 1, H, D, D, &o);
+    MN__PIECE(ql, HD); MN__PIECE(kl, HD); MN__PIECE(v, HD); MN__PIECE(q, HD); MN__PIECE(k, HD);
+    MN__PIECE(lamb, HD); MN__PIECE(o, HD); MN__PIECE(on, HD); MN__PIECE(qc, HD); MN__PIECE(kc, HD);
+    MN__PIECE(al, H); MN__PIECE(bl, H); MN__PIECE(g, H); MN__PIECE(beta, H); MN__PIECE(rs, H);
+    MN__PIECE(work, mn__mesa_work(MN__MESA_RECURRENT, 1, 1, H, D, D, &o));
+    return off;
 }
-static void mn__mesa_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
+static void mn__mesa_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch,
+                                const mn_real* in,
+                                size_t pos) {
     const mn_config* c = &m->cfg;
     size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    mn_real *cq = state, *ck = cq + 3 * HD, *hkk = ck + 3 * HD, *hkv = hkk + H * D * D;
-    mn_real *ql = scratch, *kl = ql + HD, *v = kl + HD, *q = v + HD, *k = q + HD, *lamb = k + HD, *o = lamb + HD, *on = o + HD, *qc = on + HD, *kc = qc + HD;
-    mn_real *al = kc + HD, *bl = al + H, *g = bl + H, *beta = g + H, *rs = beta + H, *work = rs + H;
+    mn__mesa_par P; mn__mesa_state S; mn__mesa_temp X;
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
     // fla's arithmetic from x0 = 0 as the training forward, so step and forward agree (fla's own decode
     // kernel starts at the Jacobi guess); a tolerance asks for the paper's stop, i.e. textbook CG
     op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
     MN_UNUSED(pos);
-    mn__qkv_forward(m, l, MN__MS_Q, ql, kl, v, in, 1, HD);
-    mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__MS_QC), HD, 4, 1);
-    mn_shortconv_step(kc, ck, kl, MN__PAR(m, l, MN__MS_KC), HD, 4, 1);
-    mn_l2norm_forward(q, rs, qc, H, D);
-    mn_l2norm_forward(k, rs, kc, H, D);
-    mn_matmul_forward(al, in, MN__PAR(m, l, MN__MS_A), MN__PAR(m, l, MN__MS_AB), 1, C, H);
-    mn_matmul_forward(bl, in, MN__PAR(m, l, MN__MS_B), MN__PAR(m, l, MN__MS_BB), 1, C, H);
-    mn__mesa_gates(c, g, beta, al, bl, H);
-    mn__mesa_lambda(lamb, MN__PAR(m, l, MN__MS_LAM), HD);
+    mn__layer_point(m, l, m->params, mn__mesa_par_walk, &P);
+    mn__mesa_state_layout(&S, state, c);
+    mn__mesa_temp_layout(&X, scratch, c);
+    mn__qkv_forward(X.ql, X.kl, X.v, in, P.q_proj, P.k_proj, P.v_proj, 1, C, HD);
+    mn_shortconv_step(X.qc, S.cq, X.ql, P.q_conv, HD, 4, 1);
+    mn_shortconv_step(X.kc, S.ck, X.kl, P.k_conv, HD, 4, 1);
+    mn_l2norm_forward(X.q, X.rs, X.qc, H, D);
+    mn_l2norm_forward(X.k, X.rs, X.kc, H, D);
+    mn_matmul_forward(X.al, in, P.a_proj, P.a_bias, 1, C, H);
+    mn_matmul_forward(X.bl, in, P.b_proj, P.b_bias, 1, C, H);
+    mn__mesa_gates(c, X.g, X.beta, X.al, X.bl, H);
+    mn__mesa_lambda(X.lamb, P.lambda, HD);
     {
         int it[256]; size_t h;
         MN_ASSERT(H <= 256);
-        mn_mesa_step(o, it, hkk, hkv, q, k, v, g, beta, lamb, H, D, D, &op, work);
-        for (h = 0; h < H; h++) hkv[H * D * D] += (mn_real)it[h];   // the counters after S
-        hkv[H * D * D + 1] += (mn_real)H;
+        mn_mesa_step(X.o, it, S.hkk, S.hkv, X.q, X.k, X.v, X.g, X.beta, X.lamb, H, D, D, &op, X.work);
+        for (h = 0; h < H; h++) S.cg[0] += (mn_real)it[h];
+        S.cg[1] += (mn_real)H;
     }
-    mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__MS_ON), H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, MN__MS_O), NULL, 1, HD, C);
+    mn_rmsnorm_forward(X.on, X.rs, X.o, P.o_norm, H, D, c->norm_eps);
+    mn_matmul_forward(out, X.on, P.o_proj, NULL, 1, HD, C);
 }
-static double mn__mesa_flops(const mn_config* c, size_t T) {
-    // anchors.md: per head and token 2K^2 + 2KV (state pass) + n (4CK + 2K^2) (CG) + 2CK + 2CV + 2KV (output)
+static double mn__mesa_cg_count(const mn_config* c, const mn_real* state, double* solves) {
+    mn__mesa_state S;
+    mn__mesa_state_layout(&S, (mn_real*)state, c);
+    *solves = S.cg[1];
+    return S.cg[0];
+}
+static double mn__mesa_layer_flops(const mn_config* c, size_t T) {
+    // the chunkwise forward's count per token (see mn_mesa_forward), times the heads
     double K = (double)c->head_dim, V = K, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
     double n = c->mesa_cg_train > 0 ? c->mesa_cg_train : 0;
-    return (double)c->n_head * (2 * K * K + 2 * K * V + n * (4 * Cc * K + 2 * K * K) + 2 * Cc * K + 2 * Cc * V + 2 * K * V);
+    return (double)c->n_head *
+           (2 * K * K + 2 * K * V + n * (4 * Cc * K + 2 * K * K) + 2 * Cc * K + 2 * Cc * V + 2 * K * V);
 }
 
-// fla's gated output (Gated DeltaNet, gla, sgla): out = o_proj(RMSNorm_head(o) * swish(g_proj x)) over N rows of
-// H heads of D. pg, pn, po: the layer's g_proj, norm and o_proj tensor indices. out (N,C) written;
-// gg, on (N,H*D) and rs (N*H) written and saved for the backward; o (N,H*D); in (N,C)
-static void mn__gla_out_forward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* out, mn_real* gg, mn_real* on, mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
-    mn_matmul_forward(gg, in, MN__PAR(m, l, pg), NULL, N, C, H * D);
-    mn_rmsnorm_gated_forward(on, rs, o, gg, MN__PAR(m, l, pn), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, po), NULL, N, H * D, C);
+// >>model
+// defines: the backbone (block parameters and activations), the mixer table, mn_config_resolve, the
+// parameter table, mn_model_init, mn_forward, mn_backward, mn_zero_grad, inference state and mn_step.
+//
+// A block is Llama-2 style (fla's *Block): x2 = x + Mixer(RMSNorm(x)); y = x2 + MLP(RMSNorm(x2)),
+// MLP(z) = W_down (silu(W_gate z) * (W_up z)). The model is embeddings -> L blocks -> RMSNorm -> lm_head.
+// The mixers live in their ops' sections (see >>layer); this section only calls them through mn__mixers[].
+
+// A block's own tensors, in checkpoint order before the mixer's (MN__BLOCK_TENSORS of them).
+typedef struct mn__block_par { mn_real *attn_norm, *mlp_norm, *gate, *up, *down; } mn__block_par;
+static void mn__block_par_walk(mn__pwalk* w, void* pp) {
+    mn__block_par t, *p = pp ? (mn__block_par*)pp : &t;
+    size_t C = w->m->cfg.d_model, F = w->m->cfg.d_ff;
+    p->attn_norm = mn__pw_vector(w, "attn_norm.weight", C, MN__INIT_ONES);
+    p->mlp_norm = mn__pw_vector(w, "mlp_norm.weight", C, MN__INIT_ONES);
+    p->gate = mn__pw_matrix(w, "mlp.gate_proj.weight", F, C);
+    p->up = mn__pw_matrix(w, "mlp.up_proj.weight", F, C);
+    p->down = mn__pw_matrix(w, "mlp.down_proj.weight", C, F);
 }
-// din (N,C), dgg (N,H*D), do_ (N,H*D) accumulated (+=), don (N,H*D) written; dout (N,C); the rest as saved
-static void mn__gla_out_backward(mn_model* m, size_t l, int pg, int pn, int po, mn_real* din, mn_real* dgg, mn_real* don, mn_real* do_, const mn_real* dout,
-                                 const mn_real* gg, const mn_real* on, const mn_real* rs, const mn_real* o, const mn_real* in, size_t N) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim;
-    mn_matmul_backward(don, MN__GRD(m, l, po), NULL, dout, on, MN__PAR(m, l, po), N, H * D, C);
-    mn_rmsnorm_gated_backward(do_, dgg, MN__GRD(m, l, pn), don, rs, o, gg, MN__PAR(m, l, pn), N * H, D);
-    mn_matmul_backward(din, MN__GRD(m, l, pg), NULL, dgg, in, MN__PAR(m, l, pg), N, C, H * D);
+static void mn__block_point(mn_model* m, size_t l, mn_real* base, mn__block_par* p) {
+    mn__pwalk w;
+    memset(&w, 0, sizeof w);
+    w.m = m; w.l = l; w.scope = ""; w.base = base; w.next = m->layer_first[l];
+    mn__block_par_walk(&w, p);
 }
-// ---- DeltaNet and Gated DeltaNet as mixers (fla layers/delta_net.py, layers/gated_deltanet.py;
-// mixers.md §4-5). Variant bit 1: gated (GDN), bit 0: beta in (0,2), the negative-eigenvalue
-// ("[-1,1]") variant of Grazzi et al.
-//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = silu(conv4(x Wv))
-//   beta = sigmoid(x Wb) (x2 for the variant);  GDN: g = -exp(A_log) softplus(x Wa + dt_bias)
-//   o = delta rule (chunkwise, scale Dk^-1/2);  GDN: y = RMSNormGated(o, x Wg) Wo ;  DeltaNet: y = RMSNorm(o) Wo
-// Value heads are as wide as key heads here (fla's GDN default expand_v = 2 is not offered).
-enum { MN__DL_Q = MN__P_MIX, MN__DL_K, MN__DL_V, MN__DL_B, MN__DL_QC, MN__DL_KC, MN__DL_VC, MN__DL_ON, MN__DL_O, MN__DL_A, MN__DL_ALOG, MN__DL_DT, MN__DL_G };
-enum { MN__DA_QL = MN__A_MIX, MN__DA_KL, MN__DA_VL, MN__DA_QC, MN__DA_KC, MN__DA_VC, MN__DA_Q, MN__DA_K, MN__DA_RQ, MN__DA_RK, MN__DA_BL, MN__DA_BETA,
-       MN__DA_AL, MN__DA_G, MN__DA_O, MN__DA_GL, MN__DA_ON, MN__DA_RO, MN__DA_HS, MN__DA_WORK };
-static void mn__delta_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
-    int gated = mn__mixer_variant(m, l) & 2;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("b_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("q_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("o_norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
-    if (gated) {
-        mn__tab_add(m, count, MN__NAME("a_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-        mn__tab_add(m, count, MN__NAME("A_log"), 1, H, 0, 0, 0, MN__INIT_ALOG);          // no weight decay
-        mn__tab_add(m, count, MN__NAME("dt_bias"), 1, H, 0, 0, 0, MN__INIT_DTBIAS);
-        mn__tab_add(m, count, MN__NAME("g_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    }
-    #undef MN__NAME
-}
-static size_t mn__delta_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, NC = (T + c->mesa_chunk - 1) / c->mesa_chunk, i;
-    for (i = 0; i < 8; i++) s[i] = N * HD;                         // ql kl vl qc kc vc q k
-    s[8] = s[9] = s[10] = s[11] = s[12] = s[13] = N * H;            // rq rk bl beta al g
-    s[14] = s[15] = s[16] = N * HD; s[17] = N * H;                  // o, gate pre-activation, normed o, its rstd
-    s[18] = B * H * NC * D * D;                                    // chunk-start states
-    s[19] = B * H * D * D + mn_delta_rule_work_size(B, H, D, D, c->mesa_chunk);   // final state (unused) + work
-    return 20;
-}
-static void mn__delta_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    int var = mn__mixer_variant(m, l);
-    #define A(j) MN__ACT(m, l, j)
-    mn__qkv_forward(m, l, MN__DL_Q, A(MN__DA_QL), A(MN__DA_KL), A(MN__DA_VL), in, N, HD);
-    mn_shortconv_forward(A(MN__DA_QC), A(MN__DA_QL), MN__PAR(m, l, MN__DL_QC), B, T, HD, 4, 1);
-    mn_shortconv_forward(A(MN__DA_KC), A(MN__DA_KL), MN__PAR(m, l, MN__DL_KC), B, T, HD, 4, 1);
-    mn_shortconv_forward(A(MN__DA_VC), A(MN__DA_VL), MN__PAR(m, l, MN__DL_VC), B, T, HD, 4, 1);
-    mn_l2norm_forward(A(MN__DA_Q), A(MN__DA_RQ), A(MN__DA_QC), N * H, D);
-    mn_l2norm_forward(A(MN__DA_K), A(MN__DA_RK), A(MN__DA_KC), N * H, D);
-    mn_matmul_forward(A(MN__DA_BL), in, MN__PAR(m, l, MN__DL_B), NULL, N, C, H);
-    mn_sigmoid_forward(A(MN__DA_BETA), A(MN__DA_BL), N * H);
-    if (var & 1) for (i = 0; i < N * H; i++) A(MN__DA_BETA)[i] *= 2;
-    if (var & 2) {   // g = -exp(A_log) softplus(a + dt_bias)
-        const mn_real *alog = MN__PAR(m, l, MN__DL_ALOG), *dtb = MN__PAR(m, l, MN__DL_DT);
-        mn_matmul_forward(A(MN__DA_AL), in, MN__PAR(m, l, MN__DL_A), dtb, N, C, H);   // a + dt_bias
-        mn_softplus_forward(A(MN__DA_G), A(MN__DA_AL), N * H);
-        for (i = 0; i < N * H; i++) A(MN__DA_G)[i] *= (mn_real)-exp(alog[i % H]);
-    }
-    mn_delta_rule_forward(A(MN__DA_O), A(MN__DA_WORK) /*ht scratch*/, A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC),
-                          A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D), A(MN__DA_WORK) + B * H * D * D);
-    if (var & 2) mn__gla_out_forward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, out, A(MN__DA_GL), A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), in, N);
-    else {
-        mn_rmsnorm_forward(A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D, c->norm_eps);
-        mn_matmul_forward(out, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), NULL, N, HD, C);
-    }
-    #undef A
-}
-static void mn__delta_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    int var = mn__mixer_variant(m, l);
-    #define A(j) MN__ACT(m, l, j)
-    #define DA(j) MN__DACT(m, l, j)
-    if (var & 2)
-        mn__gla_out_backward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, din, DA(MN__DA_GL), DA(MN__DA_ON), DA(MN__DA_O), dout, A(MN__DA_GL), A(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), in, N);
-    else {
-        mn_matmul_backward(DA(MN__DA_ON), MN__GRD(m, l, MN__DL_O), NULL, dout, A(MN__DA_ON), MN__PAR(m, l, MN__DL_O), N, HD, C);
-        mn_rmsnorm_backward(DA(MN__DA_O), MN__GRD(m, l, MN__DL_ON), DA(MN__DA_ON), A(MN__DA_RO), A(MN__DA_O), MN__PAR(m, l, MN__DL_ON), N * H, D);
-    }
-    mn_delta_rule_backward(DA(MN__DA_Q), DA(MN__DA_K), DA(MN__DA_VC), DA(MN__DA_BETA), (var & 2) ? DA(MN__DA_G) : NULL, NULL, DA(MN__DA_O), NULL,
-                           A(MN__DA_HS), A(MN__DA_Q), A(MN__DA_K), A(MN__DA_VC), A(MN__DA_BETA), (var & 2) ? A(MN__DA_G) : NULL, B, T, H, D, D, c->mesa_chunk, 1.0 / sqrt((double)D), DA(MN__DA_WORK));
-    if (var & 2) {   // forward: g = -e^{A_log} softplus(u), u = a + dt_bias, so: dA_log += dg g ; du = dg (-e^{A_log}) sigmoid(u)
-        const mn_real* alog = MN__PAR(m, l, MN__DL_ALOG);
-        mn_real *dalog = MN__GRD(m, l, MN__DL_ALOG), *du = DA(MN__DA_AL);
-        for (i = 0; i < N * H; i++) {
-            dalog[i % H] += DA(MN__DA_G)[i] * A(MN__DA_G)[i];
-            du[i] += (mn_real)(DA(MN__DA_G)[i] * -exp(alog[i % H]) * mn__sigmoid(A(MN__DA_AL)[i]));
-        }
-        mn_matmul_backward(din, MN__GRD(m, l, MN__DL_A), MN__GRD(m, l, MN__DL_DT), du, in, MN__PAR(m, l, MN__DL_A), N, C, H);
-    }
-    if (var & 1) for (i = 0; i < N * H; i++) DA(MN__DA_BETA)[i] *= 2;    // beta = 2 sigmoid(bl)
-    mn_sigmoid_backward(DA(MN__DA_BL), DA(MN__DA_BETA), A(MN__DA_BL), N * H);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__DL_B), NULL, DA(MN__DA_BL), in, MN__PAR(m, l, MN__DL_B), N, C, H);
-    mn_l2norm_backward(DA(MN__DA_QC), DA(MN__DA_Q), A(MN__DA_Q), A(MN__DA_RQ), N * H, D);
-    mn_l2norm_backward(DA(MN__DA_KC), DA(MN__DA_K), A(MN__DA_K), A(MN__DA_RK), N * H, D);
-    mn_shortconv_backward(DA(MN__DA_QL), MN__GRD(m, l, MN__DL_QC), DA(MN__DA_QC), A(MN__DA_QL), MN__PAR(m, l, MN__DL_QC), B, T, HD, 4, 1);
-    mn_shortconv_backward(DA(MN__DA_KL), MN__GRD(m, l, MN__DL_KC), DA(MN__DA_KC), A(MN__DA_KL), MN__PAR(m, l, MN__DL_KC), B, T, HD, 4, 1);
-    mn_shortconv_backward(DA(MN__DA_VL), MN__GRD(m, l, MN__DL_VC), DA(MN__DA_VC), A(MN__DA_VL), MN__PAR(m, l, MN__DL_VC), B, T, HD, 4, 1);
-    mn__qkv_backward(m, l, MN__DL_Q, din, DA(MN__DA_QL), DA(MN__DA_KL), DA(MN__DA_VL), in, N, HD);
-    #undef A
-    #undef DA
-}
-// decode state per sequence: q, k, v conv windows (HD,3 each) and S (H,D,D)
-static size_t mn__delta_state_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + c->n_head * c->head_dim * c->head_dim; }
-static size_t mn__delta_scratch_size(const mn_config* c) { return 12 * c->n_head * c->head_dim + 6 * c->n_head; }
-static void mn__delta_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    int var = mn__mixer_variant(m, l);
-    mn_real *cq = state, *ck = cq + 3 * HD, *cv = ck + 3 * HD, *S = cv + 3 * HD;
-    mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *qc = vl + HD, *kc = qc + HD, *v = kc + HD, *q = v + HD, *k = q + HD, *o = k + HD, *gl = o + HD, *on = gl + HD;
-    mn_real *bl = on + HD, *beta = bl + H, *al = beta + H, *g = al + H, *rs = g + H;
-    MN_UNUSED(pos);
-    mn__qkv_forward(m, l, MN__DL_Q, ql, kl, vl, in, 1, HD);
-    mn_shortconv_step(qc, cq, ql, MN__PAR(m, l, MN__DL_QC), HD, 4, 1);
-    mn_shortconv_step(kc, ck, kl, MN__PAR(m, l, MN__DL_KC), HD, 4, 1);
-    mn_shortconv_step(v, cv, vl, MN__PAR(m, l, MN__DL_VC), HD, 4, 1);
-    mn_l2norm_forward(q, rs, qc, H, D);
-    mn_l2norm_forward(k, rs, kc, H, D);
-    mn_matmul_forward(bl, in, MN__PAR(m, l, MN__DL_B), NULL, 1, C, H);
-    mn_sigmoid_forward(beta, bl, H);
-    if (var & 1) for (i = 0; i < H; i++) beta[i] *= 2;
-    if (var & 2) {
-        const mn_real* alog = MN__PAR(m, l, MN__DL_ALOG);
-        mn_matmul_forward(al, in, MN__PAR(m, l, MN__DL_A), MN__PAR(m, l, MN__DL_DT), 1, C, H);
-        mn_softplus_forward(g, al, H);
-        for (i = 0; i < H; i++) g[i] *= (mn_real)-exp(alog[i]);
-    }
-    mn_delta_rule_step(o, S, q, k, v, beta, (var & 2) ? g : NULL, 1, H, D, D, 1.0 / sqrt((double)D));
-    if (var & 2) mn__gla_out_forward(m, l, MN__DL_G, MN__DL_ON, MN__DL_O, out, gl, on, rs, o, in, 1);
-    else {
-        mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__DL_ON), H, D, c->norm_eps);
-        mn_matmul_forward(out, on, MN__PAR(m, l, MN__DL_O), NULL, 1, HD, C);
-    }
-}
-static double mn__delta_flops(const mn_config* c, size_t T) {
-    // chunkwise WY form per head and token (approximate): W, U and the intra-chunk products
-    // 4C(Dk+Dv), the state read, write and output 6 Dk Dv
-    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
-    return (double)c->n_head * (4 * Cc * 2 * K + 6 * K * K);
+// The activations of the whole model, laid out for (B,T) by mn__act_layout: these first, then each
+// layer's block (mn__block_act), whose last piece holds the mixer's own activations.
+typedef struct mn__head_act {
+    mn_real* res;      // ((L+1),N,C) the residual stream: the embeddings, then each block's output
+    mn_real *xf, *rstdf;   // (N,C), (N) the final norm
+    mn_real *logits, *losses;   // (N,V), (N)
+} mn__head_act;
+typedef struct mn__block_act {
+    mn_real *xn1, *rstd1;   // (N,C), (N) the mixer's input norm
+    mn_real* mo;            // (N,C) the mixer's output
+    mn_real* x2;            // (N,C) x + mixer
+    mn_real *xn2, *rstd2;   // (N,C), (N) the MLP's input norm
+    mn_real *gate, *up, *h; // (N,F) the MLP
+    mn_real* mix;           // the mixer's activations (its act layout)
+} mn__block_act;
+static size_t mn__head_act_layout(mn__head_act* a, mn_real* base, const mn_config* c, size_t B, size_t T) {
+    size_t N = B * T, C = c->d_model, off = 0;
+    MN__PIECE(res, (c->n_layer + 1) * N * C);
+    MN__PIECE(xf, N * C); MN__PIECE(rstdf, N);
+    MN__PIECE(logits, N * c->vocab_size); MN__PIECE(losses, N);
+    return off;
 }
 
-// ---- Hawk: Griffin's recurrent block as a mixer (recurrentgemma torch/modules.py RecurrentBlock;
-// mixers.md §8(4)), lru width W = d_model, NH = n_head blocks in the gate matrices:
-//   y = gelu_tanh(x Wy + by) ;  x' = conv4(x Wx + bx) + bconv (no activation) ;  h = RG-LRU(x')
-//   out = (h * y) Wout + bout
-// Tensor names follow recurrentgemma's module names under fla's "attn." slot; conv weights use fla's
-// [W,1,4] layout (recurrentgemma stores [4,W]). Gate weights N(0, init_std) like every matrix here;
-// a_param so that a = exp(-softplus(a_param)) has a^2 ~ U[0.81, 0.998] (Griffin's ring init).
-enum { MN__HK_Y = MN__P_MIX, MN__HK_YB, MN__HK_X, MN__HK_XB, MN__HK_CW, MN__HK_CB, MN__HK_A, MN__HK_GX, MN__HK_GXB, MN__HK_GA, MN__HK_GAB, MN__HK_O, MN__HK_OB };
-enum { MN__HA_YL = MN__A_MIX, MN__HA_YG, MN__HA_XL, MN__HA_XC, MN__HA_H, MN__HA_GATES, MN__HA_HY, MN__HA_WORK };
-#define MN__RGLRU_C 8.0
-static void mn__hawk_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, NH = m->cfg.n_head, bw = C / NH;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("linear_y.weight"), 2, C, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("linear_y.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("linear_x.weight"), 2, C, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("linear_x.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("conv_1d.weight"), 3, C, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("conv_1d.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("rg_lru.a_param"), 1, C, 0, 0, 0, MN__INIT_RGLRU_A);       // no weight decay
-    mn__tab_add(m, count, MN__NAME("rg_lru.input_gate.w"), 3, NH, bw, bw, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("rg_lru.input_gate.b"), 2, NH, bw, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("rg_lru.a_gate.w"), 3, NH, bw, bw, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("rg_lru.a_gate.b"), 2, NH, bw, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("linear_out.weight"), 2, C, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("linear_out.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
-    #undef MN__NAME
-}
-static size_t mn__hawk_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, C = c->d_model;
-    s[0] = s[1] = s[2] = s[3] = s[4] = N * C;          // y pre-activation, gelu(y), x', conv out, h
-    s[5] = 2 * N * C;                                 // the RG-LRU gates
-    s[6] = N * C;                                     // h * gelu(y)
-    s[7] = mn_rglru_work_size(B, T, C);
-    return 8;
-}
-static void mn__hawk_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, i;
-    #define A(j) MN__ACT(m, l, j)
-    mn_matmul_forward(A(MN__HA_YL), in, MN__PAR(m, l, MN__HK_Y), MN__PAR(m, l, MN__HK_YB), N, C, C);
-    mn_gelu_forward(A(MN__HA_YG), A(MN__HA_YL), N * C);
-    mn_matmul_forward(A(MN__HA_XL), in, MN__PAR(m, l, MN__HK_X), MN__PAR(m, l, MN__HK_XB), N, C, C);
-    mn_shortconv_forward(A(MN__HA_XC), A(MN__HA_XL), MN__PAR(m, l, MN__HK_CW), B, T, C, 4, 0);
-    for (i = 0; i < N * C; i++) A(MN__HA_XC)[i] += MN__PAR(m, l, MN__HK_CB)[i % C];
-    mn_rglru_forward(A(MN__HA_H), A(MN__HA_WORK) /* final state: unused */, A(MN__HA_GATES), A(MN__HA_XC), MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX), MN__PAR(m, l, MN__HK_GXB),
-                     MN__PAR(m, l, MN__HK_GA), MN__PAR(m, l, MN__HK_GAB), NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C);
-    for (i = 0; i < N * C; i++) A(MN__HA_HY)[i] = A(MN__HA_H)[i] * A(MN__HA_YG)[i];
-    mn_matmul_forward(out, A(MN__HA_HY), MN__PAR(m, l, MN__HK_O), MN__PAR(m, l, MN__HK_OB), N, C, C);
-    #undef A
-}
-static void mn__hawk_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, i;
-    #define A(j) MN__ACT(m, l, j)
-    #define DA(j) MN__DACT(m, l, j)
-    mn_matmul_backward(DA(MN__HA_HY), MN__GRD(m, l, MN__HK_O), MN__GRD(m, l, MN__HK_OB), dout, A(MN__HA_HY), MN__PAR(m, l, MN__HK_O), N, C, C);
-    for (i = 0; i < N * C; i++) {    // forward: hy = h * yg
-        DA(MN__HA_H)[i] += DA(MN__HA_HY)[i] * A(MN__HA_YG)[i];
-        DA(MN__HA_YG)[i] += DA(MN__HA_HY)[i] * A(MN__HA_H)[i];
-    }
-    mn_gelu_backward(DA(MN__HA_YL), DA(MN__HA_YG), A(MN__HA_YL), N * C);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__HK_Y), MN__GRD(m, l, MN__HK_YB), DA(MN__HA_YL), in, MN__PAR(m, l, MN__HK_Y), N, C, C);
-    mn_rglru_backward(DA(MN__HA_XC), MN__GRD(m, l, MN__HK_A), MN__GRD(m, l, MN__HK_GX), MN__GRD(m, l, MN__HK_GXB), MN__GRD(m, l, MN__HK_GA), MN__GRD(m, l, MN__HK_GAB),
-                      NULL, DA(MN__HA_H), NULL, A(MN__HA_H), A(MN__HA_GATES), A(MN__HA_XC), MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX),
-                      MN__PAR(m, l, MN__HK_GA), NULL, NULL, B, T, C, c->n_head, MN__RGLRU_C, DA(MN__HA_WORK));
-    for (i = 0; i < N * C; i++) MN__GRD(m, l, MN__HK_CB)[i % C] += DA(MN__HA_XC)[i];   // conv bias
-    mn_shortconv_backward(DA(MN__HA_XL), MN__GRD(m, l, MN__HK_CW), DA(MN__HA_XC), A(MN__HA_XL), MN__PAR(m, l, MN__HK_CW), B, T, C, 4, 0);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__HK_X), MN__GRD(m, l, MN__HK_XB), DA(MN__HA_XL), in, MN__PAR(m, l, MN__HK_X), N, C, C);
-    #undef A
-    #undef DA
-}
-// decode state per sequence: the conv window (C,3) and h (C)
-static size_t mn__hawk_state_size(const mn_config* c) { return 4 * c->d_model; }
-static size_t mn__hawk_scratch_size(const mn_config* c) { return 8 * c->d_model; }
-static void mn__hawk_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, i;
-    mn_real *cw = state, *h = cw + 3 * C, *yl = scratch, *xl = yl + C, *xc = xl + C, *y = xc + C, *work = y + C;
-    int sp = (int)pos;                                 // position 0 resets h, as in the training forward
-    mn_matmul_forward(yl, in, MN__PAR(m, l, MN__HK_Y), MN__PAR(m, l, MN__HK_YB), 1, C, C);
-    mn_gelu_forward(yl, yl, C);
-    mn_matmul_forward(xl, in, MN__PAR(m, l, MN__HK_X), MN__PAR(m, l, MN__HK_XB), 1, C, C);
-    mn_shortconv_step(xc, cw, xl, MN__PAR(m, l, MN__HK_CW), C, 4, 0);
-    for (i = 0; i < C; i++) xc[i] += MN__PAR(m, l, MN__HK_CB)[i];
-    mn_rglru_step(y, h, xc, MN__PAR(m, l, MN__HK_A), MN__PAR(m, l, MN__HK_GX), MN__PAR(m, l, MN__HK_GXB), MN__PAR(m, l, MN__HK_GA), MN__PAR(m, l, MN__HK_GAB),
-                  &sp, 1, C, c->n_head, MN__RGLRU_C, work);
-    for (i = 0; i < C; i++) y[i] *= yl[i];
-    mn_matmul_forward(out, y, MN__PAR(m, l, MN__HK_O), MN__PAR(m, l, MN__HK_OB), 1, C, C);
-}
-static double mn__hawk_flops(const mn_config* c, size_t T) {
-    MN_UNUSED(T);
-    return 2.0 * 2.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // the two block-diagonal gates
-}
-
-// ---- Mamba-2 as a mixer (mamba_ssm modules/mamba2.py Mamba2, ngroups 1; mixers.md §6(4)).
-// d_inner DI = 2 C (expand 2), head dim P = head_dim, Hm = DI/P heads, state size N = head_dim:
-//   [z | x | B | C | dt] = xn W_in ;  [x | B | C] = silu(conv4([x | B | C]) + b_conv)
-//   Delta = softplus(dt + dt_bias), A = -exp(A_log) ;  SSD on X = x Delta, log-decay A Delta, B, C
-//   y = SSD + D x ;  out = RMSNorm(y * silu(z)) W_out   (gate then norm over DI, eps = norm_eps)
-// Variant 1, the "[-1,1]" Mamba (Grazzi et al.): transition a = 2 exp(A Delta) - 1 in (-1, 1), run by
-// the recurrent form (log-space chunked products cannot carry a negative transition).
-enum { MN__MB_IN = MN__P_MIX, MN__MB_CW, MN__MB_CB, MN__MB_DT, MN__MB_ALOG, MN__MB_D, MN__MB_NORM, MN__MB_OUT };
-enum { MN__MBA_ZX = MN__A_MIX, MN__MBA_XBCI, MN__MBA_XBCP, MN__MBA_XBC, MN__MBA_DTP, MN__MBA_DELTA, MN__MBA_XT, MN__MBA_AT, MN__MBA_BH, MN__MBA_CH,
-       MN__MBA_Y, MN__MBA_YZ, MN__MBA_YN, MN__MBA_RS, MN__MBA_WORK };
-typedef struct { size_t DI, P, Hm, Ns, W_in, Wc; } mn__mb_dims;
-static mn__mb_dims mn__mamba_dims(const mn_config* c) {
-    mn__mb_dims d;
-    d.DI = 2 * c->d_model; d.P = c->head_dim; d.Hm = d.DI / d.P; d.Ns = c->head_dim;
-    d.W_in = 2 * d.DI + 2 * d.Ns + d.Hm; d.Wc = d.DI + 2 * d.Ns;
-    return d;
-}
-static void mn__mamba_params(mn_model* m, size_t* count, size_t l) {
-    mn__mb_dims d = mn__mamba_dims(&m->cfg);
-    size_t C = m->cfg.d_model;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("in_proj.weight"), 2, d.W_in, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("conv1d.weight"), 3, d.Wc, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("conv1d.bias"), 1, d.Wc, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("dt_bias"), 1, d.Hm, 0, 0, 0, MN__INIT_DTBIAS);
-    mn__tab_add(m, count, MN__NAME("A_log"), 1, d.Hm, 0, 0, 0, MN__INIT_ALOG);
-    mn__tab_add(m, count, MN__NAME("D"), 1, d.Hm, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("norm.weight"), 1, d.DI, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("out_proj.weight"), 2, C, d.DI, 0, 1, MN__INIT_NORMAL);
-    #undef MN__NAME
-}
-static size_t mn__mamba_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    mn__mb_dims d = mn__mamba_dims(c);
-    size_t N = B * T, ws = mn_ssd_work_size(B, T, d.Hm, d.P, d.Ns, c->mesa_chunk), wr = mn_ssd_work_size_recurrent(T, d.P, d.Ns);
-    s[0] = N * d.W_in; s[1] = s[2] = s[3] = N * d.Wc; s[4] = s[5] = N * d.Hm; s[6] = N * d.DI; s[7] = N * d.Hm;
-    s[8] = s[9] = N * d.Hm * d.Ns; s[10] = s[11] = s[12] = N * d.DI; s[13] = N;
-    s[14] = B * d.Hm * d.P * d.Ns + (ws > wr ? ws : wr);    // final state (unused) + the SSD's work
-    return 15;
-}
-static void mn__mamba_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    mn__mb_dims d = mn__mamba_dims(c);
-    size_t N = B * T, C = c->d_model, n, h, p, j;
-    int neg = mn__mixer_variant(m, l);
-    #define A(x) MN__ACT(m, l, x)
-    const mn_real *dtb = MN__PAR(m, l, MN__MB_DT), *alog = MN__PAR(m, l, MN__MB_ALOG), *Dp = MN__PAR(m, l, MN__MB_D);
-    mn_real *zx = A(MN__MBA_ZX), *xbci = A(MN__MBA_XBCI), *xbcp = A(MN__MBA_XBCP), *xbc = A(MN__MBA_XBC);
-    mn_matmul_forward(zx, in, MN__PAR(m, l, MN__MB_IN), NULL, N, C, d.W_in);
-    for (n = 0; n < N; n++) memcpy(xbci + n * d.Wc, zx + n * d.W_in + d.DI, d.Wc * sizeof(mn_real));
-    mn_shortconv_forward(xbcp, xbci, MN__PAR(m, l, MN__MB_CW), B, T, d.Wc, 4, 0);
-    for (n = 0; n < N * d.Wc; n++) xbcp[n] += MN__PAR(m, l, MN__MB_CB)[n % d.Wc];
-    for (n = 0; n < N * d.Wc; n++) xbc[n] = (mn_real)(xbcp[n] * mn__sigmoid(xbcp[n]));
-    for (n = 0; n < N; n++)
-        for (h = 0; h < d.Hm; h++) {
-            size_t r = n * d.Hm + h;
-            A(MN__MBA_DTP)[r] = zx[n * d.W_in + 2 * d.DI + 2 * d.Ns + h] + dtb[h];
-            A(MN__MBA_DELTA)[r] = (mn_real)(A(MN__MBA_DTP)[r] > 20 ? A(MN__MBA_DTP)[r] : log1p(exp(A(MN__MBA_DTP)[r])));
-            double la = -exp(alog[h]) * A(MN__MBA_DELTA)[r];               // log-decay A Delta
-            A(MN__MBA_AT)[r] = (mn_real)(neg ? 2.0 * exp(la) - 1.0 : la);
-            for (p = 0; p < d.P; p++) A(MN__MBA_XT)[r * d.P + p] = xbc[n * d.Wc + h * d.P + p] * A(MN__MBA_DELTA)[r];
-            for (j = 0; j < d.Ns; j++) {                                  // B, C shared by all heads (ngroups 1)
-                A(MN__MBA_BH)[r * d.Ns + j] = xbc[n * d.Wc + d.DI + j];
-                A(MN__MBA_CH)[r * d.Ns + j] = xbc[n * d.Wc + d.DI + d.Ns + j];
-            }
-        }
-    if (neg) mn_ssd_forward_recurrent(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION);
-    else mn_ssd_forward(A(MN__MBA_Y), A(MN__MBA_WORK), A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk, A(MN__MBA_WORK) + B * d.Hm * d.P * d.Ns);
-    for (n = 0; n < N; n++)
-        for (j = 0; j < d.DI; j++) {
-            mn_real* y = A(MN__MBA_Y) + n * d.DI + j;
-            double z = zx[n * d.W_in + j];
-            *y += Dp[j / d.P] * xbc[n * d.Wc + j];                         // D skip
-            A(MN__MBA_YZ)[n * d.DI + j] = (mn_real)(*y * z * mn__sigmoid(z)); // gate, then norm
-        }
-    mn_rmsnorm_forward(A(MN__MBA_YN), A(MN__MBA_RS), A(MN__MBA_YZ), MN__PAR(m, l, MN__MB_NORM), N, d.DI, c->norm_eps);
-    mn_matmul_forward(out, A(MN__MBA_YN), MN__PAR(m, l, MN__MB_OUT), NULL, N, d.DI, C);
-    #undef A
-}
-static void mn__mamba_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    mn__mb_dims d = mn__mamba_dims(c);
-    size_t N = B * T, C = c->d_model, n, h, p, j;
-    int neg = mn__mixer_variant(m, l);
-    #define A(x) MN__ACT(m, l, x)
-    #define DA(x) MN__DACT(m, l, x)
-    const mn_real *alog = MN__PAR(m, l, MN__MB_ALOG), *Dp = MN__PAR(m, l, MN__MB_D);
-    mn_real *zx = A(MN__MBA_ZX), *xbc = A(MN__MBA_XBC), *dzx = DA(MN__MBA_ZX), *dxbc = DA(MN__MBA_XBC), *dxbcp = DA(MN__MBA_XBCP);
-    mn_matmul_backward(DA(MN__MBA_YN), MN__GRD(m, l, MN__MB_OUT), NULL, dout, A(MN__MBA_YN), MN__PAR(m, l, MN__MB_OUT), N, d.DI, C);
-    mn_rmsnorm_backward(DA(MN__MBA_YZ), MN__GRD(m, l, MN__MB_NORM), DA(MN__MBA_YN), A(MN__MBA_RS), A(MN__MBA_YZ), MN__PAR(m, l, MN__MB_NORM), N, d.DI);
-    for (n = 0; n < N; n++)     // forward: yz = y z s(z), y = ssd + D x
-        for (j = 0; j < d.DI; j++) {
-            size_t i = n * d.DI + j;
-            double z = zx[n * d.W_in + j], s = mn__sigmoid(z), dyz = DA(MN__MBA_YZ)[i], y = A(MN__MBA_Y)[i];
-            DA(MN__MBA_Y)[i] += (mn_real)(dyz * z * s);
-            dzx[n * d.W_in + j] += (mn_real)(dyz * y * s * (1.0 + z * (1.0 - s)));
-            dxbc[n * d.Wc + j] += Dp[j / d.P] * (mn_real)(dyz * z * s);
-            MN__GRD(m, l, MN__MB_D)[j / d.P] += (mn_real)(dyz * z * s * xbc[n * d.Wc + j]);
-        }
-    if (neg) mn_ssd_backward_recurrent(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_Y), NULL,
-                                       A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, MN_SSD_TRANSITION, DA(MN__MBA_WORK));
-    else mn_ssd_backward(DA(MN__MBA_XT), DA(MN__MBA_AT), DA(MN__MBA_BH), DA(MN__MBA_CH), NULL, DA(MN__MBA_Y), NULL,
-                         A(MN__MBA_XT), A(MN__MBA_AT), A(MN__MBA_BH), A(MN__MBA_CH), NULL, B, T, d.Hm, d.P, d.Ns, c->mesa_chunk, DA(MN__MBA_WORK));
-    for (n = 0; n < N; n++)
-        for (h = 0; h < d.Hm; h++) {
-            size_t r = n * d.Hm + h;
-            double delta = A(MN__MBA_DELTA)[r], ea = exp(alog[h]), dla, ddelta = 0;
-            // forward: at = A Delta (or 2 e^{A Delta} - 1), X = x Delta, A = -e^{A_log}
-            dla = neg ? DA(MN__MBA_AT)[r] * 2.0 * exp(-ea * delta) : DA(MN__MBA_AT)[r];
-            ddelta += dla * -ea;
-            MN__GRD(m, l, MN__MB_ALOG)[h] += (mn_real)(dla * -ea * delta);
-            for (p = 0; p < d.P; p++) {
-                ddelta += (double)DA(MN__MBA_XT)[r * d.P + p] * xbc[n * d.Wc + h * d.P + p];
-                dxbc[n * d.Wc + h * d.P + p] += (mn_real)(DA(MN__MBA_XT)[r * d.P + p] * delta);
-            }
-            for (j = 0; j < d.Ns; j++) { dxbc[n * d.Wc + d.DI + j] += DA(MN__MBA_BH)[r * d.Ns + j]; dxbc[n * d.Wc + d.DI + d.Ns + j] += DA(MN__MBA_CH)[r * d.Ns + j]; }
-            // Delta = softplus(dt + dt_bias)
-            ddelta *= mn__sigmoid(A(MN__MBA_DTP)[r]);
-            dzx[n * d.W_in + 2 * d.DI + 2 * d.Ns + h] += (mn_real)ddelta;
-            MN__GRD(m, l, MN__MB_DT)[h] += (mn_real)ddelta;
-        }
-    for (n = 0; n < N * d.Wc; n++) {           // forward: xbc = silu(xbcp)
-        double a = A(MN__MBA_XBCP)[n], sg = mn__sigmoid(a);
-        dxbcp[n] += (mn_real)(dxbc[n] * sg * (1.0 + a * (1.0 - sg)));
-    }
-    for (n = 0; n < N * d.Wc; n++) MN__GRD(m, l, MN__MB_CB)[n % d.Wc] += dxbcp[n];
-    mn_shortconv_backward(DA(MN__MBA_XBCI), MN__GRD(m, l, MN__MB_CW), dxbcp, A(MN__MBA_XBCI), MN__PAR(m, l, MN__MB_CW), B, T, d.Wc, 4, 0);
-    for (n = 0; n < N; n++) for (j = 0; j < d.Wc; j++) dzx[n * d.W_in + d.DI + j] += DA(MN__MBA_XBCI)[n * d.Wc + j];
-    mn_matmul_backward(din, MN__GRD(m, l, MN__MB_IN), NULL, dzx, in, MN__PAR(m, l, MN__MB_IN), N, C, d.W_in);
-    #undef A
-    #undef DA
-}
-// decode state per sequence: the conv window (Wc,3) and the SSD state (Hm,P,N)
-static size_t mn__mamba_state_size(const mn_config* c) { mn__mb_dims d = mn__mamba_dims(c); return 3 * d.Wc + d.Hm * d.P * d.Ns; }
-static size_t mn__mamba_scratch_size(const mn_config* c) { mn__mb_dims d = mn__mamba_dims(c); return d.W_in + 3 * d.Wc + 4 * d.DI + 2 * d.Hm * d.Ns + 3 * d.Hm + 2; }
-static void mn__mamba_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    mn__mb_dims d = mn__mamba_dims(c);
-    size_t C = c->d_model, h, p, j;
-    int neg = mn__mixer_variant(m, l);
-    const mn_real *dtb = MN__PAR(m, l, MN__MB_DT), *alog = MN__PAR(m, l, MN__MB_ALOG), *Dp = MN__PAR(m, l, MN__MB_D);
-    mn_real *cw = state, *S = cw + 3 * d.Wc;
-    mn_real *zx = scratch, *xbc = zx + d.W_in, *xt = xbc + d.Wc, *y = xt + d.DI, *yz = y + d.DI, *bh = yz + d.DI, *ch = bh + d.Hm * d.Ns, *at = ch + d.Hm * d.Ns, *rs = at + d.Hm;
-    MN_UNUSED(pos);
-    mn_matmul_forward(zx, in, MN__PAR(m, l, MN__MB_IN), NULL, 1, C, d.W_in);
-    mn_shortconv_step(xbc, cw, zx + d.DI, MN__PAR(m, l, MN__MB_CW), d.Wc, 4, 0);
-    for (j = 0; j < d.Wc; j++) { double a = xbc[j] + MN__PAR(m, l, MN__MB_CB)[j]; xbc[j] = (mn_real)(a * mn__sigmoid(a)); }
-    for (h = 0; h < d.Hm; h++) {
-        double u = zx[2 * d.DI + 2 * d.Ns + h] + dtb[h], delta = u > 20 ? u : log1p(exp(u)), la = -exp(alog[h]) * delta;
-        at[h] = (mn_real)(neg ? 2.0 * exp(la) - 1.0 : la);
-        for (p = 0; p < d.P; p++) xt[h * d.P + p] = (mn_real)(xbc[h * d.P + p] * delta);
-        for (j = 0; j < d.Ns; j++) { bh[h * d.Ns + j] = xbc[d.DI + j]; ch[h * d.Ns + j] = xbc[d.DI + d.Ns + j]; }
-    }
-    mn_ssd_step(y, S, xt, at, bh, ch, 1, d.Hm, d.P, d.Ns, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY);
-    for (j = 0; j < d.DI; j++) {
-        double z = zx[j];
-        y[j] += Dp[j / d.P] * xbc[j];
-        yz[j] = (mn_real)(y[j] * z * mn__sigmoid(z));
-    }
-    mn_rmsnorm_forward(yz, rs, yz, MN__PAR(m, l, MN__MB_NORM), 1, d.DI, c->norm_eps);
-    mn_matmul_forward(out, yz, MN__PAR(m, l, MN__MB_OUT), NULL, 1, d.DI, C);
-}
-static double mn__mamba_flops(const mn_config* c, size_t T) {
-    mn__mb_dims d = mn__mamba_dims(c);
-    double Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
-    return (double)d.Hm * (2 * Cc * (double)(d.Ns + d.P) + 4.0 * (double)(d.P * d.Ns));   // SSD per token (approximate)
-}
-
-// ---- mLSTM as a mixer, in the layout of xLSTM-7B's mLSTM layer (NX-AI xlstm/xlstm_large/model.py;
-// mixers.md §7a(4)), which fits this Llama-style backbone (its blocks already carry a SwiGLU MLP):
-//   q, k, v = x Wq, x Wk, x Wv ;  i = 15 tanh((x Wi + bi)/15), f = 15 tanh((x Wf + bf)/15)  (soft-capped gates)
-//   h = mLSTM(q, k, v, i, f) (chunkwise, scale Dk^-1/2, eps 1e-6, exact backward)
-//   out = (RMSNorm_head(h) * sigmoid(x Wo)) Wout
-// The original xLSTM block (up-projection, conv, block-diagonal q/k/v, learnable skip) is not offered.
-// Forget-gate bias b_f = linspace(3, 6) over heads (xLSTM's init), b_i = 0.
-enum { MN__ML_Q = MN__P_MIX, MN__ML_K, MN__ML_V, MN__ML_I, MN__ML_IB, MN__ML_F, MN__ML_FB, MN__ML_OG, MN__ML_ON, MN__ML_O };
-enum { MN__MLA_Q = MN__A_MIX, MN__MLA_K, MN__MLA_V, MN__MLA_IL, MN__MLA_FL, MN__MLA_IG, MN__MLA_FG, MN__MLA_OL, MN__MLA_H, MN__MLA_HN, MN__MLA_RS, MN__MLA_HO, MN__MLA_WORK };
-#define MN__MLSTM_CAP 15.0
-static void mn__mlstm_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("q.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("igate_preact.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("igate_preact.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("fgate_preact.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("fgate_preact.bias"), 1, H, 0, 0, 0, MN__INIT_FGATE);
-    mn__tab_add(m, count, MN__NAME("ogate_preact.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("multihead_norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("out_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
-    #undef MN__NAME
-}
-static size_t mn__mlstm_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D;
-    s[0] = s[1] = s[2] = N * HD; s[3] = s[4] = s[5] = s[6] = N * H; s[7] = s[8] = s[9] = N * HD; s[10] = N * H; s[11] = N * HD;
-    s[12] = mn_mlstm_work_size(B, T, H, D, D, c->mesa_chunk);
-    return 13;
-}
-static void mn__mlstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    #define A(x) MN__ACT(m, l, x)
-    mn__qkv_forward(m, l, MN__ML_Q, A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), in, N, HD);
-    mn_matmul_forward(A(MN__MLA_IL), in, MN__PAR(m, l, MN__ML_I), MN__PAR(m, l, MN__ML_IB), N, C, H);
-    mn_matmul_forward(A(MN__MLA_FL), in, MN__PAR(m, l, MN__ML_F), MN__PAR(m, l, MN__ML_FB), N, C, H);
-    for (i = 0; i < N * H; i++) {
-        A(MN__MLA_IG)[i] = (mn_real)(MN__MLSTM_CAP * tanh(A(MN__MLA_IL)[i] / MN__MLSTM_CAP));
-        A(MN__MLA_FG)[i] = (mn_real)(MN__MLSTM_CAP * tanh(A(MN__MLA_FL)[i] / MN__MLSTM_CAP));
-    }
-    mn_mlstm_forward(A(MN__MLA_H), NULL, NULL, NULL, NULL, NULL, A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG),
-                     NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6, c->mesa_chunk, A(MN__MLA_WORK));
-    mn_rmsnorm_forward(A(MN__MLA_HN), A(MN__MLA_RS), A(MN__MLA_H), MN__PAR(m, l, MN__ML_ON), N * H, D, c->norm_eps);
-    mn_matmul_forward(A(MN__MLA_OL), in, MN__PAR(m, l, MN__ML_OG), NULL, N, C, HD);
-    for (i = 0; i < N * HD; i++) A(MN__MLA_HO)[i] = (mn_real)(A(MN__MLA_HN)[i] * mn__sigmoid(A(MN__MLA_OL)[i]));
-    mn_matmul_forward(out, A(MN__MLA_HO), MN__PAR(m, l, MN__ML_O), NULL, N, HD, C);
-    #undef A
-}
-static void mn__mlstm_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    #define A(x) MN__ACT(m, l, x)
-    #define DA(x) MN__DACT(m, l, x)
-    mn_matmul_backward(DA(MN__MLA_HO), MN__GRD(m, l, MN__ML_O), NULL, dout, A(MN__MLA_HO), MN__PAR(m, l, MN__ML_O), N, HD, C);
-    for (i = 0; i < N * HD; i++) {   // forward: ho = hn s(ol)
-        double s = mn__sigmoid(A(MN__MLA_OL)[i]);
-        DA(MN__MLA_HN)[i] += (mn_real)(DA(MN__MLA_HO)[i] * s);
-        DA(MN__MLA_OL)[i] += (mn_real)(DA(MN__MLA_HO)[i] * A(MN__MLA_HN)[i] * s * (1.0 - s));
-    }
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_OG), NULL, DA(MN__MLA_OL), in, MN__PAR(m, l, MN__ML_OG), N, C, HD);
-    mn_rmsnorm_backward(DA(MN__MLA_H), MN__GRD(m, l, MN__ML_ON), DA(MN__MLA_HN), A(MN__MLA_RS), A(MN__MLA_H), MN__PAR(m, l, MN__ML_ON), N * H, D);
-    mn_mlstm_backward(DA(MN__MLA_Q), DA(MN__MLA_K), DA(MN__MLA_V), DA(MN__MLA_IG), DA(MN__MLA_FG), NULL, NULL, DA(MN__MLA_H),
-                      A(MN__MLA_Q), A(MN__MLA_K), A(MN__MLA_V), A(MN__MLA_IG), A(MN__MLA_FG), NULL, NULL, NULL, B, T, H, D, D, 1.0 / sqrt((double)D), 1e-6,
-                      c->mesa_chunk, MN_MLSTM_BW_EXACT, DA(MN__MLA_WORK));
-    for (i = 0; i < N * H; i++) {    // forward: g = cap tanh(gl / cap), so: dgl = dg (1 - tanh^2)
-        double ti = tanh(A(MN__MLA_IL)[i] / MN__MLSTM_CAP), tf = tanh(A(MN__MLA_FL)[i] / MN__MLSTM_CAP);
-        DA(MN__MLA_IL)[i] += (mn_real)(DA(MN__MLA_IG)[i] * (1.0 - ti * ti));
-        DA(MN__MLA_FL)[i] += (mn_real)(DA(MN__MLA_FG)[i] * (1.0 - tf * tf));
-    }
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_I), MN__GRD(m, l, MN__ML_IB), DA(MN__MLA_IL), in, MN__PAR(m, l, MN__ML_I), N, C, H);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__ML_F), MN__GRD(m, l, MN__ML_FB), DA(MN__MLA_FL), in, MN__PAR(m, l, MN__ML_F), N, C, H);
-    mn__qkv_backward(m, l, MN__ML_Q, din, DA(MN__MLA_Q), DA(MN__MLA_K), DA(MN__MLA_V), in, N, HD);
-    #undef A
-    #undef DA
-}
-// decode state per sequence: C (H,D,D), n (H,D), m (H)
-static size_t mn__mlstm_state_size(const mn_config* c) { size_t H = c->n_head, D = c->head_dim; return H * D * D + H * D + H; }
-static size_t mn__mlstm_scratch_size(const mn_config* c) { return 7 * c->n_head * c->head_dim + 4 * c->n_head; }
-static void mn__mlstm_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    mn_real *Cs = state, *ns = Cs + H * D * D, *ms = ns + H * D;
-    mn_real *q = scratch, *k = q + HD, *v = k + HD, *h = v + HD, *hn = h + HD, *ol = hn + HD, *ig = ol + HD, *fg = ig + H, *rs = fg + H;
-    MN_UNUSED(pos);
-    mn__qkv_forward(m, l, MN__ML_Q, q, k, v, in, 1, HD);
-    mn_matmul_forward(ig, in, MN__PAR(m, l, MN__ML_I), MN__PAR(m, l, MN__ML_IB), 1, C, H);
-    mn_matmul_forward(fg, in, MN__PAR(m, l, MN__ML_F), MN__PAR(m, l, MN__ML_FB), 1, C, H);
-    for (i = 0; i < H; i++) { ig[i] = (mn_real)(MN__MLSTM_CAP * tanh(ig[i] / MN__MLSTM_CAP)); fg[i] = (mn_real)(MN__MLSTM_CAP * tanh(fg[i] / MN__MLSTM_CAP)); }
-    mn_mlstm_step(h, Cs, ns, ms, q, k, v, ig, fg, 1, H, D, D, 1.0 / sqrt((double)D), 1e-6);
-    mn_rmsnorm_forward(hn, rs, h, MN__PAR(m, l, MN__ML_ON), H, D, c->norm_eps);
-    mn_matmul_forward(ol, in, MN__PAR(m, l, MN__ML_OG), NULL, 1, C, HD);
-    for (i = 0; i < HD; i++) hn[i] = (mn_real)(hn[i] * mn__sigmoid(ol[i]));
-    mn_matmul_forward(out, hn, MN__PAR(m, l, MN__ML_O), NULL, 1, HD, C);
-}
-static double mn__mlstm_flops(const mn_config* c, size_t T) {
-    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
-    return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);   // chunkwise, approximate (as the GLA family)
-}
-
-// ---- sLSTM as a mixer (NX-AI xlstm/blocks/slstm/layer.py sLSTMLayer; mixers.md §7b(4)), width C,
-// NH = n_head heads of Dh = C/NH units:
-//   xc = silu(conv4(x) + b_conv) ;  pre-activations i, f from xc and z, o from x, each through a
-//   block-diagonal per-head linear ;  (y, c, n, m) = sLSTM cell (R block-diagonal, bias b) ;
-//   out = RMSNorm_head(y) (no output projection, as the reference layer)
-// Differences from the reference block, stated: the per-head norm is an RMSNorm (xLSTM uses a
-// LayerNorm), and the block's FFN is this backbone's SwiGLU. Init: R = 0, forget bias
-// 5 - 12 (j/(Dh-1))^0.3 (xLSTM's "powerlaw_blockdependent" for the first block), other biases 0.
-enum { MN__SL_CW = MN__P_MIX, MN__SL_CB, MN__SL_WI, MN__SL_WF, MN__SL_WZ, MN__SL_WO, MN__SL_R, MN__SL_B, MN__SL_ON };
-enum { MN__SLA_XCP = MN__A_MIX, MN__SLA_XC, MN__SLA_X, MN__SLA_Y, MN__SLA_C, MN__SLA_N, MN__SLA_M, MN__SLA_YN, MN__SLA_RS, MN__SLA_WORK };
-static void mn__slstm_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, NH = m->cfg.n_head, Dh = C / NH;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("conv1d.weight"), 3, C, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("conv1d.bias"), 1, C, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("igate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("fgate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("zgate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("ogate.weight"), 3, NH, Dh, Dh, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("slstm_cell.recurrent_kernel"), 3, NH, 4 * Dh, Dh, 1, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("slstm_cell.bias"), 3, 4, NH, Dh, 0, MN__INIT_SLSTM_BIAS);
-    mn__tab_add(m, count, MN__NAME("group_norm.weight"), 1, Dh, 0, 0, 0, MN__INIT_ONES);
-    #undef MN__NAME
-}
-static size_t mn__slstm_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, C = c->d_model;
-    s[0] = s[1] = N * C; s[2] = 4 * N * C; s[3] = s[4] = s[5] = s[6] = s[7] = N * C; s[8] = N * c->n_head;
-    s[9] = mn_slstm_work_size(B, c->n_head, C / c->n_head) + 8 * B * C;
-    return 10;
-}
-// Block-diagonal linear into column block `col` of a row-major output with row stride ldo:
-// out[n, col + h Dh + j] = sum_i u[n, h Dh + i] W[h, j, i] (W (NH,Dh,Dh) stored [out,in] per head).
-static void mn__bd_forward(mn_real* out, size_t ldo, const mn_real* u, const mn_real* W, size_t N, size_t NH, size_t Dh) {
-    size_t h, C = NH * Dh;
-    for (h = 0; h < NH; h++) mn_gemm(0, 1, N, Dh, Dh, 1.0, u + h * Dh, C, W + h * Dh * Dh, Dh, 0.0, out + h * Dh, ldo);
-}
-static void mn__bd_backward(mn_real* du, mn_real* dW, const mn_real* dout, size_t ldo, const mn_real* u, const mn_real* W, size_t N, size_t NH, size_t Dh) {
-    size_t h, C = NH * Dh;
-    for (h = 0; h < NH; h++) {
-        mn_gemm(0, 0, N, Dh, Dh, 1.0, dout + h * Dh, ldo, W + h * Dh * Dh, Dh, 1.0, du + h * Dh, C);
-        mn_gemm(1, 0, Dh, Dh, N, 1.0, dout + h * Dh, ldo, u + h * Dh, C, 1.0, dW + h * Dh * Dh, Dh);
-    }
-}
-static void mn__slstm_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH, i;
-    #define A(x) MN__ACT(m, l, x)
-    mn_shortconv_forward(A(MN__SLA_XCP), in, MN__PAR(m, l, MN__SL_CW), B, T, C, 4, 0);
-    for (i = 0; i < N * C; i++) {
-        A(MN__SLA_XCP)[i] += MN__PAR(m, l, MN__SL_CB)[i % C];
-        A(MN__SLA_XC)[i] = (mn_real)(A(MN__SLA_XCP)[i] * mn__sigmoid(A(MN__SLA_XCP)[i]));
-    }
-    mn__bd_forward(A(MN__SLA_X) + 0 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WI), N, NH, Dh);
-    mn__bd_forward(A(MN__SLA_X) + 1 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WF), N, NH, Dh);
-    mn__bd_forward(A(MN__SLA_X) + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), N, NH, Dh);
-    mn__bd_forward(A(MN__SLA_X) + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), N, NH, Dh);
-    mn_slstm_forward(A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
-                     NULL, NULL, NULL, NULL, B, T, NH, Dh, A(MN__SLA_WORK));
-    mn_rmsnorm_forward(out, A(MN__SLA_RS), A(MN__SLA_Y), MN__PAR(m, l, MN__SL_ON), N * NH, Dh, c->norm_eps);
-    #undef A
-}
-static void mn__slstm_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH, i;
-    #define A(x) MN__ACT(m, l, x)
-    #define DA(x) MN__DACT(m, l, x)
-    mn_rmsnorm_backward(DA(MN__SLA_Y), MN__GRD(m, l, MN__SL_ON), dout, A(MN__SLA_RS), A(MN__SLA_Y), MN__PAR(m, l, MN__SL_ON), N * NH, Dh);
-    mn_slstm_backward(DA(MN__SLA_X), MN__GRD(m, l, MN__SL_R), MN__GRD(m, l, MN__SL_B), NULL, NULL, NULL, DA(MN__SLA_Y),
-                      A(MN__SLA_Y), A(MN__SLA_C), A(MN__SLA_N), A(MN__SLA_M), A(MN__SLA_X), MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B),
-                      NULL, NULL, NULL, NULL, B, T, NH, Dh, DA(MN__SLA_WORK));
-    mn__bd_backward(DA(MN__SLA_XC), MN__GRD(m, l, MN__SL_WI), DA(MN__SLA_X) + 0 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WI), N, NH, Dh);
-    mn__bd_backward(DA(MN__SLA_XC), MN__GRD(m, l, MN__SL_WF), DA(MN__SLA_X) + 1 * C, 4 * C, A(MN__SLA_XC), MN__PAR(m, l, MN__SL_WF), N, NH, Dh);
-    mn__bd_backward(din, MN__GRD(m, l, MN__SL_WZ), DA(MN__SLA_X) + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), N, NH, Dh);
-    mn__bd_backward(din, MN__GRD(m, l, MN__SL_WO), DA(MN__SLA_X) + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), N, NH, Dh);
-    for (i = 0; i < N * C; i++) {    // forward: xc = silu(xcp), xcp = conv(x) + b
-        double a = A(MN__SLA_XCP)[i], sg = mn__sigmoid(a);
-        DA(MN__SLA_XCP)[i] += (mn_real)(DA(MN__SLA_XC)[i] * sg * (1.0 + a * (1.0 - sg)));
-        MN__GRD(m, l, MN__SL_CB)[i % C] += DA(MN__SLA_XCP)[i];
-    }
-    mn_shortconv_backward(din, MN__GRD(m, l, MN__SL_CW), DA(MN__SLA_XCP), in, MN__PAR(m, l, MN__SL_CW), B, T, C, 4, 0);
-    #undef A
-    #undef DA
-}
-// decode state per sequence: the conv window (C,3) and the cell states y, c, n, m (C each)
-static size_t mn__slstm_state_size(const mn_config* c) { return 7 * c->d_model; }
-static size_t mn__slstm_scratch_size(const mn_config* c) { return 7 * c->d_model + c->n_head + mn_slstm_work_size(1, c->n_head, c->d_model / c->n_head); }
-static void mn__slstm_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, NH = c->n_head, Dh = C / NH, i;
-    mn_real *cw = state, *y = cw + 3 * C, *cc = y + C, *n = cc + C, *mm = n + C;
-    mn_real *xc = scratch, *x = xc + C, *rs = x + 4 * C, *work = rs + NH + C;
-    MN_UNUSED(pos);
-    mn_shortconv_step(xc, cw, in, MN__PAR(m, l, MN__SL_CW), C, 4, 0);
-    for (i = 0; i < C; i++) { double a = xc[i] + MN__PAR(m, l, MN__SL_CB)[i]; xc[i] = (mn_real)(a * mn__sigmoid(a)); }
-    mn__bd_forward(x + 0 * C, 4 * C, xc, MN__PAR(m, l, MN__SL_WI), 1, NH, Dh);
-    mn__bd_forward(x + 1 * C, 4 * C, xc, MN__PAR(m, l, MN__SL_WF), 1, NH, Dh);
-    mn__bd_forward(x + 2 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WZ), 1, NH, Dh);
-    mn__bd_forward(x + 3 * C, 4 * C, in, MN__PAR(m, l, MN__SL_WO), 1, NH, Dh);
-    mn_slstm_step(y, cc, n, mm, x, MN__PAR(m, l, MN__SL_R), MN__PAR(m, l, MN__SL_B), 1, NH, Dh, work);
-    mn_rmsnorm_forward(out, rs, y, MN__PAR(m, l, MN__SL_ON), NH, Dh, c->norm_eps);
-}
-static double mn__slstm_flops(const mn_config* c, size_t T) {
-    MN_UNUSED(T);
-    return 2.0 * 8.0 * (double)c->d_model * ((double)c->d_model / (double)c->n_head);   // 4 input and 4 recurrent block-diagonal products
-}
-
-// ---- GLA as a mixer (fla layers/gla.py GatedLinearAttention; mixers.md §3(4)):
-//   q, k, v = x Wq, x Wk, x Wv ;  gk = logsigmoid(W2 (W1 x) + b2) / 16   (low-rank gate, rank 16)
-//   o = GLA(q, k, v, gk) (chunkwise, scale Dk^-1/2) ;  out = RMSNormGated(o, x Wg) Wo   (swish gate)
-// Key heads are as wide as value heads here (fla's default expand_k = 0.5 is not offered).
-enum { MN__GL_Q = MN__P_MIX, MN__GL_K, MN__GL_V, MN__GL_G1, MN__GL_G2, MN__GL_G2B, MN__GL_GG, MN__GL_ON, MN__GL_O };
-enum { MN__GLA_Q = MN__A_MIX, MN__GLA_K, MN__GLA_V, MN__GLA_L1, MN__GLA_L2, MN__GLA_GK, MN__GLA_O, MN__GLA_GG, MN__GLA_ON, MN__GLA_RS, MN__GLA_WORK };
-#define MN__GLA_RANK 16
-#define MN__GLA_NORMALIZER 16.0
-// fla's GLA-family gate (gla, sgla): the log-decay g = logsigmoid(z) / 16 (gate_logit_normalizer);
-// g (n) written, may alias z (n)
-static void mn__gla_gate_forward(mn_real* g, const mn_real* z, size_t n) {
-    size_t i;
-    mn_logsigmoid_forward(g, z, n);
-    for (i = 0; i < n; i++) g[i] = (mn_real)(g[i] / MN__GLA_NORMALIZER);
-}
-// dz (n) += dL/dz; dg (n) is scaled in place by 1/16 (scratch afterwards); z (n) the forward's input
-static void mn__gla_gate_backward(mn_real* dz, mn_real* dg, const mn_real* z, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) dg[i] = (mn_real)(dg[i] / MN__GLA_NORMALIZER);
-    mn_logsigmoid_backward(dz, dg, z, n);
-}
-static void mn__glal_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("gk_proj.0.weight"), 2, MN__GLA_RANK, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("gk_proj.1.weight"), 2, HD, MN__GLA_RANK, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("gk_proj.1.bias"), 1, HD, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("g_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("g_norm_swish_gate.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
-    #undef MN__NAME
-}
-static size_t mn__glal_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D;
-    s[0] = s[1] = s[2] = N * HD; s[3] = N * MN__GLA_RANK; s[4] = s[5] = s[6] = s[7] = s[8] = N * HD; s[9] = N * H;
-    s[10] = B * H * D * D + mn_gla_work_size(B, T, H, D, D, c->mesa_chunk);   // final state (unused) + work
-    return 11;
-}
-static void mn__glal_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    #define A(x) MN__ACT(m, l, x)
-    mn__qkv_forward(m, l, MN__GL_Q, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), in, N, HD);
-    mn_matmul_forward(A(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), NULL, N, C, MN__GLA_RANK);
-    mn_matmul_forward(A(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), N, MN__GLA_RANK, HD);
-    mn__gla_gate_forward(A(MN__GLA_GK), A(MN__GLA_L2), N * HD);
-    mn_gla_forward(A(MN__GLA_O), A(MN__GLA_WORK), A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V), A(MN__GLA_GK), NULL,
-                   B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk, A(MN__GLA_WORK) + B * H * D * D);
-    mn__gla_out_forward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, out, A(MN__GLA_GG), A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), in, N);
-    #undef A
-}
-static void mn__glal_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    #define A(x) MN__ACT(m, l, x)
-    #define DA(x) MN__DACT(m, l, x)
-    mn__gla_out_backward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, din, DA(MN__GLA_GG), DA(MN__GLA_ON), DA(MN__GLA_O), dout, A(MN__GLA_GG), A(MN__GLA_ON), A(MN__GLA_RS), A(MN__GLA_O), in, N);
-    mn_gla_backward(DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), DA(MN__GLA_GK), NULL, DA(MN__GLA_O), NULL, A(MN__GLA_Q), A(MN__GLA_K), A(MN__GLA_V),
-                    A(MN__GLA_GK), NULL, B, T, H, D, D, D, 1.0 / sqrt((double)D), c->mesa_chunk, DA(MN__GLA_WORK));
-    mn__gla_gate_backward(DA(MN__GLA_L2), DA(MN__GLA_GK), A(MN__GLA_L2), N * HD);
-    mn_matmul_backward(DA(MN__GLA_L1), MN__GRD(m, l, MN__GL_G2), MN__GRD(m, l, MN__GL_G2B), DA(MN__GLA_L2), A(MN__GLA_L1), MN__PAR(m, l, MN__GL_G2), N, MN__GLA_RANK, HD);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__GL_G1), NULL, DA(MN__GLA_L1), in, MN__PAR(m, l, MN__GL_G1), N, C, MN__GLA_RANK);
-    mn__qkv_backward(m, l, MN__GL_Q, din, DA(MN__GLA_Q), DA(MN__GLA_K), DA(MN__GLA_V), in, N, HD);
-    #undef A
-    #undef DA
-}
-static size_t mn__glal_state_size(const mn_config* c) { return c->n_head * c->head_dim * c->head_dim; }
-static size_t mn__glal_scratch_size(const mn_config* c) { return 8 * c->n_head * c->head_dim + MN__GLA_RANK + c->n_head; }
-static void mn__glal_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    mn_real *q = scratch, *k = q + HD, *v = k + HD, *gk = v + HD, *o = gk + HD, *gg = o + HD, *on = gg + HD, *l1 = on + HD, *rs = l1 + MN__GLA_RANK;
-    MN_UNUSED(pos);
-    mn__qkv_forward(m, l, MN__GL_Q, q, k, v, in, 1, HD);
-    mn_matmul_forward(l1, in, MN__PAR(m, l, MN__GL_G1), NULL, 1, C, MN__GLA_RANK);
-    mn_matmul_forward(gk, l1, MN__PAR(m, l, MN__GL_G2), MN__PAR(m, l, MN__GL_G2B), 1, MN__GLA_RANK, HD);
-    mn__gla_gate_forward(gk, gk, HD);
-    mn_gla_step(o, state, q, k, v, gk, 1, H, D, D, D, 1.0 / sqrt((double)D));
-    mn__gla_out_forward(m, l, MN__GL_GG, MN__GL_ON, MN__GL_O, out, gg, on, rs, o, in, 1);
-}
-static double mn__glal_flops(const mn_config* c, size_t T) {
-    double K = (double)c->head_dim, Cc = (double)(c->mesa_chunk < T ? c->mesa_chunk : T);
-    return (double)c->n_head * (2 * Cc * 2 * K + 6 * K * K);
-}
-
-// ---- linear attention as a mixer (fla layers/linear_attn.py LinearAttention with its defaults;
-// mixers.md §2(4); read at fla-org/flash-linear-attention 038bdb3):
-//   q, k, v = x Wq, x Wk, x Wv ;  phi(z) = (z A1^T + a1) * (z A2^T + a2) on each head's D channels
-//   (feature_map 'elementwise_product' = fla's HadamardFeatureMap, one for q and one for k, shared by
-//   the heads; tie_feature_map_qk False) ;  o = LinAttn(phi(q), phi(k), v) (the >>gla op with G = 0,
-//   chunkwise, scale Dk^-1/2, no normaliser: do_feature_map_norm False) ;  out = RMSNorm_head(o) Wo
-// No conv, no decay, no output gate. Init as fla's _init_weights: every Linear N(0, init_std), biases 0,
-// so phi starts small (~(init_std |z| sqrt(D))^2) and the output RMSNorm rescales o. expand_k = expand_v = 1.
-enum { MN__LA_Q = MN__P_MIX, MN__LA_K, MN__LA_V, MN__LA_Q1, MN__LA_Q1B, MN__LA_Q2, MN__LA_Q2B, MN__LA_K1, MN__LA_K1B, MN__LA_K2, MN__LA_K2B, MN__LA_ON, MN__LA_O };
-enum { MN__LAA_Q = MN__A_MIX, MN__LAA_K, MN__LAA_V, MN__LAA_QA, MN__LAA_QB, MN__LAA_KA, MN__LAA_KB, MN__LAA_QF, MN__LAA_KF, MN__LAA_O, MN__LAA_ON, MN__LAA_RS, MN__LAA_WORK };
-static void mn__linattn_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, D = m->cfg.head_dim, HD = m->cfg.n_head * D;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("feature_map_q.layer1.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("feature_map_q.layer1.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("feature_map_q.layer2.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("feature_map_q.layer2.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("feature_map_k.layer1.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("feature_map_k.layer1.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("feature_map_k.layer2.weight"), 2, D, D, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("feature_map_k.layer2.bias"), 1, D, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("norm.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
-    #undef MN__NAME
-}
-static size_t mn__linattn_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    for (i = 0; i < 11; i++) s[i] = N * HD;                  // q k v, the feature maps' halves, phi(q) phi(k), o, normed o
-    s[11] = N * H;                                           // rstd of the output norm
-    s[12] = B * H * D * D + mn_gla_work_size(B, T, H, D, D, c->mesa_chunk);   // final state (unused) + work
-    return 13;
-}
-// The Hadamard feature map on rows of D (each head of each token): a = z W1^T + b1, b = z W2^T + b2,
-// f = a * b. p0 is the parameter slot of W1 (then b1, W2, b2); a, b are saved for the backward.
-static void mn__hadamard_forward(mn_model* m, size_t l, size_t p0, mn_real* f, mn_real* a, mn_real* b, const mn_real* z, size_t rows, size_t D) {
-    size_t i;
-    mn_matmul_forward(a, z, MN__PAR(m, l, p0), MN__PAR(m, l, p0 + 1), rows, D, D);
-    mn_matmul_forward(b, z, MN__PAR(m, l, p0 + 2), MN__PAR(m, l, p0 + 3), rows, D, D);
-    for (i = 0; i < rows * D; i++) f[i] = a[i] * b[i];
-}
-// forward: f = a * b, so: da += df * b, db += df * a; then each half's Linear backward into dz.
-static void mn__hadamard_backward(mn_model* m, size_t l, size_t p0, mn_real* dz, mn_real* da, mn_real* db, const mn_real* df, const mn_real* a, const mn_real* b, const mn_real* z, size_t rows, size_t D) {
-    size_t i;
-    for (i = 0; i < rows * D; i++) { da[i] += df[i] * b[i]; db[i] += df[i] * a[i]; }
-    mn_matmul_backward(dz, MN__GRD(m, l, p0), MN__GRD(m, l, p0 + 1), da, z, MN__PAR(m, l, p0), rows, D, D);
-    mn_matmul_backward(dz, MN__GRD(m, l, p0 + 2), MN__GRD(m, l, p0 + 3), db, z, MN__PAR(m, l, p0 + 2), rows, D, D);
-}
-static void mn__linattn_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    #define A(x) MN__ACT(m, l, x)
-    mn__qkv_forward(m, l, MN__LA_Q, A(MN__LAA_Q), A(MN__LAA_K), A(MN__LAA_V), in, N, HD);
-    mn__hadamard_forward(m, l, MN__LA_Q1, A(MN__LAA_QF), A(MN__LAA_QA), A(MN__LAA_QB), A(MN__LAA_Q), N * H, D);
-    mn__hadamard_forward(m, l, MN__LA_K1, A(MN__LAA_KF), A(MN__LAA_KA), A(MN__LAA_KB), A(MN__LAA_K), N * H, D);
-    mn_gla_forward(A(MN__LAA_O), A(MN__LAA_WORK), A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V), NULL, NULL,
-                   B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk, A(MN__LAA_WORK) + B * H * D * D);
-    mn_rmsnorm_forward(A(MN__LAA_ON), A(MN__LAA_RS), A(MN__LAA_O), MN__PAR(m, l, MN__LA_ON), N * H, D, c->norm_eps);
-    mn_matmul_forward(out, A(MN__LAA_ON), MN__PAR(m, l, MN__LA_O), NULL, N, HD, C);
-    #undef A
-}
-static void mn__linattn_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    #define A(x) MN__ACT(m, l, x)
-    #define DA(x) MN__DACT(m, l, x)
-    mn_matmul_backward(DA(MN__LAA_ON), MN__GRD(m, l, MN__LA_O), NULL, dout, A(MN__LAA_ON), MN__PAR(m, l, MN__LA_O), N, HD, C);
-    mn_rmsnorm_backward(DA(MN__LAA_O), MN__GRD(m, l, MN__LA_ON), DA(MN__LAA_ON), A(MN__LAA_RS), A(MN__LAA_O), MN__PAR(m, l, MN__LA_ON), N * H, D);
-    mn_gla_backward(DA(MN__LAA_QF), DA(MN__LAA_KF), DA(MN__LAA_V), NULL, NULL, DA(MN__LAA_O), NULL, A(MN__LAA_QF), A(MN__LAA_KF), A(MN__LAA_V),
-                    NULL, NULL, B, T, H, D, D, 0, 1.0 / sqrt((double)D), c->mesa_chunk, DA(MN__LAA_WORK));
-    mn__hadamard_backward(m, l, MN__LA_Q1, DA(MN__LAA_Q), DA(MN__LAA_QA), DA(MN__LAA_QB), DA(MN__LAA_QF), A(MN__LAA_QA), A(MN__LAA_QB), A(MN__LAA_Q), N * H, D);
-    mn__hadamard_backward(m, l, MN__LA_K1, DA(MN__LAA_K), DA(MN__LAA_KA), DA(MN__LAA_KB), DA(MN__LAA_KF), A(MN__LAA_KA), A(MN__LAA_KB), A(MN__LAA_K), N * H, D);
-    mn__qkv_backward(m, l, MN__LA_Q, din, DA(MN__LAA_Q), DA(MN__LAA_K), DA(MN__LAA_V), in, N, HD);
-    #undef A
-    #undef DA
-}
-static size_t mn__linattn_state_size(const mn_config* c) { return c->n_head * c->head_dim * c->head_dim; }
-static size_t mn__linattn_scratch_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + c->n_head; }
-static void mn__linattn_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    mn_real *q = scratch, *k = q + HD, *v = k + HD, *a = v + HD, *b = a + HD, *qf = b + HD, *kf = qf + HD, *o = kf + HD, *on = o + HD, *rs = on + HD;
-    MN_UNUSED(pos);
-    mn__qkv_forward(m, l, MN__LA_Q, q, k, v, in, 1, HD);
-    mn__hadamard_forward(m, l, MN__LA_Q1, qf, a, b, q, H, D);
-    mn__hadamard_forward(m, l, MN__LA_K1, kf, a, b, k, H, D);
-    mn_gla_step(o, state, qf, kf, v, NULL, 1, H, D, D, 0, 1.0 / sqrt((double)D));   // S += phi(k) v^T ; o = S^T phi(q) scale
-    mn_rmsnorm_forward(on, rs, o, MN__PAR(m, l, MN__LA_ON), H, D, c->norm_eps);
-    mn_matmul_forward(out, on, MN__PAR(m, l, MN__LA_O), NULL, 1, HD, C);
-}
-
-// ---- simple GLA as a mixer (fla layers/simple_gla.py SimpleGatedLinearAttention with its defaults;
-// GLA with one gate per head, G = 1 in >>gla; read at fla-org/flash-linear-attention 16c3830):
-//   q, k, v = silu(conv4(x Wq)), silu(conv4(x Wk)), silu(conv4(x Wv))          (use_short_conv True)
-//   g = logsigmoid(x Wgk + bgk) / 16   (one log-decay per head and step; gate_logit_normalizer 16)
-//   o = SimpleGLA(q, k, v, g) (chunkwise, scale Dk^-1/2) ;  out = RMSNormGated(o, x Wg) Wo  (swish gate)
-// No feature map (fla's default None); expand_k = expand_v = 1. Init: Linear and conv weights
-// N(0, init_std), the gate bias 0 (so the decay starts at sigmoid(0)^(1/16) = 0.958).
-enum { MN__SG_Q = MN__P_MIX, MN__SG_K, MN__SG_V, MN__SG_GG, MN__SG_QC, MN__SG_KC, MN__SG_VC, MN__SG_GK, MN__SG_GKB, MN__SG_ON, MN__SG_O };
-enum { MN__SGA_QL = MN__A_MIX, MN__SGA_KL, MN__SGA_VL, MN__SGA_Q, MN__SGA_K, MN__SGA_V, MN__SGA_GL, MN__SGA_G, MN__SGA_O, MN__SGA_GG, MN__SGA_ON, MN__SGA_RS, MN__SGA_WORK };
-static void mn__sgla_params(mn_model* m, size_t* count, size_t l) {
-    size_t C = m->cfg.d_model, H = m->cfg.n_head, D = m->cfg.head_dim, HD = H * D;
-    char nm[96];
-    #define MN__NAME(s) (snprintf(nm, sizeof nm, "model.layers.%u.attn." s, (unsigned)l), nm)
-    mn__tab_add(m, count, MN__NAME("q_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("g_proj.weight"), 2, HD, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("q_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("k_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("v_conv1d.weight"), 3, HD, 1, 4, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("gk_proj.weight"), 2, H, C, 0, 1, MN__INIT_NORMAL);
-    mn__tab_add(m, count, MN__NAME("gk_proj.bias"), 1, H, 0, 0, 0, MN__INIT_ZEROS);
-    mn__tab_add(m, count, MN__NAME("g_norm_swish_gate.weight"), 1, D, 0, 0, 0, MN__INIT_ONES);
-    mn__tab_add(m, count, MN__NAME("o_proj.weight"), 2, C, HD, 0, 1, MN__INIT_NORMAL);
-    #undef MN__NAME
-}
-static size_t mn__sgla_acts(const mn_config* c, size_t B, size_t T, size_t* s) {
-    size_t N = B * T, H = c->n_head, D = c->head_dim, HD = H * D, i;
-    for (i = 0; i < 6; i++) s[i] = N * HD;                  // q k v before and after conv + silu
-    s[6] = s[7] = N * H;                                    // gate pre-activation, log-decay
-    s[8] = s[9] = s[10] = N * HD; s[11] = N * H;            // o, output gate pre-activation, normed o, its rstd
-    s[12] = B * H * D * D + mn_gla_work_size(B, T, H, D, D, c->mesa_chunk);   // final state (unused) + work
-    return 13;
-}
-static void mn__sgla_forward(mn_model* m, size_t l, mn_real* out, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    #define A(x) MN__ACT(m, l, x)
-    mn__qkv_forward(m, l, MN__SG_Q, A(MN__SGA_QL), A(MN__SGA_KL), A(MN__SGA_VL), in, N, HD);
-    mn_shortconv_forward(A(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);
-    mn_shortconv_forward(A(MN__SGA_K), A(MN__SGA_KL), MN__PAR(m, l, MN__SG_KC), B, T, HD, 4, 1);
-    mn_shortconv_forward(A(MN__SGA_V), A(MN__SGA_VL), MN__PAR(m, l, MN__SG_VC), B, T, HD, 4, 1);
-    mn_matmul_forward(A(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), N, C, H);
-    mn__gla_gate_forward(A(MN__SGA_G), A(MN__SGA_GL), N * H);
-    mn_gla_forward(A(MN__SGA_O), A(MN__SGA_WORK), A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V), A(MN__SGA_G), NULL,
-                   B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk, A(MN__SGA_WORK) + B * H * D * D);
-    mn__gla_out_forward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, out, A(MN__SGA_GG), A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), in, N);
-    #undef A
-}
-static void mn__sgla_backward(mn_model* m, size_t l, mn_real* din, const mn_real* dout, const mn_real* in, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    #define A(x) MN__ACT(m, l, x)
-    #define DA(x) MN__DACT(m, l, x)
-    mn__gla_out_backward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, din, DA(MN__SGA_GG), DA(MN__SGA_ON), DA(MN__SGA_O), dout, A(MN__SGA_GG), A(MN__SGA_ON), A(MN__SGA_RS), A(MN__SGA_O), in, N);
-    mn_gla_backward(DA(MN__SGA_Q), DA(MN__SGA_K), DA(MN__SGA_V), DA(MN__SGA_G), NULL, DA(MN__SGA_O), NULL, A(MN__SGA_Q), A(MN__SGA_K), A(MN__SGA_V),
-                    A(MN__SGA_G), NULL, B, T, H, D, D, 1, 1.0 / sqrt((double)D), c->mesa_chunk, DA(MN__SGA_WORK));
-    mn__gla_gate_backward(DA(MN__SGA_GL), DA(MN__SGA_G), A(MN__SGA_GL), N * H);
-    mn_matmul_backward(din, MN__GRD(m, l, MN__SG_GK), MN__GRD(m, l, MN__SG_GKB), DA(MN__SGA_GL), in, MN__PAR(m, l, MN__SG_GK), N, C, H);
-    mn_shortconv_backward(DA(MN__SGA_QL), MN__GRD(m, l, MN__SG_QC), DA(MN__SGA_Q), A(MN__SGA_QL), MN__PAR(m, l, MN__SG_QC), B, T, HD, 4, 1);
-    mn_shortconv_backward(DA(MN__SGA_KL), MN__GRD(m, l, MN__SG_KC), DA(MN__SGA_K), A(MN__SGA_KL), MN__PAR(m, l, MN__SG_KC), B, T, HD, 4, 1);
-    mn_shortconv_backward(DA(MN__SGA_VL), MN__GRD(m, l, MN__SG_VC), DA(MN__SGA_V), A(MN__SGA_VL), MN__PAR(m, l, MN__SG_VC), B, T, HD, 4, 1);
-    mn__qkv_backward(m, l, MN__SG_Q, din, DA(MN__SGA_QL), DA(MN__SGA_KL), DA(MN__SGA_VL), in, N, HD);
-    #undef A
-    #undef DA
-}
-// decode state per sequence: q, k, v conv windows (HD,3 each) and S (H,D,D)
-static size_t mn__sgla_state_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + c->n_head * c->head_dim * c->head_dim; }
-static size_t mn__sgla_scratch_size(const mn_config* c) { return 9 * c->n_head * c->head_dim + 3 * c->n_head; }
-static void mn__sgla_step_layer(mn_model* m, size_t l, mn_real* out, mn_real* state, mn_real* scratch, const mn_real* in, size_t pos) {
-    const mn_config* c = &m->cfg;
-    size_t C = c->d_model, H = c->n_head, D = c->head_dim, HD = H * D;
-    mn_real *cq = state, *ck = cq + 3 * HD, *cv = ck + 3 * HD, *S = cv + 3 * HD;
-    mn_real *ql = scratch, *kl = ql + HD, *vl = kl + HD, *q = vl + HD, *k = q + HD, *v = k + HD, *o = v + HD, *gg = o + HD, *on = gg + HD;
-    mn_real *gl = on + HD, *g = gl + H, *rs = g + H;
-    MN_UNUSED(pos);
-    mn__qkv_forward(m, l, MN__SG_Q, ql, kl, vl, in, 1, HD);
-    mn_shortconv_step(q, cq, ql, MN__PAR(m, l, MN__SG_QC), HD, 4, 1);
-    mn_shortconv_step(k, ck, kl, MN__PAR(m, l, MN__SG_KC), HD, 4, 1);
-    mn_shortconv_step(v, cv, vl, MN__PAR(m, l, MN__SG_VC), HD, 4, 1);
-    mn_matmul_forward(gl, in, MN__PAR(m, l, MN__SG_GK), MN__PAR(m, l, MN__SG_GKB), 1, C, H);
-    mn__gla_gate_forward(g, gl, H);
-    mn_gla_step(o, S, q, k, v, g, 1, H, D, D, 1, 1.0 / sqrt((double)D));   // S = e^g S + k v^T ; o = S^T q scale
-    mn__gla_out_forward(m, l, MN__SG_GG, MN__SG_ON, MN__SG_O, out, gg, on, rs, o, in, 1);
-}
-
+// The mixer table: one row per name cfg.pattern accepts. A row: name, variant flags, kv_cache, then
+// the hooks (parameter walk, activation layout, forward, backward, state layout, step temporaries
+// layout, step, flops, CG count). Rows that share functions differ in their variant flags.
 static const mn__mixer_def mn__mixers[] = {
-    { "attn", 0, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
-    { "swa",  1, mn__attn_params, mn__attn_acts, mn__attn_forward, mn__attn_backward, mn__attn_state_size, mn__attn_scratch_size, mn__attn_step, mn__attn_flops },
-    { "mesa", 0, mn__mesa_params, mn__mesa_acts, mn__mesa_forward, mn__mesa_backward, mn__mesa_state_size, mn__mesa_scratch_size, mn__mesa_step_layer, mn__mesa_flops },
-    { "deltanet",     0, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
-    { "deltanet_neg", 1, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
-    { "gdn",          2, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
-    { "hawk",         0, mn__hawk_params, mn__hawk_acts, mn__hawk_forward, mn__hawk_backward, mn__hawk_state_size, mn__hawk_scratch_size, mn__hawk_step_layer, mn__hawk_flops },
-    { "mamba2",       0, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
-    { "mamba2_neg",   1, mn__mamba_params, mn__mamba_acts, mn__mamba_forward, mn__mamba_backward, mn__mamba_state_size, mn__mamba_scratch_size, mn__mamba_step_layer, mn__mamba_flops },
-    { "mlstm",        0, mn__mlstm_params, mn__mlstm_acts, mn__mlstm_forward, mn__mlstm_backward, mn__mlstm_state_size, mn__mlstm_scratch_size, mn__mlstm_step_layer, mn__mlstm_flops },
-    { "slstm",        0, mn__slstm_params, mn__slstm_acts, mn__slstm_forward, mn__slstm_backward, mn__slstm_state_size, mn__slstm_scratch_size, mn__slstm_step_layer, mn__slstm_flops },
-    { "gla",          0, mn__glal_params, mn__glal_acts, mn__glal_forward, mn__glal_backward, mn__glal_state_size, mn__glal_scratch_size, mn__glal_step_layer, mn__glal_flops },
-    { "linattn",      0, mn__linattn_params, mn__linattn_acts, mn__linattn_forward, mn__linattn_backward, mn__linattn_state_size, mn__linattn_scratch_size, mn__linattn_step_layer, mn__glal_flops },
-    { "sgla",         0, mn__sgla_params, mn__sgla_acts, mn__sgla_forward, mn__sgla_backward, mn__sgla_state_size, mn__sgla_scratch_size, mn__sgla_step_layer, mn__glal_flops },
-    { "gdn_neg",      3, mn__delta_params, mn__delta_acts, mn__delta_forward, mn__delta_backward, mn__delta_state_size, mn__delta_scratch_size, mn__delta_step_layer, mn__delta_flops },
+    { "attn", 0, 1, mn__attention_par_walk, mn__attention_act_layout, mn__attention_layer_forward,
+      mn__attention_layer_backward, mn__attention_state_layout, mn__attention_temp_layout, mn__attention_layer_step,
+      mn__attention_layer_flops, NULL },
+    { "swa", MN__ATTENTION_SWA, 0, mn__attention_par_walk, mn__attention_act_layout, mn__attention_layer_forward,
+      mn__attention_layer_backward, mn__attention_state_layout, mn__attention_temp_layout, mn__attention_layer_step,
+      mn__attention_layer_flops, NULL },
+    { "mesa", 0, 0, mn__mesa_par_walk, mn__mesa_act_layout, mn__mesa_layer_forward, mn__mesa_layer_backward,
+      mn__mesa_state_layout, mn__mesa_temp_layout, mn__mesa_layer_step, mn__mesa_layer_flops, mn__mesa_cg_count },
+    { "deltanet", 0, 0, mn__delta_rule_par_walk, mn__delta_rule_act_layout, mn__delta_rule_layer_forward,
+      mn__delta_rule_layer_backward, mn__delta_rule_state_layout, mn__delta_rule_temp_layout,
+      mn__delta_rule_layer_step, mn__delta_rule_layer_flops, NULL },
+    { "deltanet_neg", MN__DELTA_RULE_NEG, 0, mn__delta_rule_par_walk, mn__delta_rule_act_layout,
+      mn__delta_rule_layer_forward, mn__delta_rule_layer_backward, mn__delta_rule_state_layout,
+      mn__delta_rule_temp_layout, mn__delta_rule_layer_step, mn__delta_rule_layer_flops, NULL },
+    { "gdn", MN__DELTA_RULE_GATED, 0, mn__delta_rule_par_walk, mn__delta_rule_act_layout,
+      mn__delta_rule_layer_forward, mn__delta_rule_layer_backward, mn__delta_rule_state_layout,
+      mn__delta_rule_temp_layout, mn__delta_rule_layer_step, mn__delta_rule_layer_flops, NULL },
+    { "gdn_neg", MN__DELTA_RULE_GATED | MN__DELTA_RULE_NEG, 0, mn__delta_rule_par_walk, mn__delta_rule_act_layout,
+      mn__delta_rule_layer_forward, mn__delta_rule_layer_backward, mn__delta_rule_state_layout,
+      mn__delta_rule_temp_layout, mn__delta_rule_layer_step, mn__delta_rule_layer_flops, NULL },
+    { "hawk", 0, 0, mn__rglru_par_walk, mn__rglru_act_layout, mn__rglru_layer_forward, mn__rglru_layer_backward,
+      mn__rglru_state_layout, mn__rglru_temp_layout, mn__rglru_layer_step, mn__rglru_layer_flops, NULL },
+    { "mamba2", 0, 0, mn__ssd_par_walk, mn__ssd_act_layout, mn__ssd_layer_forward, mn__ssd_layer_backward,
+      mn__ssd_state_layout, mn__ssd_temp_layout, mn__ssd_layer_step, mn__ssd_layer_flops, NULL },
+    { "mamba2_neg", MN__SSD_NEG, 0, mn__ssd_par_walk, mn__ssd_act_layout, mn__ssd_layer_forward, mn__ssd_layer_backward,
+      mn__ssd_state_layout, mn__ssd_temp_layout, mn__ssd_layer_step, mn__ssd_layer_flops, NULL },
+    { "mlstm", 0, 0, mn__mlstm_par_walk, mn__mlstm_act_layout, mn__mlstm_layer_forward, mn__mlstm_layer_backward,
+      mn__mlstm_state_layout, mn__mlstm_temp_layout, mn__mlstm_layer_step, mn__mlstm_layer_flops, NULL },
+    { "slstm", 0, 0, mn__slstm_par_walk, mn__slstm_act_layout, mn__slstm_layer_forward, mn__slstm_layer_backward,
+      mn__slstm_state_layout, mn__slstm_temp_layout, mn__slstm_layer_step, mn__slstm_layer_flops, NULL },
+    { "gla", 0, 0, mn__gla_par_walk, mn__gla_act_layout, mn__gla_layer_forward, mn__gla_layer_backward,
+      mn__gla_state_layout, mn__gla_temp_layout, mn__gla_layer_step, mn__gla_layer_flops, NULL },
+    { "linattn", 0, 0, mn__gla_linattn_par_walk, mn__gla_linattn_act_layout, mn__gla_linattn_layer_forward,
+      mn__gla_linattn_layer_backward, mn__gla_state_layout, mn__gla_linattn_temp_layout, mn__gla_linattn_layer_step,
+      mn__gla_layer_flops, NULL },
+    { "sgla", 0, 0, mn__gla_simple_par_walk, mn__gla_simple_act_layout, mn__gla_simple_layer_forward,
+      mn__gla_simple_layer_backward, mn__gla_simple_state_layout, mn__gla_simple_temp_layout,
+      mn__gla_simple_layer_step, mn__gla_layer_flops, NULL },
 };
 #define MN__N_MIXERS (sizeof(mn__mixers) / sizeof(mn__mixers[0]))
 
 static int mn__mixer_variant(const mn_model* m, size_t l) { return mn__mixers[m->mixer[l]].variant; }
-static size_t mn__attn_window(const mn_model* m, size_t l) {
-    return mn__mixers[m->mixer[l]].variant ? m->cfg.window : 0;
+// the sizes of layer l's mixer state and step temporaries, per sequence
+static size_t mn__mixer_state_size(const mn_model* m, size_t l) {
+    return mn__mixers[m->mixer[l]].state(NULL, NULL, &m->cfg);
+}
+static size_t mn__mixer_temp_size(const mn_model* m, size_t l) {
+    return mn__mixers[m->mixer[l]].temp(NULL, NULL, &m->cfg);
+}
+// Layer l's block: the norms, the mixer's output, the MLP, then the mixer's activations.
+static size_t mn__block_act_layout(mn__block_act* a, mn_real* base, const mn_model* m, size_t l, size_t B, size_t T) {
+    const mn_config* c = &m->cfg;
+    size_t N = B * T, C = c->d_model, F = c->d_ff, off = 0;
+    MN__PIECE(xn1, N * C); MN__PIECE(rstd1, N); MN__PIECE(mo, N * C); MN__PIECE(x2, N * C);
+    MN__PIECE(xn2, N * C); MN__PIECE(rstd2, N); MN__PIECE(gate, N * F); MN__PIECE(up, N * F); MN__PIECE(h, N * F);
+    MN__PIECE(mix, mn__mixers[m->mixer[l]].acts(NULL, NULL, c, B, T));
+    return off;
 }
 static int mn__mixer_find(const char* name, size_t len) {
     size_t i;
@@ -4922,20 +5454,21 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
 }
 #undef MN__DEF
 
-// The parameter table, in checkpoint order: embeddings, blocks, final norm, head.
+// The parameter table, in checkpoint order: embeddings, blocks (the block's own tensors, then the
+// mixer's), final norm, head. Called twice: m->tensors NULL only counts.
 static size_t mn__build_table(mn_model* m) {
     const mn_config* c = &m->cfg;
-    size_t n = 0, l, C = c->d_model, F = c->d_ff;
-    char nm[96];
+    size_t n = 0, l, C = c->d_model;
     m->emb_idx = n; mn__tab_add(m, &n, "model.embeddings.weight", 2, c->vocab_size, C, 0, 0, MN__INIT_NORMAL);
     for (l = 0; l < c->n_layer; l++) {
+        mn__pwalk w;
+        memset(&w, 0, sizeof w);
+        w.m = m; w.l = l; w.count = &n; w.scope = "";
         m->layer_first[l] = n;
-        snprintf(nm, sizeof nm, "model.layers.%u.attn_norm.weight", (unsigned)l); mn__tab_add(m, &n, nm, 1, C, 0, 0, 0, MN__INIT_ONES);
-        snprintf(nm, sizeof nm, "model.layers.%u.mlp_norm.weight", (unsigned)l); mn__tab_add(m, &n, nm, 1, C, 0, 0, 0, MN__INIT_ONES);
-        snprintf(nm, sizeof nm, "model.layers.%u.mlp.gate_proj.weight", (unsigned)l); mn__tab_add(m, &n, nm, 2, F, C, 0, 1, MN__INIT_NORMAL);
-        snprintf(nm, sizeof nm, "model.layers.%u.mlp.up_proj.weight", (unsigned)l); mn__tab_add(m, &n, nm, 2, F, C, 0, 1, MN__INIT_NORMAL);
-        snprintf(nm, sizeof nm, "model.layers.%u.mlp.down_proj.weight", (unsigned)l); mn__tab_add(m, &n, nm, 2, C, F, 0, 1, MN__INIT_NORMAL);
-        mn__mixers[m->mixer[l]].add_params(m, &n, l);
+        mn__block_par_walk(&w, NULL);
+        MN_ASSERT(n - m->layer_first[l] == MN__BLOCK_TENSORS);
+        w.scope = "attn.";
+        mn__mixers[m->mixer[l]].params(&w, NULL);
     }
     m->norm_idx = n; mn__tab_add(m, &n, "model.norm.weight", 1, C, 0, 0, 0, MN__INIT_ONES);
     m->head_idx = n; mn__tab_add(m, &n, "lm_head.weight", 2, c->vocab_size, C, 0, 1, MN__INIT_NORMAL);
@@ -5009,23 +5542,12 @@ MNDEF void mn_model_free(mn_model* m) {
     memset(m, 0, sizeof(*m));
 }
 
-// Lays out the activation block for (B,T); returns the elements needed and fills the offsets.
+// Lays out the activation block for (B,T): the head's pieces, then each layer's block (m->act_layer
+// holds where each starts). Returns the elements needed.
 static size_t mn__act_layout(mn_model* m, size_t B, size_t T) {
-    const mn_config* c = &m->cfg;
-    size_t N = B * T, C = c->d_model, F = c->d_ff, off = 0, l, j;
-    size_t sizes[MN_MAX_LAYER_ACTS];
-    m->act_glob[MN__G_RES] = off; off += (c->n_layer + 1) * N * C;
-    m->act_glob[MN__G_XF] = off; off += N * C;
-    m->act_glob[MN__G_RSTDF] = off; off += N;
-    m->act_glob[MN__G_LOGITS] = off; off += N * c->vocab_size;
-    m->act_glob[MN__G_LOSSES] = off; off += N;
-    for (l = 0; l < c->n_layer; l++) {
-        size_t base[MN__A_MIX] = { N * C, N, N * C, N * C, N * C, N, N * F, N * F, N * F };
-        size_t nmix = mn__mixers[m->mixer[l]].act_sizes(c, B, T, sizes);
-        MN_ASSERT(MN__A_MIX + nmix <= MN_MAX_LAYER_ACTS);
-        for (j = 0; j < MN__A_MIX; j++) { m->act_off[l][j] = off; off += base[j]; }
-        for (j = 0; j < nmix; j++) { m->act_off[l][MN__A_MIX + j] = off; off += sizes[j]; }
-    }
+    mn__head_act top; mn__block_act blk;
+    size_t off = mn__head_act_layout(&top, NULL, &m->cfg, B, T), l;
+    for (l = 0; l < m->cfg.n_layer; l++) { m->act_layer[l] = off; off += mn__block_act_layout(&blk, NULL, m, l, B, T); }
     return off;
 }
 static int mn__ensure_acts(mn_model* m, size_t B, size_t T) {
@@ -5053,7 +5575,12 @@ static int mn__ensure_acts(mn_model* m, size_t B, size_t T) {
 
 // The logits stay in the activation block until the next forward: evaluation reads them from there
 // (argmax, accuracy) without a second copy.
-MNDEF const mn_real* mn_logits(const mn_model* m) { return m->acts ? m->acts + m->act_glob[MN__G_LOGITS] : NULL; }
+MNDEF const mn_real* mn_logits(const mn_model* m) {
+    mn__head_act top;
+    if (!m->acts) return NULL;
+    mn__head_act_layout(&top, m->acts, &m->cfg, m->act_B, m->act_T);
+    return top.logits;
+}
 
 MNDEF size_t mn_flops_per_token(const mn_model* m, size_t T) {
     size_t i, l, mat = 0;
@@ -5087,28 +5614,31 @@ MNDEF int mn_forward(mn_model* m, const int* tokens, const int* targets, size_t 
     if ((err = mn__ensure_acts(m, B, T)) != MN_OK) return err;
     memcpy(m->tokens, tokens, N * sizeof(int));
     m->have_loss = 0;
-    mn_real* res = m->acts + m->act_glob[MN__G_RES];
+    mn__head_act top;
+    mn__head_act_layout(&top, m->acts, c, B, T);
+    mn_real *res = top.res, *logits = top.logits;
     mn_embedding_forward(res, tokens, m->params + m->tensors[m->emb_idx].offset, N, C);
     for (l = 0; l < L; l++) {
         mn_real* x = res + l * N * C;
         mn_real* y = res + (l + 1) * N * C;
-        mn_real *xn1 = MN__ACT(m, l, MN__A_XN1), *x2 = MN__ACT(m, l, MN__A_X2), *xn2 = MN__ACT(m, l, MN__A_XN2);
-        mn_rmsnorm_forward(xn1, MN__ACT(m, l, MN__A_RSTD1), x, MN__PAR(m, l, MN__P_ATTN_NORM), N, C, c->norm_eps);
-        mn__mixers[m->mixer[l]].forward(m, l, MN__ACT(m, l, MN__A_MO), xn1, B, T);
-        mn_residual_forward(x2, x, MN__ACT(m, l, MN__A_MO), N * C);
-        mn_rmsnorm_forward(xn2, MN__ACT(m, l, MN__A_RSTD2), x2, MN__PAR(m, l, MN__P_MLP_NORM), N, C, c->norm_eps);
-        mn_matmul_forward(MN__ACT(m, l, MN__A_GATE), xn2, MN__PAR(m, l, MN__P_GATE), NULL, N, C, F);
-        mn_matmul_forward(MN__ACT(m, l, MN__A_UP), xn2, MN__PAR(m, l, MN__P_UP), NULL, N, C, F);
-        mn_swiglu_forward(MN__ACT(m, l, MN__A_H), MN__ACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_UP), N * F);
-        mn_matmul_forward(y, MN__ACT(m, l, MN__A_H), MN__PAR(m, l, MN__P_DOWN), NULL, N, F, C);
-        mn_residual_forward(y, y, x2, N * C);
+        mn__block_par P; mn__block_act A;
+        mn__block_point(m, l, m->params, &P);
+        mn__block_act_layout(&A, m->acts + m->act_layer[l], m, l, B, T);
+        mn_rmsnorm_forward(A.xn1, A.rstd1, x, P.attn_norm, N, C, c->norm_eps);
+        mn__mixers[m->mixer[l]].forward(m, l, A.mo, A.xn1, A.mix, B, T);
+        mn_residual_forward(A.x2, x, A.mo, N * C);
+        mn_rmsnorm_forward(A.xn2, A.rstd2, A.x2, P.mlp_norm, N, C, c->norm_eps);
+        mn_matmul_forward(A.gate, A.xn2, P.gate, NULL, N, C, F);
+        mn_matmul_forward(A.up, A.xn2, P.up, NULL, N, C, F);
+        mn_swiglu_forward(A.h, A.gate, A.up, N * F);
+        mn_matmul_forward(y, A.h, P.down, NULL, N, F, C);
+        mn_residual_forward(y, y, A.x2, N * C);
     }
-    mn_real* xf = m->acts + m->act_glob[MN__G_XF];
-    mn_real* logits = m->acts + m->act_glob[MN__G_LOGITS];
-    mn_rmsnorm_forward(xf, m->acts + m->act_glob[MN__G_RSTDF], res + L * N * C, m->params + m->tensors[m->norm_idx].offset, N, C, c->norm_eps);
-    mn_matmul_forward(logits, xf, m->params + m->tensors[m->head_idx].offset, NULL, N, C, V);
+    mn_rmsnorm_forward(top.xf, top.rstdf, res + L * N * C, m->params + m->tensors[m->norm_idx].offset, N, C,
+                       c->norm_eps);
+    mn_matmul_forward(logits, top.xf, m->params + m->tensors[m->head_idx].offset, NULL, N, C, V);
     if (targets) {
-        mn_real* losses = m->acts + m->act_glob[MN__G_LOSSES];
+        mn_real* losses = top.losses;
         double sum = 0.0;
         memcpy(m->targets, targets, N * sizeof(int));
         mn_crossentropy_forward(losses, logits, targets, N, V, c->logit_softcap);
@@ -5131,30 +5661,35 @@ MNDEF int mn_backward(mn_model* m) {
     if (!m || !m->have_loss) { MN_LOG("mesanet: mn_backward needs a successful mn_forward with targets first\n"); return MN_ERR_STATE; }
     c = &m->cfg; B = m->act_B; T = m->act_T; N = B * T; C = c->d_model; F = c->d_ff; V = c->vocab_size; L = c->n_layer;
     memset(m->dacts, 0, m->act_cap * sizeof(mn_real));
-    mn_real* res = m->acts + m->act_glob[MN__G_RES];
-    mn_real* dres = m->dacts + m->act_glob[MN__G_RES];
-    mn_real* dlosses = m->dacts + m->act_glob[MN__G_LOSSES];
-    mn_real* dxf = m->dacts + m->act_glob[MN__G_XF];
+    mn__head_act top, dtop;
+    mn__head_act_layout(&top, m->acts, c, B, T);
+    mn__head_act_layout(&dtop, m->dacts, c, B, T);
+    mn_real *res = top.res, *dres = dtop.res;
+    mn_real *hw = m->params + m->tensors[m->head_idx].offset, *nw = m->params + m->tensors[m->norm_idx].offset;
     // loss = mean over valid rows, so each valid row's loss gets weight 1/n_valid
-    for (i = 0; i < N; i++) dlosses[i] = m->targets[i] >= 0 ? (mn_real)(1.0 / (double)m->n_valid) : (mn_real)0;
-    mn_real* dlogits = m->dacts + m->act_glob[MN__G_LOGITS];
-    mn_crossentropy_backward(dlogits, dlosses, m->acts + m->act_glob[MN__G_LOGITS], m->targets, N, V, c->logit_softcap);
-    mn_matmul_backward(dxf, m->grads + m->tensors[m->head_idx].offset, NULL, dlogits, m->acts + m->act_glob[MN__G_XF], m->params + m->tensors[m->head_idx].offset, N, C, V);
-    mn_rmsnorm_backward(dres + L * N * C, m->grads + m->tensors[m->norm_idx].offset, dxf, m->acts + m->act_glob[MN__G_RSTDF], res + L * N * C, m->params + m->tensors[m->norm_idx].offset, N, C);
+    for (i = 0; i < N; i++) dtop.losses[i] = m->targets[i] >= 0 ? (mn_real)(1.0 / (double)m->n_valid) : (mn_real)0;
+    mn_crossentropy_backward(dtop.logits, dtop.losses, top.logits, m->targets, N, V, c->logit_softcap);
+    mn_matmul_backward(dtop.xf, m->grads + m->tensors[m->head_idx].offset, NULL, dtop.logits, top.xf, hw, N, C, V);
+    mn_rmsnorm_backward(dres + L * N * C, m->grads + m->tensors[m->norm_idx].offset, dtop.xf, top.rstdf, res + L * N * C,
+                        nw, N, C);
     for (l = L; l-- > 0;) {
         mn_real* dy = dres + (l + 1) * N * C;
-        mn_real* dx2 = MN__DACT(m, l, MN__A_X2);
+        mn__block_par P, dP; mn__block_act A, dA;
+        mn__block_point(m, l, m->params, &P);
+        mn__block_point(m, l, m->grads, &dP);
+        mn__block_act_layout(&A, m->acts + m->act_layer[l], m, l, B, T);
+        mn__block_act_layout(&dA, m->dacts + m->act_layer[l], m, l, B, T);
         // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2)
-        mn_residual_forward(dx2, dx2, dy, N * C);            // y = x2 + mlp: dy flows to x2 unchanged
-        mn_matmul_backward(MN__DACT(m, l, MN__A_H), MN__GRD(m, l, MN__P_DOWN), NULL, dy, MN__ACT(m, l, MN__A_H), MN__PAR(m, l, MN__P_DOWN), N, F, C);
-        mn_swiglu_backward(MN__DACT(m, l, MN__A_GATE), MN__DACT(m, l, MN__A_UP), MN__DACT(m, l, MN__A_H), MN__ACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_UP), N * F);
-        mn_matmul_backward(MN__DACT(m, l, MN__A_XN2), MN__GRD(m, l, MN__P_GATE), NULL, MN__DACT(m, l, MN__A_GATE), MN__ACT(m, l, MN__A_XN2), MN__PAR(m, l, MN__P_GATE), N, C, F);
-        mn_matmul_backward(MN__DACT(m, l, MN__A_XN2), MN__GRD(m, l, MN__P_UP), NULL, MN__DACT(m, l, MN__A_UP), MN__ACT(m, l, MN__A_XN2), MN__PAR(m, l, MN__P_UP), N, C, F);
-        mn_rmsnorm_backward(dx2, MN__GRD(m, l, MN__P_MLP_NORM), MN__DACT(m, l, MN__A_XN2), MN__ACT(m, l, MN__A_RSTD2), MN__ACT(m, l, MN__A_X2), MN__PAR(m, l, MN__P_MLP_NORM), N, C);
+        mn_residual_forward(dA.x2, dA.x2, dy, N * C);        // y = x2 + mlp: dy flows to x2 unchanged
+        mn_matmul_backward(dA.h, dP.down, NULL, dy, A.h, P.down, N, F, C);
+        mn_swiglu_backward(dA.gate, dA.up, dA.h, A.gate, A.up, N * F);
+        mn_matmul_backward(dA.xn2, dP.gate, NULL, dA.gate, A.xn2, P.gate, N, C, F);
+        mn_matmul_backward(dA.xn2, dP.up, NULL, dA.up, A.xn2, P.up, N, C, F);
+        mn_rmsnorm_backward(dA.x2, dP.mlp_norm, dA.xn2, A.rstd2, A.x2, P.mlp_norm, N, C);
         // forward: x2 = x + mixer(xn1), xn1 = norm(x)
-        mn_residual_backward(dres + l * N * C, MN__DACT(m, l, MN__A_MO), dx2, N * C);
-        mn__mixers[m->mixer[l]].backward(m, l, MN__DACT(m, l, MN__A_XN1), MN__DACT(m, l, MN__A_MO), MN__ACT(m, l, MN__A_XN1), B, T);
-        mn_rmsnorm_backward(dres + l * N * C, MN__GRD(m, l, MN__P_ATTN_NORM), MN__DACT(m, l, MN__A_XN1), MN__ACT(m, l, MN__A_RSTD1), res + l * N * C, MN__PAR(m, l, MN__P_ATTN_NORM), N, C);
+        mn_residual_backward(dres + l * N * C, dA.mo, dA.x2, N * C);
+        mn__mixers[m->mixer[l]].backward(m, l, dA.xn1, dA.mo, A.xn1, A.mix, dA.mix, B, T);
+        mn_rmsnorm_backward(dres + l * N * C, dP.attn_norm, dA.xn1, A.rstd1, res + l * N * C, P.attn_norm, N, C);
     }
     mn_embedding_backward(m->grads + m->tensors[m->emb_idx].offset, dres, m->tokens, N, C);
     return MN_OK;
@@ -5162,10 +5697,20 @@ MNDEF int mn_backward(mn_model* m) {
 
 // ---- inference: one token per call for n_seq sequences, O(1) work in T for recurrent mixers
 // (attention keeps a KV cache of max_seq_len, or of W for sliding windows).
-static size_t mn__max_mix_scratch(const mn_model* m) {
-    size_t l, mx = 0;
-    for (l = 0; l < m->cfg.n_layer; l++) { size_t s = mn__mixers[m->mixer[l]].scratch_size(&m->cfg); if (s > mx) mx = s; }
-    return mx;
+// One sequence's step temporaries (its slice of mn_state.scratch): the block's, then room for the
+// largest mixer's.
+typedef struct mn__step_temp {
+    mn_real *xn, *mo, *rstd;   // (C), (C), (1) the norms' output, the mixer's (and the MLP's) output
+    mn_real *gate, *up, *h;    // (F) the MLP
+    mn_real* mix;              // the mixer's step temporaries
+} mn__step_temp;
+static size_t mn__step_temp_layout(mn__step_temp* a, mn_real* base, const mn_model* m) {
+    size_t l, mx = 0, off = 0, C = m->cfg.d_model, F = m->cfg.d_ff;
+    for (l = 0; l < m->cfg.n_layer; l++) { size_t s = mn__mixer_temp_size(m, l); if (s > mx) mx = s; }
+    MN__PIECE(xn, C); MN__PIECE(mo, C); MN__PIECE(rstd, 1);
+    MN__PIECE(gate, F); MN__PIECE(up, F); MN__PIECE(h, F);
+    MN__PIECE(mix, mx);
+    return off;
 }
 MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     const mn_config* c;
@@ -5174,19 +5719,19 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     memset(s, 0, sizeof(*s));
     if (!m || !m->params) { MN_LOG("mesanet: mn_state_init needs an initialised model\n"); return MN_ERR_STATE; }
     c = &m->cfg; C = c->d_model;
-    per_seq_scratch = 3 * C + 1 + 3 * c->d_ff + mn__max_mix_scratch(m) + 2 * c->vocab_size;
+    { mn__step_temp tmp; per_seq_scratch = mn__step_temp_layout(&tmp, NULL, m); }
     if (n_seq == 0 || n_seq > (1u << 20)) { MN_LOG("mesanet: n_seq must be in [1, 2^20]\n"); return MN_ERR_CONFIG; }
     // each size is bounded by mn_config_resolve, their sum over layers times n_seq is not: check before use
     per_seq = C + c->vocab_size + per_seq_scratch;
-    for (l = 0; l < c->n_layer && per_seq <= SIZE_MAX / 32; l++) per_seq += mn__mixers[m->mixer[l]].state_size(c);
+    for (l = 0; l < c->n_layer && per_seq <= SIZE_MAX / 32; l++) per_seq += mn__mixer_state_size(m, l);
     if (per_seq > SIZE_MAX / 32 / n_seq) { MN_LOG("mesanet: decoding state for %zu sequences too large\n", n_seq); return MN_ERR_ALLOC; }
-    for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixers[m->mixer[l]].state_size(c);
+    for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixer_state_size(m, l);
     total += n_seq * (C + c->vocab_size + per_seq_scratch);
     s->mem = (mn_real*)mn__calloc(total, sizeof(mn_real));
     if (!s->mem) return MN_ERR_ALLOC;
     s->bytes = total * sizeof(mn_real);
     s->n_seq = n_seq;
-    for (l = 0; l < c->n_layer; l++) { s->layer[l] = s->mem + off; off += n_seq * mn__mixers[m->mixer[l]].state_size(c); }
+    for (l = 0; l < c->n_layer; l++) { s->layer[l] = s->mem + off; off += n_seq * mn__mixer_state_size(m, l); }
     s->x = s->mem + off; off += n_seq * C;
     s->logits = s->mem + off; off += n_seq * c->vocab_size;
     s->scratch = s->mem + off;
@@ -5198,11 +5743,9 @@ MNDEF double mn_state_cg_stats(const mn_model* m, const mn_state* s, double* sol
     double it = 0, so = 0;
     for (l = 0; l < m->cfg.n_layer; l++) {
         const mn__mixer_def* md = &mn__mixers[m->mixer[l]];
-        if (md->step != mn__mesa_step_layer) continue;
-        for (n = 0; n < s->n_seq; n++) {
-            const mn_real* cnt = s->layer[l] + n * md->state_size(&m->cfg) + md->state_size(&m->cfg) - 2;
-            it += cnt[0]; so += cnt[1];
-        }
+        size_t per = mn__mixer_state_size(m, l);
+        if (!md->cg_count) continue;                       // only Mesa layers solve systems
+        for (n = 0; n < s->n_seq; n++) { double sv; it += md->cg_count(&m->cfg, s->layer[l] + n * per, &sv); so += sv; }
     }
     if (solves) *solves = so;
     return so > 0 ? it / so : 0.0;
@@ -5224,7 +5767,7 @@ MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) 
     for (n = 0; n < (long long)s->n_seq; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V) { MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V); return MN_ERR_RANGE; }
     for (l = 0; l < c->n_layer; l++)
-        if (mn__mixers[m->mixer[l]].step == mn__attn_step && mn__attn_window(m, l) == 0 && s->pos >= c->max_seq_len) {
+        if (mn__mixers[m->mixer[l]].kv_cache && s->pos >= c->max_seq_len) {
             MN_LOG("mesanet: position %zu reaches max_seq_len %zu (attention KV cache full)\n", s->pos, c->max_seq_len);
             return MN_ERR_RANGE;
         }
@@ -5233,23 +5776,26 @@ MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) 
     MN__OMP_FOR
     for (n = 0; n < (long long)s->n_seq; n++) {
         mn_real* x = s->x + (size_t)n * C;
-        mn_real *xn = s->scratch + (size_t)n * s->scratch_per_seq, *mo = xn + C, *rstd = mo + C, *gate = rstd + 1, *up = gate + F, *h = up + F, *mix = h + F;
+        mn__step_temp X;
         size_t i, ll;
+        mn__step_temp_layout(&X, s->scratch + (size_t)n * s->scratch_per_seq, m);
         mn_embedding_forward(x, tokens + n, m->params + m->tensors[m->emb_idx].offset, 1, C);
         for (ll = 0; ll < c->n_layer; ll++) {
-            const mn__mixer_def* md = &mn__mixers[m->mixer[ll]];
-            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, ll, MN__P_ATTN_NORM), 1, C, c->norm_eps);
-            md->step(m, ll, mo, s->layer[ll] + (size_t)n * md->state_size(c), mix, xn, s->pos);
-            for (i = 0; i < C; i++) x[i] += mo[i];
-            mn_rmsnorm_forward(xn, rstd, x, MN__PAR(m, ll, MN__P_MLP_NORM), 1, C, c->norm_eps);
-            mn_matmul_forward(gate, xn, MN__PAR(m, ll, MN__P_GATE), NULL, 1, C, F);
-            mn_matmul_forward(up, xn, MN__PAR(m, ll, MN__P_UP), NULL, 1, C, F);
-            mn_swiglu_forward(h, gate, up, F);
-            mn_matmul_forward(mo, h, MN__PAR(m, ll, MN__P_DOWN), NULL, 1, F, C);
-            for (i = 0; i < C; i++) x[i] += mo[i];
+            mn__block_par P;
+            mn__block_point(m, ll, m->params, &P);
+            mn_rmsnorm_forward(X.xn, X.rstd, x, P.attn_norm, 1, C, c->norm_eps);
+            mn__mixers[m->mixer[ll]].step(m, ll, X.mo, s->layer[ll] + (size_t)n * mn__mixer_state_size(m, ll), X.mix, X.xn,
+                                          s->pos);
+            for (i = 0; i < C; i++) x[i] += X.mo[i];
+            mn_rmsnorm_forward(X.xn, X.rstd, x, P.mlp_norm, 1, C, c->norm_eps);
+            mn_matmul_forward(X.gate, X.xn, P.gate, NULL, 1, C, F);
+            mn_matmul_forward(X.up, X.xn, P.up, NULL, 1, C, F);
+            mn_swiglu_forward(X.h, X.gate, X.up, F);
+            mn_matmul_forward(X.mo, X.h, P.down, NULL, 1, F, C);
+            for (i = 0; i < C; i++) x[i] += X.mo[i];
         }
-        mn_rmsnorm_forward(xn, rstd, x, m->params + m->tensors[m->norm_idx].offset, 1, C, c->norm_eps);
-        mn_matmul_forward(logits + (size_t)n * V, xn, m->params + m->tensors[m->head_idx].offset, NULL, 1, C, V);
+        mn_rmsnorm_forward(X.xn, X.rstd, x, m->params + m->tensors[m->norm_idx].offset, 1, C, c->norm_eps);
+        mn_matmul_forward(logits + (size_t)n * V, X.xn, m->params + m->tensors[m->head_idx].offset, NULL, 1, C, V);
     }
     s->pos++;
     return MN_OK;
@@ -5938,8 +6484,9 @@ static int mn__sync_dir(const char* path) {
     close(fd);
     return e;
 }
-// Empties a temporary folder L beside D and removes it: the set's files go, an entry that is the same file
-// as D's entry of that name (a link this code made) goes, an entry D lacks moves into D; anything else stays.
+// Empties a temporary folder L beside D and removes it: the set's files go; a file that D also has goes (it is
+// a link this code made into L, or an older copy of a file D has replaced since, as loss.csv); an entry D
+// lacks moves into D; anything else (a folder D also has) stays.
 static void mn__clean_folder(const char* L, const char* D) {
     char a[MN__PATH_CAP], b[MN__PATH_CAP];
     struct dirent* e;
@@ -5952,7 +6499,7 @@ static void mn__clean_folder(const char* L, const char* D) {
         if (mn__path(a, sizeof a, L, e->d_name, "") || mn__path(b, sizeof b, D, e->d_name, "")) { kept++; continue; }
         if (lstat(a, &sa) != 0) { kept++; continue; }
         if (mn__is_set_file(e->d_name) && S_ISREG(sa.st_mode)) { if (unlink(a) != 0) kept++; continue; }
-        if (lstat(b, &sb) == 0) { if (sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !S_ISDIR(sa.st_mode) && unlink(a) == 0) continue; kept++; }
+        if (lstat(b, &sb) == 0) { if (!S_ISDIR(sa.st_mode) && !S_ISDIR(sb.st_mode) && unlink(a) == 0) continue; kept++; }
         else if (errno != ENOENT || rename(a, b) != 0) kept++;
     }
     closedir(d);
