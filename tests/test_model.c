@@ -83,7 +83,7 @@ static void test_step_matches_forward(const char* pattern) {
         for (b = 0; b < B; b++) step_tok[b] = tok[b * T + t];
         mn_step(&m, &s, step_tok, logits);
         for (b = 0; b < B; b++) {
-            const mn_real* ref = m.acts + m.act_glob[MN__G_LOGITS] + (b * T + t) * c.vocab_size;
+            const mn_real* ref = mn_logits(&m) + (b * T + t) * c.vocab_size;
             size_t v;
             for (v = 0; v < c.vocab_size; v++) e = fmax(e, fabs((double)logits[b * c.vocab_size + v] - ref[v]));
         }
