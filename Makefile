@@ -95,9 +95,14 @@ TEST_BINS = $(BUILD)/test_tasks $(BUILD)/synth $(BUILD)/test_grad $(BUILD)/test_
 
 # the Python bridge: both libraries, the C program it is compared with, the vector checker it writes files for
 TEST_BINS += $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so $(BUILD)/bridge_ref $(BUILD)/check_vectors
+# the Mesa forget-gate knob's test
+TEST_BINS += $(BUILD)/test_mesa_gate
 
 # the synthetic-task generators: every label against an independent computation
 $(BUILD)/test_tasks: tests/test_tasks.c tests/testutil.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests $< -o $@ -lm
+# the Mesa forget-gate initialisation knob (mn_config.mesa_gate_bias) sets the initial gamma and nothing else
+$(BUILD)/test_mesa_gate: tests/test_mesa_gate.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests $< -o $@ -lm
 # finite differences need double precision (MESANET_DOUBLE); the model test runs in both types
 $(BUILD)/test_grad: tests/test_grad.c tests/testutil.h mesanet.h | $(BUILD)

@@ -165,6 +165,10 @@ typedef struct mn_config {
     // always the full count), so a checkpoint made by fla gives fla's logits; 0: textbook CG.
     // mn_load sets it for a config.json written by fla (MesaNetConfig without our mesanet_* keys).
     int mesa_cg_fla;
+    // Initial value of the Mesa layers' forget-gate bias (a_proj.bias): gamma starts near sigmoid(bias), the
+    // input's share being small at init. 0 (the default) is fla's zero bias: gamma about 1/2, a memory half-life
+    // of about one token; log 19 = 2.944 starts gamma near 0.95, where the other mixers' decays start.
+    double mesa_gate_bias;
 } mn_config;
 
 // One named tensor of the parameter table: the same table allocates, initialises, counts,
@@ -1031,7 +1035,7 @@ MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, co
 // separate size list to keep in step with the pointers.
 
 enum { MN__INIT_NORMAL, MN__INIT_ONES, MN__INIT_ZEROS, MN__INIT_LAMBDA, MN__INIT_ALOG, MN__INIT_DTBIAS,
-       MN__INIT_RGLRU_A, MN__INIT_FGATE, MN__INIT_SLSTM_BIAS };
+       MN__INIT_RGLRU_A, MN__INIT_FGATE, MN__INIT_SLSTM_BIAS, MN__INIT_MESA_GATE };
 #define MN__BLOCK_TENSORS 5   // a block's own tensors (two norms, three MLP matrices); the mixer's follow
 
 // Appends one tensor to the parameter table (or only counts it when m->tensors is NULL).
@@ -5118,7 +5122,7 @@ static void mn__mesa_par_walk(mn__pwalk* w, void* pp) {
     p->k_proj = mn__pw_matrix(w, "k_proj.weight", HD, C);
     p->v_proj = mn__pw_matrix(w, "v_proj.weight", HD, C);
     p->a_proj = mn__pw_matrix(w, "a_proj.weight", H, C);
-    p->a_bias = mn__pw_vector(w, "a_proj.bias", H, MN__INIT_ZEROS);
+    p->a_bias = mn__pw_vector(w, "a_proj.bias", H, MN__INIT_MESA_GATE);   // cfg.mesa_gate_bias
     p->b_proj = mn__pw_matrix(w, "b_proj.weight", H, C);
     p->b_bias = mn__pw_vector(w, "b_proj.bias", H, MN__INIT_ZEROS);
     p->lambda = mn__pw_vector(w, "lambda_params", HD, MN__INIT_LAMBDA);   // no weight decay (fla)
@@ -5449,6 +5453,10 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
         return MN_ERR_CONFIG;
     }
     if (!(out->mesa_cg_tol >= 0) || out->mesa_cg_tol >= 1 || out->mesa_chunk > 4096) { MN_LOG("mesanet: mesa_cg_tol must be in [0,1), mesa_chunk <= 4096\n"); return MN_ERR_CONFIG; }
+    if (!(fabs(out->mesa_gate_bias) <= 50)) {   // NaN fails too; beyond 50 sigmoid is 0 or 1 in double
+        MN_LOG("mesanet: mesa_gate_bias must be a finite number in [-50, 50]\n");
+        return MN_ERR_CONFIG;
+    }
     if (strlen(out->pattern) >= 256) { MN_LOG("mesanet: pattern longer than 255 characters\n"); return MN_ERR_CONFIG; }
     return mn__parse_pattern(out->pattern, out->n_layer, tmp);
 }
@@ -5525,6 +5533,7 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
                  : m->tensors[i].init == MN__INIT_ALOG ? (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(&rng)) // A ~ U[0,16] (Mamba-2, GDN)
                  : m->tensors[i].init == MN__INIT_DTBIAS ? mn__dt_bias_init(&rng)
                  : m->tensors[i].init == MN__INIT_SLSTM_BIAS ? mn__slstm_bias_init(&m->tensors[i], j)
+                 : m->tensors[i].init == MN__INIT_MESA_GATE ? (mn_real)rc.mesa_gate_bias
                  : m->tensors[i].init == MN__INIT_FGATE ? (mn_real)(3.0 + 3.0 * (m->tensors[i].numel > 1 ? (double)j / (double)(m->tensors[i].numel - 1) : 0.0))
                  : m->tensors[i].init == MN__INIT_RGLRU_A ? (mn_real)log(exp(-0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(&rng))) - 1.0)
                  : (mn_real)0;

@@ -274,7 +274,8 @@ def _mirror(real):
                     ("logit_softcap", ctypes.c_double), ("init_std", ctypes.c_double), ("seed", ctypes.c_uint64),
                     ("mesa_cg_train", ctypes.c_int), ("mesa_cg_decode", ctypes.c_int),
                     ("mesa_cg_tol", ctypes.c_double), ("mesa_chunk", ctypes.c_size_t),
-                    ("mesa_gamma_clamp", ctypes.c_int), ("mesa_cg_fla", ctypes.c_int)]
+                    ("mesa_gamma_clamp", ctypes.c_int), ("mesa_cg_fla", ctypes.c_int),
+                    ("mesa_gate_bias", ctypes.c_double)]
 
     class MesaOpts(ctypes.Structure):
         _fields_ = [("solver", ctypes.c_int), ("cg_iters", ctypes.c_int), ("cg_tol", ctypes.c_double),

@@ -64,6 +64,7 @@ long mnb_layout(const char* name) {
         MNB_F(mn_config, logit_softcap), MNB_F(mn_config, init_std), MNB_F(mn_config, seed),
         MNB_F(mn_config, mesa_cg_train), MNB_F(mn_config, mesa_cg_decode), MNB_F(mn_config, mesa_cg_tol),
         MNB_F(mn_config, mesa_chunk), MNB_F(mn_config, mesa_gamma_clamp), MNB_F(mn_config, mesa_cg_fla),
+        MNB_F(mn_config, mesa_gate_bias),
         MNB_S(mn_mesa_opts), MNB_F(mn_mesa_opts, solver), MNB_F(mn_mesa_opts, cg_iters), MNB_F(mn_mesa_opts, cg_tol),
         MNB_F(mn_mesa_opts, fla), MNB_F(mn_mesa_opts, jacobi), MNB_F(mn_mesa_opts, chunk),
         MNB_S(mn_adamw), MNB_F(mn_adamw, beta1), MNB_F(mn_adamw, beta2), MNB_F(mn_adamw, eps),

@@ -15,6 +15,7 @@ run "synthetic-task generators (labels by independent computation)" "$B/test_tas
 run "finite-difference gradients (double)" "$B/test_grad"
 run "Mesa op vs float64 oracle, across forms (double)" "$B/test_mesa"
 run "Mesa float64 oracle vs golden vectors" "$B/test_mesa_oracle"
+run "Mesa forget-gate initialisation (mesa_gate_bias)" "$B/test_mesa_gate"
 run "linear attention / simple GLA / GLA (double)" "$B/test_gla_d"
 run "linear attention / simple GLA / GLA (float)" "$B/test_gla_f"
 run "DeltaNet / Gated DeltaNet (double)" "$B/test_delta_d"
