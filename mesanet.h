@@ -87,8 +87,9 @@
      A failed load leaves the model untouched; a failed save leaves the previous file in place.
 
    SECTIONS (grep for the anchor)
-        >>types >>api >>impl >>util >>matmul >>ops >>attention >>gla >>delta_rule >>ssd >>rglru >>mlstm
-        >>slstm >>mesa >>model >>optim >>sample >>json >>io >>tasks >>license
+        >>types >>api >>impl >>util >>matmul >>ops >>layer >>attention >>gla >>delta_rule >>ssd >>rglru
+        >>mlstm >>slstm >>mesa >>model >>optim >>sample >>json >>io >>tasks >>license
+     Each mixer's section reads: the math, the op's forms (the naive one kept), then the layer that uses it.
 */
 #ifndef MESANET_H
 #define MESANET_H
@@ -154,7 +155,7 @@ typedef struct mn_config {
     double logit_softcap; // 0 = off; else logits = c*tanh(z/c) (the MesaNet paper uses 30)
     double init_std;      // default 0.02 (fla _init_weights)
     uint64_t seed;        // parameter init seed, default 1337
-    // Mesa layers (mesa.md §4): CG steps in training and decoding (0 = 30; negative = no solve,
+    // Mesa layers (the layer at the end of >>mesa): CG steps in training and decoding (0 = 30; negative = no solve,
     // i.e. GLA), the paper's dynamic-stopping tolerance for decoding (0 = fixed count), the chunk
     // length of the chunkwise form (0 = 64), and the paper's gamma clamp (§4.2; fla has none).
     int mesa_cg_train, mesa_cg_decode;
@@ -448,7 +449,7 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta); // m unini
 MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap);
 MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta_json, size_t meta_cap);
 
-// --- synthetic length-generalisation tasks (shared/docs/synthetic.md §2, §3.2, §4.3); see >>tasks ---
+// --- synthetic length-generalisation tasks (the generators and their grammars are in >>tasks) ---
 // An example is x (len) input tokens and y (len) targets: the model's output at position t is
 // scored against y[t] (what should come after x[0..t]); y[t] = -1 is not scored. Every example
 // starts with a BOS token; its length n counts every input token (BOS, content, the query token
@@ -462,7 +463,8 @@ typedef struct mn_task {
     double chance;         // chance level of the main metric (uniform guess among the valid answers; 0 for
                            // SEQUENCE metrics, where it is negligible)
     size_t min_len;        // shortest total length the training sampler draws (z5 and mqar train at
-                           // max_len only, synthetic.md §4.3: for them it is the smallest max_len allowed)
+                           // max_len only, as in their published setting: for them it is the smallest
+                           // max_len allowed)
     const char* doc;       // one line: vocabulary, scored positions, length meaning
 } mn_task;
 MNDEF const mn_task* mn_task_find(const char* name);      // NULL if unknown (or NULL)
@@ -1137,7 +1139,8 @@ static void mn__qkv_backward(mn_real* din, mn_real* dwq, mn_real* dwk, mn_real* 
 }
 
 // >>attention
-// defines: mn_attention_{forward,backward}_naive, mn_attention_{forward,backward}, mn_attention_step
+// defines: mn_attention_{forward,backward}_naive, mn_attention_{forward,backward}, mn_attention_step;
+//          the layers "attn" and "swa"
 // Causal softmax attention (Vaswani et al. 2017) and sliding-window attention:
 //   o_t = sum_{s in W(t)} softmax_s(scale q_t.k_s) v_s,  W(t) = {s <= t} or {t-W < s <= t} (window W,
 // the current token included: flash-attn window_size=(W-1,0), fla window_size=W). q,k (B,T,H,Dk),
@@ -1201,7 +1204,9 @@ MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, co
 // Matrix form (the fast one; llm.c keeps the same T x T probabilities): per (b,h)
 //   pass 1: S = scale Q K^T (gemm)   pass 2: masked row softmax -> att   pass 3: O = att V (gemm).
 // att (B,H,T,T) is written and saved for the backward; entries outside the window are 0.
-// Cost O(T^2 (Dk+Dv)) time and O(B H T^2) memory: fine for training contexts of a few thousand.
+// Cost per token and head: 2 T (Dk + Dv) FLOPs forward (the full T x T products, masked after) and
+// 4 T (Dk + Dv) backward; memory T saved probabilities (O(B H T^2) in all): fine for training
+// contexts of a few thousand.
 MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
     long long bh;
     MN__OMP_FOR                                  // (b,h) pairs are independent
@@ -1380,7 +1385,8 @@ static double mn__attention_layer_flops(const mn_config* c, size_t T) {
 }
 
 // >>gla
-// defines: mn_gla_{forward,backward}_recurrent, mn_gla_{forward,backward}, mn_gla_step, work sizes
+// defines: mn_gla_{forward,backward}_recurrent, mn_gla_{forward,backward}, mn_gla_step, work sizes;
+//          the layers "gla", "linattn", "sgla"
 // Linear attention, simple GLA and GLA as one op; the gate width G picks the member (a broadcast flag):
 // S_t = diag(exp(g_t)) S_{t-1} + k_t v_t^T       S_{-1} = h0 (zeros when NULL), ht = S_{T-1}
 // o_t = S_t^T (scale q_t)                         decay, then write, then read: t sees itself
@@ -1394,8 +1400,8 @@ static double mn__attention_layer_flops(const mn_config* c, size_t T) {
 //
 // References (fla-org/flash-linear-attention @ bc3b101): fla/ops/linear_attn/naive.py
 // naive_recurrent_linear_attn (normalize=False), fla/ops/simple_gla/naive.py
-// naive_recurrent_simple_gla, fla/ops/gla/naive.py naive_recurrent_gla; the chunkwise form follows
-// shared/docs/mixers.md sections 2-3. Golden vectors: reference/vectors/{linear_attn,simple_gla,gla}.vec.
+// naive_recurrent_simple_gla, fla/ops/gla/naive.py naive_recurrent_gla; the chunkwise form is derived
+// below (above mn_gla_forward). Golden vectors: reference/vectors/{linear_attn,simple_gla,gla}.vec.
 //
 // Forms: mn_gla_{forward,backward}_recurrent (the naive loop, kept as the reference),
 // mn_gla_{forward,backward} (chunkwise, matrix products through mn_gemm), mn_gla_step (one token).
@@ -1655,12 +1661,14 @@ static void mn__gla_scores_backward(mn__gla_scratch* w, const mn_real* Q, const 
     }
 }
 
-// Chunkwise form (fla chunk_gla / chunk_simple_gla; mixers.md 2(2), 3(2)): chunks of C tokens (the
+// Chunkwise form (fla chunk_gla / chunk_simple_gla): chunks of C tokens (the
 // last one may be shorter), gam the cumulative log-decay from the chunk start, S the incoming state:
 //   pass 1: O = scale (Q e^gam) S                                      (earlier chunks, via the state)
 //   pass 2: O += P V, P[r][s] = scale sum_d q_rd k_sd e^{gam_rd - gam_sd}, s <= r   (within the chunk)
 //   pass 3: S = diag(e^gam_last) S + (K e^{gam_last - gam})^T V
-// Cost per chunk O(C^2 (Dk+Dv) + C Dk Dv), in gemms (plus C^2 Dk exps in a chunk past MN__GLA_SPAN).
+// Cost per token and head: 2 C (Dk + Dv) + 4 Dk Dv FLOPs, in gemms (plus C Dk exps in a chunk past
+// MN__GLA_SPAN); the backward 6 C Dk + 4 C Dv + 10 Dk Dv (the chunk states recomputed, then the
+// passes' adjoints). Memory: the T/C chunk states, Dk Dv / C per token, in work.
 // Nothing is saved: the backward recomputes the chunk states. work: mn_gla_work_size elements
 // (O(C^2 + C Dk) per (b,h); the backward's T/C chunk states are in it too). (b,h) pairs in parallel.
 MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work) {
@@ -1694,7 +1702,7 @@ MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_
 //   dk += e^{gam_last - gam} (V dS^T) + [P's part]
 //   dS = diag(e^gam_last) dS + scale (Q e^gam)^T dO, which is dL/d(state entering the chunk)
 // pass 1 recomputes the state entering every chunk and keeps them (work). The gate gradient uses
-// the exact identity (mixers.md 3(3)): q and k enter only as q_t e^{G_t} and k_s e^{-G_s}, G the
+// the exact identity: q and k enter only as q_t e^{G_t} and k_s e^{-G_s}, G the
 // cumulative log-decay from the sequence start, and ht carries e^{G_T}, so
 //   dL/dG_t = q_t dq_t - k_t dk_t (+ rowsum(ht dht) at t = T-1), and g_t moves every G_s, s >= t:
 //   dg_t = sum_{s>=t} (q_s dq_s - k_s dk_s) + rowsum(ht dht)   (acc, a running sum backwards)
@@ -2183,7 +2191,7 @@ static void mn__gla_simple_layer_step(mn_model* m, size_t l, mn_real* out, mn_re
 
 // >>delta_rule
 // defines: mn_delta_rule_{forward,backward}_naive, mn_delta_rule_work_size,
-// mn_delta_rule_{forward,backward} (chunkwise), mn_delta_rule_step
+// mn_delta_rule_{forward,backward} (chunkwise), mn_delta_rule_step; the layers "deltanet", "gdn" (+ _neg)
 // The gated delta rule (Gated DeltaNet, Yang et al. 2025); with g == NULL it is DeltaNet (Yang et al.
 // 2024). Per head, state S (Dk,Dv) read as o = S^T q, S_{-1} = h0 (zeros when h0 == NULL):
 //   S'_t = exp(g_t) S_{t-1} ; u_t = beta_t (v_t - S'_t^T k_t) ; S_t = S'_t + k_t u_t^T ; o_t = S_t^T (scale q_t)
@@ -2193,7 +2201,7 @@ static void mn__gla_simple_layer_step(mn_model* m, size_t l, mn_real* out, mn_re
 // transition has eigenvalue exp(g)(1-beta) along k): nothing below depends on beta's range.
 // Reference: fla fla/ops/gated_delta_rule/naive.py::naive_recurrent_gated_delta_rule (BTHD) and
 // fla/ops/delta_rule/naive.py::delta_rule_recurrence (head-first); vectors delta_rule.vec and
-// gated_delta_rule_*.vec. Spec: shared/docs/mixers.md sections 4 and 5.
+// gated_delta_rule_*.vec.
 
 #define MN__DELTA_MAXDV 1024   // the naive form keeps a few (Dv) vectors in double on the stack
 
@@ -2305,14 +2313,16 @@ MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, m
 }
 
 // Chunkwise form through the WY/UT representation (fla fla/ops/gated_delta_rule/naive.py::
-// naive_chunk_gated_delta_rule; mixers.md 4(2), 5(2)). Here C is the chunk length (the `chunk`
+// naive_chunk_gated_delta_rule). Here C is the chunk length (the `chunk`
 // argument), not d_model. Per chunk of c <= C tokens (rows r) with
 // chunk-start state S, local decays gam_r = g_0 + ... + g_r and Gm_ij = exp(gam_i - gam_j) (j <= i):
 //   L = strict_tril(diag(beta) (K K^T .* Gm)), A = (I + L)^-1 (forward substitution), T = A diag(beta)
 //   W = T diag(e^gam) K, U = T V, V_new = U - W S   (row r of V_new is the u_r of the recurrence)
 //   O = scale diag(e^gam) Q S + (scale Q K^T .* Gm) V_new ; S <- e^gam_last S + (diag(e^(gam_last-gam)) K)^T V_new
 // Every exponent is <= 0 and nothing is divided. The last chunk may be shorter (T need not be a
-// multiple of C). Cost per chunk 6C^2 Dk + 4C^2 Dv + 6C Dk Dv + C^3/3 FLOPs; all products via mn_gemm.
+// multiple of C). Cost per token and head: 6 C Dk + 4 C Dv + 6 Dk Dv + C^2/3 FLOPs forward, all
+// products via mn_gemm; the backward, which recomputes passes 1-4 and then runs the adjoints of all six,
+// 18 C Dk + 10 C Dv + 14 Dk Dv + C^2/3. Memory: hs, Dk Dv / C per token; work O(C^2 + C (Dk + Dv)).
 
 // The per-(b,h) workspace of one chunk. C x C: KK = K K^T, Gm, P, L, A, dP, dL; C x Dk: Kg = diag(beta
 // e^gam) K, W, Qg = scale diag(e^gam) Q, Kd = diag(e^(gam_last-gam)) K, dKd, dQg, dKg, dW; C x Dv:
@@ -2425,7 +2435,7 @@ MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const m
     }
 }
 // Chunkwise backward: chunks in reverse, dS = dL/d(chunk-end state) starting from dht (zeros when
-// NULL), passes 1-4 recomputed from hs, then passes 6..1 in reverse (mixers.md 4(3), 5(3)). The gate
+// NULL), passes 1-4 recomputed from hs, then passes 6..1 in reverse. The gate
 // gradient treats every gam_r as a variable: G_r = dL/dgam_r collects one term per place gam enters
 // (X_ij = Y_ij e^(gam_i-gam_j): G_i += dX_ij X_ij, G_j -= dX_ij X_ij; row scalings likewise), and
 // dg_t = sum_{r >= t in the chunk} G_r. Accumulates into dq, dk, dv, dbeta, dg, dh0 (dg, dh0 may be
@@ -2740,7 +2750,8 @@ static double mn__delta_rule_layer_flops(const mn_config* c, size_t T) {
 }
 
 // >>ssd
-// defines: mn_ssd_{forward,backward}_recurrent, mn_ssd_{forward,backward}, mn_ssd_step, work sizes
+// defines: mn_ssd_{forward,backward}_recurrent, mn_ssd_{forward,backward}, mn_ssd_step, work sizes;
+//          the layers "mamba2", "mamba2_neg"
 // A diagonal state-space recurrence with a matrix state per head and a scalar decay (>>rglru is the
 // one with a vector state and a per-channel decay). Neither has a normaliser or a skip term.
 //
@@ -2749,8 +2760,9 @@ static double mn__delta_rule_layer_flops(const mn_config* c, size_t T) {
 // y_t = h_t C_t                     decay, then write, then read: t sees itself; ht = h_{T-1}
 // a_t = exp(A_t), A_t = A*dt the discrete log-decay (MN_SSD_LOG_DECAY), or a_t = A_t directly
 // (MN_SSD_TRANSITION). X (B,T,H,P) is x*dt, A (B,T,H), Bm, Cm (B,T,H,N) (groups expanded to heads),
-// h0, ht (B,H,P,N). It is simple GLA with q = C, k = B, v = X, g = A, scale 1 (mixers.md §6).
-// The [-1,1] variant (Grazzi et al. 2025; synthetic.md §1.4, §6): the layer forms a = 2 exp(A dt) - 1
+// h0, ht (B,H,P,N). It is simple GLA with q = C, k = B, v = X, g = A, scale 1 (>>gla with G = 1).
+// The [-1,1] variant (Grazzi et al. 2025: a transition that can be negative lets a diagonal SSM track
+// parity-like state, which a decay in (0,1) cannot): the layer forms a = 2 exp(A dt) - 1
 // in (-1,1) and passes it with MN_SSD_TRANSITION; dA is then dL/da and the layer chains through
 // a = 2s - 1 itself. Log-space cumulative products cannot carry a negative (or zero) transition, so
 // the chunkwise form, which is built on exp of segment sums like ssd_minimal, takes log-decays only;
@@ -2943,12 +2955,13 @@ static double mn__ssd_chunk_prep(mn__ssd_scratch* w, const mn_real* A0, const mn
     return w->eg[L - 1];
 }
 
-// Chunkwise form (ssd_minimal_discrete; mixers.md 6(2)): chunks of C tokens (the last one may be
+// Chunkwise form (ssd_minimal_discrete): chunks of C tokens (the last one may be
 // shorter; T need not be a multiple of C), S the state entering the chunk:
 //   pass 1: Y = (C e^gam) S^T                                 (earlier chunks, via the state: Y_off)
 //   pass 2: Y += M X, M = (C B^T) o Lm                        (within the chunk: Y_diag)
 //   pass 3: S = e^{gam_last} S + X^T (B e^gsuf)               (the chunk state and the inter-chunk scan)
-// Cost per chunk and head O(C^2 (N + P) + C P N), in gemms, plus C^2/2 exps. Nothing is saved: the
+// Cost per token and head: 2 C (N + P) + 4 P N FLOPs in gemms, plus C/2 exps; the backward about
+// 8 C N + 4 C P + 10 P N (states and scores recomputed, then the adjoints). Nothing is saved: the
 // backward recomputes the chunk states. work: mn_ssd_work_size elements (O(C^2 + C N) per (b,h), and
 // the backward's T/C chunk states). (b,h) pairs in parallel. Log-decays only (see the top).
 MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work) {
@@ -3299,7 +3312,7 @@ static double mn__ssd_layer_flops(const mn_config* c, size_t T) {
 }
 
 // >>rglru
-// defines: mn_rglru_work_size, mn_rglru_{forward,backward}, mn_rglru_step
+// defines: mn_rglru_work_size, mn_rglru_{forward,backward}, mn_rglru_step; the layer "hawk"
 // RG-LRU (De et al. 2024, "Griffin"), per channel of width W (gates: NH blocks of bw = W/NH):
 // gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)), BD(x;w,b)[h bw+j] = sum_i x[h bw+i] w[h,i,j] + b[h,j]
 // log a_t = -c ga_t softplus(a_param)                                   (c = 8 in recurrentgemma)
@@ -3329,7 +3342,7 @@ static double mn__rglru_dsqrt(double u) {
 
 MNDEF size_t mn_rglru_work_size(size_t B, size_t T, size_t W) { return 2 * B * T * W; }
 
-// The sequential scan (recurrentgemma RGLRU.forward / rnn_scan; mixers.md §8; the reference loops
+// The sequential scan (recurrentgemma RGLRU.forward / rnn_scan; the reference loops
 // over t too). pass 1: both gates' pre-activations, one gemm per gate block over all B*T rows, then
 // the sigmoids (saved in gates). pass 2: per channel, the scan over t in double, with
 // a = exp(log a), a^2 = exp(2 log a) and the multiplier sqrt(1 - a^2) as the reference forms them.
@@ -3563,10 +3576,10 @@ static double mn__rglru_layer_flops(const mn_config* c, size_t T) {
 
 // >>mlstm
 // defines: mn_mlstm_{forward,backward}_parallel, mn_mlstm_forward_recurrent, mn_mlstm_step,
-// mn_mlstm_{forward,backward} (chunkwise), work sizes
+// mn_mlstm_{forward,backward} (chunkwise), work sizes; the layer "mlstm"
 // xLSTM (Beck et al. 2024): the cores of its two blocks, the matrix memory here and the scalar one
-// in the >>slstm section. The projections, convolutions, gates' linear maps and norms around them are ordinary ops. Spec: shared/docs/mixers.md section 7; the exact
-// definitions the vectors use: reference/vectors/README.md sections 3.10 (mLSTM) and 3.12 (sLSTM).
+// in the >>slstm section. The projections, convolutions, gates' linear maps and norms around them are
+// ordinary ops. The exact definitions the vectors use: reference/vectors/README.md sections 3.10 (mLSTM) and 3.12 (sLSTM).
 //
 // mLSTM, per head, with lf_t = logsigmoid(f_t) (sigmoid forget gate in log space) and an exponential
 // input gate exp(i_t), the unstabilised cell is
@@ -3603,7 +3616,8 @@ static void mn__mlstm_logf(mn_real* lf, const mn_real* fg, size_t T, size_t H) {
 //   logD_ts = F_t - F_s + i_s (s <= t) ; m_t = max_s logD_ts ; C~_ts = scale (q_t.k_s) e^{logD_ts - m_t}
 //   norm_t = max(|sum_s C~_ts|, e^{-m_t}) ; o_t = sum_s C~_ts v_s / (norm_t + eps)
 // norm and stab (= m) are written when not NULL; the backward recomputes everything, so nothing else
-// is saved. O(T^2 (Dk + Dv)) per head, the naive reference the chunkwise form is tested against;
+// is saved. Per token and head 2 T (Dk + Dv) FLOPs (4 T (Dk + Dv) for the backward) and O(T) work:
+// the naive reference the chunkwise form is tested against;
 // accumulates in double. work: mn_mlstm_work_size_parallel. (b,h) pairs in parallel.
 MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work) {
     long long bh;
@@ -3791,7 +3805,7 @@ MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const
 
 // ------------------------------------------------------------------------------------ mLSTM chunkwise
 
-// Chunkwise form (mlstm_kernels torch/chunkwise/native/{fw,bw}.py; mixers.md 7a(2)). Inside a chunk of L
+// Chunkwise form (mlstm_kernels torch/chunkwise/native/{fw,bw}.py). Inside a chunk of L
 // tokens, with chunk-entry state (C, n, m), bc_r = lf_0 + ... + lf_r (from the chunk start):
 //   mu_r = max(lf_r + mu_{r-1}, i_r), mu_{-1} = m      (the recurrent form's m_t, token by token)
 //   al_r = e^{bc_r + m - mu_r}                           (inter: the state read, <= 1)
@@ -3918,6 +3932,9 @@ static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_re
 // entering state. Ct, nt, mt (the final state) may be NULL, or C0, n0, m0. C0, n0, m0 NULL mean zeros
 // (the reference's start); m0 = -INFINITY with zero C0, n0 gives the parallel form exactly.
 // work: mn_mlstm_work_size (the same for the backward). (b,h) pairs in parallel.
+// Cost per token and head: 2 C (Dk + Dv) + 4 Dk Dv FLOPs (the GLA count); the backward, which
+// recomputes the forward, 6 C Dk + 6 C Dv + 12 Dk Dv. Memory: the chunk states in work,
+// (Dk Dv + Dk + 1) / C per token; nothing saved.
 MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work) {
     size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
     long long bh;
@@ -4186,7 +4203,7 @@ static double mn__mlstm_layer_flops(const mn_config* c, size_t T) {
 }
 
 // >>slstm
-// defines: mn_slstm_work_size, mn_slstm_{forward,backward}, mn_slstm_step
+// defines: mn_slstm_work_size, mn_slstm_{forward,backward}, mn_slstm_step; the layer "slstm"
 // xLSTM's scalar memory (Beck et al. 2024), the core of its sLSTM block.
 // sLSTM, per unit, gates ~i,~f,~z,~o = x_t + R y_{t-1} + b (R block-diagonal over heads):
 //   m_t = max(~i, m_{t-1} + logsigmoid(~f))   (= ~i where n_{t-1} == 0: a unit with no history)
@@ -4256,7 +4273,7 @@ MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, cons
 }
 // Backpropagation through time. m is held constant: y does not depend on it (c and n scale together)
 // while the clamps do not bind, so the exact gradient is that of i = e^{~i - m}, f = e^{lf + m_{t-1} - m}
-// with m fixed (mixers.md 7b(3)). Walking t backwards, dy = dy_t + R^T draw_{t+1}, dc, dn the carries:
+// with m fixed (m only rescales c and n together, and y = c / n does not see it). Walking t backwards, dy = dy_t + R^T draw_{t+1}, dc, dn the carries:
 //   forward: y = sig(~o) c / n, so: d~o = dy c / n sig' ; dc += dy sig / n ; dn -= dy y / n
 //   forward: c = f c_{t-1} + i tanh(~z), n = f n_{t-1} + i, so: d~z = dc i (1 - tanh^2) ;
 //            d~i = (dc tanh(~z) + dn) i ; d~f = (dc c_{t-1} + dn n_{t-1}) f sigmoid(-~f) ;
@@ -4467,7 +4484,7 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 
 // >>mesa
 // defines: mn_mesa_work_size, mn_mesa_step, mn_mesa_{forward,backward}_recurrent,
-//          mn_mesa_{forward,backward}
+//          mn_mesa_{forward,backward}; the layer "mesa"
 // The Mesa layer's op (von Oswald et al. 2025, eq. 7-8; fla ops/mesa_net). Per batch b and head h:
 //     H_t = gamma_t H_{t-1} + beta_t k_t k_t^T         (Dk x Dk, "h_kk")      gamma_t = exp(g_t)
 //     S_t = gamma_t S_{t-1} + beta_t k_t v_t^T         (Dk x Dv, "h_kv")
@@ -4476,13 +4493,17 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 // q,k (B,T,H,Dk); v,out (B,T,H,Dv); g = log gamma <= 0 and beta (B,T,H); lambda (H,Dk) > 0.
 // x_t solves the SPD system A_t x = q_t with conjugate gradients (fixed count in training, the
 // paper's relative-residual stop ||r|| <= eps ||r0|| at inference) or exactly by Cholesky. The
-// backward differentiates the solution implicitly (never unrolls CG): one adjoint solve
-// dq_t = A_t^-1 S_t do_t per token (mesa.md §3.1, paper App. D).
+// backward differentiates the solution implicitly (never unrolls CG): it treats x_t as the exact
+// A_t^-1 q_t, so dL/dq_t = A_t^-1 (S_t do_t) is one adjoint solve per token with the same solver (the
+// full derivation is above mn_mesa_backward_recurrent; paper App. D).
 // Rectangular heads (Dv != Dk) work everywhere. States are in/out: non-NULL hkk (B,H,Dk,Dk) and
 // hkv (B,H,Dk,Dv) give the initial states and receive the final ones.
 // fla compatibility (opts.fla = 1): fla's naive/Triton CG adds 1e-5 to the alpha and CG-beta
-// denominators (an accuracy floor of ~5e-4, mesa.md §2.4); mesa_cg_it*.vec and mesa_decode.vec hold
-// that arithmetic. Without it the iteration is textbook CG and converges to the exact solve.
+// denominators. That sets an accuracy floor: once p.Ap is small the 1e-5 damps every step, and CG
+// stalls at an error of about 1e-4 to 1e-3 for unit-scale q however many steps it takes (measured in
+// double with Dk = 4: 1.6e-3 after 4 steps, 4e-4 after 30, where textbook CG is exact after 4).
+// mesa_cg_it*.vec and mesa_decode.vec hold that arithmetic. Without it the iteration is textbook CG
+// and converges to the exact solve.
 //
 // Why this is the "locally optimal" layer: x_t = A_t^-1 q_t makes o_t = Phi_t q_t with Phi_t the
 // minimiser of 1/2 sum_{s<=t} zeta_ts beta_s ||v_s - Phi k_s||^2 + 1/2 Tr(Phi Lambda Phi^T),
@@ -4493,7 +4514,7 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 //   2. mn_mesa_backward_recurrent: the implicit backward written per token (the teaching version);
 //   3. the chunkwise form: mn__mesa_chunk_decay (the C x C decay matrix M), mn__mesa_chunk_apply
 //      (A(P) in three matmuls), mn__mesa_chunk_cg (batched CG), mn_mesa_forward, and
-//      mn_mesa_backward (passes B0-B5 of mesa.md §3.2), each tested against 1. and 2.
+//      mn_mesa_backward (its passes B0-B5 are defined above it), each tested against 1. and 2.
 
 static const mn_mesa_opts* mn__mesa_opts(const mn_mesa_opts* o, mn_mesa_opts* tmp) {
     if (o) *tmp = *o; else memset(tmp, 0, sizeof(*tmp));
@@ -4531,8 +4552,11 @@ static double mn__cg_stop(const mn_mesa_opts* o) {
     return o->cg_tol > 0 ? o->cg_tol * o->cg_tol : em * em;
 }
 // Solves (Hm + diag(lamb)) x = rhs, Hm (K,K) symmetric PSD. Returns the CG iterations taken.
-// CG (Hestenes-Stiefel) in the form of mesa.md §2.2; exact: Cholesky A = L L^T, two triangular
-// solves. work: K*K + 3K.
+// CG (Hestenes-Stiefel) on A = Hm + diag(lamb): from x0 (0, or the Jacobi guess rhs / diag(A)),
+// r = rhs - A x0, p = r, delta = r.r; each step alpha = delta / p.Ap, x += alpha p, r -= alpha Ap,
+// delta' = r.r, p = r + (delta' / delta) p (fla: 1e-5 added to both denominators). It runs cg_iters
+// steps, ending early (not with fla) once ||r|| <= cg_tol ||r0||, or at the element type's precision
+// when cg_tol is 0. Exact: Cholesky A = L L^T, two triangular solves. work: K*K + 3K.
 static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, const mn_real* rhs, size_t K, const mn_mesa_opts* o, mn_real* work) {
     size_t i, j, p;
     if (o->cg_iters < 0) { memcpy(x, rhs, K * sizeof(mn_real)); return 0; }   // no solve: GLA read-out
@@ -4650,7 +4674,10 @@ MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_r
     }
 }
 
-// Backward of the recurrent form by implicit differentiation (mesa.md §3.1, paper App. D):
+// Backward of the recurrent form by implicit differentiation (paper App. D). With A_t = H_t + diag(lambda)
+// symmetric and x_t = A_t^-1 q_t: dx_t = A_t^-1 (dq_t - dA_t x_t), so a loss gradient xbar_t on x_t gives
+// dL/dq_t = A_t^-1 xbar_t and dL/dA_t = -dq_t x_t^T; o_t = S_t^T x_t gives xbar_t = S_t do_t and
+// dL/dS_t += x_t do_t^T. The states then take the gradients back in time as any linear recurrence:
 //   xbar_t = S_t do_t ;  dq_t = A_t^-1 xbar_t (adjoint solve, same solver) ;  dlambda -= dq_t * x_t
 //   dS_t = x_t do_t^T + gamma_{t+1} dS_{t+1} ;  dH_t = -dq_t x_t^T + gamma_{t+1} dH_{t+1}
 //   dv_t = beta_t dS_t^T k_t ; dk_t = beta_t (dS_t v_t + (dH_t + dH_t^T) k_t)
@@ -4729,7 +4756,7 @@ MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_
     }
 }
 
-// ---- chunkwise form (training and prefill; mesa.md §2.3, §3.2). Chunk n holds rows a = 0..Cn-1
+// ---- chunkwise form (training and prefill). Chunk n holds rows a = 0..Cn-1
 // (t = nC + a; the last chunk may be shorter). With b_a = sum_{i<=a} g_{nC+i} (local cumsum):
 //   Gam_a = exp(b_a), e_j = exp(b_last - b_j), M[a,j] = exp(b_a - b_j) beta_j for j <= a (else 0),
 // and H_n, S_n the states at the chunk start, row a of the system matrix applied to P is
@@ -4879,6 +4906,10 @@ static void mn__mesa_states(mn__mesa_cw* w, size_t b, size_t h, const mn_real* h
 
 // Chunkwise forward. Same contract as mn_mesa_forward_recurrent; opts.solver is ignored (always
 // CG; use the recurrent form for the exact solve). Parallel over (b,h); chunk size opts.chunk.
+// Cost per token and head, with n CG steps and chunk length C: 2 Dk (Dk + Dv) for the state pass,
+// n (4 C Dk + 2 Dk^2) for CG, 2 C (Dk + Dv) + 2 Dk Dv for the output (mn_flops_per_token counts this).
+// Memory: xs, Dk per token, is saved for the backward; work holds the chunk states and their
+// gradients, about 2 (Dk^2 + Dk Dv) / C per token, one chunk's scratch and the adjoint solves (Dk).
 MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
@@ -4914,13 +4945,16 @@ MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, 
     }
 }
 
-// Chunkwise backward by implicit differentiation (mesa.md §3.2; fla chunk_mesa_net's passes):
+// Chunkwise backward by implicit differentiation (the recurrent backward's equations, regrouped by chunk
+// as fla chunk_mesa_net's kernels do; M' = M without beta, Sx = X Kc^T, e_j = exp(b_last - b_j)):
 //   B0 recompute the chunk-start states; B1 reverse pass for dS (state gradients at chunk ends);
 //   B2 per chunk: xbar = S_t do_t in GLA form, dv, the kv part of dk/dbeta/dg;
 //   B3 adjoint CG dQ = A^-1 xbar (same batched CG, x0 = 0); B4 reverse pass for dH with (dQ, X);
 //   B5 per chunk: the kk part of dk/dbeta/dg and dlambda. The decay gradients are first taken with
 //   respect to the local cumsum b (db), then dg_t = sum_{s >= t in the chunk} db_s.
-// Same contract as mn_mesa_backward_recurrent (xs from the forward; accumulates).
+// Same contract as mn_mesa_backward_recurrent (xs from the forward; accumulates). Cost per token and head:
+// the adjoint CG, n (4 C Dk + 2 Dk^2) as in the forward, plus 14 C Dk + 6 C Dv + 10 Dk^2 + 10 Dk Dv
+// for B0-B5. Memory: the work of the forward (the chunk states recomputed there, not saved).
 MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, KK = K * K, KV = K * V, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
