@@ -91,7 +91,8 @@ demo: setup
 TEST_BINS = $(BUILD)/test_tasks $(BUILD)/synth $(BUILD)/test_grad $(BUILD)/test_mesa $(BUILD)/test_mesa_oracle $(BUILD)/test_gla_d $(BUILD)/test_gla_f $(BUILD)/test_delta_d $(BUILD)/test_delta_f \
             $(BUILD)/test_ssm_d $(BUILD)/test_ssm_f $(BUILD)/test_xlstm_d $(BUILD)/test_xlstm_f \
             $(BUILD)/asan_test_gla $(BUILD)/asan_test_delta $(BUILD)/asan_test_ssm $(BUILD)/asan_test_xlstm $(BUILD)/test_model_d $(BUILD)/test_model_f $(BUILD)/test_vecfile \
-            $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile
+            $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile \
+            $(BUILD)/test_io $(BUILD)/test_io_rename $(BUILD)/test_io_inplace $(BUILD)/asan_test_io
 
 # the Python bridge: both libraries, the C program it is compared with, the vector checker it writes files for
 TEST_BINS += $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so $(BUILD)/bridge_ref $(BUILD)/check_vectors
@@ -142,6 +143,13 @@ $(BUILD)/test_model_d: tests/test_model.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm
 $(BUILD)/test_model_f: tests/test_model.c tests/testutil.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
+# checkpoints and argument checks, once per save tier: the Linux exchange, two renames, in place (no POSIX)
+$(BUILD)/test_io: tests/test_io.c tests/testutil.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests $< -o $@ -lm
+$(BUILD)/test_io_rename: tests/test_io.c tests/testutil.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests -DMN_NO_EXCHANGE $< -o $@ -lm
+$(BUILD)/test_io_inplace: tests/test_io.c tests/testutil.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests -DMN_NO_POSIX $< -o $@ -lm
 $(BUILD)/test_vecfile: tests/test_vecfile.c reference/vecfile.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $< -o $@ -lm
 # the header compiles warning-free as C99 and as C++, float and double
@@ -157,10 +165,15 @@ $(BUILD)/asan_test_grad: tests/test_grad.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(SAN) $(WARN) -I. -DMESANET_DOUBLE $< -o $@ -lm
 $(BUILD)/asan_test_model: tests/test_model.c tests/testutil.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(SAN) $(WARN) -I. $< -o $@ -lm
+$(BUILD)/asan_test_io: tests/test_io.c tests/testutil.h mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(SAN) $(WARN) -I. -Itests -DMESANET_DOUBLE $< -o $@ -lm
 $(BUILD)/asan_test_vecfile: tests/test_vecfile.c reference/vecfile.h | $(BUILD)
 	$(CC) $(CSTD) $(SAN) $(WARN) -I. $< -o $@ -lm
 # libFuzzer targets (clang) for the checkpoint and vector-file parsers
 $(BUILD)/fuzz_safetensors: tests/fuzz_safetensors.c mesanet.h | $(BUILD)
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm
+# the whole loader (config.json + model + optimizer from memory: every check mn_load makes)
+$(BUILD)/fuzz_checkpoint: tests/fuzz_checkpoint.c mesanet.h | $(BUILD)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm
 $(BUILD)/fuzz_vecfile: tests/fuzz_vecfile.c reference/vecfile.h | $(BUILD)
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -I. $< -o $@ -lm
@@ -169,14 +182,15 @@ check-vectors: $(BUILD)/check_vectors
 	./$(BUILD)/check_vectors --tol 1e-8 $(VECTORS)
 
 FUZZ_SECONDS ?= 20
-fuzz: $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_vecfile
-	@mkdir -p $(BUILD)/corpus_st $(BUILD)/corpus_vec
+fuzz: $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_checkpoint $(BUILD)/fuzz_vecfile
+	@mkdir -p $(BUILD)/corpus_st $(BUILD)/corpus_ck $(BUILD)/corpus_vec
 	./$(BUILD)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) $(BUILD)/corpus_st tests/corpus/safetensors
+	./$(BUILD)/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz_checkpoint.dict $(BUILD)/corpus_ck tests/corpus/checkpoint
 	./$(BUILD)/fuzz_vecfile -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz_vecfile.dict $(BUILD)/corpus_vec tests/corpus/vecfile
 
 # set up first (as demo does: a fresh Debian machine lacks libstb-dev), then build everything and run the suites
 test: setup
-	@$(MAKE) --no-print-directory $(TEST_BINS) all $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_vecfile
+	@$(MAKE) --no-print-directory $(TEST_BINS) all $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_checkpoint $(BUILD)/fuzz_vecfile
 	@BUILD=$(BUILD) VECTORS=$(VECTORS) FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/run_all.sh
 
 # REF-S training/inference throughput (attention, Mesa CG 10 and 30), the core ops' recurrent vs

@@ -6064,8 +6064,9 @@ static int mn__js_uint(mn__js* j, size_t max, size_t* out) {
 //     A save removes the temporary folders that dead processes left beside D, deleting only the
 //     checkpoint files and verified links in them (anything else is moved back into D, or left in place);
 //     it keeps them all while D holds no config.json, as one of them may then be the only copy.
-//     Where the exchange is missing (not Linux, or a file system without it), D is renamed aside and the
-//     new folder renamed to D: a crash between those two renames leaves no D (mn_load says where to look).
+//     Where the exchange is missing (not Linux, a file system without it, or MN_NO_EXCHANGE defined), D is
+//     renamed aside and the new folder renamed to D: a crash between the two leaves no D (mn_load says where
+//     to look). MN_NO_POSIX selects the in-place tier below.
 //   * in-place tier (a plain C99 build without POSIX, or D a symbolic link, ".", "/"): each file is written
 //     as <file>.tmp and renamed over the old one in turn; a crash between the renames leaves a mixed set,
 //     which mn_load refuses. Either way mn_save needs D to exist.
@@ -6101,7 +6102,7 @@ static int mn__js_uint(mn__js* j, size_t max, size_t* out) {
 #define MN__POSIX 0
 #endif
 #define MN_SAVE_ATOMIC MN__POSIX
-#if MN__POSIX && defined(__linux__) && defined(SYS_renameat2)
+#if MN__POSIX && defined(__linux__) && defined(SYS_renameat2) && !defined(MN_NO_EXCHANGE)
 #define MN__EXCHANGE 1
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
@@ -6754,7 +6755,7 @@ static void mn__stf_free(mn__stf* s) { if (s->info) MN_FREE(s->info); if (s->map
 static int mn__stf_open(mn__stf* s, mn__src* src, const mn_model* tab, size_t parts, const char* const* prefix) {
     unsigned char len8[8], *hdr;
     uint64_t hlen = 0;
-    size_t i, k, p, want = parts * tab->n_tensors, ds, guess = 0;
+    size_t i, k, p, want = parts * tab->n_tensors, ds, guess = 0, cap;
     unsigned char* seen;
     int err;
     memset(s, 0, sizeof *s);
@@ -6768,11 +6769,13 @@ static int mn__stf_open(mn__stf* s, mn__src* src, const mn_model* tab, size_t pa
     if (!(hdr = (unsigned char*)MN_MALLOC(8 + (size_t)hlen))) return MN_ERR_ALLOC;
     memcpy(hdr, len8, 8);
     if ((err = mn__src_read(src, hdr + 8, (size_t)hlen))) { MN_FREE(hdr); return err; }
-    s->info = (mn_tensor_info*)mn__calloc(want + 16, sizeof(mn_tensor_info));   // a few more: named in the message below
-    s->map = (size_t*)mn__calloc(want + 16, sizeof(size_t));
+    // room for every tensor the header can hold (an entry takes at least 40 bytes): an unexpected one gets named
+    cap = (size_t)hlen / 40 + 2;
+    s->info = (mn_tensor_info*)mn__calloc(cap, sizeof(mn_tensor_info));
+    s->map = (size_t*)mn__calloc(cap, sizeof(size_t));
     seen = (unsigned char*)mn__calloc(want + 1, 1);
     if (!s->info || !s->map || !seen) { MN_FREE(hdr); if (seen) MN_FREE(seen); mn__stf_free(s); return MN_ERR_ALLOC; }
-    err = mn__st_parse(src->path, hdr, 8 + (size_t)hlen, src->size, s->info, want + 16, &s->n, &ds, s->meta, sizeof s->meta);
+    err = mn__st_parse(src->path, hdr, 8 + (size_t)hlen, src->size, s->info, cap, &s->n, &ds, s->meta, sizeof s->meta);
     MN_FREE(hdr);
     if (err) { MN_FREE(seen); mn__stf_free(s); return err; }
     // the file's tensors and the table's: the same names (with the part's prefix) and shapes, nothing else

@@ -27,6 +27,9 @@ run "mLSTM / sLSTM (float)" "$B/test_xlstm_f"
 run "model tests (double)" "$B/test_model_d"
 run "model tests (float, BLAS/OpenMP as built)" "$B/test_model_f"
 run "vector-file parser" "$B/test_vecfile"
+run "checkpoints and argument checks: swap by exchange" "$B/test_io"
+run "checkpoints: swap by two renames (MN_NO_EXCHANGE)" "$B/test_io_rename"
+run "checkpoints: in place (MN_NO_POSIX)" "$B/test_io_inplace"
 run "peer vectors (double, 1e-8)" "$B/check_vectors" --tol 1e-8 "${VECTORS:-reference/vectors}"
 run "ASan+UBSan: gradients" "$B/asan_test_grad"
 run "ASan+UBSan: model" "$B/asan_test_model"
@@ -35,6 +38,7 @@ run "ASan+UBSan: delta rule" "$B/asan_test_delta"
 run "ASan+UBSan: Mamba-2 SSD / RG-LRU" "$B/asan_test_ssm"
 run "ASan+UBSan: mLSTM / sLSTM" "$B/asan_test_xlstm"
 run "ASan+UBSan: vector-file parser" "$B/asan_test_vecfile"
+run "ASan+UBSan: checkpoints and argument checks (double)" "$B/asan_test_io"
 run "command-line programs" ./tests/test_cli.sh "$B"
 run "synthetic suite, quick tier (parity learns; resume; report)" ./tests/test_synth.sh "$B"
 # the Python bridge, bit for bit against C in double (Debian's python3: its numpy and Jupyter packages)
@@ -55,7 +59,7 @@ if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     }
     [ -x "$B/train_cuda" ] && run "CUDA: multi-GPU launcher errors without a GPU" gpu_free
 else echo "=== CUDA: nvcc not found, make cuda skipped"; fi
-mkdir -p "$B/corpus_st" "$B/corpus_vec"
+mkdir -p "$B/corpus_st" "$B/corpus_ck" "$B/corpus_vec"
 # libFuzzer is chatty: keep its log and show the end of it only when it finds something
 fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
     local bin=$1 corpus=$2 seeds=$3; shift 3
@@ -64,6 +68,8 @@ fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
     else tail -n 30 "$B/$(basename "$bin").log"; return 1; fi
 }
 run "fuzz safetensors/config.json parsers (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_safetensors" "$B/corpus_st" tests/corpus/safetensors
+run "fuzz checkpoint loader: config + model + optimizer (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_checkpoint" "$B/corpus_ck" tests/corpus/checkpoint \
+    -dict=tests/fuzz_checkpoint.dict
 run "fuzz vector-file parser (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_vecfile" "$B/corpus_vec" tests/corpus/vecfile -dict=tests/fuzz_vecfile.dict
 [ $fail -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
