@@ -14,6 +14,7 @@
 #ifdef MESANET_DOUBLE
 #error "mesanet_cuda_host.c is the float side of the GPU model: build it without MESANET_DOUBLE"
 #endif
+#define _POSIX_C_SOURCE 200809L   /* mn_save's atomic folder swap (mesanet.h >>io) needs POSIX 2008 */
 #define MESANET_STATIC
 #define MESANET_IMPLEMENTATION
 #include "mesanet.h"

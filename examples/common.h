@@ -3,7 +3,9 @@
 #ifndef MN_EXAMPLES_COMMON_H
 #define MN_EXAMPLES_COMMON_H
 #define _POSIX_C_SOURCE 200809L
-#define _DEFAULT_SOURCE   // flock (train's lock on --out) and, in mesanet.h, Linux's renameat2 for the checkpoint swap
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE 1   // flock (train's lock on --out) and, in mesanet.h, Linux's renameat2 for the checkpoint swap
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
