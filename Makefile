@@ -35,7 +35,8 @@ endif
 FULL = $(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(ACCEL_CFLAGS)
 
 .PHONY: all demo setup test bench check-vectors fuzz clean
-all: $(BUILD)/train $(BUILD)/generate $(BUILD)/synth $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors
+all: $(BUILD)/train $(BUILD)/generate $(BUILD)/synth $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors \
+     $(BUILD)/dump_logits
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -57,6 +58,10 @@ $(BUILD)/bench_mesa: examples/bench_mesa.c examples/common.h reference/mesa_orac
 # the peer-vector checker is a double build (mn_real = double) compared at 1e-8
 $(BUILD)/check_vectors: reference/check_vectors.c reference/vecfile.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -DMESANET_DOUBLE -DMESANET_IMPLEMENTATION -DMN_VECFILE_IMPLEMENTATION $< -o $@ -lm
+# a checkpoint's logits as float64 for comparing with another implementation (reference/fla_interop.py;
+# add LDFLAGS=-static to carry it to another machine)
+$(BUILD)/dump_logits: reference/dump_logits.c mesanet.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -DMESANET_DOUBLE $< -o $@ $(LDFLAGS) -lm
 
 # the Python bridge (notebooks/mesanet.py) loads these: mesanet.h + the .vec reader as shared libraries,
 # MN_LOG captured for its exceptions. The double build is plain C like the double tests (bit-equal to them);

@@ -6914,7 +6914,10 @@ end:
         // written by fla: its CG arithmetic, and with no intermediate_size its GatedMLP's width,
         // int(C * hidden_ratio * 2/3) rounded up to a multiple of 256
         cfg->mesa_cg_fla = 1;
-        if (!(ratio > 0 && ratio <= 64)) { MN_LOG("mesanet: config.json: hidden_ratio %g out of range\n", ratio); return MN_ERR_CONFIG; }
+        if (!(ratio > 0 && ratio <= 64)) {
+            MN_LOG("mesanet: config.json: hidden_ratio %g out of range\n", ratio);
+            return MN_ERR_CONFIG;
+        }
         if (!cfg->d_ff && cfg->d_model) cfg->d_ff = ((size_t)floor((double)cfg->d_model * ratio * 2 / 3) + 255) / 256 * 256;
     }
     return MN_OK;
