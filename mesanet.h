@@ -235,6 +235,25 @@ typedef struct mn_state {
 } mn_state;
 
 // >>api
+// At a glance (the prototypes follow, grouped, each group with its contract):
+//   model    mn_config_resolve mn_model_init mn_model_free mn_forward mn_backward mn_zero_grad mn_logits
+//            mn_clip_grad_norm mn_adamw_step mn_adamw_update mn_lr_schedule mn_flops_per_token
+//   decode   mn_state_init mn_step mn_state_reset mn_state_free mn_state_cg_stats mn_sample
+//   files    mn_save mn_load mn_config_parse_json mn_safetensors_parse
+//   tasks    mn_task_find mn_task_list mn_task_sample mn_task_train_len
+//   misc     mn_strerror mn_rng_seed mn_rng_u32 mn_rng_uniform mn_rng_normal
+//   ops      mn_<op>_forward / _backward for matmul (+ _naive), embedding, rmsnorm, rmsnorm_gated, residual,
+//            swiglu, sigmoid, logsigmoid, softplus, gelu, shortconv (+ _step), l2norm, rope, crossentropy;
+//            mn_gemm
+//   mixers   op            default form         other forms                 decode  workspace
+//            attention     forward backward     _naive                      step    (att, datt, scores)
+//            gla           forward backward     _recurrent                  step    work_size(_recurrent)
+//            delta_rule    forward backward     _naive                      step    work_size
+//            ssd           forward backward     _recurrent                  step    work_size(_recurrent)
+//            rglru         forward backward     (the scan is the only form) step    work_size
+//            mlstm         forward backward     _parallel, forward_recurrent step   work_size(_parallel)
+//            slstm         forward backward     (the scan is the only form) step    work_size
+//            mesa          forward backward     _recurrent                  step    work_size(_recurrent)
 MNDEF const char* mn_strerror(int code);
 
 // --- rng (xorshift64*, as llm.c; seeded, deterministic across platforms) ---
@@ -244,46 +263,72 @@ MNDEF double mn_rng_uniform(mn_rng* r);         // [0,1)
 MNDEF double mn_rng_normal(mn_rng* r);          // N(0,1), Box-Muller
 
 // --- matmul: out (N,OC) = inp (N,IC) W^T + bias ---
-MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC);
-MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC);
-MNDEF void mn_matmul_backward(mn_real* dinp, mn_real* dweight, mn_real* dbias, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t N, size_t IC, size_t OC);
-MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc);
+MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias,
+                                   size_t N, size_t IC, size_t OC);
+MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N,
+                             size_t IC, size_t OC);
+MNDEF void mn_matmul_backward(mn_real* dinp, mn_real* dweight, mn_real* dbias, const mn_real* dout, const mn_real* inp,
+                              const mn_real* weight, size_t N, size_t IC, size_t OC);
+MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda,
+                   const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc);
 
 // --- elementwise and normalisation ops ---
 MNDEF void mn_embedding_forward(mn_real* out, const int* tokens, const mn_real* wte, size_t N, size_t C);
 MNDEF void mn_embedding_backward(mn_real* dwte, const mn_real* dout, const int* tokens, size_t N, size_t C);
-MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C, double eps);
-MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C);
+MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N,
+                              size_t C, double eps);
+MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd,
+                               const mn_real* inp, const mn_real* weight, size_t N, size_t C);
 MNDEF void mn_residual_forward(mn_real* out, const mn_real* a, const mn_real* b, size_t n);
 MNDEF void mn_residual_backward(mn_real* da, mn_real* db, const mn_real* dout, size_t n);
 MNDEF void mn_swiglu_forward(mn_real* out, const mn_real* gate, const mn_real* up, size_t n);
-MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up, size_t n);
+MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up,
+                              size_t n);
 MNDEF void mn_sigmoid_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_sigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_logsigmoid_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_logsigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
 MNDEF void mn_softplus_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
-MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C, double eps);
-MNDEF void mn_rmsnorm_gated_backward(mn_real* dinp, mn_real* dgate, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C);
+MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* gate,
+                                    const mn_real* weight, size_t N, size_t C, double eps);
+MNDEF void mn_rmsnorm_gated_backward(mn_real* dinp, mn_real* dgate, mn_real* dweight, const mn_real* dout,
+                                     const mn_real* rstd, const mn_real* inp, const mn_real* gate,
+                                     const mn_real* weight, size_t N, size_t C);
 MNDEF void mn_gelu_forward(mn_real* out, const mn_real* inp, size_t n);
 MNDEF void mn_gelu_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n);
-MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
-MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
-MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch, size_t K, int silu);
+MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch,
+                                size_t K, int silu);
+MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp,
+                                 const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu);
+MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch,
+                             size_t K, int silu);
 MNDEF void mn_l2norm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, size_t N, size_t D);
-MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N, size_t D);
-MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta);
-MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta);
-MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap);
-MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap);
+MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N,
+                              size_t D);
+MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                           double theta);
+MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                            double theta);
+MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const int* targets, size_t N, size_t V,
+                                   double softcap);
+MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, const mn_real* logits, const int* targets,
+                                    size_t N, size_t V, double softcap);
 
 // --- causal / sliding-window softmax attention (window 0 = full causal) ---
-MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
-MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out, const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
-MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
-MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* datt);
-MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* scores);
+MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v,
+                                      size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out,
+                                       const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v,
+                                       size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v,
+                                size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale);
+MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* att,
+                                 const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H,
+                                 size_t Dk, size_t Dv, size_t window, double scale, mn_real* datt);
+MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, const mn_real* q, const mn_real* k,
+                             const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv,
+                             size_t window, double scale, mn_real* scores);
 
 
 // --- linear attention / simple GLA / GLA: gate width G = 0 / 1 / Dk (see the top comment) ---
@@ -293,31 +338,55 @@ MNDEF size_t mn_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv
 MNDEF size_t mn_gla_work_size_recurrent(size_t T, size_t Dk, size_t Dv);
 // out (B,T,H,Dv), ht (B,H,Dk,Dv) written (ht may be h0: updated in place); q,k (B,T,H,Dk),
 // v (B,T,H,Dv), g (B,T,H,G) or NULL when G = 0, h0 (B,H,Dk,Dv) or NULL (zeros)
-MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v,
+                                    const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk,
+                                    size_t Dv, size_t G, double scale);
 // dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg (B,T,H,G) or NULL, dh0 (B,H,Dk,Dv) or NULL: accumulated (+=);
 // work (mn_gla_work_size_recurrent) scratch; dout (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL (zeros);
 // q,k,v,g,h0 as in the forward
-MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, mn_real* work);
+MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0,
+                                     const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k,
+                                     const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T,
+                                     size_t H, size_t Dk, size_t Dv, size_t G, double scale, mn_real* work);
 // out (B,T,H,Dv), ht (B,H,Dk,Dv) written (ht may be h0); work (mn_gla_work_size) scratch; q,k (B,T,H,Dk),
 // v (B,T,H,Dv), g (B,T,H,G) or NULL, h0 (B,H,Dk,Dv) or NULL; chunk length C >= 1 (any T)
-MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work);
+MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v,
+                          const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                          size_t G, double scale, size_t C, mn_real* work);
 // as mn_gla_backward_recurrent, with work (mn_gla_work_size) and the chunk length C
-MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work);
+MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout,
+                           const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
+                           const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                           double scale, size_t C, mn_real* work);
 // one token per sequence: out (B,H,Dv) written; state (B,H,Dk,Dv) read and updated; q,k (B,H,Dk),
 // v (B,H,Dv), g (B,H,G) or NULL
-MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v,
+                       const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
 
 // --- DeltaNet / Gated DeltaNet (the gated delta rule; see >>delta_rule) ---
 // --- gated delta rule (Gated DeltaNet); g == NULL is DeltaNet. Layout [B,T,H,D], state [B,H,Dk,Dv] ---
 // q,k,dq,dk (B,T,H,Dk); v,out,dv,dout (B,T,H,Dv); beta,g,dbeta,dg (B,T,H); h0,ht,dh0,dht,dstate (B,H,Dk,Dv);
 // saved: states (B,H,T,Dk,Dv) by the naive form, hs (B,H,NC,Dk,Dv) with NC = ceil(T/chunk) by the chunkwise
 // form; work (mn_delta_rule_work_size). Step: q,k (B,H,Dk), v,out (B,H,Dv), beta,g (B,H), state (B,H,Dk,Dv).
-MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
-MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht, const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
+MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k,
+                                       const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0,
+                                       size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale);
+MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg,
+                                        mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht,
+                                        const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v,
+                                        const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk,
+                                        size_t Dv, double scale);
 MNDEF size_t mn_delta_rule_work_size(size_t B, size_t H, size_t Dk, size_t Dv, size_t chunk);
-MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work);
-MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work);
-MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, double scale);
+MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const mn_real* q, const mn_real* k,
+                                 const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B,
+                                 size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work);
+MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0,
+                                  const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q,
+                                  const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B,
+                                  size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work);
+MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v,
+                              const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv,
+                              double scale);
 
 
 // --- Mamba-2 SSD core (see >>ssd): per head h_t = a_t h_{t-1} + X_t B_t^T (P,N), y_t = h_t C_t ---
@@ -331,19 +400,30 @@ MNDEF size_t mn_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, 
 MNDEF size_t mn_ssd_work_size_recurrent(size_t T, size_t P, size_t N);
 // y (B,T,H,P), ht (B,H,P,N) written (ht may be h0: updated in place); X (B,T,H,P), A (B,T,H),
 // Bm,Cm (B,T,H,N), h0 (B,H,P,N) or NULL (zeros)
-MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode);
+MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm,
+                                    const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P,
+                                    size_t N, int amode);
 // dX (B,T,H,P), dA (B,T,H) or NULL, dB,dC (B,T,H,N), dh0 (B,H,P,N) or NULL: accumulated (+=);
 // work (mn_ssd_work_size_recurrent) scratch; dy (B,T,H,P); dht (B,H,P,N) or NULL (zeros);
 // X,A,Bm,Cm,h0 as in the forward. dA is dL/dA for what A holds (log-decay or transition).
-MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode, mn_real* work);
+MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0,
+                                     const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A,
+                                     const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T,
+                                     size_t H, size_t P, size_t N, int amode, mn_real* work);
 // chunkwise, log-decays only: y (B,T,H,P), ht (B,H,P,N) written (ht may be h0); work
 // (mn_ssd_work_size) scratch; X,A,Bm,Cm,h0 as above; chunk length C >= 1 (any T)
-MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work);
+MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm,
+                          const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N,
+                          size_t C, mn_real* work);
 // as mn_ssd_backward_recurrent (log-decays), with work (mn_ssd_work_size) and the chunk length C
-MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work);
+MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy,
+                           const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm,
+                           const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
+                           mn_real* work);
 // one token per sequence: y (B,H,P) written; state (B,H,P,N) read and updated; X (B,H,P), A (B,H),
 // Bm,Cm (B,H,N)
-MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode);
+MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm,
+                       const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode);
 
 // --- RG-LRU (Hawk / Griffin's recurrence, see >>rglru), width W, NH gate blocks of W/NH channels ---
 // Resets: segment_pos (B,T) given: h restarts (h_t = x_t gx_t, h0 ignored) wherever segment_pos == 0,
@@ -353,14 +433,23 @@ MNDEF size_t mn_rglru_work_size(size_t B, size_t T, size_t W); // elements: the 
 // y (B,T,W), ht (B,W) written (ht may be h0); gates (2,B,T,W) written and saved for the backward
 // (the input gate, then the recurrence gate); x (B,T,W); a_param (W); wx,wa (NH,W/NH,W/NH);
 // bx,ba (NH,W/NH); h0 (B,W) or NULL; segment_pos (B,T) or NULL; c the constant (8 in Griffin)
-MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c);
+MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_real* x, const mn_real* a_param,
+                            const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba,
+                            const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH,
+                            double c);
 // dx (B,T,W), da_param (W), dwx,dwa (NH,W/NH,W/NH), dbx,dba (NH,W/NH), dh0 (B,W): accumulated (+=),
 // any of them but dx may be NULL; work (mn_rglru_work_size) scratch; dy (B,T,W); dht (B,W) or NULL;
 // y, gates: what the forward wrote; the rest as in the forward
-MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c, mn_real* work);
+MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba,
+                             mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* y,
+                             const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx,
+                             const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W,
+                             size_t NH, double c, mn_real* work);
 // one token per sequence: y (B,W) written; state (B,W) read and updated; work (mn_rglru_work_size(B,1,W))
 // scratch; x (B,W); segment_pos (B) or NULL (no reset: pass 0 for a sequence's first token)
-MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c, mn_real* work);
+MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_real* a_param, const mn_real* wx,
+                         const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B,
+                         size_t W, size_t NH, double c, mn_real* work);
 
 
 // --- xLSTM mLSTM (matrix memory; see >>mlstm). Layout [B,T,H,D] as fla; gates i, f are pre-activations ---
@@ -374,19 +463,36 @@ MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_
 enum { MN_MLSTM_BW_EXACT = 0, MN_MLSTM_BW_DETACH = 1 };
 // parallel form (T x T, no initial state): work (mn_mlstm_work_size_parallel) serves forward and backward
 MNDEF size_t mn_mlstm_work_size_parallel(size_t B, size_t T, size_t H);
-MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work);
-MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode, mn_real* work);
+MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k,
+                                     const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T,
+                                     size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work);
+MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df,
+                                      const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v,
+                                      const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk,
+                                      size_t Dv, double scale, double eps, int mode, mn_real* work);
 // recurrent form (forward only): Ct, nt, mt written (required: they hold the running state; they may be
 // C0, n0, m0, updated in place). The step is the recurrent form with T = 1: one token per sequence,
 // out (B,H,Dv), q,k (B,H,Dk), v (B,H,Dv), ig,fg (B,H), C, n, m read and updated.
-MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps);
-MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t H, size_t Dk, size_t Dv, double scale, double eps);
+MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt,
+                                      const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig,
+                                      const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0,
+                                      size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps);
+MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const mn_real* q, const mn_real* k,
+                         const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t H, size_t Dk,
+                         size_t Dv, double scale, double eps);
 // chunkwise form, chunk length C >= 1 (any T): work (mn_mlstm_work_size) serves forward and backward.
 // Ct, nt, mt (final state) may be NULL, or C0, n0, m0. The backward recomputes the forward (nothing is
 // saved); dC0 (B,H,Dk,Dv), dn0 (B,H,Dk) may be NULL; m0 gets no gradient; the final state carries none.
 MNDEF size_t mn_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
-MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work);
-MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode, mn_real* work);
+MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt,
+                            const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg,
+                            const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H,
+                            size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work);
+MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0,
+                             mn_real* dn0, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v,
+                             const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0,
+                             const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale,
+                             double eps, size_t C, int mode, mn_real* work);
 
 // --- xLSTM sLSTM (scalar memory, block-diagonal recurrence; see >>slstm). Hd = NH*Dh units ---
 // x,dx (B,T,4*Hd) input pre-activations W x_t, gate-major: index g*Hd + h*Dh + j, g = 0..3 = i, f, z, o;
@@ -395,9 +501,16 @@ MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di,
 // backward); dy (B,T,Hd) upstream; y0,c0,n0,m0 (B,Hd) initial states or NULL (zeros); dy0,dc0,dn0 (B,Hd)
 // or NULL; work (mn_slstm_work_size) scratch. Step: x (B,4*Hd), y,c,n,m (B,Hd) read and updated.
 MNDEF size_t mn_slstm_work_size(size_t B, size_t NH, size_t Dh);
-MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work);
-MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work);
-MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work);
+MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R,
+                            const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0,
+                            const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work);
+MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0,
+                             const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m,
+                             const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0,
+                             const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh,
+                             mn_real* work);
+MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R,
+                         const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work);
 
 // --- the Mesa layer's op (von Oswald et al. 2025): per head, with H_t = g H + b k k^T, S_t = g S + b k v^T,
 //     x_t = (H_t + diag lambda)^-1 q_t (CG or exact), o_t = S_t^T x_t; see >>mesa ---
@@ -414,11 +527,29 @@ typedef struct mn_mesa_opts {
 // forward, backward and step (one size serves all three; the step needs it for T = 1).
 MNDEF size_t mn_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
 MNDEF size_t mn_mesa_work_size_recurrent(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
-MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
-MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k,
+                        const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H,
+                        size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv,
+                                     const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
+                                     const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk,
+                                     size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta,
+                                      mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout,
+                                      const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q,
+                                      const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
+                                      const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T,
+                                      size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q,
+                           const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
+                           const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                           const mn_mesa_opts* o, mn_real* work);
+MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb,
+                            mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk,
+                            const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k,
+                            const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb,
+                            const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk,
+                            size_t Dv, const mn_mesa_opts* o, mn_real* work);
 
 // --- model lifecycle, training, inference ---
 MNDEF int mn_config_resolve(mn_config* out, const mn_config* in);
@@ -431,14 +562,17 @@ MNDEF void mn_zero_grad(mn_model* m);
 MNDEF int mn_backward(mn_model* m);
 MNDEF double mn_clip_grad_norm(mn_model* m, double max_norm); // returns the norm before clipping (NaN if non-finite)
 MNDEF int mn_adamw_step(mn_model* m, double lr, const mn_adamw* hp);
-MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t);
+MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1,
+                           double beta2, double eps, double wd, uint64_t t);
 MNDEF double mn_lr_schedule(size_t step, size_t warmup, size_t total, double lr_max, double lr_min);
 MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq);
 MNDEF void mn_state_reset(mn_state* s);
 MNDEF void mn_state_free(mn_state* s);
 MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits); // tokens (n_seq), logits (n_seq,V)
-MNDEF double mn_state_cg_stats(const mn_model* m, const mn_state* s, double* solves); // mean CG iterations per (token, head, Mesa layer) since the last reset
-MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch);
+// mean CG iterations per (token, head, Mesa layer) since the last reset; *solves the systems solved
+MNDEF double mn_state_cg_stats(const mn_model* m, const mn_state* s, double* solves);
+MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng,
+                    mn_real* scratch);
 
 // --- checkpoints: <dir>/model.safetensors + <dir>/config.json (+ <dir>/optimizer.safetensors) ---
 // step, rng_state and extra[] are the caller's; notes (one line of text, NUL-terminated) too, e.g. the
@@ -447,7 +581,8 @@ typedef struct mn_train_meta { uint64_t step; uint64_t rng_state; double extra[4
 MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta);
 MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta); // m uninitialised: builds it from config.json
 MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, char* pattern_buf, size_t pattern_cap);
-MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta_json, size_t meta_cap);
+MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out,
+                               size_t* data_start, char* meta_json, size_t meta_cap);
 
 // --- synthetic length-generalisation tasks (the generators and their grammars are in >>tasks) ---
 // An example is x (len) input tokens and y (len) targets: the model's output at position t is
@@ -456,7 +591,8 @@ MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_i
 // such as '=' whose output is the answer). Token 0 is PAD in every task; x[n..len) = PAD, y = -1.
 typedef enum { MN_METRIC_TOKEN = 0, MN_METRIC_SEQUENCE = 1, MN_METRIC_FINAL = 2 } mn_metric;
 typedef struct mn_task {
-    const char* name;      // "parity","modarith","modarith_brackets","z5","s3","majority","majority_count","anbn","anbncn","mqar"
+    const char* name;      // "parity", "modarith", "modarith_brackets", "z5", "s3", "majority",
+                           // "majority_count", "anbn", "anbncn", "mqar"
     int vocab_size;        // tokens 0..vocab_size-1; token 0 is PAD in every task
     int metric;            // main metric (mn_metric): FINAL = accuracy at the last scored position of each
                            // sequence; TOKEN = over all scored positions; SEQUENCE = every scored position right
@@ -598,21 +734,26 @@ static mn_real mn__dot(const mn_real* MN__RESTRICT a, const mn_real* MN__RESTRIC
 // beta == 0 overwrites C (never reads it), so C may start as garbage.
 #ifdef MN_USE_BLAS
 // One BLAS call (row-major, as mn_gemm).
-static void mn__blas_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
+static void mn__blas_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A,
+                          size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
     if (M == 1 && transB) {
         // one row times a weight matrix (the per-token step): as gemv, since gemm would first
         // copy (pack) the whole matrix for a single row
 #ifdef MESANET_DOUBLE
-        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)Nn, (int)K, alpha, B, (int)ldb, A, transA ? (int)lda : 1, beta, Cm, 1);
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)Nn, (int)K, alpha, B, (int)ldb, A, transA ? (int)lda : 1, beta,
+                    Cm, 1);
 #else
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)Nn, (int)K, (float)alpha, B, (int)ldb, A, transA ? (int)lda : 1, (float)beta, Cm, 1);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)Nn, (int)K, (float)alpha, B, (int)ldb, A, transA ? (int)lda : 1,
+                    (float)beta, Cm, 1);
 #endif
         return;
     }
 #ifdef MESANET_DOUBLE
-    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, Cm, (int)ldc);
+    cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn,
+                (int)K, alpha, A, (int)lda, B, (int)ldb, beta, Cm, (int)ldc);
 #else
-    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn, (int)K, (float)alpha, A, (int)lda, B, (int)ldb, (float)beta, Cm, (int)ldc);
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, (int)M, (int)Nn,
+                (int)K, (float)alpha, A, (int)lda, B, (int)ldb, (float)beta, Cm, (int)ldc);
 #endif
 }
 #ifdef _OPENMP
@@ -620,7 +761,8 @@ extern void openblas_set_num_threads(int);
 #endif
 #endif
 
-MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda, const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
+MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double alpha, const mn_real* A, size_t lda,
+                   const mn_real* B, size_t ldb, double beta, mn_real* Cm, size_t ldc) {
     if (M == 0 || Nn == 0) return;
 #ifdef MN_USE_BLAS
 #ifdef _OPENMP
@@ -637,7 +779,8 @@ MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double
             size_t nt = (size_t)omp_get_num_threads(), id = (size_t)omp_get_thread_num();
             size_t i0 = M * id / nt, i1 = M * (id + 1) / nt;
             if (i1 > i0)
-                mn__blas_gemm(transA, transB, i1 - i0, Nn, K, alpha, transA ? A + i0 : A + i0 * lda, lda, B, ldb, beta, Cm + i0 * ldc, ldc);
+                mn__blas_gemm(transA, transB, i1 - i0, Nn, K, alpha, transA ? A + i0 : A + i0 * lda, lda, B, ldb, beta,
+                              Cm + i0 * ldc, ldc);
         }
         return;
     }
@@ -672,7 +815,8 @@ MNDEF void mn_gemm(int transA, int transB, size_t M, size_t Nn, size_t K, double
 
 // out (N,OC) = inp (N,IC) . weight (OC,IC)^T + bias (OC). The plain triple loop, kept as the
 // reference every faster matmul is tested against. Accumulates in double.
-MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC) {
+MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias,
+                                   size_t N, size_t IC, size_t OC) {
     size_t n, o, i;
     for (n = 0; n < N; n++)
         for (o = 0; o < OC; o++) {
@@ -683,7 +827,8 @@ MNDEF void mn_matmul_forward_naive(mn_real* out, const mn_real* inp, const mn_re
 }
 
 // Same contract as the naive form, through mn_gemm (BLAS when MN_USE_BLAS).
-MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N, size_t IC, size_t OC) {
+MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* weight, const mn_real* bias, size_t N,
+                             size_t IC, size_t OC) {
     mn_gemm(0, 1, N, OC, IC, 1.0, inp, IC, weight, IC, 0.0, out, OC);
     if (bias) {
         size_t n, o;
@@ -693,7 +838,8 @@ MNDEF void mn_matmul_forward(mn_real* out, const mn_real* inp, const mn_real* we
 
 // forward: out = inp W^T + b, so: dinp += dout W ; dW += dout^T inp ; db += column sums of dout.
 // Any of dinp, dweight, dbias may be NULL (not needed).
-MNDEF void mn_matmul_backward(mn_real* dinp, mn_real* dweight, mn_real* dbias, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t N, size_t IC, size_t OC) {
+MNDEF void mn_matmul_backward(mn_real* dinp, mn_real* dweight, mn_real* dbias, const mn_real* dout, const mn_real* inp,
+                              const mn_real* weight, size_t N, size_t IC, size_t OC) {
     if (dinp) mn_gemm(0, 0, N, IC, OC, 1.0, dout, OC, weight, IC, 1.0, dinp, IC);
     if (dweight) mn_gemm(1, 0, OC, IC, N, 1.0, dout, OC, inp, IC, 1.0, dweight, IC);
     if (dbias) {
@@ -720,7 +866,8 @@ MNDEF void mn_embedding_backward(mn_real* dwte, const mn_real* dout, const int* 
 
 // RMSNorm (Llama, fla): out = inp * rstd * weight, rstd = 1/sqrt(mean(inp^2) + eps).
 // Saves rstd (N) for the backward.
-MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C, double eps) {
+MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N,
+                              size_t C, double eps) {
     long long n;
     MN__OMP_FOR
     for (n = 0; n < (long long)N; n++) {
@@ -735,7 +882,8 @@ MNDEF void mn_rmsnorm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, c
 }
 // forward: y = w * x * r with r = (mean(x^2)+eps)^-1/2, so with xh = x*r and g = dy*w:
 // dx = r * (g - xh * mean(g * xh)) ; dw += dy * xh
-MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* weight, size_t N, size_t C) {
+MNDEF void mn_rmsnorm_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* rstd,
+                               const mn_real* inp, const mn_real* weight, size_t N, size_t C) {
     long long n, c;
     MN__OMP_FOR                                  // pass 1: rows are independent
     for (n = 0; n < (long long)N; n++) {
@@ -776,7 +924,8 @@ MNDEF void mn_swiglu_forward(mn_real* out, const mn_real* gate, const mn_real* u
     }
 }
 // forward: out = g s(g) u, so: du += dout g s(g) ; dg += dout u s(g) (1 + g (1 - s(g)))
-MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up, size_t n) {
+MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout, const mn_real* gate, const mn_real* up,
+                              size_t n) {
     long long i;
     MN__OMP_FOR
     for (i = 0; i < (long long)n; i++) {
@@ -788,7 +937,8 @@ MNDEF void mn_swiglu_backward(mn_real* dgate, mn_real* dup, const mn_real* dout,
 
 // Gated RMSNorm (fla FusedRMSNormGated, swish gate, normalise first): per row of C,
 //   out = inp * rstd * weight * silu(gate),  rstd = 1/sqrt(mean(inp^2) + eps). Saves rstd (N).
-MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C, double eps) {
+MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* inp, const mn_real* gate,
+                                    const mn_real* weight, size_t N, size_t C, double eps) {
     long long n;
     MN__OMP_FOR
     for (n = 0; n < (long long)N; n++) {
@@ -796,13 +946,16 @@ MNDEF void mn_rmsnorm_gated_forward(mn_real* out, mn_real* rstd, const mn_real* 
         double ss = 0.0, r; size_t c;
         for (c = 0; c < C; c++) ss += (double)x[c] * x[c];
         r = 1.0 / sqrt(ss / (double)C + eps);
-        for (c = 0; c < C; c++) out[(size_t)n * C + c] = (mn_real)(x[c] * r * weight[c] * z[c] / (1.0 + exp(-(double)z[c])));
+        for (c = 0; c < C; c++)
+            out[(size_t)n * C + c] = (mn_real)(x[c] * r * weight[c] * z[c] / (1.0 + exp(-(double)z[c])));
         rstd[n] = (mn_real)r;
     }
 }
 // forward: y = n w s(z), n = x r, s = silu, so with dn = dy w s(z):
 // dx = r (dn - n mean(dn n)) ; dw += dy n s(z) ; dz += dy n w s'(z), s'(z) = sig(z)(1 + z(1 - sig(z)))
-MNDEF void mn_rmsnorm_gated_backward(mn_real* dinp, mn_real* dgate, mn_real* dweight, const mn_real* dout, const mn_real* rstd, const mn_real* inp, const mn_real* gate, const mn_real* weight, size_t N, size_t C) {
+MNDEF void mn_rmsnorm_gated_backward(mn_real* dinp, mn_real* dgate, mn_real* dweight, const mn_real* dout,
+                                     const mn_real* rstd, const mn_real* inp, const mn_real* gate,
+                                     const mn_real* weight, size_t N, size_t C) {
     size_t n, c;
     for (n = 0; n < N; n++) {
         const mn_real *x = inp + n * C, *z = gate + n * C, *dy = dout + n * C;
@@ -832,7 +985,11 @@ MNDEF void mn_sigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real
     size_t i; for (i = 0; i < n; i++) { double s = mn__sigmoid(inp[i]); dinp[i] += (mn_real)(dout[i] * s * (1.0 - s)); }
 }
 MNDEF void mn_logsigmoid_forward(mn_real* out, const mn_real* inp, size_t n) {
-    size_t i; for (i = 0; i < n; i++) { double x = inp[i]; out[i] = (mn_real)((x < 0 ? x : 0.0) - log1p(exp(-fabs(x)))); }
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double x = inp[i];
+        out[i] = (mn_real)((x < 0 ? x : 0.0) - log1p(exp(-fabs(x))));
+    }
 }
 // forward: y = log s(x), so: dx += dy (1 - s(x)) = dy s(-x)
 MNDEF void mn_logsigmoid_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
@@ -850,7 +1007,10 @@ MNDEF void mn_softplus_backward(mn_real* dinp, const mn_real* dout, const mn_rea
 //   y = x/2 (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
 MNDEF void mn_gelu_forward(mn_real* out, const mn_real* inp, size_t n) {
     size_t i;
-    for (i = 0; i < n; i++) { double x = inp[i]; out[i] = (mn_real)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))); }
+    for (i = 0; i < n; i++) {
+        double x = inp[i];
+        out[i] = (mn_real)(0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+    }
 }
 // forward: y = x/2 (1 + tanh u), so: dx += dy (1/2 (1 + tanh u) + x/2 (1 - tanh^2 u) du/dx)
 MNDEF void mn_gelu_backward(mn_real* dinp, const mn_real* dout, const mn_real* inp, size_t n) {
@@ -866,7 +1026,8 @@ MNDEF void mn_gelu_backward(mn_real* dinp, const mn_real* dout, const mn_real* i
 //   y_t[c] = act( sum_{j<K} w[c,j] * x_{t-K+1+j}[c] ),  zero left padding, w[c,K-1] hits token t.
 // inp, out (B,T,Ch); weight (Ch,K) = torch's [Ch,1,K]. The pre-activation is recomputed in
 // the backward (K multiply-adds per element) instead of being stored.
-static double mn__conv_pre(const mn_real* inp, const mn_real* weight, size_t T, size_t Ch, size_t K, size_t t, size_t c) {
+static double mn__conv_pre(const mn_real* inp, const mn_real* weight, size_t T, size_t Ch, size_t K, size_t t,
+                           size_t c) {
     double acc = 0.0; size_t j;
     for (j = 0; j < K; j++) {
         if (t + j + 1 < K) continue;                  // position t-K+1+j < 0: padding
@@ -875,7 +1036,8 @@ static double mn__conv_pre(const mn_real* inp, const mn_real* weight, size_t T, 
     MN_UNUSED(T);
     return acc;
 }
-MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch,
+                                size_t K, int silu) {
     long long bt;
     MN__OMP_FOR                                  // every (b,t) row is independent
     for (bt = 0; bt < (long long)(B * T); bt++) {
@@ -888,7 +1050,8 @@ MNDEF void mn_shortconv_forward(mn_real* out, const mn_real* inp, const mn_real*
 }
 // forward: y = act(a), a_t = sum_j w_j x_{t-K+1+j}, so: da = dy act'(a) ;
 // dx_{t-K+1+j} += w_j da_t ; dw_j += x_{t-K+1+j} da_t. Channels are independent (threads split them).
-MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp, const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
+MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real* dout, const mn_real* inp,
+                                 const mn_real* weight, size_t B, size_t T, size_t Ch, size_t K, int silu) {
     long long blk, nblk = (long long)((Ch + 31) / 32);
     MN__OMP_FOR                                  // blocks of 32 channels: rows stay contiguous
     for (blk = 0; blk < nblk; blk++) {
@@ -913,7 +1076,8 @@ MNDEF void mn_shortconv_backward(mn_real* dinp, mn_real* dweight, const mn_real*
 }
 // One token of the convolution. state (Ch,K-1) holds the last K-1 inputs, oldest first; it is
 // shifted and the new input appended. inp, out (Ch).
-MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch, size_t K, int silu) {
+MNDEF void mn_shortconv_step(mn_real* out, mn_real* state, const mn_real* inp, const mn_real* weight, size_t Ch,
+                             size_t K, int silu) {
     size_t c, j;
     for (c = 0; c < Ch; c++) {
         mn_real* s = state + c * (K - 1);
@@ -940,7 +1104,8 @@ MNDEF void mn_l2norm_forward(mn_real* out, mn_real* rstd, const mn_real* inp, si
     }
 }
 // forward: y = x r, r = (x.x + eps)^-1/2, so: dx += r (dy - y (y.dy))
-MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N, size_t D) {
+MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real* out, const mn_real* rstd, size_t N,
+                              size_t D) {
     long long nn;
     MN__OMP_FOR
     for (nn = 0; nn < (long long)N; nn++) {
@@ -955,7 +1120,8 @@ MNDEF void mn_l2norm_backward(mn_real* dinp, const mn_real* dout, const mn_real*
 // phi = pos * theta^(-2i/D):  y_i = x_i cos phi - x_{i+D/2} sin phi ; y_{i+D/2} = x_{i+D/2} cos phi + x_i sin phi.
 // sign = -1 rotates back (the backward is the inverse rotation). out may alias inp when
 // accumulate == 0; with accumulate the result is added to out.
-static void mn__rope_apply(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta, double sign, int accumulate) {
+static void mn__rope_apply(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                           double theta, double sign, int accumulate) {
     size_t half = D / 2;
     long long t;
     MN__OMP_FOR                                  // positions are independent
@@ -976,10 +1142,12 @@ static void mn__rope_apply(mn_real* out, const mn_real* inp, size_t B, size_t T,
     }
 }
 // inp, out (B,T,H,D); positions pos0 .. pos0+T-1.
-MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta) {
+MNDEF void mn_rope_forward(mn_real* out, const mn_real* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                           double theta) {
     mn__rope_apply(out, inp, B, T, H, D, pos0, theta, 1.0, 0);
 }
-MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t T, size_t H, size_t D, size_t pos0, double theta) {
+MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                            double theta) {
     mn__rope_apply(dinp, dout, B, T, H, D, pos0, theta, -1.0, 1);
 }
 
@@ -987,7 +1155,8 @@ MNDEF void mn_rope_backward(mn_real* dinp, const mn_real* dout, size_t B, size_t
 // losses (N) = logsumexp(z) - z[target]; rows whose target is < 0 carry no loss (0).
 // logits (N,V) are the raw (uncapped) logits.
 static double mn__cap(double l, double c) { return c > 0 ? c * tanh(l / c) : l; }
-MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap) {
+MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const int* targets, size_t N, size_t V,
+                                   double softcap) {
     long long n;
     MN__OMP_FOR
     for (n = 0; n < (long long)N; n++) {
@@ -1000,7 +1169,8 @@ MNDEF void mn_crossentropy_forward(mn_real* losses, const mn_real* logits, const
     }
 }
 // forward: loss = lse(z) - z_y, z = c tanh(l/c), so: dl = dloss (softmax(z) - onehot(y)) (1 - tanh^2(l/c))
-MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, const mn_real* logits, const int* targets, size_t N, size_t V, double softcap) {
+MNDEF void mn_crossentropy_backward(mn_real* dlogits, const mn_real* dlosses, const mn_real* logits, const int* targets,
+                                    size_t N, size_t V, double softcap) {
     long long n;
     MN__OMP_FOR
     for (n = 0; n < (long long)N; n++) {
@@ -1151,7 +1321,8 @@ static size_t mn__win_lo(size_t t, size_t window) { return (window && t + 1 > wi
 
 // Naive form: one query at a time with the online softmax (running max m, sum l), O(T^2 D) time,
 // O(1) extra memory. Saves lse = m + log l (B,T,H) for the backward.
-MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v,
+                                      size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
     size_t b, t, h, s, d;
     for (b = 0; b < B; b++)
         for (t = 0; t < T; t++)
@@ -1179,7 +1350,10 @@ MNDEF void mn_attention_forward_naive(mn_real* out, mn_real* lse, const mn_real*
 }
 // forward: p_ts = exp(scale q_t.k_s - lse_t), o_t = sum_s p_ts v_s, so with D_t = do_t.o_t:
 // dv_s += p_ts do_t ; ds_ts = p_ts (do_t.v_s - D_t) ; dq_t += scale ds_ts k_s ; dk_s += scale ds_ts q_t
-MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out, const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* out,
+                                       const mn_real* lse, const mn_real* q, const mn_real* k, const mn_real* v,
+                                       size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window,
+                                       double scale) {
     size_t b, t, h, s, d;
     for (b = 0; b < B; b++)
         for (t = 0; t < T; t++)
@@ -1196,7 +1370,10 @@ MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, co
                     double p = exp(sc * scale - lse[qo]);
                     for (d = 0; d < Dv; d++) { dp += (double)dot[d] * vs[d]; dv[ko * Dv + d] += (mn_real)(p * dot[d]); }
                     double ds = p * (dp - Dt) * scale;
-                    for (d = 0; d < Dk; d++) { dq[qo * Dk + d] += (mn_real)(ds * ks[d]); dk[ko * Dk + d] += (mn_real)(ds * qt[d]); }
+                    for (d = 0; d < Dk; d++) {
+                        dq[qo * Dk + d] += (mn_real)(ds * ks[d]);
+                        dk[ko * Dk + d] += (mn_real)(ds * qt[d]);
+                    }
                 }
             }
 }
@@ -1207,7 +1384,8 @@ MNDEF void mn_attention_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, co
 // Cost per token and head: 2 T (Dk + Dv) FLOPs forward (the full T x T products, masked after) and
 // 4 T (Dk + Dv) backward; memory T saved probabilities (O(B H T^2) in all): fine for training
 // contexts of a few thousand.
-MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
+MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v,
+                                size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale) {
     long long bh;
     MN__OMP_FOR                                  // (b,h) pairs are independent
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -1232,7 +1410,9 @@ MNDEF void mn_attention_forward(mn_real* out, mn_real* att, const mn_real* q, co
 }
 // The passes in reverse: dV += P^T dO ; dP = dO V^T ; dS = P (dP - rowsum(P dP)) ;
 // dQ += scale dS K ; dK += scale dS^T Q. datt (B,H,T,T) is scratch (overwritten).
-MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* att, const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* datt) {
+MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn_real* dout, const mn_real* att,
+                                 const mn_real* q, const mn_real* k, const mn_real* v, size_t B, size_t T, size_t H,
+                                 size_t Dk, size_t Dv, size_t window, double scale, mn_real* datt) {
     long long bh;
     MN__OMP_FOR                                  // each (b,h) writes only its own slices
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -1258,7 +1438,9 @@ MNDEF void mn_attention_backward(mn_real* dq, mn_real* dk, mn_real* dv, const mn
 // position pos; kcache (cache_len,H,Dk), vcache (cache_len,H,Dv) are ring buffers indexed by
 // pos % cache_len (cache_len >= pos+1 for full attention, >= window for SWA); scores (cache_len)
 // is scratch. The new k,v are written into the cache first: token t attends to itself.
-MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, const mn_real* q, const mn_real* k, const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv, size_t window, double scale, mn_real* scores) {
+MNDEF void mn_attention_step(mn_real* out, mn_real* kcache, mn_real* vcache, const mn_real* q, const mn_real* k,
+                             const mn_real* v, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv,
+                             size_t window, double scale, mn_real* scores) {
     size_t slot = pos % cache_len, h, s, d, lo = mn__win_lo(pos, window);
     memcpy(kcache + slot * H * Dk, k, H * Dk * sizeof(mn_real));
     memcpy(vcache + slot * H * Dv, v, H * Dv * sizeof(mn_real));
@@ -1416,7 +1598,8 @@ static double mn__gla_gate(const mn_real* gt, size_t G, size_t d) { return G == 
 
 // One token of one head, in place: S (Dk,Dv) = diag(exp(gt)) S + k v^T, then o (Dv) = S^T (scale q).
 // q,k (Dk), v (Dv), gt (G) or NULL. The recurrent forward (and so the step) is a loop over this.
-static void mn__gla_token(mn_real* o, mn_real* S, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* gt, size_t Dk, size_t Dv, size_t G, double scale) {
+static void mn__gla_token(mn_real* o, mn_real* S, const mn_real* q, const mn_real* k, const mn_real* v,
+                          const mn_real* gt, size_t Dk, size_t Dv, size_t G, double scale) {
     size_t i, j;
     for (i = 0; i < Dk; i++) {
         double a = exp(mn__gla_gate(gt, G, i));
@@ -1432,7 +1615,9 @@ static void mn__gla_token(mn_real* o, mn_real* S, const mn_real* q, const mn_rea
 // Naive recurrent form: the definition, one token at a time (fla naive_recurrent_gla and friends).
 // O(T Dk Dv) time per head, no workspace: ht holds the running state. Nothing is saved; the backward
 // recomputes the states. Accumulates in double, so it is the reference every other form is tested on.
-MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v,
+                                    const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk,
+                                    size_t Dv, size_t G, double scale) {
     size_t b, h, t, DS = Dk * Dv;
     MN_ASSERT(G == 0 || G == 1 || G == Dk);
     for (b = 0; b < B; b++)
@@ -1442,7 +1627,8 @@ MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q,
             else if (h0 != ht) memcpy(S, h0 + (b * H + h) * DS, DS * sizeof(mn_real));
             for (t = 0; t < T; t++) {
                 size_t i = (b * T + t) * H + h;                  // row (b,t,h)
-                mn__gla_token(out + i * Dv, S, q + i * Dk, k + i * Dk, v + i * Dv, G ? g + i * G : NULL, Dk, Dv, G, scale);
+                mn__gla_token(out + i * Dv, S, q + i * Dk, k + i * Dk, v + i * Dv, G ? g + i * G : NULL, Dk, Dv, G,
+                              scale);
             }
         }
 }
@@ -1452,7 +1638,10 @@ MNDEF void mn_gla_forward_recurrent(mn_real* out, mn_real* ht, const mn_real* q,
 //   dg_t[i] += a_t[i] sum_j S_{t-1}[i][j] dS[i][j] (summed over i when G == 1) ;
 //   dS = diag(a_t) dS, which is dL/dS_{t-1} ; after t = 0 it is dL/dh0.
 // work (T+2,Dk,Dv): the states S_{-1} .. S_{T-1} of one head, and dS. Heads run one after another.
-MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, mn_real* work) {
+MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0,
+                                     const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k,
+                                     const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T,
+                                     size_t H, size_t Dk, size_t Dv, size_t G, double scale, mn_real* work) {
     size_t b, h, t, i, j, DS = Dk * Dv;
     mn_real* Ss = work;                              // (T+1,Dk,Dv) Ss + (t+1)*DS is S_t
     mn_real* dS = work + (T + 1) * DS;               // (Dk,Dv)
@@ -1468,7 +1657,8 @@ MNDEF void mn_gla_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_r
                 mn_real* Sp = Ss + t * DS; mn_real* St = Sp + DS;
                 for (i = 0; i < Dk; i++) {
                     double a = exp(mn__gla_gate(gt, G, i));
-                    for (j = 0; j < Dv; j++) St[i * Dv + j] = (mn_real)(a * Sp[i * Dv + j] + (double)k[r * Dk + i] * v[r * Dv + j]);
+                    for (j = 0; j < Dv; j++)
+                        St[i * Dv + j] = (mn_real)(a * Sp[i * Dv + j] + (double)k[r * Dk + i] * v[r * Dv + j]);
                 }
             }
             if (dht) memcpy(dS, dht + hs, DS * sizeof(mn_real));
@@ -1513,7 +1703,8 @@ MNDEF size_t mn_gla_work_size_recurrent(size_t T, size_t Dk, size_t Dv) { return
 
 // One token per sequence for generation: the recurrent forward with T = 1 and h0 = ht = state,
 // since (B,1,H,D) and (B,H,D) are the same layout. O(H Dk Dv) per sequence.
-MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+MNDEF void mn_gla_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v,
+                       const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
     mn_gla_forward_recurrent(out, state, q, k, v, g, state, B, 1, H, Dk, Dv, G, scale);
 }
 
@@ -1574,7 +1765,8 @@ MNDEF size_t mn_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv
 // NULL when G == 0). Writes gl (the gates broadcast over the channels, 0 when G == 0), gam (the
 // inclusive sum from the chunk start), gsuf[r] = g_{r+1} + ... + g_{L-1}, Qb = Q e^gam,
 // Kh = K e^gsuf and, when factored, Kb = K e^-gam. Sums in double. Returns 1 when factored.
-static int mn__gla_chunk_prep(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, const mn_real* g0, size_t H, size_t L, size_t Dk, size_t G) {
+static int mn__gla_chunk_prep(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, const mn_real* g0,
+                              size_t H, size_t L, size_t Dk, size_t G) {
     size_t r, d;
     double mx = 0.0;
     for (d = 0; d < Dk; d++) {
@@ -1602,7 +1794,8 @@ static int mn__gla_chunk_prep(mn__gla_scratch* w, const mn_real* Q, const mn_rea
 }
 // The state after a chunk: Sn (Dk,Dv) = diag(e^gam_last) S + Kh^T V, V (L,Dv) rows ldv apart.
 // Sn may be S (in place).
-static void mn__gla_next_state(mn_real* Sn, const mn_real* S, const mn__gla_scratch* w, const mn_real* V, size_t ldv, size_t L, size_t Dk, size_t Dv) {
+static void mn__gla_next_state(mn_real* Sn, const mn_real* S, const mn__gla_scratch* w, const mn_real* V, size_t ldv,
+                               size_t L, size_t Dk, size_t Dv) {
     const mn_real* last = w->gam + (L - 1) * Dk;
     size_t d, j;
     for (d = 0; d < Dk; d++) {
@@ -1614,7 +1807,8 @@ static void mn__gla_next_state(mn_real* Sn, const mn_real* S, const mn__gla_scra
 // Intra-chunk scores P (L,L): P[r][s] = scale sum_d q_rd k_sd exp(gam_rd - gam_sd) for s <= r, else 0.
 // Factored: one gemm of Qb Kb^T. Else, for each r, s walks down from r keeping
 // dec = g_{s+1} + ... + g_r, so each decay is summed from the gates (see MN__GLA_SPAN).
-static void mn__gla_scores(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, size_t L, size_t Dk, double scale, int fact) {
+static void mn__gla_scores(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, size_t L, size_t Dk,
+                           double scale, int fact) {
     mn_real* P = w->P;
     size_t r, s, d;
     if (fact) {
@@ -1638,7 +1832,8 @@ static void mn__gla_scores(mn__gla_scratch* w, const mn_real* Q, const mn_real* 
 //   dQl[r][d] += scale sum_{s<=r} dP[r][s] k_sd e^{gam_rd - gam_sd} = e^{gam_rd} scale (dP Kb)[r][d]
 //   dKl[s][d] += scale sum_{r>=s} dP[r][s] q_rd e^{gam_rd - gam_sd} = e^{-gam_sd} scale (dP^T Qb)[s][d]
 // (the right-hand forms when factored; else the decays pair by pair as in mn__gla_scores).
-static void mn__gla_scores_backward(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, size_t L, size_t Dk, double scale, int fact) {
+static void mn__gla_scores_backward(mn__gla_scratch* w, const mn_real* Q, const mn_real* K, size_t ld, size_t L,
+                                    size_t Dk, double scale, int fact) {
     size_t r, s, d;
     if (fact) {
         mn_gemm(0, 0, L, Dk, L, scale, w->dP, L, w->Kb, Dk, 0.0, w->tmp, Dk);
@@ -1671,7 +1866,9 @@ static void mn__gla_scores_backward(mn__gla_scratch* w, const mn_real* Q, const 
 // passes' adjoints). Memory: the T/C chunk states, Dk Dv / C per token, in work.
 // Nothing is saved: the backward recomputes the chunk states. work: mn_gla_work_size elements
 // (O(C^2 + C Dk) per (b,h); the backward's T/C chunk states are in it too). (b,h) pairs in parallel.
-MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work) {
+MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_real* k, const mn_real* v,
+                          const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                          size_t G, double scale, size_t C, mn_real* work) {
     MN_ASSERT(C >= 1 && (G == 0 || G == 1 || G == Dk));
     size_t per = mn__gla_work_per_bh(T, Dk, Dv, C), DS = Dk * Dv;
     long long bh;
@@ -1707,7 +1904,10 @@ MNDEF void mn_gla_forward(mn_real* out, mn_real* ht, const mn_real* q, const mn_
 //   dL/dG_t = q_t dq_t - k_t dk_t (+ rowsum(ht dht) at t = T-1), and g_t moves every G_s, s >= t:
 //   dg_t = sum_{s>=t} (q_s dq_s - k_s dk_s) + rowsum(ht dht)   (acc, a running sum backwards)
 // with dq, dk this call's own contributions (dQl, dKl), not what the buffers held before.
-MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale, size_t C, mn_real* work) {
+MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dh0, const mn_real* dout,
+                           const mn_real* dht, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
+                           const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                           double scale, size_t C, mn_real* work) {
     MN_ASSERT(C >= 1 && (G == 0 || G == 1 || G == Dk));
     size_t per = mn__gla_work_per_bh(T, Dk, Dv, C), N = mn__gla_nchunks(T, C), DS = Dk * Dv;
     size_t ldk = H * Dk, ldv = H * Dv;           // row strides of the [B,T,H,D] layout
@@ -1765,13 +1965,15 @@ MNDEF void mn_gla_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, m
                     dq[i * Dk + d] += w.dQl[r * Dk + d];
                     dk[i * Dk + d] += w.dKl[r * Dk + d];
                     if (G == 0 || dg == NULL) continue;
-                    w.acc[d] += (mn_real)((double)Q[r * ldk + d] * w.dQl[r * Dk + d] - (double)K[r * ldk + d] * w.dKl[r * Dk + d]);
+                    w.acc[d] += (mn_real)((double)Q[r * ldk + d] * w.dQl[r * Dk + d] -
+                                          (double)K[r * ldk + d] * w.dKl[r * Dk + d]);
                     if (G == Dk) dg[i * Dk + d] += w.acc[d];
                     sum += w.acc[d];
                 }
                 if (G == 1 && dg) dg[i] += (mn_real)sum;
             }
-            // forward: S' = diag(e^gam_last) S + ..., O = scale Qb S + ..., so: dS = diag(e^gam_last) dS' + scale Qb^T dO
+            // forward: S' = diag(e^gam_last) S + ..., O = scale Qb S + ..., so:
+            //   dS = diag(e^gam_last) dS' + scale Qb^T dO
             for (d = 0; d < Dk; d++) {
                 mn_real a = (mn_real)mn__exp(last[d]);
                 for (j = 0; j < Dv; j++) w.dS[d * Dv + j] *= a;
@@ -2207,7 +2409,8 @@ static void mn__gla_simple_layer_step(mn_model* m, size_t l, mn_real* out, mn_re
 
 // One token of one head: S (Dk,Dv) becomes S_t in place; o (Dv) = S_t^T (scale q). a = exp(g_t).
 // Shared by the naive forward and the step, so the two agree bit for bit.
-static void mn__delta_token(mn_real* o, mn_real* S, const mn_real* q, const mn_real* k, const mn_real* v, double beta, double a, size_t Dk, size_t Dv, double scale) {
+static void mn__delta_token(mn_real* o, mn_real* S, const mn_real* q, const mn_real* k, const mn_real* v, double beta,
+                            double a, size_t Dk, size_t Dv, double scale) {
     double u[MN__DELTA_MAXDV], acc[MN__DELTA_MAXDV];
     size_t i, j;
     MN_ASSERT(Dv <= MN__DELTA_MAXDV);
@@ -2229,7 +2432,9 @@ static void mn__delta_token(mn_real* o, mn_real* S, const mn_real* q, const mn_r
 // required. Saves states (B,H,T,Dk,Dv) = S_{t-1}, the state each token starts from (states[t=0] = h0),
 // for the backward: T Dk Dv values per head (64 MB per sequence at T=1024, H=4, Dk=Dv=64 in float),
 // which is why training uses the chunkwise form. states may be NULL when no backward follows.
-MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale) {
+MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* states, const mn_real* q, const mn_real* k,
+                                       const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0,
+                                       size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale) {
     long long bh;
     MN__OMP_FOR                                  // (b,h) pairs are independent
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -2240,7 +2445,8 @@ MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* state
         for (t = 0; t < T; t++) {
             size_t row = (b * T + t) * H + h;    // (b,t,h) in (B,T,H)
             if (states) memcpy(states + ((size_t)bh * T + t) * n, S, n * sizeof(mn_real));
-            mn__delta_token(out + row * Dv, S, q + row * Dk, k + row * Dk, v + row * Dv, beta[row], g ? exp(g[row]) : 1.0, Dk, Dv, scale);
+            mn__delta_token(out + row * Dv, S, q + row * Dk, k + row * Dk, v + row * Dv, beta[row],
+                            g ? exp(g[row]) : 1.0, Dk, Dv, scale);
         }
     }
 }
@@ -2253,7 +2459,11 @@ MNDEF void mn_delta_rule_forward_naive(mn_real* out, mn_real* ht, mn_real* state
 //   forward: S' = exp(g) S_{t-1}, so: dg += <dS', S'> ; dS_{t-1} = exp(g) dS'
 // and dh0 += dS at the end. dstate (B,H,Dk,Dv) is scratch (overwritten). dg and dh0 may be NULL
 // (not needed); dg is ignored when g is NULL. dht may be NULL (no loss on the final state).
-MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht, const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale) {
+MNDEF void mn_delta_rule_backward_naive(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg,
+                                        mn_real* dh0, mn_real* dstate, const mn_real* dout, const mn_real* dht,
+                                        const mn_real* states, const mn_real* q, const mn_real* k, const mn_real* v,
+                                        const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk,
+                                        size_t Dv, double scale) {
     long long bh;
     MN_ASSERT(Dv <= MN__DELTA_MAXDV);
     MN__OMP_FOR                                  // each (b,h) writes only its own rows
@@ -2334,7 +2544,9 @@ typedef struct {
     mn_real *gam, *eg, *ed, *G, *dS;
 } mn__delta_ws;
 
-static size_t mn__delta_ws_size(size_t Dk, size_t Dv, size_t C) { return 7 * C * C + 8 * C * Dk + 5 * C * Dv + 4 * C + Dk * Dv; }
+static size_t mn__delta_ws_size(size_t Dk, size_t Dv, size_t C) {
+    return 7 * C * C + 8 * C * Dk + 5 * C * Dv + 4 * C + Dk * Dv;
+}
 static void mn__delta_ws_point(mn__delta_ws* w, mn_real* p, size_t Dk, size_t Dv, size_t C) {
     size_t cc = C * C, ck = C * Dk, cv = C * Dv;
     w->KK = p; p += cc;  w->Gm = p; p += cc;  w->P = p; p += cc;  w->L = p; p += cc;
@@ -2354,7 +2566,9 @@ MNDEF size_t mn_delta_rule_work_size(size_t B, size_t H, size_t Dk, size_t Dv, s
 
 // Passes 1-4 of one chunk, shared by the forward and the backward (which recomputes them). Q,K
 // (c rows, stride H Dk), V (stride H Dv), beta, g (stride H; g may be NULL), S (Dk,Dv) the chunk-start state.
-static void mn__delta_chunk_prep(mn__delta_ws* w, const mn_real* S, const mn_real* Q, const mn_real* K, const mn_real* V, const mn_real* beta, const mn_real* g, size_t c, size_t C, size_t H, size_t Dk, size_t Dv, double scale) {
+static void mn__delta_chunk_prep(mn__delta_ws* w, const mn_real* S, const mn_real* Q, const mn_real* K,
+                                 const mn_real* V, const mn_real* beta, const mn_real* g, size_t c, size_t C, size_t H,
+                                 size_t Dk, size_t Dv, double scale) {
     size_t i, j, m, d, ldk = H * Dk, ldv = H * Dv;
     double acc = 0.0;
     for (i = 0; i < c; i++) {                                       // local decays
@@ -2407,7 +2621,9 @@ static void mn__delta_chunk_prep(mn__delta_ws* w, const mn_real* S, const mn_rea
 // state at the start of each chunk (NC = ceil(T/C), chunk 0 starts from h0): T Dk Dv / C values per
 // head, C times less than the naive form; the backward recomputes everything else (A, W, U, V_new)
 // from it. hs may be NULL when no backward follows.
-MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work) {
+MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const mn_real* q, const mn_real* k,
+                                 const mn_real* v, const mn_real* beta, const mn_real* g, const mn_real* h0, size_t B,
+                                 size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work) {
     size_t C = chunk, NC;
     long long bh;
     MN_ASSERT(chunk >= 1);
@@ -2424,7 +2640,8 @@ MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const m
             size_t t0 = n * C, c = T - t0 < C ? T - t0 : C, row = (b * T + t0) * H + h;
             mn_real* O = out + row * Dv;
             if (hs) memcpy(hs + ((size_t)bh * NC + n) * ns, S, ns * sizeof(mn_real));
-            mn__delta_chunk_prep(&w, S, q + row * Dk, k + row * Dk, v + row * Dv, beta + row, g ? g + row : NULL, c, C, H, Dk, Dv, scale);
+            mn__delta_chunk_prep(&w, S, q + row * Dk, k + row * Dk, v + row * Dv, beta + row, g ? g + row : NULL, c, C,
+                                 H, Dk, Dv, scale);
             // pass 5: O = Qg S + P V_new (inter-chunk read, then intra-chunk)
             mn_gemm(0, 0, c, Dv, Dk, 1.0, w.Qg, Dk, S, Dv, 0.0, O, ldv);
             mn_gemm(0, 0, c, Dv, c, 1.0, w.P, C, w.Vn, Dv, 1.0, O, ldv);
@@ -2440,7 +2657,10 @@ MNDEF void mn_delta_rule_forward(mn_real* out, mn_real* ht, mn_real* hs, const m
 // (X_ij = Y_ij e^(gam_i-gam_j): G_i += dX_ij X_ij, G_j -= dX_ij X_ij; row scalings likewise), and
 // dg_t = sum_{r >= t in the chunk} G_r. Accumulates into dq, dk, dv, dbeta, dg, dh0 (dg, dh0 may be
 // NULL; dg is ignored when g is NULL; dht may be NULL). work as for the forward (its contents are lost).
-MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0, const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work) {
+MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dbeta, mn_real* dg, mn_real* dh0,
+                                  const mn_real* dout, const mn_real* dht, const mn_real* hs, const mn_real* q,
+                                  const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B,
+                                  size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, mn_real* work) {
     size_t C = chunk, NC;
     long long bh;
     MN_ASSERT(chunk >= 1);
@@ -2557,10 +2777,13 @@ MNDEF void mn_delta_rule_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real
 // One token for generation, the recurrent form: state (B,H,Dk,Dv) in/out (S_{t-1} -> S_t);
 // q,k (B,H,Dk), v,out (B,H,Dv), beta,g (B,H) (g NULL = DeltaNet). The same arithmetic as the naive
 // forward, so stepping through a sequence gives its outputs and final state exactly.
-MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv, double scale) {
+MNDEF void mn_delta_rule_step(mn_real* out, mn_real* state, const mn_real* q, const mn_real* k, const mn_real* v,
+                              const mn_real* beta, const mn_real* g, size_t B, size_t H, size_t Dk, size_t Dv,
+                              double scale) {
     size_t bh;
     for (bh = 0; bh < B * H; bh++)
-        mn__delta_token(out + bh * Dv, state + bh * Dk * Dv, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh], g ? exp(g[bh]) : 1.0, Dk, Dv, scale);
+        mn__delta_token(out + bh * Dv, state + bh * Dk * Dv, q + bh * Dk, k + bh * Dk, v + bh * Dv, beta[bh],
+                        g ? exp(g[bh]) : 1.0, Dk, Dv, scale);
 }
 
 // ---- the layer: DeltaNet and Gated DeltaNet as mixers (fla layers/delta_net.py, layers/gated_deltanet.py).
@@ -2783,7 +3006,8 @@ static double mn__ssd_a(double A, int amode) { return amode == MN_SSD_TRANSITION
 
 // One token of one head, in place: S (P,N) = a S + x b^T, then y (P) = S c. x (P), b,c (N).
 // The recurrent forward (and so the step) is a loop over this.
-static void mn__ssd_token(mn_real* y, mn_real* S, const mn_real* x, double a, const mn_real* b, const mn_real* c, size_t P, size_t N) {
+static void mn__ssd_token(mn_real* y, mn_real* S, const mn_real* x, double a, const mn_real* b, const mn_real* c,
+                          size_t P, size_t N) {
     size_t p, n;
     for (p = 0; p < P; p++) {
         double acc = 0.0;
@@ -2799,7 +3023,9 @@ static void mn__ssd_token(mn_real* y, mn_real* S, const mn_real* x, double a, co
 // Naive recurrent form: the definition, one token at a time (the update of mamba's Mamba2.step).
 // O(T P N) per head, no workspace: ht holds the running state. Nothing is saved; the backward
 // recomputes the states. Accumulates in double: the reference the chunkwise form is tested on.
-MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode) {
+MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm,
+                                    const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P,
+                                    size_t N, int amode) {
     size_t b, h, t, DS = P * N;
     MN_ASSERT(amode == MN_SSD_LOG_DECAY || amode == MN_SSD_TRANSITION);
     for (b = 0; b < B; b++)
@@ -2819,7 +3045,10 @@ MNDEF void mn_ssd_forward_recurrent(mn_real* y, mn_real* ht, const mn_real* X, c
 //   da_t = sum(S_{t-1} o dS), dA_t += a_t da_t for log-decays (da/dA = a), da_t for transitions ;
 //   dS = a_t dS, which is dL/dS_{t-1} ; after t = 0 it is dL/dh0.
 // work (T+2,P,N): the states S_{-1} .. S_{T-1} of one head, and dS. Heads run one after another.
-MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode, mn_real* work) {
+MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0,
+                                     const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A,
+                                     const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T,
+                                     size_t H, size_t P, size_t N, int amode, mn_real* work) {
     size_t b, h, t, p, n, DS = P * N;
     mn_real* Ss = work;                              // (T+1,P,N) Ss + (t+1)*DS is S_t
     mn_real* dS = work + (T + 1) * DS;               // (P,N)
@@ -2834,7 +3063,8 @@ MNDEF void mn_ssd_backward_recurrent(mn_real* dX, mn_real* dA, mn_real* dB, mn_r
                 const mn_real* Sp = Ss + t * DS; mn_real* St = Ss + (t + 1) * DS;
                 double a = mn__ssd_a(A[r], amode);
                 for (p = 0; p < P; p++)
-                    for (n = 0; n < N; n++) St[p * N + n] = (mn_real)(a * Sp[p * N + n] + (double)X[r * P + p] * Bm[r * N + n]);
+                    for (n = 0; n < N; n++)
+                        St[p * N + n] = (mn_real)(a * Sp[p * N + n] + (double)X[r * P + p] * Bm[r * N + n]);
             }
             if (dht) memcpy(dS, dht + hs, DS * sizeof(mn_real));
             else memset(dS, 0, DS * sizeof(mn_real));
@@ -2875,7 +3105,8 @@ MNDEF size_t mn_ssd_work_size_recurrent(size_t T, size_t P, size_t N) { return (
 
 // One token per sequence for generation: the recurrent forward with T = 1 and h0 = ht = state,
 // since (B,1,H,D) and (B,H,D) are the same layout. O(H P N) per sequence.
-MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode) {
+MNDEF void mn_ssd_step(mn_real* y, mn_real* state, const mn_real* X, const mn_real* A, const mn_real* Bm,
+                       const mn_real* Cm, size_t B, size_t H, size_t P, size_t N, int amode) {
     mn_ssd_forward_recurrent(y, state, X, A, Bm, Cm, state, B, 1, H, P, N, amode);
 }
 
@@ -2924,7 +3155,8 @@ MNDEF size_t mn_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, 
 // Prepares a chunk of L tokens: A0 its first log-decay (steps H apart), Cc, Bc (L,N) rows ld apart.
 // Writes eg, es, Bh = B e^gsuf and, when scores != 0, also Lm (sums in double, see above),
 // M = (C B^T) o Lm and Ce = C e^gam. Returns the decay across the whole chunk, eg[L-1].
-static double mn__ssd_chunk_prep(mn__ssd_scratch* w, const mn_real* A0, const mn_real* Cc, const mn_real* Bc, size_t H, size_t ld, size_t L, size_t N, int scores) {
+static double mn__ssd_chunk_prep(mn__ssd_scratch* w, const mn_real* A0, const mn_real* Cc, const mn_real* Bc, size_t H,
+                                 size_t ld, size_t L, size_t N, int scores) {
     size_t r, s, n;
     double pre = 0.0, suf = 0.0;
     for (r = 0; r < L; r++) {
@@ -2964,7 +3196,9 @@ static double mn__ssd_chunk_prep(mn__ssd_scratch* w, const mn_real* A0, const mn
 // 8 C N + 4 C P + 10 P N (states and scores recomputed, then the adjoints). Nothing is saved: the
 // backward recomputes the chunk states. work: mn_ssd_work_size elements (O(C^2 + C N) per (b,h), and
 // the backward's T/C chunk states). (b,h) pairs in parallel. Log-decays only (see the top).
-MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work) {
+MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_real* A, const mn_real* Bm,
+                          const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N,
+                          size_t C, mn_real* work) {
     MN_ASSERT(C >= 1);
     size_t per = mn__ssd_work_per_bh(T, P, N, C), DS = P * N;
     long long bh;
@@ -3001,7 +3235,10 @@ MNDEF void mn_ssd_forward(mn_real* y, mn_real* ht, const mn_real* X, const mn_re
 //   Lm[r][s] (span s+1..r):  Wt[r][s] = dM[r][s] M[r][s]           -> dA_l for s < l <= r
 // The last is R_l = sum_{s<l} sum_{r>=l} Wt[r][s]: column suffix sums of Wt, then row l's sum left
 // of the diagonal, O(C^2) and with no subtraction. pass 1 recomputes the states entering the chunks.
-MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm, const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, mn_real* work) {
+MNDEF void mn_ssd_backward(mn_real* dX, mn_real* dA, mn_real* dB, mn_real* dC, mn_real* dh0, const mn_real* dy,
+                           const mn_real* dht, const mn_real* X, const mn_real* A, const mn_real* Bm, const mn_real* Cm,
+                           const mn_real* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
+                           mn_real* work) {
     MN_ASSERT(C >= 1);
     size_t per = mn__ssd_work_per_bh(T, P, N, C), NC = mn__ssd_nchunks(T, C), DS = P * N;
     size_t ldx = H * P, ldb = H * N;             // row strides of the [B,T,H,D] layout
@@ -3314,7 +3551,8 @@ static double mn__ssd_layer_flops(const mn_config* c, size_t T) {
 // >>rglru
 // defines: mn_rglru_work_size, mn_rglru_{forward,backward}, mn_rglru_step; the layer "hawk"
 // RG-LRU (De et al. 2024, "Griffin"), per channel of width W (gates: NH blocks of bw = W/NH):
-// gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)), BD(x;w,b)[h bw+j] = sum_i x[h bw+i] w[h,i,j] + b[h,j]
+// gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)),
+//   BD(x;w,b)[h bw+j] = sum_i x[h bw+i] w[h,i,j] + b[h,j]   (block-diagonal)
 // log a_t = -c ga_t softplus(a_param)                                   (c = 8 in recurrentgemma)
 // h_t = a_t h_{t-1} + sqrt(1 - a_t^2) (x_t gx_t);  at a reset h_t = x_t gx_t;  y_t = h_t, ht = h_{T-1}
 // Reference: google-deepmind/recurrentgemma @ 2efa84d recurrentgemma/torch/layers.py RGLRU.forward,
@@ -3347,7 +3585,10 @@ MNDEF size_t mn_rglru_work_size(size_t B, size_t T, size_t W) { return 2 * B * T
 // the sigmoids (saved in gates). pass 2: per channel, the scan over t in double, with
 // a = exp(log a), a^2 = exp(2 log a) and the multiplier sqrt(1 - a^2) as the reference forms them.
 // Cost: 4 B T W bw for the gates, ~20 B T W for the scan. Channels run in parallel.
-MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c) {
+MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_real* x, const mn_real* a_param,
+                            const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba,
+                            const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH,
+                            double c) {
     MN_ASSERT(NH >= 1 && W % NH == 0);
     size_t BT = B * T, bw = W / NH, hd, i;
     mn_real* gx = gates; mn_real* ga = gates + BT * W;
@@ -3392,7 +3633,11 @@ MNDEF void mn_rglru_forward(mn_real* y, mn_real* ht, mn_real* gates, const mn_re
 // At a reset: h_t = x g, so dx_t += d g, dgx = d x, nothing reaches a, ga or h_{t-1} (carry 0).
 // Then the block-diagonal gates: dx += dZ w^T, dw += X^T dZ, db += column sums of dZ, per block
 // (gemms over all B*T rows). work: dZx, dZa (B,T,W). Channels in parallel.
-MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba, mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* y, const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c, mn_real* work) {
+MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_real* dbx, mn_real* dwa, mn_real* dba,
+                             mn_real* dh0, const mn_real* dy, const mn_real* dht, const mn_real* y,
+                             const mn_real* gates, const mn_real* x, const mn_real* a_param, const mn_real* wx,
+                             const mn_real* wa, const mn_real* h0, const int* segment_pos, size_t B, size_t T, size_t W,
+                             size_t NH, double c, mn_real* work) {
     MN_ASSERT(NH >= 1 && W % NH == 0);
     size_t BT = B * T, bw = W / NH, hd, i;
     const mn_real* gx = gates; const mn_real* ga = gates + BT * W;
@@ -3444,7 +3689,9 @@ MNDEF void mn_rglru_backward(mn_real* dx, mn_real* da_param, mn_real* dwx, mn_re
 // One token per sequence for generation: the forward with T = 1 and h0 = ht = state, so with
 // segment_pos NULL the state is continued (no reset) and a 0 in segment_pos (B) restarts it.
 // work: mn_rglru_work_size(B,1,W) elements for the gates. O(W (bw + 20)) per sequence.
-MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_real* a_param, const mn_real* wx, const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B, size_t W, size_t NH, double c, mn_real* work) {
+MNDEF void mn_rglru_step(mn_real* y, mn_real* state, const mn_real* x, const mn_real* a_param, const mn_real* wx,
+                         const mn_real* bx, const mn_real* wa, const mn_real* ba, const int* segment_pos, size_t B,
+                         size_t W, size_t NH, double c, mn_real* work) {
     mn_rglru_forward(y, state, work, x, a_param, wx, bx, wa, ba, state, segment_pos, B, 1, W, NH, c);
 }
 
@@ -3579,7 +3826,8 @@ static double mn__rglru_layer_flops(const mn_config* c, size_t T) {
 // mn_mlstm_{forward,backward} (chunkwise), work sizes; the layer "mlstm"
 // xLSTM (Beck et al. 2024): the cores of its two blocks, the matrix memory here and the scalar one
 // in the >>slstm section. The projections, convolutions, gates' linear maps and norms around them are
-// ordinary ops. The exact definitions the vectors use: reference/vectors/README.md sections 3.10 (mLSTM) and 3.12 (sLSTM).
+// ordinary ops. The exact definitions the vectors use: reference/vectors/README.md sections 3.10 (mLSTM)
+// and 3.12 (sLSTM).
 //
 // mLSTM, per head, with lf_t = logsigmoid(f_t) (sigmoid forget gate in log space) and an exponential
 // input gate exp(i_t), the unstabilised cell is
@@ -3619,7 +3867,9 @@ static void mn__mlstm_logf(mn_real* lf, const mn_real* fg, size_t T, size_t H) {
 // is saved. Per token and head 2 T (Dk + Dv) FLOPs (4 T (Dk + Dv) for the backward) and O(T) work:
 // the naive reference the chunkwise form is tested against;
 // accumulates in double. work: mn_mlstm_work_size_parallel. (b,h) pairs in parallel.
-MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work) {
+MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab, const mn_real* q, const mn_real* k,
+                                     const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T,
+                                     size_t H, size_t Dk, size_t Dv, double scale, double eps, mn_real* work) {
     long long bh;
     MN__OMP_FOR                                  // (b,h) pairs are independent
     for (bh = 0; bh < (long long)(B * H); bh++) {
@@ -3670,7 +3920,10 @@ MNDEF void mn_mlstm_forward_parallel(mn_real* out, mn_real* norm, mn_real* stab,
 //   forward: l_s = F_t - F_s + i_s, so: di_s += dl_s ; dF_t += dl_s ; dF_s -= dl_s
 // and at the end df_u += sigmoid(-f_u) sum_{t>=u} dF_t. MN_MLSTM_BW_DETACH drops db and dm (n and m
 // constant: mlstm_kernels torch/parallel/native/bw.py::mlstm_parallel_bw).
-MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, int mode, mn_real* work) {
+MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df,
+                                      const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v,
+                                      const mn_real* ig, const mn_real* fg, size_t B, size_t T, size_t H, size_t Dk,
+                                      size_t Dv, double scale, double eps, int mode, mn_real* work) {
     long long bh;
     MN_ASSERT(mode == MN_MLSTM_BW_EXACT || mode == MN_MLSTM_BW_DETACH);
     MN__OMP_FOR                                  // each (b,h) writes only its own rows
@@ -3759,7 +4012,10 @@ MNDEF void mn_mlstm_backward_parallel(mn_real* dq, mn_real* dk, mn_real* dv, mn_
 // Ct, nt, mt hold the running state (so they are required); C0, n0, m0 NULL mean zeros (the
 // reference's start; m0 = -INFINITY gives the parallel form). norm, stab as in the parallel form.
 // O(T Dk Dv) per head, accumulates in double, no workspace. Forward only: training uses the chunkwise form.
-MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt,
+                                      const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig,
+                                      const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0,
+                                      size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
     long long bh;
     size_t DS = Dk * Dv;
     MN__OMP_FOR                                  // (b,h) pairs are independent
@@ -3799,7 +4055,9 @@ MNDEF void mn_mlstm_forward_recurrent(mn_real* out, mn_real* norm, mn_real* stab
 
 // One token per sequence for generation: the recurrent form with T = 1 and the state in place, since
 // (B,1,H,D) and (B,H,D) are the same layout. O(H Dk Dv) per sequence.
-MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const mn_real* q, const mn_real* k,
+                         const mn_real* v, const mn_real* ig, const mn_real* fg, size_t B, size_t H, size_t Dk,
+                         size_t Dv, double scale, double eps) {
     mn_mlstm_forward_recurrent(out, NULL, NULL, C, n, m, q, k, v, ig, fg, C, n, m, B, 1, H, Dk, Dv, scale, eps);
 }
 
@@ -3857,7 +4115,9 @@ MNDEF size_t mn_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t 
 // Q, K rows ldk apart; gates ig, fg rows H apart. Every exponent is summed in double from the gates
 // it spans (bc_r - bc_s as lf_{s+1} + ... + lf_r, g - bc_s as a suffix sum), never as a difference of
 // cumulative sums (see mn__mlstm_logf).
-static void mn__mlstm_chunk_prep(mn__mlstm_scratch* w, const mn_real* Q, const mn_real* K, size_t ldk, const mn_real* ig, const mn_real* fg, size_t H, size_t L, size_t Dk, double m, double scale) {
+static void mn__mlstm_chunk_prep(mn__mlstm_scratch* w, const mn_real* Q, const mn_real* K, size_t ldk,
+                                 const mn_real* ig, const mn_real* fg, size_t H, size_t L, size_t Dk, double m,
+                                 double scale) {
     size_t r, s, d;
     double bc = 0.0, mu = m, suf = 0.0, mn;
     for (r = 0; r < L; r++) {
@@ -3891,7 +4151,8 @@ static void mn__mlstm_chunk_prep(mn__mlstm_scratch* w, const mn_real* Q, const m
     }
 }
 // num (L,Dv) = Qa C + E V, bt (L) = Qa n + rowsum(E), den = max(|bt|, e^{-mu}) + eps. V rows ldv apart.
-static void mn__mlstm_chunk_num(mn__mlstm_scratch* w, const mn_real* S, const mn_real* nst, const mn_real* V, size_t ldv, size_t L, size_t Dk, size_t Dv, double eps) {
+static void mn__mlstm_chunk_num(mn__mlstm_scratch* w, const mn_real* S, const mn_real* nst, const mn_real* V,
+                                size_t ldv, size_t L, size_t Dk, size_t Dv, double eps) {
     size_t r, s, d;
     mn_gemm(0, 0, L, Dv, Dk, 1.0, w->Qa, Dk, S, Dv, 0.0, w->num, Dv);
     mn_gemm(0, 0, L, Dv, L, 1.0, w->E, L, V, ldv, 1.0, w->num, Dv);
@@ -3904,7 +4165,9 @@ static void mn__mlstm_chunk_num(mn__mlstm_scratch* w, const mn_real* S, const mn
     }
 }
 // The state after the chunk: S' = carry S + Kw^T V, n' = carry n + Kw^T 1, m' = mu_{L-1}.
-static void mn__mlstm_next_state(mn_real* Sn, mn_real* nn, mn_real* mnext, const mn_real* S, const mn_real* nst, const mn__mlstm_scratch* w, const mn_real* V, size_t ldv, size_t L, size_t Dk, size_t Dv) {
+static void mn__mlstm_next_state(mn_real* Sn, mn_real* nn, mn_real* mnext, const mn_real* S, const mn_real* nst,
+                                 const mn__mlstm_scratch* w, const mn_real* V, size_t ldv, size_t L, size_t Dk,
+                                 size_t Dv) {
     size_t d, j, r;
     for (d = 0; d < Dk; d++) {
         double acc = w->carry * nst[d];
@@ -3916,7 +4179,10 @@ static void mn__mlstm_next_state(mn_real* Sn, mn_real* nn, mn_real* mnext, const
     *mnext = w->mu[L - 1];
 }
 // Pass 1 of both directions: the state entering every chunk, Cs/ns/ms[n] for n = 0..N (N: the final state).
-static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t bh, size_t b, size_t h, size_t T, size_t H, size_t Dk, size_t Dv, double scale, size_t C) {
+static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_real* k, const mn_real* v,
+                             const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0,
+                             const mn_real* m0, size_t bh, size_t b, size_t h, size_t T, size_t H, size_t Dk, size_t Dv,
+                             double scale, size_t C) {
     size_t n, N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
     if (C0) memcpy(w->Cs, C0 + bh * DS, DS * sizeof(mn_real)); else memset(w->Cs, 0, DS * sizeof(mn_real));
     if (n0) memcpy(w->ns, n0 + bh * Dk, Dk * sizeof(mn_real)); else memset(w->ns, 0, Dk * sizeof(mn_real));
@@ -3924,7 +4190,8 @@ static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_re
     for (n = 0; n < N; n++) {
         size_t t0 = n * C, L = mn__xl_min(C, T - t0), i0 = (b * T + t0) * H + h;
         mn__mlstm_chunk_prep(w, q + i0 * Dk, k + i0 * Dk, H * Dk, ig + i0, fg + i0, H, L, Dk, w->ms[n], scale);
-        mn__mlstm_next_state(w->Cs + (n + 1) * DS, w->ns + (n + 1) * Dk, w->ms + n + 1, w->Cs + n * DS, w->ns + n * Dk, w, v + i0 * Dv, H * Dv, L, Dk, Dv);
+        mn__mlstm_next_state(w->Cs + (n + 1) * DS, w->ns + (n + 1) * Dk, w->ms + n + 1, w->Cs + n * DS, w->ns + n * Dk,
+                             w, v + i0 * Dv, H * Dv, L, Dk, Dv);
     }
 }
 
@@ -3935,7 +4202,10 @@ static void mn__mlstm_states(mn__mlstm_scratch* w, const mn_real* q, const mn_re
 // Cost per token and head: 2 C (Dk + Dv) + 4 Dk Dv FLOPs (the GLA count); the backward, which
 // recomputes the forward, 6 C Dk + 6 C Dv + 12 Dk Dv. Memory: the chunk states in work,
 // (Dk Dv + Dk + 1) / C per token; nothing saved.
-MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work) {
+MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real* Ct, mn_real* nt, mn_real* mt,
+                            const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg,
+                            const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H,
+                            size_t Dk, size_t Dv, double scale, double eps, size_t C, mn_real* work) {
     size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
     long long bh;
     MN_ASSERT(C >= 1);
@@ -3976,7 +4246,11 @@ MNDEF void mn_mlstm_forward(mn_real* out, mn_real* norm, mn_real* stab, mn_real*
 //     then back through mu_t = max(lf_t + mu_{t-1}, i_t): the larger branch takes it (lf_t and mu_{t-1},
 //     or i_t); what reaches mu_{-1} = m0 is dropped.
 // MN_MLSTM_BW_DETACH sets dbt = dmu = 0: mlstm_kernels' chunkwise backward (normaliser and m constant).
-MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0, mn_real* dn0, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C, int mode, mn_real* work) {
+MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di, mn_real* df, mn_real* dC0,
+                             mn_real* dn0, const mn_real* dout, const mn_real* q, const mn_real* k, const mn_real* v,
+                             const mn_real* ig, const mn_real* fg, const mn_real* C0, const mn_real* n0,
+                             const mn_real* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale,
+                             double eps, size_t C, int mode, mn_real* work) {
     size_t per = mn__mlstm_work_per_bh(T, Dk, Dv, C), N = mn__mlstm_nchunks(T, C), DS = Dk * Dv;
     size_t ldk = H * Dk, ldv = H * Dv;           // row strides of the [B,T,H,D] layout
     long long bh;
@@ -4006,20 +4280,25 @@ MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di,
                 dot_o /= den;
                 w.dbt[r] = 0; w.dmu[r] = 0;
                 if (mode == MN_MLSTM_BW_EXACT) {
-                    if (fabs((double)w.bt[r]) >= exp(-(double)w.mu[r])) w.dbt[r] = (mn_real)(-dot_o / den * mn__xl_sign(w.bt[r]));
+                    if (fabs((double)w.bt[r]) >= exp(-(double)w.mu[r]))
+                        w.dbt[r] = (mn_real)(-dot_o / den * mn__xl_sign(w.bt[r]));
                     w.dmu[r] = (mn_real)(-eps * dot_o / den);
                 }
             }
             // dE = dN V^T + dbt 1^T on and below the diagonal ; then dE . Dm (dL/dS, S = scale Q K^T)
             mn_gemm(0, 1, L, L, Dv, 1.0, w.dN, Dv, V, ldv, 0.0, w.dE, L);
             for (r = 0; r < L; r++)
-                for (s = 0; s < L; s++) w.dE[r * L + s] = s <= r ? (mn_real)((w.dE[r * L + s] + w.dbt[r]) * w.Dm[r * L + s]) : (mn_real)0;
-            // forward: num = Qa S + E V, bt = Qa n + E 1, Qa = scale al Q, so: dq = scale (dE.Dm) K + scale al (dN S^T + dbt n^T)
+                for (s = 0; s < L; s++)
+                    w.dE[r * L + s] = s <= r ? (mn_real)((w.dE[r * L + s] + w.dbt[r]) * w.Dm[r * L + s]) : (mn_real)0;
+            // forward: num = Qa S + E V, bt = Qa n + E 1, Qa = scale al Q, so:
+            //   dq = scale (dE.Dm) K + scale al (dN S^T + dbt n^T)
             mn_gemm(0, 1, L, Dk, Dv, 1.0, w.dN, Dv, S, Dv, 0.0, w.dQl, Dk);
             for (r = 0; r < L; r++)
-                for (d = 0; d < Dk; d++) w.dQl[r * Dk + d] = (mn_real)(scale * w.al[r] * (w.dQl[r * Dk + d] + w.dbt[r] * nst[d]));
+                for (d = 0; d < Dk; d++)
+                    w.dQl[r * Dk + d] = (mn_real)(scale * w.al[r] * (w.dQl[r * Dk + d] + w.dbt[r] * nst[d]));
             mn_gemm(0, 0, L, Dk, L, scale, w.dE, L, K, ldk, 1.0, w.dQl, Dk);
-            // forward: S' = carry S + Kw^T V, n' = carry n + Kw^T 1, Kw = wk K, so: dk = wk (V dC^T + dn) + scale (dE.Dm)^T Q
+            // forward: S' = carry S + Kw^T V, n' = carry n + Kw^T 1, Kw = wk K, so:
+            //   dk = wk (V dC^T + dn) + scale (dE.Dm)^T Q
             mn_gemm(0, 1, L, Dk, Dv, 1.0, V, ldv, w.dC, Dv, 0.0, w.dKl, Dk);
             for (r = 0; r < L; r++)
                 for (d = 0; d < Dk; d++) w.dKl[r * Dk + d] = (mn_real)(w.wk[r] * (w.dKl[r * Dk + d] + w.dn[d]));
@@ -4051,8 +4330,13 @@ MNDEF void mn_mlstm_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* di,
                 dlf = acc;
                 // (2): mu_r = max(lf_r + mu_{r-1}, i_r), mu_{-1} the chunk's entering m
                 tot = w.dmu[r] + dmc;
-                if ((double)w.lf[r] + (r ? (double)w.mu[r - 1] : (double)w.ms[n]) >= (double)ig[i]) { dlf += tot; dmc = tot; }
-                else { dit += tot; dmc = 0.0; }
+                if ((double)w.lf[r] + (r ? (double)w.mu[r - 1] : (double)w.ms[n]) >= (double)ig[i]) {
+                    dlf += tot;
+                    dmc = tot;
+                } else {
+                    dit += tot;
+                    dmc = 0.0;
+                }
                 di[i] += (mn_real)dit;
                 df[i] += (mn_real)(dlf * mn__sigmoid(-(double)fg[i]));
             }
@@ -4217,14 +4501,16 @@ MNDEF size_t mn_slstm_work_size(size_t B, size_t NH, size_t Dh) { return 11 * B 
 
 // raw (B,4Hd) = x_t + b + R y_{t-1}: one gemm per head and gate (R is block-diagonal). xt rows ldx
 // apart, yp (B,Hd) rows ldy apart or NULL (zeros).
-static void mn__slstm_raw(mn_real* raw, const mn_real* xt, size_t ldx, const mn_real* yp, size_t ldy, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh) {
+static void mn__slstm_raw(mn_real* raw, const mn_real* xt, size_t ldx, const mn_real* yp, size_t ldy, const mn_real* R,
+                          const mn_real* b, size_t B, size_t NH, size_t Dh) {
     size_t Hd = NH * Dh, G = 4 * Hd, bb, u, h, g;
     for (bb = 0; bb < B; bb++)
         for (u = 0; u < G; u++) raw[bb * G + u] = (mn_real)((double)xt[bb * ldx + u] + b[u]);
     if (yp == NULL) return;
     for (h = 0; h < NH; h++)
         for (g = 0; g < 4; g++)   // raw[:, g Hd + h Dh + j] += sum_i y[:, h Dh + i] R[h][g Dh + j][i]
-            mn_gemm(0, 1, B, Dh, Dh, 1.0, yp + h * Dh, ldy, R + (h * 4 + g) * Dh * Dh, Dh, 1.0, raw + g * Hd + h * Dh, G);
+            mn_gemm(0, 1, B, Dh, Dh, 1.0, yp + h * Dh, ldy, R + (h * 4 + g) * Dh * Dh, Dh, 1.0, raw + g * Hd + h * Dh,
+                    G);
 }
 
 // Element i of an optional state (NULL: zeros).
@@ -4243,7 +4529,9 @@ static void mn__slstm_gates(double* ip, double* fp, double ri, double rf, double
 // backward reads (nothing else is saved). The step t reads y_{t-1} in full before writing, so with
 // T = 1 the outputs may be the initial states (that is mn_slstm_step). O(T B Hd (4 Dh)) MACs;
 // work: mn_slstm_work_size (the first B*4Hd elements).
-MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work) {
+MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R,
+                            const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0,
+                            const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work) {
     size_t Hd = NH * Dh, G = 4 * Hd, t, bb, u;
     mn_real* raw = work;                        // (B,4Hd)
     for (t = 0; t < T; t++) {
@@ -4273,7 +4561,8 @@ MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, cons
 }
 // Backpropagation through time. m is held constant: y does not depend on it (c and n scale together)
 // while the clamps do not bind, so the exact gradient is that of i = e^{~i - m}, f = e^{lf + m_{t-1} - m}
-// with m fixed (m only rescales c and n together, and y = c / n does not see it). Walking t backwards, dy = dy_t + R^T draw_{t+1}, dc, dn the carries:
+// with m fixed (m only rescales c and n together, and y = c / n does not see it). Walking t backwards,
+// dy = dy_t + R^T draw_{t+1}, dc, dn the carries:
 //   forward: y = sig(~o) c / n, so: d~o = dy c / n sig' ; dc += dy sig / n ; dn -= dy y / n
 //   forward: c = f c_{t-1} + i tanh(~z), n = f n_{t-1} + i, so: d~z = dc i (1 - tanh^2) ;
 //            d~i = (dc tanh(~z) + dn) i ; d~f = (dc c_{t-1} + dn n_{t-1}) f sigmoid(-~f) ;
@@ -4281,7 +4570,11 @@ MNDEF void mn_slstm_forward(mn_real* y, mn_real* c, mn_real* n, mn_real* m, cons
 //   forward: raw = x + b + R y_{t-1}, so: dx += draw ; db += sum_b draw ; dR += draw^T y_{t-1} ;
 //            dy_{t-1} = R^T draw (per head and gate)
 // and dy0, dc0, dn0 += the carries after t = 0. O(T B Hd Dh) like the forward; work: mn_slstm_work_size.
-MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0, const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0, const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh, mn_real* work) {
+MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0, mn_real* dc0, mn_real* dn0,
+                             const mn_real* dy, const mn_real* y, const mn_real* c, const mn_real* n, const mn_real* m,
+                             const mn_real* x, const mn_real* R, const mn_real* b, const mn_real* y0, const mn_real* c0,
+                             const mn_real* n0, const mn_real* m0, size_t B, size_t T, size_t NH, size_t Dh,
+                             mn_real* work) {
     size_t Hd = NH * Dh, G = 4 * Hd, t, bb, u, h, g;
     mn_real* raw = work;                        // (B,4Hd)
     mn_real* draw = raw + B * G;                // (B,4Hd)
@@ -4336,7 +4629,8 @@ MNDEF void mn_slstm_backward(mn_real* dx, mn_real* dR, mn_real* db, mn_real* dy0
 }
 
 // One token per sequence for generation: the forward with T = 1, the state (B,Hd) in place.
-MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R, const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work) {
+MNDEF void mn_slstm_step(mn_real* y, mn_real* c, mn_real* n, mn_real* m, const mn_real* x, const mn_real* R,
+                         const mn_real* b, size_t B, size_t NH, size_t Dh, mn_real* work) {
     mn_slstm_forward(y, c, n, m, x, R, b, y, c, n, m, B, 1, NH, Dh, work);
 }
 
@@ -4557,7 +4851,8 @@ static double mn__cg_stop(const mn_mesa_opts* o) {
 // delta' = r.r, p = r + (delta' / delta) p (fla: 1e-5 added to both denominators). It runs cg_iters
 // steps, ending early (not with fla) once ||r|| <= cg_tol ||r0||, or at the element type's precision
 // when cg_tol is 0. Exact: Cholesky A = L L^T, two triangular solves. work: K*K + 3K.
-static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, const mn_real* rhs, size_t K, const mn_mesa_opts* o, mn_real* work) {
+static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, const mn_real* rhs, size_t K,
+                          const mn_mesa_opts* o, mn_real* work) {
     size_t i, j, p;
     if (o->cg_iters < 0) { memcpy(x, rhs, K * sizeof(mn_real)); return 0; }   // no solve: GLA read-out
     if (o->solver == MN_MESA_EXACT) {
@@ -4611,7 +4906,11 @@ static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, co
             }
             if (!o->fla && !(pAp > 0)) break;     // converged below the element type's resolution
             alpha = delta / (pAp + eps);
-            for (i = 0; i < K; i++) { x[i] += (mn_real)(alpha * pp[i]); r[i] -= (mn_real)(alpha * Ap[i]); dnew += (double)r[i] * r[i]; }
+            for (i = 0; i < K; i++) {
+                x[i] += (mn_real)(alpha * pp[i]);
+                r[i] -= (mn_real)(alpha * Ap[i]);
+                dnew += (double)r[i] * r[i];
+            }
             for (i = 0; i < K; i++) pp[i] = (mn_real)(r[i] + dnew / (delta + eps) * pp[i]);
             delta = dnew;
         }
@@ -4621,7 +4920,9 @@ static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, co
 
 // One token of one head: state update, solve, read-out. Hm (K,K), Sm (K,V); x (K) receives the
 // solve; work K*K + 3K.
-static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, const mn_real* q, const mn_real* k, const mn_real* v, double g, double beta, const mn_real* lamb, size_t K, size_t V, const mn_mesa_opts* o, mn_real* work) {
+static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, const mn_real* q, const mn_real* k,
+                          const mn_real* v, double g, double beta, const mn_real* lamb, size_t K, size_t V,
+                          const mn_mesa_opts* o, mn_real* work) {
     size_t i, j; int it;
     double gam = exp(g);
     for (i = 0; i < K; i++) {
@@ -4640,12 +4941,15 @@ static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, co
 // Generation: one token for all H heads. q,k (H,Dk); v,out (H,Dv); g, beta (H); hkk (H,Dk,Dk),
 // hkv (H,Dk,Dv) in/out; iters (H) receives the CG iterations per head (may be NULL): with
 // opts.cg_tol > 0 this is the paper's per-token dynamic stopping. work: mn_mesa_work_size_recurrent(1, 1, H, ...).
-MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k,
+                        const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H,
+                        size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
     size_t h, slot = mn__mesa_slot(MN__MESA_RECURRENT, 1, Dk, Dv, op->chunk);
     for (h = 0; h < H; h++) {
         mn_real* w = work + h * slot;
-        int it = mn__mesa_token(out + h * Dv, w, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk, k + h * Dk, v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, op, w + Dk);
+        int it = mn__mesa_token(out + h * Dv, w, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk, k + h * Dk,
+                                v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, op, w + Dk);
         if (iters) iters[h] = it;
     }
 }
@@ -4653,7 +4957,10 @@ MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, co
 // Recurrent form: the step run over t for every (b,h) (parallel over (b,h)). xs (B,T,H,Dk)
 // receives the solves x_t (saved for the backward; may be NULL), iters (B,T,H) the CG
 // iterations (may be NULL). Cost O(T (Dk^2 + Dk Dv + n_cg Dk^2)) per head.
-MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv,
+                                     const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
+                                     const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk,
+                                     size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, slot = mn__mesa_slot(MN__MESA_RECURRENT, T, K, V, op->chunk);
     long long bh;
@@ -4661,11 +4968,14 @@ MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_r
     for (bh = 0; bh < (long long)(B * H); bh++) {
         size_t b = (size_t)bh / H, h = (size_t)bh % H, t;
         mn_real *Hm = work + (size_t)bh * slot, *Sm = Hm + K * K, *x = Sm + K * V, *w = x + K;
-        if (hkk) memcpy(Hm, hkk + (size_t)bh * K * K, K * K * sizeof(mn_real)); else memset(Hm, 0, K * K * sizeof(mn_real));
-        if (hkv) memcpy(Sm, hkv + (size_t)bh * K * V, K * V * sizeof(mn_real)); else memset(Sm, 0, K * V * sizeof(mn_real));
+        if (hkk) memcpy(Hm, hkk + (size_t)bh * K * K, K * K * sizeof(mn_real));
+        else memset(Hm, 0, K * K * sizeof(mn_real));
+        if (hkv) memcpy(Sm, hkv + (size_t)bh * K * V, K * V * sizeof(mn_real));
+        else memset(Sm, 0, K * V * sizeof(mn_real));
         for (t = 0; t < T; t++) {
             size_t r = (b * T + t) * H + h;
-            int it = mn__mesa_token(out + r * V, x, Hm, Sm, q + r * K, k + r * K, v + r * V, g[r], beta[r], lamb + h * K, K, V, op, w);
+            int it = mn__mesa_token(out + r * V, x, Hm, Sm, q + r * K, k + r * K, v + r * V, g[r], beta[r],
+                                    lamb + h * K, K, V, op, w);
             if (xs) memcpy(xs + r * K, x, K * sizeof(mn_real));
             if (iters) iters[r] = it;
         }
@@ -4687,7 +4997,12 @@ MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_r
 // initial states used in the forward (NULL = 0); xs the forward's solves. The states H_t, S_t
 // are recomputed forward and kept for every t: work = T (Dk^2 + Dk Dv) per head (the teaching
 // form; the chunkwise backward keeps one state per chunk). Parallel over heads (dlambda per head).
-MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta,
+                                      mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout,
+                                      const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q,
+                                      const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
+                                      const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T,
+                                      size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, KK = K * K, KV = K * V, slot = mn__mesa_slot(MN__MESA_RECURRENT_BWD, T, K, V, op->chunk);
     long long hh;
@@ -4696,17 +5011,27 @@ MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_
     for (hh = 0; hh < (long long)H; hh++) {
         size_t h = (size_t)hh, b, t, i, j;
         mn_real* w0 = work + h * slot;
-        mn_real *Hs = w0, *Ss = Hs + T * KK, *dH = Ss + T * KV, *dS = dH + KK, *xb = dS + KV, *dqt = xb + K, *sw = dqt + K;
+        mn_real *Hs = w0, *Ss = Hs + T * KK, *dH = Ss + T * KV, *dS = dH + KK, *xb = dS + KV, *dqt = xb + K,
+                *sw = dqt + K;
         for (b = 0; b < B; b++) {
             size_t bh = b * H + h;
             // pass 1: recompute and keep H_t, S_t
             for (t = 0; t < T; t++) {
                 size_t r = (b * T + t) * H + h;
-                const mn_real *Hp = t ? Hs + (t - 1) * KK : hkk0 ? hkk0 + bh * KK : NULL, *Sp = t ? Ss + (t - 1) * KV : hkv0 ? hkv0 + bh * KV : NULL;
+                const mn_real *Hp = t ? Hs + (t - 1) * KK
+                        : hkk0        ? hkk0 + bh * KK
+                                      : NULL,
+                              *Sp = t ? Ss + (t - 1) * KV
+                        : hkv0        ? hkv0 + bh * KV
+                                      : NULL;
                 double gam = exp(g[r]), be = beta[r];
                 for (i = 0; i < K; i++) {
-                    for (j = 0; j < K; j++) Hs[t * KK + i * K + j] = (mn_real)((Hp ? gam * Hp[i * K + j] : 0.0) + be * k[r * K + i] * k[r * K + j]);
-                    for (j = 0; j < V; j++) Ss[t * KV + i * V + j] = (mn_real)((Sp ? gam * Sp[i * V + j] : 0.0) + be * k[r * K + i] * v[r * V + j]);
+                    for (j = 0; j < K; j++)
+                        Hs[t * KK + i * K + j] = (mn_real)((Hp ? gam * Hp[i * K + j] : 0.0) +
+                                                           be * k[r * K + i] * k[r * K + j]);
+                    for (j = 0; j < V; j++)
+                        Ss[t * KV + i * V + j] = (mn_real)((Sp ? gam * Sp[i * V + j] : 0.0) +
+                                                           be * k[r * K + i] * v[r * V + j]);
                 }
             }
             // pass 2: reverse time
@@ -4715,7 +5040,12 @@ MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_
             for (t = T; t-- > 0;) {
                 size_t r = (b * T + t) * H + h;
                 const mn_real *x = xs + r * K, *kt = k + r * K, *vt = v + r * V, *St = Ss + t * KV, *Ht = Hs + t * KK;
-                const mn_real *Hp = t ? Hs + (t - 1) * KK : hkk0 ? hkk0 + bh * KK : NULL, *Sp = t ? Ss + (t - 1) * KV : hkv0 ? hkv0 + bh * KV : NULL;
+                const mn_real *Hp = t ? Hs + (t - 1) * KK
+                        : hkk0        ? hkk0 + bh * KK
+                                      : NULL,
+                              *Sp = t ? Ss + (t - 1) * KV
+                        : hkv0        ? hkv0 + bh * KV
+                                      : NULL;
                 double be = beta[r], gam = exp(g[r]), dbe = 0, dgg = 0;
                 for (i = 0; i < K; i++) {                     // xbar = S_t do_t
                     double a = 0;
@@ -4766,19 +5096,28 @@ MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_
 
 typedef struct mn__mesa_chunk {   // one chunk's decay bookkeeping
     size_t t0, Cn;                 // first time index, rows
-    mn_real *bcum, *Gam, *inv, *e, *M, *Mp; // (C) each: b, exp(b), exp(-b), exp(b_last - b); (C,C) with beta, (C,C) without
+    mn_real *bcum, *Gam, *inv, *e, *M,
+            *Mp; // (C) each: b, exp(b), exp(-b), exp(b_last - b); (C,C) with beta, (C,C) without
     double GamC;                   // exp(b_last)
 } mn__mesa_chunk;
 
-static void mn__mesa_chunk_decay(mn__mesa_chunk* ch, size_t n, size_t b, size_t h, size_t T, size_t H, size_t C, const mn_real* g, const mn_real* beta) {
+static void mn__mesa_chunk_decay(mn__mesa_chunk* ch, size_t n, size_t b, size_t h, size_t T, size_t H, size_t C,
+                                 const mn_real* g, const mn_real* beta) {
     size_t a, j; double acc = 0;
     ch->t0 = n * C; ch->Cn = T - ch->t0 < C ? T - ch->t0 : C;
-    for (a = 0; a < ch->Cn; a++) { acc += g[(b * T + ch->t0 + a) * H + h]; ch->bcum[a] = (mn_real)acc; ch->Gam[a] = (mn_real)exp(acc); }
+    for (a = 0; a < ch->Cn; a++) {
+        acc += g[(b * T + ch->t0 + a) * H + h];
+        ch->bcum[a] = (mn_real)acc;
+        ch->Gam[a] = (mn_real)exp(acc);
+    }
     ch->GamC = exp(acc);
     // exp(b_a - b_j) = exp(b_a) exp(-b_j): 2C exponentials instead of C^2 while the chunk's total
     // decay |b_last| stays within 80 (both factors then fit a float); else one exp per entry.
     int split = fabs(acc) <= 80.0;
-    for (a = 0; a < ch->Cn; a++) { ch->e[a] = (mn_real)exp(acc - ch->bcum[a]); ch->inv[a] = split ? (mn_real)exp(-(double)ch->bcum[a]) : 0; }
+    for (a = 0; a < ch->Cn; a++) {
+        ch->e[a] = (mn_real)exp(acc - ch->bcum[a]);
+        ch->inv[a] = split ? (mn_real)exp(-(double)ch->bcum[a]) : 0;
+    }
     for (a = 0; a < ch->Cn; a++) {
         mn_real *Mp = ch->Mp + a * C, *M = ch->M + a * C;
         for (j = 0; j <= a; j++) {
@@ -4790,7 +5129,9 @@ static void mn__mesa_chunk_decay(mn__mesa_chunk* ch, size_t n, size_t b, size_t 
 }
 
 // AP (Cn,K) = A(P) for P (Cn,K); PK (C,C) and tmp (C,K) are scratch.
-static void mn__mesa_chunk_apply(mn_real* AP, const mn_real* P, const mn_real* Kc, size_t ldk, const mn__mesa_chunk* ch, const mn_real* Hn, const mn_real* lamb, size_t C, size_t K, mn_real* PK, mn_real* tmp) {
+static void mn__mesa_chunk_apply(mn_real* AP, const mn_real* P, const mn_real* Kc, size_t ldk, const mn__mesa_chunk* ch,
+                                 const mn_real* Hn, const mn_real* lamb, size_t C, size_t K, mn_real* PK,
+                                 mn_real* tmp) {
     size_t a, j, Cn = ch->Cn;
     mn_gemm(0, 1, Cn, Cn, K, 1.0, P, K, Kc, ldk, 0.0, PK, C);
     for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) PK[a * C + j] *= ch->M[a * C + j];
@@ -4805,9 +5146,12 @@ static void mn__mesa_chunk_apply(mn_real* AP, const mn_real* P, const mn_real* K
 // Batched CG on the Cn systems of one chunk, right-hand sides RHS (Cn rows, stride ldr): every
 // row has its own alpha, delta and (with cg_tol) its own stopping point. X (Cn,K) out; iters (Cn)
 // may be NULL. scratch: 4CK + C^2 + 3C.
-static void mn__mesa_chunk_cg(mn_real* X, int* iters, const mn_real* RHS, size_t ldr, const mn_real* Kc, size_t ldk, const mn__mesa_chunk* ch, const mn_real* Hn, const mn_real* lamb, size_t C, size_t K, const mn_mesa_opts* o, mn_real* scratch) {
+static void mn__mesa_chunk_cg(mn_real* X, int* iters, const mn_real* RHS, size_t ldr, const mn_real* Kc, size_t ldk,
+                              const mn__mesa_chunk* ch, const mn_real* Hn, const mn_real* lamb, size_t C, size_t K,
+                              const mn_mesa_opts* o, mn_real* scratch) {
     size_t a, i, j, Cn = ch->Cn;
-    mn_real *R = scratch, *P = R + C * K, *AP = P + C * K, *tmp = AP + C * K, *PK = tmp + C * K, *delta = PK + C * C, *delta0 = delta + C, *done = delta0 + C;
+    mn_real *R = scratch, *P = R + C * K, *AP = P + C * K, *tmp = AP + C * K, *PK = tmp + C * K, *delta = PK + C * C,
+            *delta0 = delta + C, *done = delta0 + C;
     double eps = o->fla ? 1e-5 : 0.0;
     int it;
     if (o->cg_iters < 0) {                                // no solve: x = q (GLA)
@@ -4846,7 +5190,8 @@ static void mn__mesa_chunk_cg(mn_real* X, int* iters, const mn_real* RHS, size_t
         mn__mesa_chunk_apply(AP, P, Kc, ldk, ch, Hn, lamb, C, K, PK, tmp);
         for (a = 0; a < Cn; a++) {
             // the row's vectors in the element type (these loops vectorise); the scalars in double
-            mn_real *MN__RESTRICT x = X + a * K, *MN__RESTRICT r = R + a * K, *MN__RESTRICT pp = P + a * K, al, cb, pAp, dnew;
+            mn_real *MN__RESTRICT x = X + a * K, *MN__RESTRICT r = R + a * K, *MN__RESTRICT pp = P + a * K, al, cb, pAp,
+                                  dnew;
             const mn_real* MN__RESTRICT ap = AP + a * K;
             double alpha;
             if (done[a]) continue;
@@ -4875,7 +5220,11 @@ static void mn__mesa_cw_layout(mn__mesa_cw* w, mn_real* base, size_t T, size_t K
     size_t NC = (T + C - 1) / C;
     w->Hs = base; w->Ss = w->Hs + (NC + 1) * K * K; w->dHe = w->Ss + (NC + 1) * K * V; w->dSe = w->dHe + NC * K * K;
     w->ch.bcum = w->dSe + NC * K * V; w->ch.Gam = w->ch.bcum + C; w->ch.e = w->ch.Gam + C; w->db = w->ch.e + C;
-    w->ch.inv = w->db + C; w->ch.M = w->ch.inv + C; w->ch.Mp = w->ch.M + C * C; w->A1 = w->ch.Mp + C * C; w->A2 = w->A1 + C * C;
+    w->ch.inv = w->db + C;
+    w->ch.M = w->ch.inv + C;
+    w->ch.Mp = w->ch.M + C * C;
+    w->A1 = w->ch.Mp + C * C;
+    w->A2 = w->A1 + C * C;
     w->X = w->A2 + C * C; w->CK1 = w->X + C * K; w->CK2 = w->CK1 + C * K;
     w->CV1 = w->CK2 + C * K; w->CV2 = w->CV1 + C * V; w->cg = w->CV2 + C * V;   // cg: 4CK + C^2 + 3C
     w->dQ = w->cg + 4 * C * K + C * C + 3 * C;
@@ -4883,7 +5232,9 @@ static void mn__mesa_cw_layout(mn__mesa_cw* w, mn_real* base, size_t T, size_t K
 
 // State pass (sequential over chunks): H_{n+1} = GamC H_n + Kt^T Kc, S_{n+1} = GamC S_n + Kt^T Vc,
 // Kt = diag(e . beta) Kc. Fills w->Hs, w->Ss for n = 0..NC.
-static void mn__mesa_states(mn__mesa_cw* w, size_t b, size_t h, const mn_real* hkk0, const mn_real* hkv0, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, size_t T, size_t H, size_t K, size_t V, size_t C) {
+static void mn__mesa_states(mn__mesa_cw* w, size_t b, size_t h, const mn_real* hkk0, const mn_real* hkv0,
+                            const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, size_t T,
+                            size_t H, size_t K, size_t V, size_t C) {
     size_t NC = (T + C - 1) / C, n, a, i, bh = b * H + h;
     if (hkk0) memcpy(w->Hs, hkk0 + bh * K * K, K * K * sizeof(mn_real)); else memset(w->Hs, 0, K * K * sizeof(mn_real));
     if (hkv0) memcpy(w->Ss, hkv0 + bh * K * V, K * V * sizeof(mn_real)); else memset(w->Ss, 0, K * V * sizeof(mn_real));
@@ -4910,7 +5261,10 @@ static void mn__mesa_states(mn__mesa_cw* w, size_t b, size_t h, const mn_real* h
 // n (4 C Dk + 2 Dk^2) for CG, 2 C (Dk + Dv) + 2 Dk Dv for the output (mn_flops_per_token counts this).
 // Memory: xs, Dk per token, is saved for the backward; work holds the chunk states and their
 // gradients, about 2 (Dk^2 + Dk Dv) / C per token, one chunk's scratch and the adjoint solves (Dk).
-MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q,
+                           const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
+                           const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                           const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
     long long bh;
@@ -4927,7 +5281,8 @@ MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, 
             int itbuf[1024];                                                  // CG iterations per row
             MN_ASSERT(C <= 1024);
             mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
-            mn__mesa_chunk_cg(w.X, iters ? itbuf : NULL, q + r0 * K, H * K, Kc, H * K, ch, Hn, lamb + h * K, C, K, op, w.cg);
+            mn__mesa_chunk_cg(w.X, iters ? itbuf : NULL, q + r0 * K, H * K, Kc, H * K, ch, Hn, lamb + h * K, C, K, op,
+                              w.cg);
             // O = ((X Kc^T) . M) Vc + diag(Gam) X S_n
             mn_gemm(0, 1, ch->Cn, ch->Cn, K, 1.0, w.X, K, Kc, H * K, 0.0, w.A1, C);
             for (a = 0; a < ch->Cn; a++) for (j = 0; j < ch->Cn; j++) w.A1[a * C + j] *= ch->M[a * C + j];
@@ -4955,9 +5310,15 @@ MNDEF void mn_mesa_forward(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, 
 // Same contract as mn_mesa_backward_recurrent (xs from the forward; accumulates). Cost per token and head:
 // the adjoint CG, n (4 C Dk + 2 Dk^2) as in the forward, plus 14 C Dk + 6 C Dv + 10 Dk^2 + 10 Dk Dv
 // for B0-B5. Memory: the work of the forward (the chunk states recomputed there, not saved).
-MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb, mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk, const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
+MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, mn_real* dbeta, mn_real* dlamb,
+                            mn_real* dhkk0, mn_real* dhkv0, const mn_real* dout, const mn_real* dhkk,
+                            const mn_real* dhkv, const mn_real* xs, const mn_real* q, const mn_real* k,
+                            const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb,
+                            const mn_real* hkk0, const mn_real* hkv0, size_t B, size_t T, size_t H, size_t Dk,
+                            size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_opts tmp; const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, C = op->chunk, NC = (T + C - 1) / C, slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
+    size_t K = Dk, V = Dv, KK = K * K, KV = K * V, C = op->chunk, NC = (T + C - 1) / C,
+           slot = mn__mesa_slot(MN__MESA_CHUNK, T, K, V, C);
     long long hh;
     MN_UNUSED(q);
     MN__OMP_FOR                                              // heads in parallel: dlambda is per head
@@ -4978,7 +5339,8 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                 mn_real* dst = n > 0 ? w.dSe + (n - 1) * KV : dhkv0 ? dhkv0 + bh * KV : NULL;
                 if (!dst) continue;
                 mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
-                for (a = 0; a < ch->Cn; a++) for (i = 0; i < K; i++) w.CK1[a * K + i] = ch->Gam[a] * xs[(r0 + a * H) * K + i];
+                for (a = 0; a < ch->Cn; a++)
+                    for (i = 0; i < K; i++) w.CK1[a * K + i] = ch->Gam[a] * xs[(r0 + a * H) * K + i];
                 if (n > 0) for (i = 0; i < KV; i++) dst[i] = (mn_real)(ch->GamC * w.dSe[n * KV + i]);
                 else for (i = 0; i < KV; i++) dst[i] += (mn_real)(ch->GamC * w.dSe[i]);     // dS_0 accumulates
                 mn_gemm(1, 0, K, V, ch->Cn, 1.0, w.CK1, K, dout + r0 * V, H * V, 1.0, dst, V);
@@ -4986,8 +5348,10 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
             // B2 + B3, per chunk
             for (n = 0; n < NC; n++) {
                 size_t r0 = (b * T + n * C) * H + h, Cn;
-                const mn_real *Kc = k + r0 * K, *Vc = v + r0 * V, *dO = dout + r0 * V, *Sn = w.Ss + n * KV, *dSe = w.dSe + n * KV;
-                mn_real *Sx = w.A1, *Do = w.A2, *Xb = w.CK1, *tk = w.CK2, *tv = w.CV1, *db = w.db, *dQ = w.dQ + n * C * K;
+                const mn_real *Kc = k + r0 * K, *Vc = v + r0 * V, *dO = dout + r0 * V, *Sn = w.Ss + n * KV,
+                              *dSe = w.dSe + n * KV;
+                mn_real *Sx = w.A1, *Do = w.A2, *Xb = w.CK1, *tk = w.CK2, *tv = w.CV1, *db = w.db,
+                        *dQ = w.dQ + n * C * K;
                 double dblast = 0;
                 mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
                 Cn = ch->Cn;
@@ -4998,7 +5362,10 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                 mn_gemm(0, 1, Cn, K, V, 1.0, dO, H * V, Sn, V, 0.0, Xb, K);
                 for (a = 0; a < Cn; a++) {
                     double s = 0;
-                    for (i = 0; i < K; i++) { s += (double)w.X[a * K + i] * Xb[a * K + i]; Xb[a * K + i] *= ch->Gam[a]; }
+                    for (i = 0; i < K; i++) {
+                        s += (double)w.X[a * K + i] * Xb[a * K + i];
+                        Xb[a * K + i] *= ch->Gam[a];
+                    }
                     db[a] += (mn_real)(ch->Gam[a] * s);
                 }
                 // E = (Sx . M) . Do: o_a = sum_j M[a,j] (x_a.k_j) v_j, and dM[a,j]/db_a = M, dM/db_j = -M
@@ -5014,7 +5381,7 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                 for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Do[a * C + j] *= ch->Mp[a * C + j];
                 // dKb_kv = (Do . M')^T X + diag(e) Vc dSe^T  -> dbeta_j += dKb_j . k_j ; dk_j += beta_j dKb_j
                 mn_gemm(1, 0, Cn, K, Cn, 1.0, Do, C, w.X, K, 0.0, tk, K);
-                mn_gemm(0, 1, Cn, K, V, 1.0, Vc, H * V, dSe, V, 0.0, dQ, K);      // Vc dSe^T into dQ's rows (free until B3)
+                mn_gemm(0, 1, Cn, K, V, 1.0, Vc, H * V, dSe, V, 0.0, dQ, K); // Vc dSe^T into dQ's rows (free until B3)
                 for (a = 0; a < Cn; a++) {
                     size_t r = r0 + a * H;
                     double be = beta[r], s = 0;
@@ -5026,19 +5393,29 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                     dbeta[r] += (mn_real)s;
                 }
                 // dV += (Sx . M)^T dO + diag(e . beta) Kc dSe ; w_j = e_j beta_j (k_j^T dSe v_j)
-                for (a = 0; a < Cn; a++) for (j = 0; j < Cn; j++) Sx[a * C + j] *= ch->M[a * C + j];    // Sx . M from here on
+                for (a = 0; a < Cn; a++)
+                    for (j = 0; j < Cn; j++) Sx[a * C + j] *= ch->M[a * C + j]; // Sx . M from here on
                 mn_gemm(0, 0, Cn, V, K, 1.0, Kc, H * K, dSe, V, 0.0, tv, V);
                 for (a = 0; a < Cn; a++) {
                     size_t r = r0 + a * H;
                     double s = ch->e[a] * beta[r], wj = 0;
-                    for (j = 0; j < V; j++) { dv[r * V + j] += (mn_real)(s * tv[a * V + j]); wj += (double)tv[a * V + j] * Vc[a * H * V + j]; }
+                    for (j = 0; j < V; j++) {
+                        dv[r * V + j] += (mn_real)(s * tv[a * V + j]);
+                        wj += (double)tv[a * V + j] * Vc[a * H * V + j];
+                    }
                     db[a] -= (mn_real)(s * wj); dblast += s * wj;
                 }
                 for (i = 0; i < KV; i++) dblast += ch->GamC * (double)Sn[i] * dSe[i];
                 db[Cn - 1] += (mn_real)dblast;
                 mn_gemm(1, 0, Cn, V, Cn, 1.0, Sx, C, dO, H * V, 1.0, dv + r0 * V, H * V);   // dv rows += (Sx . M)^T dO
                 // dg from db (reverse cumsum inside the chunk); the kk part adds more below
-                { double acc = 0; for (a = Cn; a-- > 0;) { acc += db[a]; dg[(b * T + n * C + a) * H + h] += (mn_real)acc; } }
+                {
+                    double acc = 0;
+                    for (a = Cn; a-- > 0;) {
+                        acc += db[a];
+                        dg[(b * T + n * C + a) * H + h] += (mn_real)acc;
+                    }
+                }
                 // B3: adjoint solve dQ = A^-1 xbar (row by row, like the forward)
                 mn__mesa_chunk_cg(dQ, NULL, Xb, K, Kc, H * K, ch, w.Hs + n * KK, lamb + h * K, C, K, op, w.cg);
                 for (a = 0; a < Cn; a++) for (i = 0; i < K; i++) dq[(r0 + a * H) * K + i] += dQ[a * K + i];
@@ -5050,7 +5427,8 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                 mn_real* dst = n > 0 ? w.dHe + (n - 1) * KK : (dhkk0 ? dhkk0 + bh * KK : NULL);
                 if (!dst) continue;
                 mn__mesa_chunk_decay(ch, n, b, h, T, H, C, g, beta);
-                for (a = 0; a < ch->Cn; a++) for (i = 0; i < K; i++) w.CK1[a * K + i] = -ch->Gam[a] * w.dQ[n * C * K + a * K + i];
+                for (a = 0; a < ch->Cn; a++)
+                    for (i = 0; i < K; i++) w.CK1[a * K + i] = -ch->Gam[a] * w.dQ[n * C * K + a * K + i];
                 for (a = 0; a < ch->Cn; a++) memcpy(w.X + a * K, xs + (r0 + a * H) * K, K * sizeof(mn_real));
                 if (n > 0) for (i = 0; i < KK; i++) dst[i] = (mn_real)(ch->GamC * w.dHe[n * KK + i]);
                 else for (i = 0; i < KK; i++) dst[i] += (mn_real)(ch->GamC * w.dHe[i]);
@@ -5077,7 +5455,10 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                 mn_gemm(0, 1, Cn, K, K, 1.0, w.X, K, Hn, K, 0.0, tk, K);           // rows: (H_n x_a)^T (H_n symmetric)
                 for (a = 0; a < Cn; a++) {
                     double s = 0;
-                    for (i = 0; i < K; i++) { s += (double)dQ[a * K + i] * tk[a * K + i]; dlamb[h * K + i] -= dQ[a * K + i] * w.X[a * K + i]; }
+                    for (i = 0; i < K; i++) {
+                        s += (double)dQ[a * K + i] * tk[a * K + i];
+                        dlamb[h * K + i] -= dQ[a * K + i] * w.X[a * K + i];
+                    }
                     db[a] -= (mn_real)(ch->Gam[a] * s);
                 }
                 // dKb_kk = -(Dq . M')^T X + diag(e) Kc dHe^T
@@ -5101,12 +5482,21 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
                 for (a = 0; a < Cn; a++) {
                     size_t r = r0 + a * H;
                     double s = ch->e[a] * beta[r], wj = 0;
-                    for (i = 0; i < K; i++) { dk[r * K + i] += (mn_real)(tk[a * K + i] + s * t2[a * K + i]); wj += (double)t2[a * K + i] * k[r * K + i]; }
+                    for (i = 0; i < K; i++) {
+                        dk[r * K + i] += (mn_real)(tk[a * K + i] + s * t2[a * K + i]);
+                        wj += (double)t2[a * K + i] * k[r * K + i];
+                    }
                     db[a] -= (mn_real)(s * wj); dblast += s * wj;
                 }
                 for (i = 0; i < KK; i++) dblast += ch->GamC * (double)Hn[i] * dHe[i];
                 db[Cn - 1] += (mn_real)dblast;
-                { double acc = 0; for (a = Cn; a-- > 0;) { acc += db[a]; dg[(b * T + n * C + a) * H + h] += (mn_real)acc; } }
+                {
+                    double acc = 0;
+                    for (a = Cn; a-- > 0;) {
+                        acc += db[a];
+                        dg[(b * T + n * C + a) * H + h] += (mn_real)acc;
+                    }
+                }
             }
         }
     }
@@ -5476,17 +5866,28 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
     // sizes: each must be positive and small enough that products of three fit comfortably in size_t
     if (out->vocab_size < 2 || out->vocab_size > (1u << 24) || out->d_model > 65536 || out->n_head > 4096 ||
         out->head_dim == 0 || out->head_dim > 1024 || out->d_ff > (1u << 20) || out->max_seq_len > (1u << 24)) {
-        MN_LOG("mesanet: config sizes out of range (vocab %zu, d_model %zu, n_head %zu, head_dim %zu, d_ff %zu, max_seq_len %zu)\n",
+        MN_LOG("mesanet: config sizes out of range (vocab %zu, d_model %zu, n_head %zu, head_dim %zu, d_ff %zu, "
+               "max_seq_len %zu)\n",
                out->vocab_size, out->d_model, out->n_head, out->head_dim, out->d_ff, out->max_seq_len);
         return MN_ERR_CONFIG;
     }
-    if (out->n_layer > MN_MAX_LAYERS) { MN_LOG("mesanet: n_layer %zu > %d\n", out->n_layer, MN_MAX_LAYERS); return MN_ERR_CONFIG; }
-    if (out->rope_theta > 0 && out->head_dim % 2) { MN_LOG("mesanet: RoPE needs an even head_dim (got %zu)\n", out->head_dim); return MN_ERR_CONFIG; }
-    if (!(out->norm_eps > 0) || !(out->init_std > 0) || !(out->logit_softcap >= 0) || out->rope_theta != out->rope_theta) {
+    if (out->n_layer > MN_MAX_LAYERS) {
+        MN_LOG("mesanet: n_layer %zu > %d\n", out->n_layer, MN_MAX_LAYERS);
+        return MN_ERR_CONFIG;
+    }
+    if (out->rope_theta > 0 && out->head_dim % 2) {
+        MN_LOG("mesanet: RoPE needs an even head_dim (got %zu)\n", out->head_dim);
+        return MN_ERR_CONFIG;
+    }
+    if (!(out->norm_eps > 0) || !(out->init_std > 0) || !(out->logit_softcap >= 0) ||
+        out->rope_theta != out->rope_theta) {
         MN_LOG("mesanet: norm_eps and init_std must be > 0, logit_softcap >= 0\n");
         return MN_ERR_CONFIG;
     }
-    if (!(out->mesa_cg_tol >= 0) || out->mesa_cg_tol >= 1 || out->mesa_chunk > 4096) { MN_LOG("mesanet: mesa_cg_tol must be in [0,1), mesa_chunk <= 4096\n"); return MN_ERR_CONFIG; }
+    if (!(out->mesa_cg_tol >= 0) || out->mesa_cg_tol >= 1 || out->mesa_chunk > 4096) {
+        MN_LOG("mesanet: mesa_cg_tol must be in [0,1), mesa_chunk <= 4096\n");
+        return MN_ERR_CONFIG;
+    }
     if (!(fabs(out->mesa_gate_bias) <= 50)) {   // NaN fails too; beyond 50 sigmoid is 0 or 1 in double
         MN_LOG("mesanet: mesa_gate_bias must be a finite number in [-50, 50]\n");
         return MN_ERR_CONFIG;
@@ -5529,6 +5930,24 @@ static mn_real mn__slstm_bias_init(const mn_tensor_info* t, size_t e) {
     if (e / per_gate != 1) return 0;
     return (mn_real)(5.0 - 12.0 * pow(Dh > 1 ? (double)j / (double)(Dh - 1) : 0.0, 0.3));
 }
+// Element j of tensor t at init. Only the random kinds draw from rng, element by element in table
+// order, so one seed gives one model.
+static mn_real mn__init_value(const mn_tensor_info* t, size_t j, const mn_config* c, mn_rng* rng) {
+    switch (t->init) {
+    case MN__INIT_NORMAL: return (mn_real)(c->init_std * mn_rng_normal(rng));
+    case MN__INIT_ONES: return (mn_real)1;
+    case MN__INIT_LAMBDA: return (mn_real)log(exp(1.0 - 0.25) - 1.0);                 // lambda = 1 at init (fla)
+    case MN__INIT_ALOG: return (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(rng));       // A ~ U[0,16] (Mamba-2, GDN)
+    case MN__INIT_DTBIAS: return mn__dt_bias_init(rng);
+    case MN__INIT_SLSTM_BIAS: return mn__slstm_bias_init(t, j);
+    case MN__INIT_MESA_GATE: return (mn_real)c->mesa_gate_bias;
+    case MN__INIT_FGATE:                                // linspace(3, 6) over the heads (xLSTM)
+        return (mn_real)(3.0 + 3.0 * (t->numel > 1 ? (double)j / (double)(t->numel - 1) : 0.0));
+    case MN__INIT_RGLRU_A:                              // a^2 ~ U[0.81, 0.998] through a = exp(-softplus(a_param))
+        return (mn_real)log(exp(-0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(rng))) - 1.0);
+    default: return (mn_real)0;                         // MN__INIT_ZEROS
+    }
+}
 MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
     mn_config rc;
     size_t i, j, off = 0;
@@ -5561,16 +5980,7 @@ MNDEF int mn_model_init(mn_model* m, const mn_config* cfg) {
     for (i = 0; i < m->n_tensors; i++) {
         mn_real* p = m->params + m->tensors[i].offset;
         for (j = 0; j < m->tensors[i].numel; j++)
-            p[j] = m->tensors[i].init == MN__INIT_NORMAL ? (mn_real)(rc.init_std * mn_rng_normal(&rng))
-                 : m->tensors[i].init == MN__INIT_ONES ? (mn_real)1
-                 : m->tensors[i].init == MN__INIT_LAMBDA ? (mn_real)log(exp(1.0 - 0.25) - 1.0)   // lambda = 1 at init (fla)
-                 : m->tensors[i].init == MN__INIT_ALOG ? (mn_real)log(1e-4 + 16.0 * mn_rng_uniform(&rng)) // A ~ U[0,16] (Mamba-2, GDN)
-                 : m->tensors[i].init == MN__INIT_DTBIAS ? mn__dt_bias_init(&rng)
-                 : m->tensors[i].init == MN__INIT_SLSTM_BIAS ? mn__slstm_bias_init(&m->tensors[i], j)
-                 : m->tensors[i].init == MN__INIT_MESA_GATE ? (mn_real)rc.mesa_gate_bias
-                 : m->tensors[i].init == MN__INIT_FGATE ? (mn_real)(3.0 + 3.0 * (m->tensors[i].numel > 1 ? (double)j / (double)(m->tensors[i].numel - 1) : 0.0))
-                 : m->tensors[i].init == MN__INIT_RGLRU_A ? (mn_real)log(exp(-0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(&rng))) - 1.0)
-                 : (mn_real)0;
+            p[j] = mn__init_value(&m->tensors[i], j, &rc, &rng);
     }
     return MN_OK;
 }
@@ -5642,14 +6052,21 @@ MNDEF int mn_forward(mn_model* m, const int* tokens, const int* targets, size_t 
     const mn_config* c;
     size_t N, C, F, V, L, i, l;
     int err;
-    if (!m || !m->params || !tokens) { MN_LOG("mesanet: mn_forward needs an initialised model and tokens\n"); return MN_ERR_STATE; }
+    if (!m || !m->params || !tokens) {
+        MN_LOG("mesanet: mn_forward needs an initialised model and tokens\n");
+        return MN_ERR_STATE;
+    }
     c = &m->cfg; N = B * T; C = c->d_model; F = c->d_ff; V = c->vocab_size; L = c->n_layer;
     if (B == 0 || T == 0 || T > c->max_seq_len || B > ((size_t)1 << 31) / T) {   // B*T may have wrapped: test B
-        MN_LOG("mesanet: forward needs 0 < T <= max_seq_len (%zu), B > 0, B*T <= 2^31; got B=%zu T=%zu\n", c->max_seq_len, B, T);
+        MN_LOG("mesanet: forward needs 0 < T <= max_seq_len (%zu), B > 0, B*T <= 2^31; got B=%zu T=%zu\n",
+               c->max_seq_len, B, T);
         return MN_ERR_RANGE;
     }
     for (i = 0; i < N; i++) {
-        if (tokens[i] < 0 || (size_t)tokens[i] >= V) { MN_LOG("mesanet: token id %d at %zu outside [0,%zu)\n", tokens[i], i, V); return MN_ERR_RANGE; }
+        if (tokens[i] < 0 || (size_t)tokens[i] >= V) {
+            MN_LOG("mesanet: token id %d at %zu outside [0,%zu)\n", tokens[i], i, V);
+            return MN_ERR_RANGE;
+        }
         if (targets && (targets[i] < -1 || (targets[i] >= 0 && (size_t)targets[i] >= V))) {
             MN_LOG("mesanet: target id %d at %zu outside [-1,%zu)\n", targets[i], i, V); return MN_ERR_RANGE;
         }
@@ -5701,7 +6118,10 @@ MNDEF void mn_zero_grad(mn_model* m) { memset(m->grads, 0, m->n_params * sizeof(
 MNDEF int mn_backward(mn_model* m) {
     const mn_config* c;
     size_t B, T, N, C, F, V, L, i, l;
-    if (!m || !m->have_loss) { MN_LOG("mesanet: mn_backward needs a successful mn_forward with targets first\n"); return MN_ERR_STATE; }
+    if (!m || !m->have_loss) {
+        MN_LOG("mesanet: mn_backward needs a successful mn_forward with targets first\n");
+        return MN_ERR_STATE;
+    }
     c = &m->cfg; B = m->act_B; T = m->act_T; N = B * T; C = c->d_model; F = c->d_ff; V = c->vocab_size; L = c->n_layer;
     memset(m->dacts, 0, m->act_cap * sizeof(mn_real));
     mn__head_act top, dtop;
@@ -5713,8 +6133,8 @@ MNDEF int mn_backward(mn_model* m) {
     for (i = 0; i < N; i++) dtop.losses[i] = m->targets[i] >= 0 ? (mn_real)(1.0 / (double)m->n_valid) : (mn_real)0;
     mn_crossentropy_backward(dtop.logits, dtop.losses, top.logits, m->targets, N, V, c->logit_softcap);
     mn_matmul_backward(dtop.xf, m->grads + m->tensors[m->head_idx].offset, NULL, dtop.logits, top.xf, hw, N, C, V);
-    mn_rmsnorm_backward(dres + L * N * C, m->grads + m->tensors[m->norm_idx].offset, dtop.xf, top.rstdf, res + L * N * C,
-                        nw, N, C);
+    mn_rmsnorm_backward(dres + L * N * C, m->grads + m->tensors[m->norm_idx].offset, dtop.xf, top.rstdf,
+                        res + L * N * C, nw, N, C);
     for (l = L; l-- > 0;) {
         mn_real* dy = dres + (l + 1) * N * C;
         mn__block_par P, dP; mn__block_act A, dA;
@@ -5767,7 +6187,10 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     // each size is bounded by mn_config_resolve, their sum over layers times n_seq is not: check before use
     per_seq = C + c->vocab_size + per_seq_scratch;
     for (l = 0; l < c->n_layer && per_seq <= SIZE_MAX / 32; l++) per_seq += mn__mixer_state_size(m, l);
-    if (per_seq > SIZE_MAX / 32 / n_seq) { MN_LOG("mesanet: decoding state for %zu sequences too large\n", n_seq); return MN_ERR_ALLOC; }
+    if (per_seq > SIZE_MAX / 32 / n_seq) {
+        MN_LOG("mesanet: decoding state for %zu sequences too large\n", n_seq);
+        return MN_ERR_ALLOC;
+    }
     for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixer_state_size(m, l);
     total += n_seq * (C + c->vocab_size + per_seq_scratch);
     s->mem = (mn_real*)mn__calloc(total, sizeof(mn_real));
@@ -5808,7 +6231,10 @@ MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) 
     }
     c = &m->cfg; C = c->d_model; F = c->d_ff; V = c->vocab_size;
     for (n = 0; n < (long long)s->n_seq; n++)
-        if (tokens[n] < 0 || (size_t)tokens[n] >= V) { MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V); return MN_ERR_RANGE; }
+        if (tokens[n] < 0 || (size_t)tokens[n] >= V) {
+            MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V);
+            return MN_ERR_RANGE;
+        }
     for (l = 0; l < c->n_layer; l++)
         if (mn__mixers[m->mixer[l]].kv_cache && s->pos >= c->max_seq_len) {
             MN_LOG("mesanet: position %zu reaches max_seq_len %zu (attention KV cache full)\n", s->pos, c->max_seq_len);
@@ -5827,8 +6253,8 @@ MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) 
             mn__block_par P;
             mn__block_point(m, ll, m->params, &P);
             mn_rmsnorm_forward(X.xn, X.rstd, x, P.attn_norm, 1, C, c->norm_eps);
-            mn__mixers[m->mixer[ll]].step(m, ll, X.mo, s->layer[ll] + (size_t)n * mn__mixer_state_size(m, ll), X.mix, X.xn,
-                                          s->pos);
+            mn__mixers[m->mixer[ll]].step(m, ll, X.mo, s->layer[ll] + (size_t)n * mn__mixer_state_size(m, ll), X.mix,
+                                          X.xn, s->pos);
             for (i = 0; i < C; i++) x[i] += X.mo[i];
             mn_rmsnorm_forward(X.xn, X.rstd, x, P.mlp_norm, 1, C, c->norm_eps);
             mn_matmul_forward(X.gate, X.xn, P.gate, NULL, 1, C, F);
@@ -5863,7 +6289,8 @@ MNDEF double mn_clip_grad_norm(mn_model* m, double max_norm) {
 
 // AdamW (Loshchilov & Hutter 2019) with PyTorch's order: decoupled decay p *= 1 - lr wd, then
 // p -= lr mhat / (sqrt(vhat) + eps) with bias-corrected moments; t is the 1-based step count.
-MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1, double beta2, double eps, double wd, uint64_t t) {
+MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1,
+                           double beta2, double eps, double wd, uint64_t t) {
     double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
     long long i;
     MN__OMP_FOR                                  // elementwise: any split gives the same bits
@@ -6151,15 +6578,20 @@ static int mn__cmp_offset(const void* a, const void* b) {
 // The parser behind mn_safetensors_parse: buf holds at least the 8-byte length and the header (avail
 // bytes), file_len is the size of the whole file (the data section is checked against it, not read);
 // what names the file in messages.
-static int mn__st_parse(const char* what, const unsigned char* buf, size_t avail, size_t file_len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
+static int mn__st_parse(const char* what, const unsigned char* buf, size_t avail, size_t file_len, mn_tensor_info* out,
+                        size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
     uint64_t hlen = 0; size_t i, n = 0, mlen = 0, pos;
     mn__js j;
     *n_out = 0; *data_start = 0;
     if (meta && meta_cap) meta[0] = 0;
-    if (avail < 8 || file_len < 8) { MN_LOG("mesanet: %s: shorter than the 8-byte safetensors header\n", what); return MN_ERR_FORMAT; }
+    if (avail < 8 || file_len < 8) {
+        MN_LOG("mesanet: %s: shorter than the 8-byte safetensors header\n", what);
+        return MN_ERR_FORMAT;
+    }
     for (i = 0; i < 8; i++) hlen |= (uint64_t)buf[i] << (8 * i);
     if (hlen < 2 || hlen > file_len - 8 || hlen > avail - 8 || hlen > (100u << 20)) {
-        MN_LOG("mesanet: %s: safetensors header size %llu does not fit the file (%zu bytes)\n", what, (unsigned long long)hlen, file_len);
+        MN_LOG("mesanet: %s: safetensors header size %llu does not fit the file (%zu bytes)\n", what,
+               (unsigned long long)hlen, file_len);
         return MN_ERR_FORMAT;
     }
     j.p = (const char*)buf + 8; j.end = j.p + hlen; j.depth = 0;
@@ -6174,11 +6606,13 @@ static int mn__st_parse(const char* what, const unsigned char* buf, size_t avail
             if (mn__js_peek(&j) == '}') j.p++;
             else for (;;) {
                 char k[64], v[2048]; size_t c;
-                if (mn__js_str(&j, k, sizeof k) < 0 || mn__js_expect(&j, ':') < 0 || mn__js_str(&j, v, sizeof v) < 0) goto bad;
+                if (mn__js_str(&j, k, sizeof k) < 0 || mn__js_expect(&j, ':') < 0 || mn__js_str(&j, v, sizeof v) < 0)
+                    goto bad;
                 // one line per entry: a tab or newline inside a key or value would split it
                 for (c = 0; k[c]; c++) if (k[c] == '\t' || k[c] == '\n') k[c] = ' ';
                 for (c = 0; v[c]; c++) if (v[c] == '\t' || v[c] == '\n') v[c] = ' ';
-                if (meta && mlen + strlen(k) + strlen(v) + 3 < meta_cap) mlen += (size_t)sprintf(meta + mlen, "%s\t%s\n", k, v);
+                if (meta && mlen + strlen(k) + strlen(v) + 3 < meta_cap)
+                    mlen += (size_t)sprintf(meta + mlen, "%s\t%s\n", k, v);
                 if (mn__js_peek(&j) == ',') { j.p++; continue; }
                 if (mn__js_expect(&j, '}') < 0) goto bad;
                 break;
@@ -6196,8 +6630,12 @@ static int mn__st_parse(const char* what, const unsigned char* buf, size_t avail
                 if (strcmp(f, "dtype") == 0) {
                     char d[16];
                     if (mn__js_str(&j, d, sizeof d) < 0) goto bad;
-                    t.dtype = !strcmp(d, "F32") ? MN_DT_F32 : !strcmp(d, "F64") ? MN_DT_F64 : !strcmp(d, "BF16") ? MN_DT_BF16 : !strcmp(d, "F16") ? MN_DT_F16 : -2;
-                    if (t.dtype == -2) { MN_LOG("mesanet: %s: tensor %s has unsupported dtype %s\n", what, key, d); return MN_ERR_FORMAT; }
+                    t.dtype = !strcmp(d, "F32") ? MN_DT_F32 : !strcmp(d, "F64") ? MN_DT_F64
+                            : !strcmp(d, "BF16") ? MN_DT_BF16 : !strcmp(d, "F16") ? MN_DT_F16 : -2;
+                    if (t.dtype == -2) {
+                        MN_LOG("mesanet: %s: tensor %s has unsupported dtype %s\n", what, key, d);
+                        return MN_ERR_FORMAT;
+                    }
                     got |= 1;
                 } else if (strcmp(f, "shape") == 0) {
                     if (mn__js_expect(&j, '[') < 0) goto bad;
@@ -6223,12 +6661,17 @@ static int mn__st_parse(const char* what, const unsigned char* buf, size_t avail
                 break;
             }
             if (got != 7 || b > e || e > file_len - *data_start || e - b != numel * mn__dtype_size(t.dtype)) {
-                MN_LOG("mesanet: %s: entry %s is incomplete or its data_offsets do not match its shape/file size\n", what, key);
+                MN_LOG("mesanet: %s: entry %s is incomplete or its data_offsets do not match its shape/file size\n",
+                       what, key);
                 return MN_ERR_FORMAT;
             }
             t.offset = b; t.numel = numel;
             if (n >= max_out) { MN_LOG("mesanet: %s: more than %zu tensors\n", what, max_out); return MN_ERR_FORMAT; }
-            for (i = 0; i < n; i++) if (!strcmp(out[i].name, t.name)) { MN_LOG("mesanet: %s: duplicate tensor %s\n", what, t.name); return MN_ERR_FORMAT; }
+            for (i = 0; i < n; i++)
+                if (!strcmp(out[i].name, t.name)) {
+                    MN_LOG("mesanet: %s: duplicate tensor %s\n", what, t.name);
+                    return MN_ERR_FORMAT;
+                }
             out[n++] = t;
         }
         if (mn__js_peek(&j) == ',') { j.p++; continue; }
@@ -6243,7 +6686,8 @@ done:
     qsort(out, n, sizeof(mn_tensor_info), mn__cmp_offset);
     for (i = 0, pos = 0; i < n; i++) {
         if (out[i].offset != pos) {
-            if (out[i].offset < pos) MN_LOG("mesanet: %s: tensors %s and %s overlap\n", what, out[i - 1].name, out[i].name);
+            if (out[i].offset < pos)
+                MN_LOG("mesanet: %s: tensors %s and %s overlap\n", what, out[i - 1].name, out[i].name);
             else MN_LOG("mesanet: %s: data bytes [%zu, %zu) belong to no tensor\n", what, pos, out[i].offset);
             return MN_ERR_FORMAT;
         }
@@ -6264,8 +6708,12 @@ bad:
 // byte offset (from the start of the data section) and numel, in file order; meta (meta_cap bytes)
 // receives "key\tvalue\n" lines of __metadata__. Every offset is checked against the buffer and the
 // tensors must cover the data section exactly; returns MN_OK or MN_ERR_FORMAT.
-MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out, size_t* data_start, char* meta, size_t meta_cap) {
-    if (!buf || !out || !n_out || !data_start) { MN_LOG("mesanet: mn_safetensors_parse: NULL argument\n"); return MN_ERR_FORMAT; }
+MNDEF int mn_safetensors_parse(const unsigned char* buf, size_t len, mn_tensor_info* out, size_t max_out, size_t* n_out,
+                               size_t* data_start, char* meta, size_t meta_cap) {
+    if (!buf || !out || !n_out || !data_start) {
+        MN_LOG("mesanet: mn_safetensors_parse: NULL argument\n");
+        return MN_ERR_FORMAT;
+    }
     return mn__st_parse("safetensors", buf, len, len, out, max_out, n_out, data_start, meta, meta_cap);
 }
 
@@ -6330,7 +6778,10 @@ static int mn__out_open(mn__out* o, const char* path, int excl) {
     if (o->fd < 0) { MN_LOG("mesanet: cannot create %s: %s\n", path, strerror(errno)); return MN_ERR_IO; }
 #else
     MN_UNUSED(excl);
-    if (!(o->f = fopen(path, "wb"))) { MN_LOG("mesanet: cannot create %s: %s\n", path, mn__errno_str(errno)); return MN_ERR_IO; }
+    if (!(o->f = fopen(path, "wb"))) {
+        MN_LOG("mesanet: cannot create %s: %s\n", path, mn__errno_str(errno));
+        return MN_ERR_IO;
+    }
 #endif
     return MN_OK;
 }
@@ -6365,7 +6816,8 @@ static int mn__out_close(mn__out* o) {
 
 // Writes n_parts copies of the table (part p: names prefixed with prefix[p], data at base[p] + offset) to
 // path; meta_json is the inside of __metadata__. MN_SAVE_HOOK(stage) runs once the header is written.
-static int mn__st_write(const char* path, int excl, const mn_model* m, size_t n_parts, const char* const* prefix, const mn_real* const* base, const char* meta_json, int stage) {
+static int mn__st_write(const char* path, int excl, const mn_model* m, size_t n_parts, const char* const* prefix,
+                        const mn_real* const* base, const char* meta_json, int stage) {
     size_t i, k, p, cap = 256 + n_parts * m->n_tensors * 400 + strlen(meta_json), hl = 0, off = 0;
     char* hdr = (char*)MN_MALLOC(cap);
     unsigned char len8[8];
@@ -6384,7 +6836,11 @@ static int mn__st_write(const char* path, int excl, const mn_model* m, size_t n_
         }
     hl = mn__cat(hdr, cap, hl, "}");
     while (hl < cap - 1 && (8 + hl) % 8) hdr[hl++] = ' ';     // align the data section to 8 bytes
-    if (hl >= cap - 1) { MN_FREE(hdr); MN_LOG("mesanet: safetensors header for %s too long\n", path); return MN_ERR_FORMAT; }
+    if (hl >= cap - 1) {
+        MN_FREE(hdr);
+        MN_LOG("mesanet: safetensors header for %s too long\n", path);
+        return MN_ERR_FORMAT;
+    }
     for (k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)hl >> (8 * k));
     if ((err = mn__out_open(&o, path, excl))) { MN_FREE(hdr); return err; }
     mn__out_put(&o, len8, 8);
@@ -6392,7 +6848,8 @@ static int mn__st_write(const char* path, int excl, const mn_model* m, size_t n_
     MN_FREE(hdr);
     MN_SAVE_HOOK(stage);
     for (p = 0; p < n_parts; p++)
-        for (i = 0; i < m->n_tensors; i++) mn__out_put(&o, base[p] + m->tensors[i].offset, m->tensors[i].numel * sizeof(mn_real));
+        for (i = 0; i < m->n_tensors; i++)
+            mn__out_put(&o, base[p] + m->tensors[i].offset, m->tensors[i].numel * sizeof(mn_real));
     return mn__out_close(&o);
 }
 
@@ -6412,41 +6869,51 @@ static size_t mn__config_json(const mn_model* m, const char* stamp, char* js, si
     }
     if (n_mesa > 0 && n_attn + n_mesa == (int)c->n_layer) {
         n = mn__cat(js, cap, n, "{\n  \"model_type\": \"mesa_net\",\n  \"architectures\": [\"MesaNetForCausalLM\"],\n"
-                    "  \"conv_size\": 4,\n  \"use_short_conv\": true,\n  \"use_output_gate\": false,\n  \"lambda_lower_bound\": 0.25,\n"
-                    "  \"max_cg_step_training\": %d,\n  \"max_cg_step_decoding\": %d,\n", c->mesa_cg_train, c->mesa_cg_decode);
+                    "  \"conv_size\": 4,\n  \"use_short_conv\": true,\n  \"use_output_gate\": false,\n"
+                    "  \"lambda_lower_bound\": 0.25,\n  \"max_cg_step_training\": %d,\n"
+                    "  \"max_cg_step_decoding\": %d,\n",
+                    c->mesa_cg_train, c->mesa_cg_decode);
         if (n_attn == 0) n = mn__cat(js, cap, n, "  \"attn\": null,\n");
         else {
             int first = 1;
             n = mn__cat(js, cap, n, "  \"attn\": {\"layers\": [");
             for (l = 0; l < c->n_layer; l++)
-                if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) { n = mn__cat(js, cap, n, "%s%zu", first ? "" : ", ", l); first = 0; }
-            n = mn__cat(js, cap, n, "], \"num_heads\": %zu, \"num_kv_heads\": %zu, \"qkv_bias\": false, \"rope_theta\": %.17g, \"window_size\": null},\n",
-                        c->n_head, c->n_head, c->rope_theta);
+                if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) {
+                    n = mn__cat(js, cap, n, "%s%zu", first ? "" : ", ", l);
+                    first = 0;
+                }
+            n = mn__cat(js, cap, n, "], \"num_heads\": %zu, \"num_kv_heads\": %zu, \"qkv_bias\": false, "
+                        "\"rope_theta\": %.17g, \"window_size\": null},\n", c->n_head, c->n_head, c->rope_theta);
         }
     } else {
         n = mn__cat(js, cap, n, "{\n  \"model_type\": \"%s\",\n  \"architectures\": [\"%s\"],\n",
-                    n_attn == (int)c->n_layer ? "transformer" : "mesanet", n_attn == (int)c->n_layer ? "TransformerForCausalLM" : "MesanetForCausalLM");
+                    n_attn == (int)c->n_layer ? "transformer" : "mesanet",
+                    n_attn == (int)c->n_layer ? "TransformerForCausalLM" : "MesanetForCausalLM");
         if (strcmp(c->pattern, "swa") == 0) n = mn__cat(js, cap, n, "  \"window_size\": %zu,\n", c->window);
         else n = mn__cat(js, cap, n, "  \"window_size\": null,\n");
         n = mn__cat(js, cap, n, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"num_kv_heads\": %zu,\n", c->n_head);
     }
     n = mn__cat(js, cap, n, "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n"
-                "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n  \"vocab_size\": %zu,\n"
-                "  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n"
-                "  \"elementwise_affine\": true,\n  \"tie_word_embeddings\": false,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n",
-                c->d_model, c->n_layer, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len, c->rope_theta, c->norm_eps,
-                c->init_std, sizeof(mn_real) == 8 ? "float64" : "float32");
-    n = mn__cat(js, cap, n, "  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_stamp\": \"%s\",\n  \"mesanet_pattern\": \"%s\",\n"
-                "  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g,\n  \"mesanet_cg_tol\": %.17g,\n  \"mesanet_chunk\": %zu,\n"
-                "  \"mesanet_gamma_clamp\": %d,\n  \"mesanet_cg_fla\": %d\n}\n", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, stamp,
-                c->pattern, c->window, c->logit_softcap, c->mesa_cg_tol, c->mesa_chunk, c->mesa_gamma_clamp, c->mesa_cg_fla);
+                "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n"
+                "  \"vocab_size\": %zu,\n  \"max_position_embeddings\": %zu,\n  \"rope_theta\": %.17g,\n",
+                c->d_model, c->n_layer, c->n_head, c->head_dim, c->d_ff, c->vocab_size, c->max_seq_len, c->rope_theta);
+    n = mn__cat(js, cap, n, "  \"norm_eps\": %.17g,\n  \"initializer_range\": %.17g,\n  \"elementwise_affine\": true,\n"
+                "  \"tie_word_embeddings\": false,\n  \"use_cache\": true,\n  \"torch_dtype\": \"%s\",\n",
+                c->norm_eps, c->init_std, sizeof(mn_real) == 8 ? "float64" : "float32");
+    n = mn__cat(js, cap, n, "  \"mesanet_version\": \"%d.%d\",\n  \"mesanet_stamp\": \"%s\",\n"
+                "  \"mesanet_pattern\": \"%s\",\n  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g,\n"
+                "  \"mesanet_cg_tol\": %.17g,\n", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, stamp, c->pattern,
+                c->window, c->logit_softcap, c->mesa_cg_tol);
+    n = mn__cat(js, cap, n, "  \"mesanet_chunk\": %zu,\n  \"mesanet_gamma_clamp\": %d,\n  \"mesanet_cg_fla\": %d\n}\n",
+                c->mesa_chunk, c->mesa_gamma_clamp, c->mesa_cg_fla);
     return n;
 }
 
 static const char* const mn__set_files[3] = { "config.json", "model.safetensors", "optimizer.safetensors" };
 
 // Writes the set's files as folder/<file><suffix> (excl: they must not exist yet).
-static int mn__write_set(const mn_model* m, const char* folder, const char* suffix, int excl, const mn_train_meta* meta, const char* stamp) {
+static int mn__write_set(const mn_model* m, const char* folder, const char* suffix, int excl, const mn_train_meta* meta,
+                         const char* stamp) {
     char path[MN__PATH_CAP], *js;
     size_t n, cap = 16384;
     mn__out o;
@@ -6454,26 +6921,33 @@ static int mn__write_set(const mn_model* m, const char* folder, const char* suff
     if (!(js = (char*)MN_MALLOC(cap))) return MN_ERR_ALLOC;
     n = mn__config_json(m, stamp, js, cap);
     if (n >= cap) { MN_FREE(js); MN_LOG("mesanet: config.json too long\n"); return MN_ERR_CONFIG; }
-    if ((err = mn__path(path, sizeof path, folder, mn__set_files[0], suffix)) || (err = mn__out_open(&o, path, excl))) { MN_FREE(js); return err; }
+    if ((err = mn__path(path, sizeof path, folder, mn__set_files[0], suffix)) || (err = mn__out_open(&o, path, excl))) {
+        MN_FREE(js);
+        return err;
+    }
     mn__out_put(&o, js, n);
     if ((err = mn__out_close(&o))) { MN_FREE(js); return err; }
     MN_SAVE_HOOK(2);
     {
         const char* pre[1] = { "" }; const mn_real* base[1] = { m->params };
         n = mn__cat(js, cap, 0, "\"format\":\"pt\",\"mesanet_stamp\":\"%s\"", stamp);
-        if ((err = mn__path(path, sizeof path, folder, mn__set_files[1], suffix)) || (err = mn__st_write(path, excl, m, 1, pre, base, js, 3))) { MN_FREE(js); return err; }
+        if ((err = mn__path(path, sizeof path, folder, mn__set_files[1], suffix)) ||
+            (err = mn__st_write(path, excl, m, 1, pre, base, js, 3))) { MN_FREE(js); return err; }
         MN_SAVE_HOOK(4);
     }
     if (meta) {   // the AdamW moments as two prefixed copies of the table, and the training position
         const char* pre[2] = { "m.", "v." }; const mn_real* base[2] = { m->opt_m, m->opt_v };
-        n = mn__cat(js, cap, 0, "\"format\":\"pt\",\"mesanet_stamp\":\"%s\",\"opt_step\":\"%llu\",\"step\":\"%llu\",\"rng\":\"%llu\","
-                    "\"extra0\":\"%.17g\",\"extra1\":\"%.17g\",\"extra2\":\"%.17g\",\"extra3\":\"%.17g\",\"notes\":\"", stamp,
-                    (unsigned long long)m->opt_step, (unsigned long long)meta->step, (unsigned long long)meta->rng_state,
+        n = mn__cat(js, cap, 0, "\"format\":\"pt\",\"mesanet_stamp\":\"%s\",\"opt_step\":\"%llu\",\"step\":\"%llu\","
+                    "\"rng\":\"%llu\",", stamp, (unsigned long long)m->opt_step, (unsigned long long)meta->step,
+                    (unsigned long long)meta->rng_state);
+        n = mn__cat(js, cap, n, "\"extra0\":\"%.17g\",\"extra1\":\"%.17g\",\"extra2\":\"%.17g\",\"extra3\":\"%.17g\","
+                    "\"notes\":\"",
                     meta->extra[0], meta->extra[1], meta->extra[2], meta->extra[3]);
         if (n < cap) n += mn__json_esc(js + n, cap - n, meta->notes);
         n = mn__cat(js, cap, n, "\"");
         if (n >= cap) { MN_FREE(js); MN_LOG("mesanet: optimizer metadata too long\n"); return MN_ERR_RANGE; }
-        if ((err = mn__path(path, sizeof path, folder, mn__set_files[2], suffix)) || (err = mn__st_write(path, excl, m, 2, pre, base, js, 5))) { MN_FREE(js); return err; }
+        if ((err = mn__path(path, sizeof path, folder, mn__set_files[2], suffix)) ||
+            (err = mn__st_write(path, excl, m, 2, pre, base, js, 5))) { MN_FREE(js); return err; }
         MN_SAVE_HOOK(6);
     }
     MN_FREE(js);
@@ -6489,7 +6963,10 @@ static int mn__save_inplace(const mn_model* m, const char* dir, const mn_train_m
         // remove what this save wrote (a .tmp name that is a folder was not ours: remove() would take it)
         for (i = 0; i < n; i++) {
             FILE* f;
-            if (mn__path(from, sizeof from, dir, mn__set_files[i], ".tmp") == MN_OK && (f = fopen(from, "rb"))) { fclose(f); remove(from); }
+            if (mn__path(from, sizeof from, dir, mn__set_files[i], ".tmp") == MN_OK && (f = fopen(from, "rb"))) {
+                fclose(f);
+                remove(from);
+            }
         }
         return err;
     }
@@ -6543,11 +7020,15 @@ static void mn__clean_folder(const char* L, const char* D) {
         if (mn__path(a, sizeof a, L, e->d_name, "") || mn__path(b, sizeof b, D, e->d_name, "")) { kept++; continue; }
         if (lstat(a, &sa) != 0) { kept++; continue; }
         if (mn__is_set_file(e->d_name) && S_ISREG(sa.st_mode)) { if (unlink(a) != 0) kept++; continue; }
-        if (lstat(b, &sb) == 0) { if (!S_ISDIR(sa.st_mode) && !S_ISDIR(sb.st_mode) && unlink(a) == 0) continue; kept++; }
+        if (lstat(b, &sb) == 0) {
+            if (!S_ISDIR(sa.st_mode) && !S_ISDIR(sb.st_mode) && unlink(a) == 0) continue;
+            kept++;
+        }
         else if (errno != ENOENT || rename(a, b) != 0) kept++;
     }
     closedir(d);
-    if (kept || rmdir(L) != 0) MN_LOG("mesanet: note: left %s in place (%d entries that are not this code's to delete)\n", L, kept);
+    if (kept || rmdir(L) != 0)
+        MN_LOG("mesanet: note: left %s in place (%d entries that are not this code's to delete)\n", L, kept);
 }
 // Cleans the temporary folders ".<base>.mn-save-<pid>-..." that processes no longer running left in parent.
 static void mn__clean_leftovers(const char* parent, const char* base, const char* dir) {
@@ -6556,7 +7037,8 @@ static void mn__clean_leftovers(const char* parent, const char* base, const char
     struct dirent* e;
     struct stat st;
     DIR* d;
-    if (mn__path(path, sizeof path, dir, mn__set_files[0], "") || stat(path, &st) != 0) return;  // D holds no set: keep them
+    // D holds no set: keep them all (one of them may be the only copy)
+    if (mn__path(path, sizeof path, dir, mn__set_files[0], "") || stat(path, &st) != 0) return;
     pl = (size_t)snprintf(pre, sizeof pre, ".%s.mn-save-", base);
     if (pl >= sizeof pre || !(d = opendir(parent))) return;
     while ((e = readdir(d)) != NULL) {
@@ -6565,7 +7047,7 @@ static void mn__clean_leftovers(const char* parent, const char* base, const char
         if (strncmp(e->d_name, pre, pl)) continue;
         pid = strtol(e->d_name + pl, &end, 10);
         if (pid <= 0 || *end != '-') continue;
-        if (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;   // its save may be running
+        if (pid != (long)getpid() && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) continue;   // its save may run
         if (mn__path(path, sizeof path, parent, e->d_name, "") == MN_OK) mn__clean_folder(path, dir);
     }
     closedir(d);
@@ -6584,7 +7066,8 @@ static int mn__split_dir(const char* dir, char* parent, size_t pcap, char* base,
     return 1;
 }
 // Swap tier: the new set in a fresh folder beside D, exchanged with D in one step.
-static int mn__save_swap(const mn_model* m, const char* dir, const char* parent, const char* base, mode_t mode, const mn_train_meta* meta, const char* stamp, uint64_t id) {
+static int mn__save_swap(const mn_model* m, const char* dir, const char* parent, const char* base, mode_t mode,
+                         const mn_train_meta* meta, const char* stamp, uint64_t id) {
     char tmp[MN__PATH_CAP], old[MN__PATH_CAP + 8], a[MN__PATH_CAP], b[MN__PATH_CAP];
     const char* old_set = tmp;   // where the old set is once the swap happened
     int err = MN_OK, tries, e, swapped = 0;
@@ -6592,10 +7075,14 @@ static int mn__save_swap(const mn_model* m, const char* dir, const char* parent,
     DIR* d;
     mn__clean_leftovers(parent, base, dir);
     for (tries = 0;; tries++) {   // an exclusive name: mkdir fails on an existing one
-        int n = snprintf(tmp, sizeof tmp, "%s/.%s.mn-save-%ld-%016llx", parent, base, (long)getpid(), (unsigned long long)(id + (uint64_t)tries));
+        int n = snprintf(tmp, sizeof tmp, "%s/.%s.mn-save-%ld-%016llx", parent, base, (long)getpid(),
+                         (unsigned long long)(id + (uint64_t)tries));
         if (n < 0 || (size_t)n >= sizeof tmp) { MN_LOG("mesanet: path too long: %s\n", dir); return MN_ERR_IO; }
         if (mkdir(tmp, 0700) == 0) break;
-        if (errno != EEXIST || tries > 100) { MN_LOG("mesanet: cannot create a folder beside %s: %s: %s\n", dir, tmp, strerror(errno)); return MN_ERR_IO; }
+        if (errno != EEXIST || tries > 100) {
+            MN_LOG("mesanet: cannot create a folder beside %s: %s: %s\n", dir, tmp, strerror(errno));
+            return MN_ERR_IO;
+        }
     }
     if (chmod(tmp, mode & 07777) != 0) { /* keeps mkdir's 0700: only the permissions differ */ }
     MN_SAVE_HOOK(1);
@@ -6610,7 +7097,10 @@ static int mn__save_swap(const mn_model* m, const char* dir, const char* parent,
         }
         closedir(d);
     }
-    if (!err && (e = mn__sync_dir(tmp)) != 0) { MN_LOG("mesanet: cannot sync %s: %s\n", tmp, strerror(e)); err = MN_ERR_IO; }
+    if (!err && (e = mn__sync_dir(tmp)) != 0) {
+        MN_LOG("mesanet: cannot sync %s: %s\n", tmp, strerror(e));
+        err = MN_ERR_IO;
+    }
     if (err) { mn__clean_folder(tmp, dir); return err; }
     MN_SAVE_HOOK(7);
 #if MN__EXCHANGE
@@ -6623,7 +7113,11 @@ static int mn__save_swap(const mn_model* m, const char* dir, const char* parent,
 #endif
     if (!swapped) {   // two renames; a crash between them leaves no D, and mn_load's message points here
         snprintf(old, sizeof old, "%s-old", tmp);
-        if (rename(dir, old) != 0) { MN_LOG("mesanet: cannot rename %s: %s\n", dir, strerror(errno)); mn__clean_folder(tmp, dir); return MN_ERR_IO; }
+        if (rename(dir, old) != 0) {
+            MN_LOG("mesanet: cannot rename %s: %s\n", dir, strerror(errno));
+            mn__clean_folder(tmp, dir);
+            return MN_ERR_IO;
+        }
         if (rename(tmp, dir) != 0) {
             MN_LOG("mesanet: cannot rename %s to %s: %s\n", tmp, dir, strerror(errno));
             if (rename(old, dir) == 0) mn__clean_folder(tmp, dir);
@@ -6642,13 +7136,14 @@ static int mn__save_swap(const mn_model* m, const char* dir, const char* parent,
 // A fresh id for the stamp and the temporary folder's name (unique enough, not a secret).
 static uint64_t mn__fresh_id(void) {
     static uint64_t counter;
-    uint64_t x = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)clock() ^ ((uint64_t)(uintptr_t)&counter << 16) ^ ++counter;
+    uint64_t x = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)clock()
+               ^ ((uint64_t)(uintptr_t)&counter << 16) ^ ++counter;
 #if MN__POSIX
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     x ^= ((uint64_t)getpid() << 40) ^ (uint64_t)ts.tv_nsec * 0xD1B54A32D192ED03ull;
 #endif
-    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;   // splitmix finaliser
+    x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;  // splitmix's mix
     return x;
 }
 
@@ -6657,9 +7152,18 @@ MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta)
     char stamp[48];
     uint64_t id;
     size_t i, p;
-    if (!m || !m->params || !m->tensors || !dir || !dir[0]) { MN_LOG("mesanet: mn_save needs an initialised model and a folder\n"); return MN_ERR_STATE; }
-    if (meta && !m->opt_m) { MN_LOG("mesanet: no optimizer state to save (take an mn_adamw_step first)\n"); return MN_ERR_STATE; }
-    if (meta && !memchr(meta->notes, 0, sizeof meta->notes)) { MN_LOG("mesanet: mn_train_meta.notes is not NUL-terminated\n"); return MN_ERR_RANGE; }
+    if (!m || !m->params || !m->tensors || !dir || !dir[0]) {
+        MN_LOG("mesanet: mn_save needs an initialised model and a folder\n");
+        return MN_ERR_STATE;
+    }
+    if (meta && !m->opt_m) {
+        MN_LOG("mesanet: no optimizer state to save (take an mn_adamw_step first)\n");
+        return MN_ERR_STATE;
+    }
+    if (meta && !memchr(meta->notes, 0, sizeof meta->notes)) {
+        MN_LOG("mesanet: mn_train_meta.notes is not NUL-terminated\n");
+        return MN_ERR_RANGE;
+    }
     for (p = 0; p < (meta ? 3u : 1u); p++) {   // a checkpoint that cannot compute is never written
         const mn_real* base = p == 0 ? m->params : p == 1 ? m->opt_m : m->opt_v;
         for (i = 0; i < m->n_tensors; i++) {
@@ -6667,37 +7171,56 @@ MNDEF int mn_save(const mn_model* m, const char* dir, const mn_train_meta* meta)
             size_t e;
             for (e = 0; e < t->numel; e++)
                 if (!mn__finite(base[t->offset + e]) || (p == 2 && base[t->offset + e] < 0)) {
-                    MN_LOG("mesanet: not saving to %s: %s%s[%zu] is %g (parameters or moments not finite); the folder is unchanged\n",
+                    MN_LOG("mesanet: not saving to %s: %s%s[%zu] is %g (parameters or moments not finite); "
+                           "the folder is unchanged\n",
                            dir, p == 0 ? "" : p == 1 ? "m." : "v.", t->name, e, (double)base[t->offset + e]);
                     return MN_ERR_NAN;
                 }
         }
     }
     id = mn__fresh_id();
-    snprintf(stamp, sizeof stamp, "%llu-%016llx", (unsigned long long)(meta ? meta->step : m->opt_step), (unsigned long long)id);
+    snprintf(stamp, sizeof stamp, "%llu-%016llx", (unsigned long long)(meta ? meta->step : m->opt_step),
+             (unsigned long long)id);
 #if MN__POSIX
     {
-        char parent[MN__PATH_CAP], base[256];
+        char parent[MN__PATH_CAP], base[256], d[MN__PATH_CAP];
+        size_t n = strlen(dir);
         struct stat st;
-        if (lstat(dir, &st) != 0) { MN_LOG("mesanet: cannot save to %s: %s\n", dir, strerror(errno)); return MN_ERR_IO; }
+        while (n > 1 && dir[n - 1] == '/') n--;   // "runs/x/" is "runs/x" (so lstat sees a link, not its target)
+        if (n >= sizeof d) { MN_LOG("mesanet: path too long: %s\n", dir); return MN_ERR_IO; }
+        memcpy(d, dir, n); d[n] = 0;
+        dir = d;
+        if (lstat(d, &st) != 0) {
+            MN_LOG("mesanet: cannot save to %s: %s\n", dir, strerror(errno));
+            return MN_ERR_IO;
+        }
         if (S_ISDIR(st.st_mode) && mn__split_dir(dir, parent, sizeof parent, base, sizeof base))
             return mn__save_swap(m, dir, parent, base, st.st_mode, meta, stamp, id);
-        if (!S_ISDIR(st.st_mode) && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) { MN_LOG("mesanet: cannot save to %s: not a folder\n", dir); return MN_ERR_IO; }
+        if (!S_ISDIR(st.st_mode) && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+            MN_LOG("mesanet: cannot save to %s: not a folder\n", dir);
+            return MN_ERR_IO;
+        }
+        return mn__save_inplace(m, d, meta, stamp);   // a symbolic link to a folder, ".", "/"
     }
-#endif
+#else
     return mn__save_inplace(m, dir, meta, stamp);
+#endif
 }
 
 // ---- reading --------------------------------------------------------------------------------
 // A file being read front to back, from a FILE or from memory (the fuzz target).
 typedef struct mn__src { FILE* f; const unsigned char* mem; size_t size, pos; const char* path; } mn__src;
 static int mn__src_read(mn__src* s, void* dst, size_t n) {
-    if (n > s->size - s->pos) { MN_LOG("mesanet: %s ends early (it is shorter than its header says)\n", s->path); return MN_ERR_FORMAT; }
+    if (n > s->size - s->pos) {
+        MN_LOG("mesanet: %s ends early (it is shorter than its header says)\n", s->path);
+        return MN_ERR_FORMAT;
+    }
     if (s->mem) memcpy(dst, s->mem + s->pos, n);
     else {
         errno = 0;
         if (fread(dst, 1, n, s->f) != n) {
-            MN_LOG("mesanet: reading %s failed: %s\n", s->path, ferror(s->f) ? mn__errno_str(errno) : "it shrank while being read");
+            MN_LOG("mesanet: reading %s failed: %s\n", s->path,
+                   ferror(s->f) ? mn__errno_str(errno) : "it shrank while being read");
             return MN_ERR_IO;
         }
     }
@@ -6709,9 +7232,14 @@ static int mn__src_open(mn__src* s, const char* path) {
     memset(s, 0, sizeof *s);
     s->path = path;
     errno = 0;
-    if (!(s->f = fopen(path, "rb"))) { MN_LOG("mesanet: cannot open %s: %s\n", path, mn__errno_str(errno)); return MN_ERR_IO; }
+    if (!(s->f = fopen(path, "rb"))) {
+        MN_LOG("mesanet: cannot open %s: %s\n", path, mn__errno_str(errno));
+        return MN_ERR_IO;
+    }
     if (fseek(s->f, 0, SEEK_END) != 0 || (sz = ftell(s->f)) < 0 || fseek(s->f, 0, SEEK_SET) != 0) {
-        MN_LOG("mesanet: cannot size %s: %s\n", path, mn__errno_str(errno)); fclose(s->f); s->f = NULL; return MN_ERR_IO;
+        MN_LOG("mesanet: cannot size %s: %s\n", path, mn__errno_str(errno));
+        fclose(s->f); s->f = NULL;
+        return MN_ERR_IO;
     }
     s->size = (size_t)sz;
     return MN_OK;
@@ -6751,7 +7279,18 @@ static int mn__table_only(mn_model* t, const mn_config* cfg) {
 // One safetensors file of the set, its header read and checked against the model's table:
 // info[k] (file order) is table entry map[k] % n_tensors of part map[k] / n_tensors.
 typedef struct mn__stf { mn__src* src; mn_tensor_info* info; size_t* map; size_t n; char meta[MN__META_CAP]; } mn__stf;
-static void mn__stf_free(mn__stf* s) { if (s->info) MN_FREE(s->info); if (s->map) MN_FREE(s->map); s->info = NULL; s->map = NULL; }
+static void mn__stf_free(mn__stf* s) {
+    if (s->info) MN_FREE(s->info);
+    if (s->map) MN_FREE(s->map);
+    s->info = NULL; s->map = NULL;
+}
+// "[a, b, ...]" of a tensor's shape, for messages
+static const char* mn__shape_str(const mn_tensor_info* t, char* buf, size_t cap) {
+    size_t k, n = mn__cat(buf, cap, 0, "[");
+    for (k = 0; k < t->ndim; k++) n = mn__cat(buf, cap, n, "%s%zu", k ? ", " : "", t->shape[k]);
+    mn__cat(buf, cap, n, "]");
+    return buf;
+}
 static int mn__stf_open(mn__stf* s, mn__src* src, const mn_model* tab, size_t parts, const char* const* prefix) {
     unsigned char len8[8], *hdr;
     uint64_t hlen = 0;
@@ -6763,7 +7302,8 @@ static int mn__stf_open(mn__stf* s, mn__src* src, const mn_model* tab, size_t pa
     if ((err = mn__src_read(src, len8, 8))) return err;
     for (i = 0; i < 8; i++) hlen |= (uint64_t)len8[i] << (8 * i);
     if (hlen < 2 || hlen > src->size - 8 || hlen > (100u << 20)) {
-        MN_LOG("mesanet: %s: safetensors header size %llu does not fit the file (%zu bytes)\n", src->path, (unsigned long long)hlen, src->size);
+        MN_LOG("mesanet: %s: safetensors header size %llu does not fit the file (%zu bytes)\n", src->path,
+               (unsigned long long)hlen, src->size);
         return MN_ERR_FORMAT;
     }
     if (!(hdr = (unsigned char*)MN_MALLOC(8 + (size_t)hlen))) return MN_ERR_ALLOC;
@@ -6786,22 +7326,28 @@ static int mn__stf_open(mn__stf* s, mn__src* src, const mn_model* tab, size_t pa
         for (tries = 0; tries < want && !t; tries++, guess = (guess + 1) % want) {   // in files we wrote: the next one
             size_t pl;
             p = guess / tab->n_tensors; i = guess % tab->n_tensors; pl = strlen(prefix[p]);
-            if (!strncmp(f->name, prefix[p], pl) && !strcmp(f->name + pl, tab->tensors[i].name)) { t = &tab->tensors[i]; s->map[k] = guess; }
+            if (!strncmp(f->name, prefix[p], pl) && !strcmp(f->name + pl, tab->tensors[i].name)) {
+                t = &tab->tensors[i];
+                s->map[k] = guess;
+            }
         }
         if (!t) {
-            MN_LOG("mesanet: %s holds tensor %s, which the model config.json describes (pattern %s, %zu layers, d_model %zu) "
-                   "does not have: config.json does not describe this file\n", src->path, f->name, tab->cfg.pattern, tab->cfg.n_layer, tab->cfg.d_model);
+            MN_LOG("mesanet: %s holds tensor %s, which config.json's model (pattern %s, %zu layers, d_model %zu) "
+                   "has not: config.json does not describe this file\n", src->path, f->name, tab->cfg.pattern,
+                   tab->cfg.n_layer, tab->cfg.d_model);
             err = MN_ERR_FORMAT;
         } else if (f->ndim != t->ndim || memcmp(f->shape, t->shape, t->ndim * sizeof(size_t))) {
-            MN_LOG("mesanet: %s: tensor %s has shape [%zu,%zu,...] (%zu dims), the model of config.json [%zu,%zu,...] (%zu dims)\n",
-                   src->path, f->name, f->shape[0], f->shape[1], f->ndim, t->shape[0], t->shape[1], t->ndim);
+            char a[96], b[96];
+            MN_LOG("mesanet: %s: tensor %s has shape %s, config.json's model %s: config.json does not describe "
+                   "this file\n",
+                   src->path, f->name, mn__shape_str(f, a, sizeof a), mn__shape_str(t, b, sizeof b));
             err = MN_ERR_FORMAT;
         } else seen[s->map[k]] = 1;
         guess = (s->map[k] + 1) % want;
     }
     for (k = 0; k < want && !err; k++)
         if (!seen[k]) {
-            MN_LOG("mesanet: %s has no tensor %s%s, which the model config.json describes needs\n", src->path,
+            MN_LOG("mesanet: %s has no tensor %s%s, which config.json's model needs\n", src->path,
                    prefix[k / tab->n_tensors], tab->tensors[k % tab->n_tensors].name);
             err = MN_ERR_FORMAT;
         }
@@ -6828,15 +7374,20 @@ static int mn__stf_read(mn__stf* s, const mn_model* m, mn_real* const* dst, size
                 double v;
                 if (f->dtype == MN_DT_F32) { float x; memcpy(&x, src, 4); v = x; }
                 else if (f->dtype == MN_DT_F64) { memcpy(&v, src, 8); }
-                else if (f->dtype == MN_DT_BF16) { uint32_t u = (uint32_t)(src[0] | (src[1] << 8)) << 16; float x; memcpy(&x, &u, 4); v = x; }
+                else if (f->dtype == MN_DT_BF16) {   // the top half of an IEEE single
+                    uint32_t u = (uint32_t)(src[0] | (src[1] << 8)) << 16; float x;
+                    memcpy(&x, &u, 4); v = x;
+                }
                 else {  // IEEE half
                     unsigned h = (unsigned)(src[0] | (src[1] << 8)), ex = (h >> 10) & 31, mant = h & 1023;
-                    v = ex == 0 ? ldexp((double)mant, -24) : ex == 31 ? (mant ? NAN : INFINITY) : ldexp((double)(mant | 1024), (int)ex - 25);
+                    v = ex == 0 ? ldexp((double)mant, -24) : ex == 31 ? (mant ? NAN : INFINITY)
+                      : ldexp((double)(mant | 1024), (int)ex - 25);
                     if (h & 0x8000) v = -v;
                 }
                 out[done + e] = (mn_real)v;
                 if (!mn__finite(out[done + e]) || (part == v_part && v < 0)) {
-                    MN_LOG("mesanet: %s: tensor %s[%zu] is %g: refusing a checkpoint that cannot compute\n", s->src->path, f->name, done + e, v);
+                    MN_LOG("mesanet: %s: tensor %s[%zu] is %g: refusing a checkpoint that cannot compute\n",
+                           s->src->path, f->name, done + e, v);
                     err = MN_ERR_FORMAT; break;
                 }
             }
@@ -6928,7 +7479,8 @@ bad:
 
 // mn_load's work on an already-read config.json and opened sources (the optimizer's only with meta);
 // dir names the checkpoint in messages.
-static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl, mn__src* ms, mn__src* os, mn_train_meta* meta) {
+static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl, mn__src* ms, mn__src* os,
+                        mn_train_meta* meta) {
     char pattern[256], stamp_c[64], stamp_m[64], stamp_o[64];
     const char* pre_m[1] = { "" };
     const char* pre_o[2] = { "m.", "v." };
@@ -6939,9 +7491,15 @@ static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl,
     int err, has_c, has_m, has_o = 0, i;
     memset(&fm, 0, sizeof fm); memset(&fo, 0, sizeof fo); memset(&mt, 0, sizeof mt);
     if ((err = mn_config_parse_json(&cfg, js, jl, pattern, sizeof pattern))) return err;
-    if (cfg.d_model == 0 || cfg.n_layer == 0 || cfg.vocab_size == 0) { MN_LOG("mesanet: %s/config.json lacks hidden_size/num_hidden_layers/vocab_size\n", dir); return MN_ERR_FORMAT; }
+    if (cfg.d_model == 0 || cfg.n_layer == 0 || cfg.vocab_size == 0) {
+        MN_LOG("mesanet: %s/config.json lacks hidden_size/num_hidden_layers/vocab_size\n", dir);
+        return MN_ERR_FORMAT;
+    }
     has_c = mn__json_top_str(js, jl, "mesanet_stamp", stamp_c, sizeof stamp_c);
-    if (has_c < 0) { MN_LOG("mesanet: %s/config.json: mesanet_stamp is not a short string\n", dir); return MN_ERR_FORMAT; }
+    if (has_c < 0) {
+        MN_LOG("mesanet: %s/config.json: mesanet_stamp is not a short string\n", dir);
+        return MN_ERR_FORMAT;
+    }
     // the model config.json describes, as a table only: every check below runs before anything large exists
     if ((err = mn__table_only(&tab, &cfg))) { mn_model_free(&tab); return err; }
     if ((err = mn__stf_open(&fm, ms, &tab, 1, pre_m))) goto out;
@@ -6957,7 +7515,10 @@ static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl,
         }
         for (i = 0; i < 4; i++) {
             char k[16]; snprintf(k, sizeof k, "extra%d", i & 3);
-            if ((r = mn__meta_f64(fo.meta, k, &d)) == -2) { MN_LOG("mesanet: %s: %s is not a number\n", os->path, k); err = MN_ERR_FORMAT; goto out; }
+            if ((r = mn__meta_f64(fo.meta, k, &d)) == -2) {
+                MN_LOG("mesanet: %s: %s is not a number\n", os->path, k);
+                err = MN_ERR_FORMAT; goto out;
+            }
             mt.extra[i] = r == 0 ? d : 0.0;
         }
         if (mn__meta_get(fo.meta, "notes", mt.notes, sizeof mt.notes) != 0) mt.notes[0] = 0;
@@ -6971,7 +7532,8 @@ static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl,
                    meta ? ", optimizer.safetensors " : "", meta ? (has_o ? stamp_o : "none") : "");
             err = MN_ERR_FORMAT; goto out;
         }
-    } else MN_LOG("mesanet: note: %s has no set stamps (an older or foreign checkpoint): its files are not checked against each other\n", dir);
+    } else MN_LOG("mesanet: note: %s has no set stamps (an older or foreign checkpoint): its files are not checked "
+                  "against each other\n", dir);
     if ((err = mn_model_init(&tmp, &cfg))) goto out;
     {
         mn_real* dm[1] = { tmp.params };
@@ -6979,7 +7541,10 @@ static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl,
     }
     if (meta) {
         mn_real* dm[2];
-        if (!(tmp.opt_m = (mn_real*)mn__calloc(2 * tmp.n_params, sizeof(mn_real)))) { mn_model_free(&tmp); err = MN_ERR_ALLOC; goto out; }
+        if (!(tmp.opt_m = (mn_real*)mn__calloc(2 * tmp.n_params, sizeof(mn_real)))) {
+            mn_model_free(&tmp);
+            err = MN_ERR_ALLOC; goto out;
+        }
         tmp.opt_v = tmp.opt_m + tmp.n_params;
         dm[0] = tmp.opt_m; dm[1] = tmp.opt_v;
         if ((err = mn__stf_read(&fo, &tmp, dm, 1))) { mn_model_free(&tmp); goto out; }
@@ -7002,7 +7567,8 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
     mn__src cs, ms, os;
     int err;
     if (!m || !dir || !dir[0]) { MN_LOG("mesanet: mn_load needs a model and a folder\n"); return MN_ERR_STATE; }
-    if ((err = mn__path(path, sizeof path, dir, mn__set_files[0], "")) || (err = mn__path(mpath, sizeof mpath, dir, mn__set_files[1], "")) ||
+    if ((err = mn__path(path, sizeof path, dir, mn__set_files[0], "")) ||
+        (err = mn__path(mpath, sizeof mpath, dir, mn__set_files[1], "")) ||
         (err = mn__path(opath, sizeof opath, dir, mn__set_files[2], ""))) return err;
     memset(&ms, 0, sizeof ms); memset(&os, 0, sizeof os);
 #if MN__POSIX && !MN__EXCHANGE
@@ -7016,7 +7582,10 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
     }
 #endif
     if ((err = mn__src_open(&cs, path))) return err;
-    if (cs.size > MN__CONFIG_MAX) { MN_LOG("mesanet: %s has %zu bytes: not a config.json\n", path, cs.size); err = MN_ERR_FORMAT; }
+    if (cs.size > MN__CONFIG_MAX) {
+        MN_LOG("mesanet: %s has %zu bytes: not a config.json\n", path, cs.size);
+        err = MN_ERR_FORMAT;
+    }
     else if (!(js = (unsigned char*)MN_MALLOC(cs.size + 1))) err = MN_ERR_ALLOC;
     else err = mn__src_read(&cs, js, cs.size);
     fclose(cs.f);
@@ -7048,9 +7617,10 @@ MNDEF int mn_load(mn_model* m, const char* dir, mn_train_meta* meta) {
 //   s3                   8    every element: prefix product       FINAL (1/6)      U[16, L]
 //   majority             7    '=' (last): unique majority symbol  FINAL (1/4)      U[8, L]
 //   majority_count      67    '=' (last): min(max count, 64)      FINAL (1/64)     U[8, L]
-//   anbn                 5    every input b: next symbol          SEQUENCE (0)     2k+2, k U[1,(L-2)/2], then k' in [k/2,k]
-//   anbncn               6    every input b, c: next symbol       SEQUENCE (0)     3k+2, k U[1,(L-2)/3], then k' in [k/2,k]
+//   anbn                 5    every input b: next symbol          SEQUENCE (0)     2k+2, k U[1,(L-2)/2] (*)
+//   anbncn               6    every input b, c: next symbol       SEQUENCE (0)     3k+2, k U[1,(L-2)/3] (*)
 //   mqar               512    each key's second occurrence: value TOKEN (1/256)    L (N = L/16 pairs)
+//   (*) then k' in [k/2, k]
 //
 // Choices the sources leave open: majority breaks a tie for the maximum by moving one occurrence of a
 // tied symbol to a winner drawn uniformly among the tied ones, so the answer is always unique.
@@ -7085,26 +7655,36 @@ enum { MN__TASK_PARITY, MN__TASK_MODARITH, MN__TASK_BRACKETS, MN__TASK_Z5, MN__T
 
 static const mn_task mn__tasks[MN__TASK_COUNT] = {
     { "parity", 4, MN_METRIC_FINAL, 0.5, 2,
-      "PAD 0, BOS 1, bits 0/1 = 2/3; BOS b_1..b_{n-1}; position t>=1 scored with the parity of b_1..b_t (2 even, 3 odd); FINAL = parity of all n-1 bits" },
+      "PAD 0, BOS 1, bits 0/1 = 2/3; BOS b_1..b_{n-1}; position t>=1 scored with the parity of b_1..b_t (2 even, 3 "
+      "odd); FINAL = parity of all n-1 bits" },
     { "modarith", 11, MN_METRIC_FINAL, 0.2, 3,
-      "PAD 0, BOS 1, = 2, + 3, - 4, * 5, digits 0-4 = 6-10; BOS d op d ... op d = (n odd); '=' (last position) scored with the value mod 5 (* before +,-; left to right)" },
+      "PAD 0, BOS 1, = 2, + 3, - 4, * 5, digits 0-4 = 6-10; BOS d op d ... op d = (n odd); '=' (last position) scored "
+      "with the value mod 5 (* before +,-; left to right)" },
     { "modarith_brackets", 12, MN_METRIC_FINAL, 0.2, 5,
-      "PAD 0, BOS 1, = 2, + 3, - 4, ( 5, ) 6, digits 0-4 = 7-11; BOS expr =, expr: Deletang's recursive +,- expression of n-2 tokens; '=' (last) scored with its value mod 5" },
+      "PAD 0, BOS 1, = 2, + 3, - 4, ( 5, ) 6, digits 0-4 = 7-11; BOS expr =, expr: Deletang's recursive +,- expression "
+      "of n-2 tokens; '=' (last) scored with its value mod 5" },
     { "z5", 7, MN_METRIC_FINAL, 0.2, 2,
-      "PAD 0, BOS 1, elements 0-4 = 2-6; BOS g_1..g_{n-1}; position t>=1 scored with g_1+...+g_t mod 5; trains at max_len only" },
+      "PAD 0, BOS 1, elements 0-4 = 2-6; BOS g_1..g_{n-1}; position t>=1 scored with g_1+...+g_t mod 5; trains at "
+      "max_len only" },
     { "s3", 8, MN_METRIC_FINAL, 1.0 / 6.0, 16,
-      "PAD 0, BOS 1, permutations of {0,1,2} in lexicographic order (identity first) = 2-7; BOS g_1..g_{n-1}; position t>=1 scored with g_1 o ... o g_t, (a o b)(i) = a(b(i))" },
+      "PAD 0, BOS 1, permutations of {0,1,2} in lexicographic order (identity first) = 2-7; BOS g_1..g_{n-1}; position "
+      "t>=1 scored with g_1 o ... o g_t, (a o b)(i) = a(b(i))" },
     { "majority", 7, MN_METRIC_FINAL, 0.25, 8,
-      "PAD 0, BOS 1, = 2, symbols 3-6; BOS s_1..s_{n-2} =, unique most frequent symbol guaranteed; '=' (last) scored with that symbol" },
+      "PAD 0, BOS 1, = 2, symbols 3-6; BOS s_1..s_{n-2} =, unique most frequent symbol guaranteed; '=' (last) scored "
+      "with that symbol" },
     { "majority_count", 3 + MN__TASK_MC_A, MN_METRIC_FINAL, 1.0 / MN__TASK_MC_A, 8,
       "PAD 0, BOS 1, = 2, symbols of rank 1-64 = 3-66; BOS s_1..s_{n-2} = with the s drawn from k random symbols, "
       "k uniform in 1..64; '=' (last) scored with the symbol of rank min(count of the most frequent symbol, 64)" },
     { "anbn", 5, MN_METRIC_SEQUENCE, 0.0, 4,
-      "PAD 0, S(BOS) 1, a 2, b 3, T 4; S a^k b^k T, n = 2k+2 with k as large as fits; every input b scored with the next symbol (b..., then T)" },
+      "PAD 0, S(BOS) 1, a 2, b 3, T 4; S a^k b^k T, n = 2k+2 with k as large as fits; every input b scored with the "
+      "next symbol (b..., then T)" },
     { "anbncn", 6, MN_METRIC_SEQUENCE, 0.0, 5,
-      "PAD 0, S(BOS) 1, a 2, b 3, c 4, T 5; S a^k b^k c^k T, n = 3k+2 with k as large as fits; every input b and c scored with the next symbol" },
+      "PAD 0, S(BOS) 1, a 2, b 3, c 4, T 5; S a^k b^k c^k T, n = 3k+2 with k as large as fits; every input b and c "
+      "scored with the next symbol" },
     { "mqar", MN__TASK_MQAR_V, MN_METRIC_TOKEN, 1.0 / (MN__TASK_MQAR_V - MN__TASK_MQAR_VAL0), 5,
-      "PAD 0, BOS 1, blank 2, keys 3-255, values 256-511; BOS k1 v1..kN vN, then blanks where each key reappears once (power-law slot, even offsets); N = max(1, n/16); each reappearance scored with its value; trains at max_len only" },
+      "PAD 0, BOS 1, blank 2, keys 3-255, values 256-511; BOS k1 v1..kN vN, then blanks where each key reappears once "
+      "(power-law slot, even offsets); N = max(1, n/16); each reappearance scored with its value; trains at max_len "
+      "only" },
 };
 // shortest example mn_task_sample accepts, per task (BOS plus the least content the grammar has)
 static const size_t mn__task_min[MN__TASK_COUNT] = { 2, 3, 3, 2, 2, 3, 3, 4, 5, 5 };
@@ -7298,7 +7878,8 @@ static size_t mn__task_majcount(mn_rng* r, size_t len, int* x, int* y) {
 static size_t mn__task_anbn(mn_rng* r, size_t len, int* x, int* y, size_t blocks) {
     // k uniform on [ceil(kmax/2), kmax]: an evaluation set at one length holds distinct strings
     // (a fixed k would make it one string, scored 0 or 1), all longer than the next shorter length's
-    size_t kmax = (len - 2) / blocks, klo = (kmax + 1) / 2, k = klo + mn__task_below(r, kmax - klo + 1), n = blocks * k + 2, t, b;
+    size_t kmax = (len - 2) / blocks, klo = (kmax + 1) / 2, k = klo + mn__task_below(r, kmax - klo + 1),
+           n = blocks * k + 2, t, b;
     x[0] = MN__TASK_BOS;
     for (b = 0; b < blocks; b++)
         for (t = 0; t < k; t++) x[1 + b * k + t] = 2 + (int)b;

@@ -334,6 +334,12 @@ static void test_save_refusals(void) {
     mn_model_free(&a);
 }
 
+static uint64_t step_of(const char* d) {   // the loaded set's step, or -1 when it does not load
+    mn_model m; mn_train_meta t;
+    if (mn_load(&m, d, &t) != MN_OK) return (uint64_t)-1;
+    mn_model_free(&m);
+    return t.step;
+}
 // a save into a folder with other things in it: they survive, a lock file keeps its inode
 static void test_extras(void) {
 #ifndef MN_NO_POSIX
@@ -351,6 +357,13 @@ static void test_extras(void) {
     TU_CHECK(s1.st_ino == s2.st_ino, "the lock file is the same file (inode) after the saves");
     TU_CHECK(same_file(wp("ex/loss.csv"), wp("ex/loss.csv")) && access(wp("ex/sub/inner.txt"), F_OK) == 0, "a sub-folder and loss.csv survive");
     TU_CHECK(leftovers("ex") == 0, "no temporary folder left");
+    {   // a symbolic link to a folder, and a trailing slash: saved through (in place), the link stays a link
+        PATH(l, "exlink"); PATH(ls, "exlink/");
+        struct stat sl;
+        TU_CHECK(symlink("ex", l) == 0, "test setup: symlink");
+        TU_CHECK(mn_save(&a, ls, &t) == MN_OK && mn_save(&a, l, &t) == MN_OK && step_of(l) == 1, "saves through a symbolic link");
+        TU_CHECK(lstat(l, &sl) == 0 && S_ISLNK(sl.st_mode) && leftovers("exlink") == 0, "  ... which is still a link");
+    }
     mn_model_free(&a);
 #endif
 }
@@ -367,12 +380,6 @@ static int child_save(const char* d, uint64_t step, int kill_stage, long fsize) 
         _exit(mn_save(&a, d, &t) == MN_OK ? 0 : 3);
     }
     { int st; waitpid(p, &st, 0); return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st); }
-}
-static uint64_t step_of(const char* d) {   // the loaded set's step, or -1 when it does not load
-    mn_model m; mn_train_meta t;
-    if (mn_load(&m, d, &t) != MN_OK) return (uint64_t)-1;
-    mn_model_free(&m);
-    return t.step;
 }
 static void test_interrupted_saves(void) {
     PATH(d, "kill");
