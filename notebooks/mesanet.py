@@ -1092,6 +1092,19 @@ class Model:
         d["pattern"] = d["pattern"].decode()
         return d
 
+    def set_decode(self, cg_iters=None, cg_tol=None):
+        """Changes how the Mesa layers solve in step() (mn_step reads these config fields at every call):
+        cg_iters the most CG steps per token, cg_tol > 0 the per-token stop ||r|| <= cg_tol ||r0||."""
+        c = self.lib.struct["mn_config"].from_address(self.lib._c("mnb_model_cfg", m=self._ptr))
+        if cg_iters is not None:
+            if int(cg_iters) == 0:
+                raise ValueError("cg_iters must be non-zero (negative: no solve)")
+            c.mesa_cg_decode = int(cg_iters)
+        if cg_tol is not None:
+            if not 0 <= cg_tol < 1:
+                raise ValueError("cg_tol must be in [0, 1)")
+            c.mesa_cg_tol = float(cg_tol)
+
     @property
     def n_params(self):
         """Parameters the model has (the tensors' elements, alignment padding not counted)."""
