@@ -8,7 +8,8 @@
 // A second table times the decode step (mn_cuda_mesa_step, one layer's op: state update + solve +
 // read-out) at batch 1 and 64, H=16, K=V=128, with the paper's dynamic CG (tol 1e-4) and with
 // fla's fixed-count decode arithmetic, from states prefilled by the chunk forward over 512 tokens.
-// Usage: bench_cuda [B T H K] | bench_cuda profile [fast]  (one forward and one backward, for ncu: CG 30
+// Then the attention rows (bench_attention). Usage: bench_cuda [B T H K] | bench_cuda attn (the attention
+// rows alone) | bench_cuda profile [fast]  (one forward and one backward, for ncu: CG 30
 // textbook, or with "fast" fla's CG 10 with the TF32 scan and the forward's states kept)
 #include "cuda/mesanet_cuda.h"
 #include <cuda_runtime.h>
@@ -134,6 +135,53 @@ static void bench_step(const float* lam, size_t H, size_t K) {
     }
 }
 
+// Causal attention and SWA at the issue's shape (B=4, T=4096, H=16, D=128; fp32 tensors, which the op
+// packs into fp16 tiles itself), forward and forward+backward, beside cuda/peer_sdpa.py's PyTorch rows
+// (run it in the same call). TF/s counts as FlashAttention does: forward 4 B H T^2 D / 2 causal (B H T W
+// 4 D for a window W), backward 2.5x that (these kernels execute 3.5x: S and dO V^T are recomputed in
+// both backward kernels, which keeps them free of atomics). Then the decode step at a full cache.
+static void bench_attention(void) {
+    const size_t B = 4, T = 4096, H = 16, D = 128, n = B * T * H * D;
+    float *q = dev_randn(n, 1), *k = dev_randn(n, 1), *v = dev_randn(n, 1), *dout = dev_randn(n, 1e-3);
+    float *out, *lse, *dq, *dk, *dv, *work;
+    size_t wn = mn_cuda_attention_work_size(B, T, H, D);
+    CK(mn_cuda_malloc(&G, (void**)&out, n * 4)); CK(mn_cuda_malloc(&G, (void**)&lse, B * T * H * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dq, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dk, n * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dv, n * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    printf("\nattention, B=%zu T=%zu H=%zu D=%zu (fp32 in and out, fp16 tensor-core products), median of %d; workspace %.2f GB\n\n",
+           B, T, H, D, REPS, wn * 4.0 / 1e9);
+    printf("| op | window | ms | TF/s (FlashAttention's count) | issue target (1.5x torch flash SDPA) |\n|---|---|---|---|---|\n");
+    const size_t wins[2] = { 0, 512 };
+    for (int wi = 0; wi < 2; wi++) {
+        const size_t W = wins[wi];
+        const double sc = 1.0 / sqrt((double)D);
+        const double fl = W ? 4.0 * B * H * D * ((double)T * W - W * (W - 1) / 2.0) : 4.0 * B * H * (double)T * T * D / 2;
+        double ms = time_ms([&] { CK(mn_cuda_attention_forward(&G, out, lse, q, k, v, B, T, H, D, D, W, sc, work)); });
+        printf("| attention fwd | %zu | %.3f | %.1f | %s |\n", W, ms, fl / (ms * 1e-3) / 1e12, W ? "-" : "0.75 ms");
+        ms = time_ms([&] {
+            CK(mn_cuda_attention_forward(&G, out, lse, q, k, v, B, T, H, D, D, W, sc, work));
+            CK(mn_cuda_attention_backward(&G, dq, dk, dv, dout, out, lse, q, k, v, B, T, H, D, D, W, sc, work));
+        });
+        printf("| attention fwd+bwd | %zu | %.3f | %.1f | %s |\n", W, ms, 3.5 * fl / (ms * 1e-3) / 1e12, W ? "-" : "3.20 ms");
+    }
+    mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(out); mn_cuda_dfree(lse);
+    mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(work);
+    // decode: one token after 4095 cached ones per sequence, batch 1 and 64; the step reads the whole
+    // K and V cache once: bytes / time against the copy rate
+    printf("\n| attention decode step, H=%zu D=%zu, cache 4096 | batch | us per step | tokens/s | cache read GB/s |\n"
+           "|---|---|---|---|---|\n", H, D);
+    const size_t bs[2] = { 1, 64 };
+    for (int bi = 0; bi < 2; bi++) {
+        const size_t Bd = bs[bi], L = 4096, nc = Bd * L * H * D;
+        float *kc = dev_randn(nc, 1), *vc = dev_randn(nc, 1), *sq = dev_randn(Bd * H * D, 1), *sk = dev_randn(Bd * H * D, 1),
+              *sv = dev_randn(Bd * H * D, 1), *so;
+        CK(mn_cuda_malloc(&G, (void**)&so, Bd * H * D * 4));
+        double ms = time_ms([&] { CK(mn_cuda_attention_step(&G, so, kc, vc, sq, sk, sv, Bd, L - 1, L, H, D, D, 0, 0.088)); });
+        printf("| | %zu | %.1f | %.0f | %.0f |\n", Bd, ms * 1e3, Bd / (ms * 1e-3), 2.0 * nc * 4 / (ms * 1e-3) / 1e9);
+        mn_cuda_dfree(kc); mn_cuda_dfree(vc); mn_cuda_dfree(sq); mn_cuda_dfree(sk); mn_cuda_dfree(sv); mn_cuda_dfree(so);
+    }
+}
+
 int main(int argc, char** argv) {
     int profile = argc > 1 && !strcmp(argv[1], "profile");
     size_t B = argc > 4 ? (size_t)atol(argv[1]) : 4, T = argc > 4 ? (size_t)atol(argv[2]) : 4096, H = argc > 4 ? (size_t)atol(argv[3]) : 16, K = argc > 4 ? (size_t)atol(argv[4]) : 128, V = K;
@@ -142,6 +190,11 @@ int main(int argc, char** argv) {
     if (mn_cuda_init(&G, 0) != MN_OK) { printf("bench_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, 0);
     printf("bench_cuda on %s (%d SMs), B=%zu T=%zu H=%zu K=V=%zu, median of %d\n\n", prop.name, G.sm_count, B, T, H, K, REPS);
+    if (argc > 1 && !strcmp(argv[1], "attn")) {   // the attention rows alone
+        bench_attention();
+        mn_cuda_free(&G);
+        return 0;
+    }
     // inputs: q, k through the L2-norm op (unit rows), v ~ N(0,1), g = logsigmoid(N(2,1)), beta = sigmoid(N(0,1)), lambda in (0.25, 1)
     float *qr = dev_randn(BTH * K, 1), *kr = dev_randn(BTH * K, 1), *v = dev_randn(BTH * V, 1), *q, *k, *rstd, *g, *beta, *lam;
     std::vector<float> hg(BTH), hb(BTH), hl(H * K);
@@ -219,6 +272,7 @@ int main(int argc, char** argv) {
     }
     mn_cuda_dfree(work);
     bench_step(lam, H, K);
+    bench_attention();
     mn_cuda_free(&G);
     return 0;
 }

@@ -7,12 +7,14 @@
 //                     row-major cuBLAS wrapper, the tensor-core and async-copy building blocks, the
 //                     deterministic column sums
 //   >>cuda_matmul     mn_cuda_matmul_*: projections through cuBLAS
-//   >>cuda_ops        embedding, RMSNorm, SwiGLU, short conv, L2 norm, cross-entropy
+//   >>cuda_ops        embedding, RMSNorm, SwiGLU, short conv, L2 norm, RoPE, cross-entropy
 //   >>cuda_optim      AdamW, gradient-norm clipping
+//   >>cuda_attention  mn_cuda_attention_*: causal softmax attention and SWA, flash-style (fp16 tensor
+//                     cores, online softmax, never the T x T matrix), and the decode step with a KV cache
 //   >>cuda_mesa       mn_cuda_mesa_*: the Mesa op, chunkwise (decay, state scans, the CG kernel, the
 //                     fused backward, the drivers), the decode step, then the tested alternatives
 //   >>cuda_model      mn_cuda_model_*: the model of mesanet.h (forward, backward, clip, AdamW,
-//                     checkpoints) for Mesa layers
+//                     checkpoints), its mixers in one table like the CPU's
 // The default path of each section reads first; the alternatives a setting selects come after it.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -164,7 +166,7 @@ __device__ float mn__block_max(float v, float* sh /*(32)*/) {
     return mn__warp_max(v);
 }
 
-// ---- tensor-core and async-copy building blocks (the Mesa CG and scans) ---------------------------
+// ---- tensor-core and async-copy building blocks (the attention kernels, the Mesa CG and scans) ----
 // cp.async: 16 bytes (zero-filled when ok = 0: nothing is read), 4 bytes; commit; wait for all but N
 // groups. The copies land in shared memory without passing through registers, so a tile's next
 // operands travel while the current ones are multiplied.
@@ -197,7 +199,7 @@ __device__ __forceinline__ void mn__ldsm4t(uint32_t (&r)[4], const __half* p) {
 // c (16x8, fp32) += a (16x16, fp16, row) b (16x8, fp16, col). Fragments (g = lane/4, q = lane%4):
 // c0,c1 row g, columns 2q, 2q+1; c2,c3 row g+8; a0 (g, 2q..), a1 (g+8, 2q..), a2 (g, 8+2q..),
 // a3 (g+8, 8+2q..) as half2 pairs; so two adjacent m16n8 accumulators, rounded to half2, ARE the A
-// fragment of a next product over those 16 columns.
+// fragment of the next product over those 16 columns (the attention kernels use this for P).
 __device__ __forceinline__ void mn__mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
@@ -220,6 +222,11 @@ __device__ __forceinline__ const __half* mn__bk_addr(const __half* s, int ld, in
 __device__ __forceinline__ uint32_t mn__h2(float a, float b) {
     __half2 u = __floats2half2_rn(a, b);
     return *(uint32_t*)&u;
+}
+// Power of two hs with hs * mx <= 1 (1 for zero or non-finite mx): the exact scale that brings an
+// operand's largest entry into fp16's range before the cast.
+__device__ __forceinline__ float mn__mscale(float mx) {
+    return mx > 0.f && mx < 3.0e38f ? exp2f(-ceilf(log2f(mx))) : 1.f;
 }
 
 // ---- the context's reduction scratch ----
@@ -356,7 +363,7 @@ int mn_cuda_matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float
 }
 
 // >>cuda_ops
-// defines: mn_cuda_{embedding,rmsnorm,swiglu,shortconv,l2norm,crossentropy}_{forward,backward}
+// defines: mn_cuda_{embedding,rmsnorm,swiglu,shortconv,l2norm,rope,crossentropy}_{forward,backward}
 
 __global__ void mn__k_embedding_fwd(float* out, const int* tokens, const float* wte, size_t N, size_t C) {
     MN__FOR(i, N * C) out[i] = wte[(size_t)tokens[i / C] * C + i % C];
@@ -718,6 +725,47 @@ int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, co
     return mn__l2norm_backward(ctx, dinp, dout, out, rstd, N, D, 1);
 }
 
+// RoPE, as mesanet.h's mn_rope_forward (non-interleaved, "rotate half"): dims (i, i + D/2) of every
+// row at position p = pos0 + t rotate by phi = p theta^(-2i/D),
+//   y_i = x_i cos phi - x_{i+D/2} sin phi,  y_{i+D/2} = x_{i+D/2} cos phi + x_i sin phi,
+// the angle, its cosine and sine and the rotation in double as on the CPU (a float angle is off by
+// ~1e-4 rad at p ~ 4000). One thread per (t, i) walks the B H rows of that position, so each sine and
+// cosine is computed once per call. sign = -1 rotates back (the backward: the inverse rotation);
+// acc = 1 adds the result to out; out may alias inp when acc = 0 (each thread reads its pair first).
+__global__ void mn__k_rope(float* out, const float* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                           double theta, double sign, int acc) {
+    const size_t half = D / 2;
+    MN__FOR(idx, T * half) {
+        const size_t t = idx / half, i = idx % half;
+        const double phi = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)D);
+        const double cs = cos(phi), sn = sign * sin(phi);
+        for (size_t b = 0; b < B; b++)
+            for (size_t h = 0; h < H; h++) {
+                const size_t o = ((b * T + t) * H + h) * D;
+                const double x1 = inp[o + i], x2 = inp[o + i + half];
+                const float y1 = (float)(x1 * cs - x2 * sn), y2 = (float)(x2 * cs + x1 * sn);
+                if (acc) { out[o + i] += y1; out[o + i + half] += y2; }
+                else { out[o + i] = y1; out[o + i + half] = y2; }
+            }
+    }
+}
+static int mn__rope(mn_cuda_ctx* ctx, float* out, const float* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
+                    double theta, double sign, int acc) {
+    if (D % 2) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rope", "RoPE needs an even head dimension", __LINE__);
+    if (B * T * H * D == 0) return MN_OK;
+    mn__k_rope<<<mn__grid(ctx, T * (D / 2), 256), 256, 0, MN__STREAM>>>(out, inp, B, T, H, D, pos0, theta, sign, acc);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_rope_forward(mn_cuda_ctx* ctx, float* out, const float* inp, size_t B, size_t T, size_t H, size_t D,
+                         size_t pos0, double theta) {
+    return mn__rope(ctx, out, inp, B, T, H, D, pos0, theta, 1.0, 0);
+}
+int mn_cuda_rope_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, size_t B, size_t T, size_t H, size_t D,
+                          size_t pos0, double theta) {
+    return mn__rope(ctx, dinp, dout, B, T, H, D, pos0, theta, -1.0, 1);
+}
+
 // Cross-entropy with optional soft-cap z = c tanh(l/c), one block per row:
 // loss = logsumexp(z) - z[target]; dl += dloss (softmax(z) - onehot) (1 - tanh^2(l/c))
 __device__ __forceinline__ float mn__cap(float l, float c) { return c > 0.f ? c * tanhf(l / c) : l; }
@@ -819,6 +867,625 @@ int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_
         *norm = sqrt(ss);
         if (!(*norm <= 1e300)) *norm = NAN;
     }
+    return MN_OK;
+}
+
+// >>cuda_attention
+// defines: mn_cuda_attention_work_size, mn_cuda_attention_forward, mn_cuda_attention_backward,
+//          mn_cuda_attention_step
+//
+// Causal softmax attention and SWA, as mesanet.h's >>attention: per batch b and head h,
+//   o_t = sum_{s in W(t)} p_ts v_s,  p_ts = exp(scale q_t.k_s - lse_t),  lse_t = log sum_{s in W(t)} e^{scale q_t.k_s},
+// W(t) = {s <= t} (window 0) or {t-W < s <= t} (SWA, the token itself included).
+// Flash-style: a block owns 128 rows (8 warps of 16) and streams 64-row tiles of the other side through
+// shared memory, two stages deep (cp.async), the online softmax in registers; no T x T matrix exists.
+//   forward  (block = 128 queries, key tiles streamed): S = Q K^T, each row's running max m and sum l,
+//            O <- O e^{m_old - m_new} + P V; saves lse = m + log l (B,T,H), the contract of
+//            mn_attention_forward_naive.
+//   backward (recomputes P from lse, Delta_t = do_t.o_t): dV += P^T dO, dS = P (dO V^T - Delta),
+//            dK += scale dS^T Q in one kernel (block = 128 keys, query tiles streamed), dQ += scale dS K
+//            in another (block = 128 queries); each writes its outputs once: no atomics, the same bits
+//            every run.
+// Every product is an fp16 tensor-core mma (m16n8k16, fp32 accumulation), softmax and rescaling in fp32.
+// Cost per (b,h), causal: forward 2 T^2 D flops (half of S and of P V), backward 7 T^2 D (S and
+// dO V^T in both kernels, then P^T dO, dS^T Q, dS K); SWA: T W in place of T^2 / 2. Memory: fp16
+// copies of q, k, v (and dO) in the workspace, 2 D bytes per token and tensor; K and V tiles are read
+// once per 128-query block (mostly from L2).
+// fp16 range: every 64-row tile of q, k, v, dO of a head is stored times a power of two that brings its
+// largest |entry| to <= 1 (its factor r: x = r x16); the products take the factors back as scalars
+// (a per-tile constant on S and dO V^T), and P and dS enter their products scaled by ratios of these
+// factors to the head's largest (m: mq, mk, mv, mdo), so every fp16 operand lies in [-2D, 2D] and no
+// gradient underflows however small the loss makes it. All the factors are exact powers of two.
+// Supported: Dk = Dv in {64, 128}, B H <= 65535, 16-byte aligned rows; anything else MN_ERR_CONFIG.
+
+#define MN__AT 64     // rows of a streamed tile (and of a scale tile)
+#define MN__AB 128    // rows a block owns (8 warps x 16)
+
+typedef struct mn__attn_ws {
+    __half *q, *k, *v, *dO;     // (B*H, Tp, D) fp16, rows past T zero
+    float* r;                   // (4, B*H, NT) tile factors of q, k, v, dO (0 for an all-zero tile)
+    float* m;                   // (4, B*H) the largest factor of each head (1 when all are 0)
+    float *L2, *Dl;             // (B*H, Tp) lse in log2 units (+inf past T), Delta
+    size_t Tp, NT;              // T rounded up to 128, tiles of 64
+} mn__attn_ws;
+static size_t mn__attn_layout(mn__attn_ws* w, float* base, size_t B, size_t T, size_t H, size_t D) {
+    size_t BH = B * H, Tp = (T + MN__AB - 1) / MN__AB * MN__AB, NT = Tp / MN__AT, off = 0;
+    float *q, *k, *v, *o;
+#define MN__PIECE(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+    MN__PIECE(q, BH * Tp * D / 2); MN__PIECE(k, BH * Tp * D / 2); MN__PIECE(v, BH * Tp * D / 2);
+    MN__PIECE(o, BH * Tp * D / 2);
+    MN__PIECE(w->r, 4 * BH * NT); MN__PIECE(w->m, 4 * BH); MN__PIECE(w->L2, BH * Tp); MN__PIECE(w->Dl, BH * Tp);
+#undef MN__PIECE
+    w->q = (__half*)q; w->k = (__half*)k; w->v = (__half*)v; w->dO = (__half*)o; w->Tp = Tp; w->NT = NT;
+    return off;
+}
+size_t mn_cuda_attention_work_size(size_t B, size_t T, size_t H, size_t D) {
+    mn__attn_ws w;
+    return mn__attn_layout(&w, NULL, B, T, H, D);
+}
+
+// ---- packing: fp32 (B,T,H,D) -> scaled fp16 tiles ------------------------------------------------
+typedef struct mn__attn_pack_args {
+    const float* src[4];        // q, k, v, dout (B,T,H,D)
+    __half* dst[4];             // (B*H, Tp, D)
+    float* r;                   // (4, B*H, NT)
+    const float *o, *lse;       // backward (z = 3): the forward's output (B,T,H,D) and lse (B,T,H)
+    float *L2, *Dl;             // (B*H, Tp) written with z = 3
+    unsigned B, T, H, Tp, NT;
+} mn__attn_pack_args;
+// One block per 64-row tile n of head bh of tensor z (blockIdx.z): the tile's largest |x| (block
+// max), s = the power of two with s max <= 1, dst = fp16(s x), r = 1/s. With z = 3 (dO) also
+// Delta_t = dO_t . o_t (fp32, from the unscaled rows) and L2_t = lse_t log2(e).
+template <int D>
+__global__ void __launch_bounds__(256) mn__k_attn_pack(mn__attn_pack_args A) {
+    constexpr int PER = MN__AT * D / 4 / 256, RW = D / 4;   // float4 per thread; threads per row
+    __shared__ float red[8];
+    const int z = blockIdx.z, tid = threadIdx.x, lane = tid & 31;
+    const unsigned n = blockIdx.x, bh = blockIdx.y, b = bh / A.H, h = bh % A.H;
+    // (selected, not indexed: a run-time index into the parameter block would copy it to local memory)
+    const float* src = z == 0 ? A.src[0] : z == 1 ? A.src[1] : z == 2 ? A.src[2] : A.src[3];
+    float4 x[PER];
+    float mx = 0.f;
+#pragma unroll
+    for (int m = 0; m < PER; m++) {
+        const int idx = tid + 256 * m, row = idx / RW, c4 = idx % RW;
+        const unsigned t = n * MN__AT + row;
+        x[m] = t < A.T ? *(const float4*)(src + (((size_t)b * A.T + t) * A.H + h) * D + 4 * c4)
+                       : make_float4(0.f, 0.f, 0.f, 0.f);
+        mx = fmaxf(mx, fmaxf(fmaxf(fabsf(x[m].x), fabsf(x[m].y)), fmaxf(fabsf(x[m].z), fabsf(x[m].w))));
+    }
+    mx = mn__warp_max(mx);
+    if (lane == 0) red[tid >> 5] = mx;
+    __syncthreads();
+    mx = red[0];
+    for (int i = 1; i < 8; i++) mx = fmaxf(mx, red[i]);
+    const float s = mn__mscale(mx);                    // 1 for an all-zero tile
+    __half* dst = (z == 0 ? A.dst[0] : z == 1 ? A.dst[1] : z == 2 ? A.dst[2] : A.dst[3]) +
+                  ((size_t)bh * A.Tp + n * MN__AT) * D;
+#pragma unroll
+    for (int m = 0; m < PER; m++) {
+        const int idx = tid + 256 * m, row = idx / RW, c4 = idx % RW;
+        uint2 u = make_uint2(mn__h2(x[m].x * s, x[m].y * s), mn__h2(x[m].z * s, x[m].w * s));
+        *(uint2*)(dst + (size_t)row * D + 4 * c4) = u;
+    }
+    if (tid == 0) A.r[((size_t)z * gridDim.y + bh) * A.NT + n] = mx > 0.f ? 1.f / s : 0.f;
+    if (z != 3) return;                                // block-uniform
+#pragma unroll
+    for (int m = 0; m < PER; m++) {
+        const int idx = tid + 256 * m, row = idx / RW, c4 = idx % RW;
+        const unsigned t = n * MN__AT + row;
+        float4 o = t < A.T ? *(const float4*)(A.o + (((size_t)b * A.T + t) * A.H + h) * D + 4 * c4)
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+        float d = x[m].x * o.x + x[m].y * o.y + x[m].z * o.z + x[m].w * o.w;
+#pragma unroll
+        for (int off = RW / 2; off >= 1; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);   // a row's RW lanes
+        if (c4 == 0) {
+            A.Dl[(size_t)bh * A.Tp + t] = d;
+            A.L2[(size_t)bh * A.Tp + t] = t < A.T ? A.lse[((size_t)b * A.T + t) * A.H + h] * 1.4426950408889634f
+                                                  : INFINITY;
+        }
+    }
+}
+// m[i] = the largest of the NT factors r[i, .] (1 if all are 0), i over (tensor, head)
+__global__ void mn__k_attn_rmax(float* m, const float* r, size_t n, size_t NT) {
+    MN__FOR(i, n) {
+        float mx = 0.f;
+        for (size_t t = 0; t < NT; t++) mx = fmaxf(mx, r[i * NT + t]);
+        m[i] = mx > 0.f ? mx : 1.f;
+    }
+}
+
+// ---- the three kernels ------------------------------------------------------------------------
+typedef struct mn__attn_args {
+    const __half *q, *k, *v, *dO;            // (B*H, Tp, D) fp16 tiles
+    const float *r, *m;                      // tile factors (4, B*H, NT), head maxima (4, B*H)
+    const float *L2, *Dl;                    // (B*H, Tp)
+    float *out, *lse;                        // forward: (B,T,H,D), (B,T,H) written
+    float *dq, *dk, *dv;                     // backward: (B,T,H,D), accumulated (acc) or written
+    int T, H, Tp, NT, W, acc;                // W: window (0: full causal)
+    float c, scale;                          // c = scale log2(e): scores in log2 units
+} mn__attn_args;
+
+// The key range of a 128-query block and the per-warp tests. Key s is valid for query t when
+// s <= t and (W == 0 or s > t - W).
+__device__ __forceinline__ void mn__attn_krange(int q0, int T, int W, int& jlo, int& jhi) {
+    jlo = W && q0 + 1 > W ? (q0 + 1 - W) / MN__AT : 0;
+    jhi = min((q0 + MN__AB - 1) / MN__AT, (T - 1) / MN__AT);
+}
+// no valid (t, s) with t in [t0, t0+16), s in [s0, s0+ns)
+__device__ __forceinline__ bool mn__attn_none(int t0, int s0, int ns, int W) {
+    return s0 > t0 + 15 || (W && s0 + ns - 1 + W <= t0);
+}
+// some (t, s) in those ranges invalid (the tile needs the element mask)
+__device__ __forceinline__ bool mn__attn_partial(int t0, int s0, int ns, int W) {
+    return s0 + ns - 1 > t0 || (W && s0 + W <= t0 + 15);
+}
+__device__ __forceinline__ bool mn__attn_ok(int t, int s, int W) { return s <= t && (!W || s + W > t); }
+
+// quad reductions: the 4 lanes that hold one accumulator row
+__device__ __forceinline__ float mn__qmax(float v) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// rows x D fp16 from global (row stride D) into shared memory (row stride D + 8), cp.async
+template <int D> __device__ __forceinline__ void mn__attn_tile(__half* dst, const __half* src, int rows) {
+    for (int idx = threadIdx.x; idx < rows * D / 8; idx += 256) {
+        const int row = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
+        mn__cp16(dst + row * (D + 8) + c8, src + (size_t)row * D + c8);
+    }
+}
+// acc (16 x 64, 8 n-tiles) = A (16 x D, rows 16 w of sA) B^T, B's 64 rows at sB (both stride D + 8)
+template <int D>
+__device__ __forceinline__ void mn__attn_abt(float (&acc)[8][4], const __half* sA, int w, const __half* sB, int lane) {
+#pragma unroll
+    for (int t = 0; t < 8; t++) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        uint32_t af[4];
+        mn__ldsm4(af, mn__a_addr(sA, D + 8, 16 * w, 16 * ks, lane));
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t bf[4];
+            mn__ldsm4(bf, mn__bn_addr(sB, D + 8, 16 * np, 16 * ks, lane));
+            mn__mma(acc[2 * np], af, bf[0], bf[1]);
+            mn__mma(acc[2 * np + 1], af, bf[2], bf[3]);
+        }
+    }
+}
+// acc (16 x D) += F (16 x 64 as A fragments: pf[kk] covers columns 16 kk ..) B, B (64 x D) at sB
+template <int D>
+__device__ __forceinline__ void mn__attn_pb(float (&acc)[D / 8][4], const uint32_t (&pf)[4][4], const __half* sB,
+                                            int lane) {
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int np = 0; np < D / 16; np++) {
+            uint32_t bf[4];
+            mn__ldsm4t(bf, mn__bk_addr(sB, D + 8, 16 * kk, 16 * np, lane));
+            mn__mma(acc[2 * np], pf[kk], bf[0], bf[1]);
+            mn__mma(acc[2 * np + 1], pf[kk], bf[2], bf[3]);
+        }
+}
+// the 16 x D accumulator rows r0, r1 (< T) of a (B,T,H,D) tensor: dst (+)= f acc
+template <int D>
+__device__ __forceinline__ void mn__attn_store(float* dst, const float (&acc)[D / 8][4], float f0, float f1, int r0,
+                                               int r1, const mn__attn_args& A, size_t b, size_t h, int acc_mode) {
+    const int q4 = threadIdx.x & 3;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = half ? r1 : r0;
+        const float f = half ? f1 : f0;
+        if (row >= A.T) continue;
+        float* p = dst + ((b * A.T + row) * A.H + h) * D;
+#pragma unroll
+        for (int j = 0; j < D / 8; j++) {
+            float2 u = make_float2(acc[j][2 * half] * f, acc[j][2 * half + 1] * f);
+            float2* d = (float2*)(p + 8 * j + 2 * q4);
+            if (acc_mode) { float2 o = *d; u.x += o.x; u.y += o.y; }
+            *d = u;
+        }
+    }
+}
+
+template <int D> static size_t mn__attn_smem_fwd(void) { return (size_t)(MN__AB + 4 * MN__AT) * (D + 8) * 2; }
+template <int D> static size_t mn__attn_smem_bwd(void) {
+    return (size_t)(2 * MN__AB + 4 * MN__AT) * (D + 8) * 2 + 4 * MN__AT * sizeof(float);
+}
+
+// Forward: block (query block ib, head bh); warp w owns queries q0 + 16 w .. +15.
+template <int D>
+__global__ void __launch_bounds__(256, 1) mn__k_attn_fwd(mn__attn_args A) {
+    constexpr int SK = D + 8, NO = D / 8;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __half* sQ = (__half*)mn__smem;                  // (128, SK)
+    __half* sK = sQ + MN__AB * SK;                   // 2 stages x (64, SK)
+    __half* sV = sK + 2 * MN__AT * SK;               // 2 stages x (64, SK)
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, q4 = lane & 3;
+    const int NB = (A.T + MN__AB - 1) / MN__AB, ib = NB - 1 - (int)blockIdx.x;   // the longest rows first
+    const size_t bh = blockIdx.y, b = bh / A.H, h = bh % A.H, base = bh * (size_t)A.Tp * D;
+    const int q0 = ib * MN__AB, wr0 = q0 + 16 * w, r0 = wr0 + g, r1 = r0 + 8;
+    int jlo, jhi;
+    mn__attn_krange(q0, A.T, A.W, jlo, jhi);
+    mn__attn_tile<D>(sQ, A.q + base + (size_t)q0 * D, MN__AB);
+    mn__attn_tile<D>(sK, A.k + base + (size_t)jlo * MN__AT * D, MN__AT);
+    mn__attn_tile<D>(sV, A.v + base + (size_t)jlo * MN__AT * D, MN__AT);
+    mn__cp_commit();
+    const size_t NT = A.NT;
+    const float* rk = A.r + (1 * gridDim.y + bh) * NT;
+    const float* rv = A.r + (2 * gridDim.y + bh) * NT;
+    const float aq = A.c * A.r[bh * NT + 2 * ib + (w >> 2)], mv = A.m[2 * gridDim.y + bh];
+    float o[NO][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NO; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+    for (int j = jlo; j <= jhi; j++) {
+        const int st = (j - jlo) & 1, k0 = j * MN__AT;
+        mn__cp_wait<0>();                           // this thread's copies of tile j have landed ...
+        __syncthreads();                            // ... and everyone's; everyone is done with tile j-1
+        if (j < jhi) {
+            mn__attn_tile<D>(sK + (st ^ 1) * MN__AT * SK, A.k + base + (size_t)(k0 + MN__AT) * D, MN__AT);
+            mn__attn_tile<D>(sV + (st ^ 1) * MN__AT * SK, A.v + base + (size_t)(k0 + MN__AT) * D, MN__AT);
+        }
+        mn__cp_commit();
+        if (mn__attn_none(wr0, k0, MN__AT, A.W)) continue;   // warp-uniform: no barrier below
+        const __half *cK = sK + st * MN__AT * SK, *cV = sV + st * MN__AT * SK;
+        float s[8][4];
+        mn__attn_abt<D>(s, sQ, w, cK, lane);                  // S = Q K^T (fp16 units)
+        const float a = aq * rk[j];
+        const bool mask = mn__attn_partial(wr0, k0, MN__AT, A.W);
+        float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = s[t][e] * a;
+                if (mask && !mn__attn_ok(e < 2 ? r0 : r1, k0 + 8 * t + 2 * q4 + (e & 1), A.W)) x = -INFINITY;
+                s[t][e] = x;
+                if (e < 2) x0 = fmaxf(x0, x); else x1 = fmaxf(x1, x);
+            }
+        x0 = fmaxf(m0, mn__qmax(x0)); x1 = fmaxf(m1, mn__qmax(x1));
+        const float b0 = x0 == -INFINITY ? 0.f : x0, b1 = x1 == -INFINITY ? 0.f : x1;   // exp2 references
+        const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1);                           // 0 while m = -inf
+        m0 = x0; m1 = x1; l0 *= c0; l1 *= c1;
+#pragma unroll
+        for (int jj = 0; jj < NO; jj++) { o[jj][0] *= c0; o[jj][1] *= c0; o[jj][2] *= c1; o[jj][3] *= c1; }
+        // P (fp32 for l), then P rv_j / mv as the A fragments of P V (rv_j / mv <= 1: a power of two)
+        const float ratio = rv[j] / mv;
+        uint32_t pf[4][4];
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            const float p0 = exp2f(s[t][0] - b0), p1 = exp2f(s[t][1] - b0), p2 = exp2f(s[t][2] - b1),
+                        p3 = exp2f(s[t][3] - b1);
+            l0 += p0 + p1; l1 += p2 + p3;
+            pf[t >> 1][2 * (t & 1)] = mn__h2(p0 * ratio, p1 * ratio);
+            pf[t >> 1][2 * (t & 1) + 1] = mn__h2(p2 * ratio, p3 * ratio);
+        }
+        mn__attn_pb<D>(o, pf, cV, lane);                      // O += P V (units of mv)
+    }
+    mn__cp_wait_all();
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1); l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1); l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    // every row < T saw its own key, so l > 0 there; rows past T are not written
+    mn__attn_store<D>(A.out, o, mv / l0, mv / l1, r0, r1, A, b, h, 0);
+    if (q4 == 0) {
+        if (r0 < A.T) A.lse[(b * A.T + r0) * A.H + h] = (m0 + log2f(l0)) * 0.6931471805599453f;
+        if (r1 < A.T) A.lse[(b * A.T + r1) * A.H + h] = (m1 + log2f(l1)) * 0.6931471805599453f;
+    }
+}
+
+// Backward, dK and dV: block (key block kb, head bh); warp w owns keys k0 + 16 w .. +15 (the rows of
+// its accumulators: S^T = K Q^T, dP^T = V dO^T), query tiles i streamed with their L2 and Delta.
+// Units: dV = mdo sum_i (P^T rdo_i/mdo) dO16_i; dS16 = P (dP16 rv rdo_i - Delta) rq_i / U with
+// U = mdo mv mq, so dK = scale U sum_i dS16^T Q16_i.
+template <int D>
+__global__ void __launch_bounds__(256, 1) mn__k_attn_bwd_kv(mn__attn_args A) {
+    constexpr int SK = D + 8, NO = D / 8;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __half* sK = (__half*)mn__smem;                  // (128, SK)
+    __half* sV = sK + MN__AB * SK;                   // (128, SK)
+    __half* sQ = sV + MN__AB * SK;                   // 2 stages x (64, SK)
+    __half* sO = sQ + 2 * MN__AT * SK;               // 2 stages x (64, SK): dO
+    float* sL = (float*)(sO + 2 * MN__AT * SK);      // 2 stages x 64: L2
+    float* sD = sL + 2 * MN__AT;                     // 2 stages x 64: Delta
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, q4 = lane & 3;
+    const size_t bh = blockIdx.y, b = bh / A.H, h = bh % A.H, base = bh * (size_t)A.Tp * D, BH = gridDim.y;
+    const int kb = blockIdx.x, k0 = kb * MN__AB, wk0 = k0 + 16 * w, s0 = wk0 + g, s1 = s0 + 8;
+    const int NTT = (A.T + MN__AT - 1) / MN__AT, ilo = k0 / MN__AT;
+    const int ihi = A.W ? min((k0 + MN__AB - 1 + A.W - 1) / MN__AT, NTT - 1) : NTT - 1;
+    auto load = [&](int i, int st) {
+        mn__attn_tile<D>(sQ + st * MN__AT * SK, A.q + base + (size_t)i * MN__AT * D, MN__AT);
+        mn__attn_tile<D>(sO + st * MN__AT * SK, A.dO + base + (size_t)i * MN__AT * D, MN__AT);
+        if (tid < MN__AT / 4) mn__cp16(sL + st * MN__AT + 4 * tid, A.L2 + bh * A.Tp + i * MN__AT + 4 * tid);
+        else if (tid < MN__AT / 2)
+            mn__cp16(sD + st * MN__AT + 4 * (tid - 16), A.Dl + bh * A.Tp + i * MN__AT + 4 * (tid - 16));
+    };
+    mn__attn_tile<D>(sK, A.k + base + (size_t)k0 * D, MN__AB);
+    mn__attn_tile<D>(sV, A.v + base + (size_t)k0 * D, MN__AB);
+    load(ilo, 0);
+    mn__cp_commit();
+    const size_t NT = A.NT;
+    const float *rq = A.r + bh * NT, *rdo = A.r + (3 * BH + bh) * NT;
+    const float rk = A.r[(BH + bh) * NT + 2 * kb + (w >> 2)], rv = A.r[(2 * BH + bh) * NT + 2 * kb + (w >> 2)];
+    const float mq = A.m[bh], mv = A.m[2 * BH + bh], mdo = A.m[3 * BH + bh], iu = 1.f / (mdo * mv * mq);
+    float dk[NO][4], dv[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++) {
+        dk[j][0] = dk[j][1] = dk[j][2] = dk[j][3] = 0.f;
+        dv[j][0] = dv[j][1] = dv[j][2] = dv[j][3] = 0.f;
+    }
+    for (int i = ilo; i <= ihi; i++) {
+        const int st = (i - ilo) & 1, t0 = i * MN__AT;
+        mn__cp_wait<0>();
+        __syncthreads();
+        if (i < ihi) load(i + 1, st ^ 1);
+        mn__cp_commit();
+        // queries t in [t0, t0+64) against this warp's keys: none valid when every t < every s, or
+        // every t >= s + W
+        if (t0 + MN__AT - 1 < wk0 || (A.W && t0 >= wk0 + 15 + A.W)) continue;
+        const __half *cQ = sQ + st * MN__AT * SK, *cO = sO + st * MN__AT * SK;
+        const float *cL = sL + st * MN__AT, *cD = sD + st * MN__AT;
+        float pt[8][4], sc[8][4];
+        mn__attn_abt<D>(pt, sV, w, cO, lane);                 // dP^T = V dO^T (fp16 units)
+        mn__attn_abt<D>(sc, sK, w, cQ, lane);                 // S^T = K Q^T
+        const float a = A.c * rk * rq[i], ri = rdo[i], rho = ri / mdo, be = rq[i] * iu, al = rv * ri * be;
+        const bool mask = t0 < wk0 + 15 || (A.W && t0 + MN__AT - 1 >= wk0 + A.W);
+        uint32_t pf[4][4], df[4][4];
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            float p[4], d[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int col = 8 * t + 2 * q4 + (e & 1);          // query t0 + col
+                p[e] = exp2f(sc[t][e] * a - cL[col]);
+                if (mask && !mn__attn_ok(t0 + col, e < 2 ? s0 : s1, A.W)) p[e] = 0.f;
+                d[e] = p[e] * (pt[t][e] * al - cD[col] * be);
+            }
+            pf[t >> 1][2 * (t & 1)] = mn__h2(p[0] * rho, p[1] * rho);
+            pf[t >> 1][2 * (t & 1) + 1] = mn__h2(p[2] * rho, p[3] * rho);
+            df[t >> 1][2 * (t & 1)] = mn__h2(d[0], d[1]);
+            df[t >> 1][2 * (t & 1) + 1] = mn__h2(d[2], d[3]);
+        }
+        mn__attn_pb<D>(dv, pf, cO, lane);                     // dV += P^T dO
+        mn__attn_pb<D>(dk, df, cQ, lane);                     // dK += dS^T Q
+    }
+    mn__cp_wait_all();
+    const float fk = A.scale * mdo * mv * mq;
+    mn__attn_store<D>(A.dk, dk, fk, fk, s0, s1, A, b, h, A.acc);
+    mn__attn_store<D>(A.dv, dv, mdo, mdo, s0, s1, A, b, h, A.acc);
+}
+
+// Backward, dQ: block (query block ib, head bh) as the forward, key tiles streamed.
+// dS16 = P (dP16 rdo rv_j - Delta) rk_j / U with U = mdo mv mk, dQ = scale U sum_j dS16 K16_j.
+template <int D>
+__global__ void __launch_bounds__(256, 1) mn__k_attn_bwd_q(mn__attn_args A) {
+    constexpr int SK = D + 8, NO = D / 8;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __half* sQ = (__half*)mn__smem;                  // (128, SK)
+    __half* sO = sQ + MN__AB * SK;                   // (128, SK): dO
+    __half* sK = sO + MN__AB * SK;                   // 2 stages x (64, SK)
+    __half* sV = sK + 2 * MN__AT * SK;               // 2 stages x (64, SK)
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5, g = lane >> 2, q4 = lane & 3;
+    const int NB = (A.T + MN__AB - 1) / MN__AB, ib = NB - 1 - (int)blockIdx.x;
+    const size_t bh = blockIdx.y, b = bh / A.H, h = bh % A.H, base = bh * (size_t)A.Tp * D, BH = gridDim.y;
+    const int q0 = ib * MN__AB, wr0 = q0 + 16 * w, r0 = wr0 + g, r1 = r0 + 8;
+    int jlo, jhi;
+    mn__attn_krange(q0, A.T, A.W, jlo, jhi);
+    mn__attn_tile<D>(sQ, A.q + base + (size_t)q0 * D, MN__AB);
+    mn__attn_tile<D>(sO, A.dO + base + (size_t)q0 * D, MN__AB);
+    mn__attn_tile<D>(sK, A.k + base + (size_t)jlo * MN__AT * D, MN__AT);
+    mn__attn_tile<D>(sV, A.v + base + (size_t)jlo * MN__AT * D, MN__AT);
+    mn__cp_commit();
+    const size_t NT = A.NT;
+    const float *rk = A.r + (BH + bh) * NT, *rv = A.r + (2 * BH + bh) * NT;
+    const int tq = 2 * ib + (w >> 2);
+    const float rq = A.r[bh * NT + tq], rdo = A.r[(3 * BH + bh) * NT + tq];
+    const float mk = A.m[BH + bh], mv = A.m[2 * BH + bh], mdo = A.m[3 * BH + bh], iu = 1.f / (mdo * mv * mk);
+    const float L0 = A.L2[bh * A.Tp + r0], L1 = A.L2[bh * A.Tp + r1];
+    const float D0 = A.Dl[bh * A.Tp + r0], D1 = A.Dl[bh * A.Tp + r1];
+    float dq[NO][4];
+#pragma unroll
+    for (int j = 0; j < NO; j++) dq[j][0] = dq[j][1] = dq[j][2] = dq[j][3] = 0.f;
+    for (int j = jlo; j <= jhi; j++) {
+        const int st = (j - jlo) & 1, k0 = j * MN__AT;
+        mn__cp_wait<0>();
+        __syncthreads();
+        if (j < jhi) {
+            mn__attn_tile<D>(sK + (st ^ 1) * MN__AT * SK, A.k + base + (size_t)(k0 + MN__AT) * D, MN__AT);
+            mn__attn_tile<D>(sV + (st ^ 1) * MN__AT * SK, A.v + base + (size_t)(k0 + MN__AT) * D, MN__AT);
+        }
+        mn__cp_commit();
+        if (mn__attn_none(wr0, k0, MN__AT, A.W)) continue;
+        const __half *cK = sK + st * MN__AT * SK, *cV = sV + st * MN__AT * SK;
+        float sc[8][4], dp[8][4];
+        mn__attn_abt<D>(dp, sO, w, cV, lane);                 // dP = dO V^T (fp16 units)
+        mn__attn_abt<D>(sc, sQ, w, cK, lane);                 // S = Q K^T
+        const float a = A.c * rq * rk[j], be = rk[j] * iu, al = rdo * rv[j] * be;
+        const bool mask = mn__attn_partial(wr0, k0, MN__AT, A.W);
+        uint32_t df[4][4];
+#pragma unroll
+        for (int t = 0; t < 8; t++) {
+            float d[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = exp2f(sc[t][e] * a - (e < 2 ? L0 : L1));
+                if (mask && !mn__attn_ok(e < 2 ? r0 : r1, k0 + 8 * t + 2 * q4 + (e & 1), A.W)) p = 0.f;
+                d[e] = p * (dp[t][e] * al - (e < 2 ? D0 : D1) * be);
+            }
+            df[t >> 1][2 * (t & 1)] = mn__h2(d[0], d[1]);
+            df[t >> 1][2 * (t & 1) + 1] = mn__h2(d[2], d[3]);
+        }
+        mn__attn_pb<D>(dq, df, cK, lane);                     // dQ += dS K
+    }
+    mn__cp_wait_all();
+    const float fq = A.scale * mdo * mv * mk;
+    mn__attn_store<D>(A.dq, dq, fq, fq, r0, r1, A, b, h, A.acc);
+}
+
+// ---- drivers ----------------------------------------------------------------------------------
+static int mn__attn_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                          const void* const* p, int np) {
+    if (Dk != Dv || (Dk != 64 && Dk != 128))
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "the CUDA attention needs Dk == Dv in {64, 128}", __LINE__);
+    if (B * H > 65535 || T >= ((size_t)1 << 30))
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs B * H <= 65535 and T < 2^30", __LINE__);
+    for (int i = 0; i < np; i++)
+        if ((uintptr_t)p[i] % 16) return mn__fail(ctx, MN_ERR_CONFIG, who, "tensors must be 16-byte aligned", __LINE__);
+    return MN_OK;
+}
+template <int D>
+static int mn__attn_launch(mn_cuda_ctx* ctx, int which, const mn__attn_args& a, size_t B, size_t H) {
+    static int attr[3] = { 0, 0, 0 };
+    const size_t smem = which ? mn__attn_smem_bwd<D>() : mn__attn_smem_fwd<D>();
+    const unsigned NB = (unsigned)((a.T + MN__AB - 1) / MN__AB);
+    dim3 grid(NB, (unsigned)(B * H));
+    const cudaFuncAttribute big = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    if (!attr[which]) {                                // (more than 48 KB of shared memory: opt in once)
+        if (which == 0) MN__CU(cudaFuncSetAttribute(mn__k_attn_fwd<D>, big, (int)smem));
+        if (which == 1) MN__CU(cudaFuncSetAttribute(mn__k_attn_bwd_kv<D>, big, (int)smem));
+        if (which == 2) MN__CU(cudaFuncSetAttribute(mn__k_attn_bwd_q<D>, big, (int)smem));
+        attr[which] = 1;
+    }
+    if (which == 0) mn__k_attn_fwd<D><<<grid, 256, smem, MN__STREAM>>>(a);
+    else if (which == 1) mn__k_attn_bwd_kv<D><<<grid, 256, smem, MN__STREAM>>>(a);
+    else mn__k_attn_bwd_q<D><<<grid, 256, smem, MN__STREAM>>>(a);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// packs the first `count` of q, k, v, dout (count 4: with Delta and L2) and takes the head maxima
+static int mn__attn_pack(mn_cuda_ctx* ctx, const mn__attn_ws* w, int count, const float* q, const float* k,
+                         const float* v, const float* dout, const float* out, const float* lse, size_t B, size_t T,
+                         size_t H, size_t D) {
+    mn__attn_pack_args p;
+    memset(&p, 0, sizeof p);
+    p.src[0] = q; p.src[1] = k; p.src[2] = v; p.src[3] = dout;
+    p.dst[0] = w->q; p.dst[1] = w->k; p.dst[2] = w->v; p.dst[3] = w->dO;
+    p.r = w->r; p.o = out; p.lse = lse; p.L2 = w->L2; p.Dl = w->Dl;
+    p.B = (unsigned)B; p.T = (unsigned)T; p.H = (unsigned)H; p.Tp = (unsigned)w->Tp; p.NT = (unsigned)w->NT;
+    dim3 grid((unsigned)w->NT, (unsigned)(B * H), (unsigned)count);
+    if (D == 128) mn__k_attn_pack<128><<<grid, 256, 0, MN__STREAM>>>(p);
+    else mn__k_attn_pack<64><<<grid, 256, 0, MN__STREAM>>>(p);
+    MN__LAUNCHED();
+    // the head maxima of the tensors packed
+    mn__k_attn_rmax<<<mn__grid(ctx, count * B * H, 256), 256, 0, MN__STREAM>>>(w->m, w->r, count * B * H, w->NT);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+static mn__attn_args mn__attn_args_of(const mn__attn_ws* w, size_t T, size_t H, size_t window, double scale) {
+    mn__attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q = w->q; a.k = w->k; a.v = w->v; a.dO = w->dO; a.r = w->r; a.m = w->m; a.L2 = w->L2; a.Dl = w->Dl;
+    a.T = (int)T; a.H = (int)H; a.Tp = (int)w->Tp; a.NT = (int)w->NT; a.W = (int)(window < T ? window : 0);
+    a.c = (float)(scale * 1.4426950408889634); a.scale = (float)scale;
+    return a;
+}
+
+int mn_cuda_attention_forward(mn_cuda_ctx* ctx, float* out, float* lse, const float* q, const float* k,
+                              const float* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window,
+                              double scale, float* work) {
+    const void* p[6] = { out, q, k, v, work, NULL };
+    MN__TRY(mn__attn_check(ctx, "mn_cuda_attention_forward", B, T, H, Dk, Dv, p, 5));
+    if (B * T * H == 0) return MN_OK;
+    mn__attn_ws w;
+    mn__attn_layout(&w, work, B, T, H, Dk);
+    MN__TRY(mn__attn_pack(ctx, &w, 3, q, k, v, NULL, NULL, NULL, B, T, H, Dk));
+    mn__attn_args a = mn__attn_args_of(&w, T, H, window, scale);
+    a.out = out; a.lse = lse;
+    return Dk == 128 ? mn__attn_launch<128>(ctx, 0, a, B, H) : mn__attn_launch<64>(ctx, 0, a, B, H);
+}
+// acc = 0: dq, dk, dv are written (the model's first writers), 1: accumulated (the public contract)
+static int mn__attention_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, const float* dout,
+                                  const float* out, const float* lse, const float* q, const float* k, const float* v,
+                                  size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window, double scale,
+                                  float* work, int acc) {
+    const void* p[9] = { dq, dk, dv, dout, out, q, k, v, work };
+    MN__TRY(mn__attn_check(ctx, "mn_cuda_attention_backward", B, T, H, Dk, Dv, p, 9));
+    if (B * T * H == 0) return MN_OK;
+    mn__attn_ws w;
+    mn__attn_layout(&w, work, B, T, H, Dk);
+    MN__TRY(mn__attn_pack(ctx, &w, 4, q, k, v, dout, out, lse, B, T, H, Dk));
+    mn__attn_args a = mn__attn_args_of(&w, T, H, window, scale);
+    a.dq = dq; a.dk = dk; a.dv = dv; a.acc = acc;
+    if (Dk == 128) { MN__TRY(mn__attn_launch<128>(ctx, 1, a, B, H)); return mn__attn_launch<128>(ctx, 2, a, B, H); }
+    MN__TRY(mn__attn_launch<64>(ctx, 1, a, B, H));
+    return mn__attn_launch<64>(ctx, 2, a, B, H);
+}
+int mn_cuda_attention_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                               const float* lse, const float* q, const float* k, const float* v, size_t B, size_t T,
+                               size_t H, size_t Dk, size_t Dv, size_t window, double scale, float* work) {
+    return mn__attention_backward(ctx, dq, dk, dv, dout, out, lse, q, k, v, B, T, H, Dk, Dv, window, scale, work, 1);
+}
+
+// ---- the decode step (mn_cuda_attention_step) ----------------------------------------------------
+// mn_attention_step of mesanet.h for B sequences at the same position pos in one launch: one block
+// (8 warps) per (sequence b, head h). The new k, v go into the ring slot pos % L first (token pos
+// attends to itself); warp w then takes the keys s = lo + w, lo + w + 8, ... <= pos with its own
+// running max and sum (lane l holds dims E l .. E l + E-1, E = D/32), and the 8 partial softmaxes are
+// merged in shared memory. fp32 throughout. (One block per (b, h): a long cache at batch 1 leaves
+// most of the chip idle; the step is a correctness path, the throughput is the chunk kernels'.)
+template <int D>
+__global__ void __launch_bounds__(256) mn__k_attn_step(float* out, float* kc, float* vc, const float* q, const float* k,
+                                                       const float* v, unsigned H, unsigned L, unsigned pos,
+                                                       unsigned lo, float scale) {
+    constexpr int E = D / 32;
+    __shared__ float sm[8], sl[8], sacc[8][D];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const size_t bh = blockIdx.x, b = bh / H, h = bh % H, slot = pos % L;
+    if (tid < D) {
+        kc[((b * L + slot) * H + h) * D + tid] = k[bh * D + tid];
+        vc[((b * L + slot) * H + h) * D + tid] = v[bh * D + tid];
+    }
+    __syncthreads();                                   // the block's writes are visible to the block
+    float qv[E], acc[E], m = -INFINITY, l = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; e++) { qv[e] = q[bh * D + E * lane + e]; acc[e] = 0.f; }
+    for (unsigned s = lo + w; s <= pos; s += 8) {
+        const size_t row = ((b * L + s % L) * H + h) * D + E * lane;
+        float d = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; e++) d += qv[e] * kc[row + e];
+        d = mn__warp_sum(d) * scale;
+        const float mn = fmaxf(m, d), c = expf(m - mn), p = expf(d - mn);   // c = 0 while m = -inf
+        l = l * c + p;
+#pragma unroll
+        for (int e = 0; e < E; e++) acc[e] = acc[e] * c + p * vc[row + e];
+        m = mn;
+    }
+#pragma unroll
+    for (int e = 0; e < E; e++) sacc[w][E * lane + e] = acc[e];
+    if (lane == 0) { sm[w] = m; sl[w] = l; }
+    __syncthreads();
+    if (tid < D) {
+        float M = -INFINITY, num = 0.f, den = 0.f;
+        for (int i = 0; i < 8; i++) M = fmaxf(M, sm[i]);
+        for (int i = 0; i < 8; i++) {
+            if (sm[i] == -INFINITY) continue;          // a warp with no key
+            const float f = expf(sm[i] - M);
+            num += sacc[i][tid] * f; den += sl[i] * f;
+        }
+        out[bh * D + tid] = num / den;
+    }
+}
+int mn_cuda_attention_step(mn_cuda_ctx* ctx, float* out, float* kcache, float* vcache, const float* q, const float* k,
+                           const float* v, size_t B, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv,
+                           size_t window, double scale) {
+    const size_t lo = window && pos + 1 > window ? pos + 1 - window : 0;
+    if (Dk != Dv || (Dk != 64 && Dk != 128))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_attention_step", "needs Dk == Dv in {64, 128}", __LINE__);
+    if (cache_len == 0 || pos - lo >= cache_len || pos >= 0xffffffffu || cache_len >= 0xffffffffu)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_attention_step",
+                        "cache_len must hold the window (pos + 1 tokens for full attention)", __LINE__);
+    if (B * H == 0) return MN_OK;
+    if (B * H > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_attention_step", "B * H beyond the grid",
+                                            __LINE__);
+    if (Dk == 128)
+        mn__k_attn_step<128><<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(out, kcache, vcache, q, k, v, (unsigned)H,
+                                                                      (unsigned)cache_len, (unsigned)pos, (unsigned)lo,
+                                                                      (float)scale);
+    else
+        mn__k_attn_step<64><<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(out, kcache, vcache, q, k, v, (unsigned)H,
+                                                                     (unsigned)cache_len, (unsigned)pos, (unsigned)lo,
+                                                                     (float)scale);
+    MN__LAUNCHED();
     return MN_OK;
 }
 
@@ -1245,10 +1912,6 @@ __device__ __forceinline__ float mn__pscale(float pn) {
     if (!(pn > 0.f) || !(pn < 3.0e38f)) return 1.f;
     frexpf(pn, &ex);
     return ldexpf(1.f, -(ex >> 1));
-}
-// Power of two hs with hs * mx <= 1 (1 for zero or non-finite mx).
-__device__ __forceinline__ float mn__mscale(float mx) {
-    return mx > 0.f && mx < 3.0e38f ? exp2f(-ceilf(log2f(mx))) : 1.f;
 }
 // Row sums of a (C rows) x (K cols) register tile: v0, v1 are a thread's partial sums for its
 // rows r0 = 16 wm + lane/4 and r0 + 8; returns the totals in v0, v1 (same in every thread of the
@@ -3168,14 +3831,16 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
 // defines: mn_cuda_model_{init,load,save,free,get,set,reserve,forward,logits,zero_grad,backward,
 //          clip_grad_norm,adamw_step,flops_per_token,device_bytes}
 //
-// mesanet.h's model (>>model: mn_forward, mn_backward, the Mesa mixer mn__mesa_forward/backward)
-// on the GPU, call for call with the ops above. The parameter table is the CPU model's: the
+// mesanet.h's model (>>model: mn_forward, mn_backward, and its mixers' layers) on the GPU, call for
+// call with the ops above, the mixers in one table like the CPU's (mn__cm_mixers: a name, the
+// parameter names, the activation layouts, forward, backward). The parameter table is the CPU model's: the
 // library's private float copy of mesanet.h (cuda/mesanet_cuda_host.c) builds an mn_model with
 // mn_model_init or mn_load, and the device blocks params, grads, opt_m, opt_v copy its parameter
 // block. Differences from the CPU, none of them in the math:
 //   - activations: the forward keeps what the backward reads, per layer (the residual stream,
-//     both norms' inputs/outputs and rstd, the MLP's gate/up/h, and the Mesa layer's q/k/v before
-//     and after the conv and norm, gates, lambda, the solves, o and the normed o); activation
+//     both norms' inputs/outputs and rstd, the MLP's gate/up/h, and the mixer's: the Mesa layer's
+//     q/k/v before and after the conv and norm, gates, lambda, the solves, o and the normed o; the
+//     attention layer's rotated q, k, v, its output and lse, not the T x T probabilities); activation
 //     GRADIENTS live in one layer's worth of buffers reused from the last layer to the first, plus
 //     two residual-gradient buffers that swap (dres[l+1] -> dres[l]);
 //   - the residual adds are fused into the output projections (x2 = x + o Wo^T and
@@ -3197,79 +3862,105 @@ size_t mn_cuda_host_flops_per_token(const mn_model* m, size_t T);
 int mn_cuda_host_save(mn_model* m, const char* dir, const mn_train_meta* meta, float* opt_mv, uint64_t opt_step);
 }
 
-// A Mesa block's parameter slots, in table order (mesanet.h: MN__P_* then MN__MS_*); checked
-// against the table's names when a model is set up.
-enum { MN__CP_ATTN_NORM, MN__CP_MLP_NORM, MN__CP_GATE, MN__CP_UP, MN__CP_DOWN,
-       MN__CP_Q, MN__CP_K, MN__CP_V, MN__CP_A, MN__CP_AB, MN__CP_B, MN__CP_BB, MN__CP_LAM, MN__CP_QC, MN__CP_KC,
-       MN__CP_ON, MN__CP_O, MN__CP_COUNT };
-static const char* const mn__cp_names[MN__CP_COUNT] = {
-    "attn_norm.weight", "mlp_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+// Parameter slots of a block, in table order (mesanet.h's >>model): the backbone's five, then the
+// mixer's own from MN__CP_MIX on, named by the mixer's row of the table below and checked against
+// the CPU model's table when a model is set up.
+enum { MN__CP_ATTN_NORM, MN__CP_MLP_NORM, MN__CP_GATE, MN__CP_UP, MN__CP_DOWN, MN__CP_MIX };
+static const char* const mn__cp_block[MN__CP_MIX] = {
+    "attn_norm.weight", "mlp_norm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight" };
+// the Mesa layer's (mesanet.h's MN__MS_*)
+enum { MN__CP_Q = MN__CP_MIX, MN__CP_K, MN__CP_V, MN__CP_A, MN__CP_AB, MN__CP_B, MN__CP_BB, MN__CP_LAM, MN__CP_QC,
+       MN__CP_KC, MN__CP_ON, MN__CP_O, MN__CP_MESA_END };
+static const char* const mn__cp_mesa[MN__CP_MESA_END - MN__CP_MIX] = {
     "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.a_proj.weight", "attn.a_proj.bias",
     "attn.b_proj.weight", "attn.b_proj.bias", "attn.lambda_params", "attn.q_conv1d.weight", "attn.k_conv1d.weight",
     "attn.o_norm.weight", "attn.o_proj.weight" };
+// the attention layer's (mesanet.h's MN__ATT_*)
+enum { MN__CA_Q = MN__CP_MIX, MN__CA_K, MN__CA_V, MN__CA_O, MN__CA_END };
+static const char* const mn__cp_attn[MN__CA_END - MN__CP_MIX] = {
+    "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.o_proj.weight" };
 #define MN__MESA_CLAMP 0.0025   // 1 - b_gamma: the gamma clamp of mesanet.h (gamma <- gamma (1 - c beta^2))
 
 #define MN__HOST(cm) ((mn_model*)(cm)->host)
 #define MN__PAR(cm, l, j) ((cm)->params + (cm)->tensors[MN__HOST(cm)->layer_first[l] + (j)].offset)
 #define MN__GRD(cm, l, j) ((cm)->grads + (cm)->tensors[MN__HOST(cm)->layer_first[l] + (j)].offset)
 
-// One layer's saved activations (shapes as mesanet.h's MN__A_* / MN__MA_* slots).
-typedef struct mn__cm_layer {
-    float *xn1, *rstd1, *x2, *xn2, *rstd2, *gate, *up, *h;        // (N,C) (N) (N,C) (N,C) (N) (N,F) x3
+// One layer's saved activations: the backbone's, then its mixer's, in the named struct of that mixer
+// (the other mixers' pointers stay NULL).
+typedef struct mn__cm_mesa_acts {
     float *ql, *kl, *q, *k, *rq, *rk, *v;                        // (N,HD) x4, (N,H) x2, (N,HD)
     float *al, *bl, *g, *beta, *lamb, *xs, *o, *on, *ro;         // (N,H) x4, (HD), (N,HD) x3, (N,H)
+} mn__cm_mesa_acts;
+typedef struct mn__cm_attn_acts {
+    float *q, *k, *v, *ao, *lse;                                 // (N,HD) x3 (q, k rotated), (N,HD), (N,H)
+} mn__cm_attn_acts;
+typedef struct mn__cm_layer {
+    float *xn1, *rstd1, *x2, *xn2, *rstd2, *gate, *up, *h;        // (N,C) (N) (N,C) (N,C) (N) (N,F) x3
+    mn__cm_mesa_acts mesa;
+    mn__cm_attn_acts attn;
 } mn__cm_layer;
 typedef struct mn__cm_acts {
     float *res, *xf, *rstdf, *logits, *losses;                   // ((L+1),N,C) (N,C) (N) (N,V) (N)
     mn__cm_layer L[MN_MAX_LAYERS];
 } mn__cm_acts;
-// Activation gradients: the head's, two residual buffers, and one layer's (from dxn1 on; dqc/dkc
-// double as the forward's conv outputs). A layer's backward writes each of its buffers first with
-// overwrite (acc = 0) and only then accumulates, except the Mesa op's outputs dq..dv and the gate
-// gradients dal..dlamb, which are zeroed first (two short memsets instead of ~1.6 GB a layer at
-// fla's anchor shape: the zeroing and the read-back of those zeros were ~6 % of a training step).
+// Activation gradients: the head's, two residual buffers, and one layer's block, reused from the
+// last layer to the first: the backbone's (dxn1 .. dup), then the mixer's, every mixer's laid out
+// from the same offset over the same memory (a layer uses its own; the block is as large as the
+// largest mixer of the pattern). A layer's backward writes each of its buffers first with overwrite
+// (acc = 0) and only then accumulates, except the buffers a mixer's backward zeroes itself (the Mesa
+// op's outputs dq..dv and its gate gradients dal..dlamb: two short memsets instead of ~1.6 GB a layer
+// at fla's anchor shape, where the zeroing and the read-back of those zeros were ~6 % of a step).
+typedef struct mn__cm_mesa_dacts {
+    // dqc, dkc double as the forward's conv outputs; end: past the last (for the zeroing)
+    float *dql, *dkl, *dqc, *dkc, *dq, *dk, *dv, *dO, *don, *dal, *dbl, *dg, *dbeta, *dlamb, *end;
+} mn__cm_mesa_dacts;
+typedef struct mn__cm_attn_dacts {
+    float *dq, *dk, *dv, *dao;                                   // (N,HD) x4
+} mn__cm_attn_dacts;
 typedef struct mn__cm_dacts {
     float *dlogits, *dlosses, *dxf, *dres[2];
-    float *layer; size_t layer_n;                 // the whole per-layer block (dxn1 .. dlamb)
-    float *dxn1, *dxn2, *dh, *dgate, *dup, *dql, *dkl, *dqc, *dkc, *dq, *dk, *dv, *dO, *don, *dal, *dbl, *dg, *dbeta,
-        *dlamb;
+    float *layer; size_t layer_n;                 // the whole per-layer block
+    float *dxn1, *dxn2, *dh, *dgate, *dup;
+    mn__cm_mesa_dacts mesa;
+    mn__cm_attn_dacts attn;
 } mn__cm_dacts;
 
 #define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
-static size_t mn__cm_layout_acts(const mn_config* c, size_t B, size_t T, float* base, mn__cm_acts* a) {
-    size_t N = B * T, C = c->d_model, F = c->d_ff, H = c->n_head, HD = H * c->head_dim, V = c->vocab_size, off = 0;
-    MN__P(a->res, (c->n_layer + 1) * N * C); MN__P(a->xf, N * C); MN__P(a->rstdf, N); MN__P(a->logits, N * V);
-    MN__P(a->losses, N);
-    for (size_t l = 0; l < c->n_layer; l++) {
-        mn__cm_layer* y = &a->L[l];
-        MN__P(y->xn1, N * C); MN__P(y->rstd1, N); MN__P(y->x2, N * C); MN__P(y->xn2, N * C); MN__P(y->rstd2, N);
-        MN__P(y->gate, N * F); MN__P(y->up, N * F); MN__P(y->h, N * F);
-        MN__P(y->ql, N * HD); MN__P(y->kl, N * HD); MN__P(y->q, N * HD); MN__P(y->k, N * HD); MN__P(y->rq, N * H);
-        MN__P(y->rk, N * H);
-        MN__P(y->v, N * HD); MN__P(y->al, N * H); MN__P(y->bl, N * H); MN__P(y->g, N * H); MN__P(y->beta, N * H);
-        MN__P(y->lamb, HD);
-        MN__P(y->xs, N * HD); MN__P(y->o, N * HD); MN__P(y->on, N * HD); MN__P(y->ro, N * H);
-    }
+// each mixer's layouts: its saved activations and its gradient buffers from offset off; return the end
+static size_t mn__cm_mesa_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_mesa_acts* a = &y->mesa;
+    MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->rq, N * H);
+    MN__P(a->rk, N * H); MN__P(a->v, N * HD); MN__P(a->al, N * H); MN__P(a->bl, N * H); MN__P(a->g, N * H);
+    MN__P(a->beta, N * H); MN__P(a->lamb, HD); MN__P(a->xs, N * HD); MN__P(a->o, N * HD); MN__P(a->on, N * HD);
+    MN__P(a->ro, N * H);
     return off;
 }
-static size_t mn__cm_layout_dacts(const mn_config* c, size_t B, size_t T, float* base, mn__cm_dacts* d) {
-    size_t N = B * T, C = c->d_model, F = c->d_ff, H = c->n_head, HD = H * c->head_dim, V = c->vocab_size, off = 0, l0;
-    MN__P(d->dlogits, N * V); MN__P(d->dlosses, N); MN__P(d->dxf, N * C); MN__P(d->dres[0], N * C); MN__P(d->dres[1],
-            N * C);
-    l0 = off;
-    MN__P(d->dxn1, N * C); MN__P(d->dxn2, N * C); MN__P(d->dh, N * F); MN__P(d->dgate, N * F); MN__P(d->dup, N * F);
+static size_t mn__cm_mesa_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_mesa_dacts* d = &dd->mesa;
     MN__P(d->dql, N * HD); MN__P(d->dkl, N * HD); MN__P(d->dqc, N * HD); MN__P(d->dkc, N * HD); MN__P(d->dq, N * HD);
-    MN__P(d->dk, N * HD);
-    MN__P(d->dv, N * HD); MN__P(d->dO, N * HD); MN__P(d->don, N * HD);
+    MN__P(d->dk, N * HD); MN__P(d->dv, N * HD); MN__P(d->dO, N * HD); MN__P(d->don, N * HD);
     MN__P(d->dal, N * H); MN__P(d->dbl, N * H); MN__P(d->dg, N * H); MN__P(d->dbeta, N * H); MN__P(d->dlamb, HD);
-    d->layer = base ? base + l0 : NULL; d->layer_n = off - l0;
+    d->end = base ? base + off : NULL;
     return off;
 }
-#undef MN__P
+static size_t mn__cm_attn_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_attn_acts* a = &y->attn;
+    MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->ao, N * HD); MN__P(a->lse, N * H);
+    return off;
+}
+static size_t mn__cm_attn_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t HD = c->n_head * c->head_dim;
+    mn__cm_attn_dacts* d = &dd->attn;
+    MN__P(d->dq, N * HD); MN__P(d->dk, N * HD); MN__P(d->dv, N * HD); MN__P(d->dao, N * HD);
+    return off;
+}
 
 static mn_mesa_opts mn__cm_mesa_opts(const mn_config* c) {   // mn__mesa_train_opts
     mn_mesa_opts o; memset(&o, 0, sizeof o);
-    o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk;
+    o.cg_iters = c->mesa_cg_train; o.chunk = c->mesa_chunk; o.fla = c->mesa_cg_fla;
     return o;
 }
 
@@ -3325,15 +4016,28 @@ static int mn__cm_matmul_add(mn_cuda_ctx* ctx, float* out, const float* inp, con
 #define MN__D2D(dst, src, n) \
     MN__CU(cudaMemcpyAsync((dst), (src), (size_t)(n) * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM))
 
-// ---- the Mesa layer (mn__mesa_forward / mn__mesa_backward) ----
+// ---- the Mesa layer (mesanet.h's mn__mesa_forward / mn__mesa_backward) ----
+static int mn__cm_mesa_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->head_dim != 64 && c->head_dim != 128)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU Mesa op needs head_dim 64 or 128", __LINE__);
+    if (c->mesa_chunk != MN__MC)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU Mesa op needs mesa_chunk 64", __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_mesa_work(const mn_config* c, size_t B, size_t T) {
+    mn_mesa_opts o = mn__cm_mesa_opts(c);
+    return mn_cuda_mesa_work_size(B, T, c->n_head, c->head_dim, c->head_dim, &o);
+}
 // x2 = res + o_proj(o_norm(Mesa(...)))
-static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D,
+static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
                                const float* res, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
+    const mn__cm_mesa_acts* A = &Y->mesa;
+    const mn__cm_mesa_dacts* D = &DD->mesa;
     size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
     mn_mesa_opts o = mn__cm_mesa_opts(c);
-    const float* in = A->xn1;
+    const float* in = Y->xn1;
     MN__TRY(mn_cuda_matmul_forward(ctx, A->ql, in, MN__PAR(cm, l, MN__CP_Q), NULL, N, C, HD));
     MN__TRY(mn_cuda_matmul_forward(ctx, A->kl, in, MN__PAR(cm, l, MN__CP_K), NULL, N, C, HD));
     MN__TRY(mn_cuda_matmul_forward(ctx, A->v, in, MN__PAR(cm, l, MN__CP_V), NULL, N, C, HD));
@@ -3344,36 +4048,42 @@ static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn_cuda_matmul_forward(ctx, A->al, in, MN__PAR(cm, l, MN__CP_A), MN__PAR(cm, l, MN__CP_AB), N, C, H));
     MN__TRY(mn_cuda_matmul_forward(ctx, A->bl, in, MN__PAR(cm, l, MN__CP_B), MN__PAR(cm, l, MN__CP_BB), N, C, H));
     mn__k_cm_gates<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->beta, A->al, A->bl, N * H,
-                                                                      c->mesa_gamma_clamp); MN__LAUNCHED();
+                                                                      c->mesa_gamma_clamp);
+    MN__LAUNCHED();
     mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(A->lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
     MN__LAUNCHED();
     MN__TRY(mn_cuda_mesa_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H,
                                  Dh, Dh, &o, cm->work));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, c->norm_eps));
-    MN__D2D(A->x2, res, N * C);
-    return mn__cm_matmul_add(ctx, A->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
 }
-// din (N,C) = the layer's input gradient (overwritten: din need not be zeroed); dout (N,C) the gradient of the mixer's
-// output
-static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din,
-                                const float* dout, size_t B, size_t T) {
+// din (N,C) = the layer's input gradient (overwritten: din need not be zeroed); dout (N,C) the
+// gradient of the mixer's output
+static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                float* din, const float* dout, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
+    const mn__cm_mesa_acts* A = &Y->mesa;
+    const mn__cm_mesa_dacts* D = &DD->mesa;
     size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
     mn_mesa_opts o = mn__cm_mesa_opts(c);
-    const float* in = A->xn1;
-    // din, don, dO, dqc, dkc, dql, dkl are overwritten by their first writer (acc 0); dq..dv, dg,
-    // dbeta, dlamb, dal, dbl arrive zeroed (the op and the gate kernel accumulate into them)
+    const float* in = Y->xn1;
+    // din, don, dO, dqc, dkc, dql, dkl are overwritten by their first writer (acc 0); dq..dv and
+    // dal..dlamb are zeroed here (the op and the gate kernel accumulate into them)
+    MN__CU(cudaMemsetAsync(D->dq, 0, (size_t)(D->dO - D->dq) * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(D->dal, 0, (size_t)(D->end - D->dal) * sizeof(float), MN__STREAM));
     MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CP_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CP_O), N,
                                 HD, C, 0));
     MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON),
                                  N * H, Dh, 0));
     // the op's implicit backward; dlambda collects in the (zeroed) dlamb
     MN__TRY(mn_cuda_mesa_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
-                                        A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh,
-                                        &o, cm->work));
+                                  A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh, &o,
+                                  cm->work));
     mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb,
-                                                                        MN__PAR(cm, l, MN__CP_LAM), HD); MN__LAUNCHED();
+                                                                        MN__PAR(cm, l, MN__CP_LAM), HD);
+    MN__LAUNCHED();
     mn__k_cm_gates_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dbl, D->dbeta, D->dg, A->al, A->bl,
                                                                           A->beta, N * H, c->mesa_gamma_clamp);
     MN__LAUNCHED();
@@ -3395,6 +4105,138 @@ static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
                                    HD);
 }
 
+// ---- the attention layers "attn" and "swa" (mesanet.h's mn__attn_forward / mn__attn_backward) ----
+// q, k, v = in W^T; RoPE on q and k (cfg.rope_theta > 0; the saved q, k are the rotated ones);
+// o = attention(q, k, v) with scale 1/sqrt(D), the window cfg.window for "swa"; x2 = res + o Wo^T.
+// The CPU layer keeps the T x T probabilities for its backward; this one keeps lse (N,H) and
+// recomputes them (the flash-style kernels above).
+static size_t mn__cm_attn_window(const mn_cuda_model* cm, size_t l);
+static int mn__cm_attn_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->head_dim != 64 && c->head_dim != 128)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU attention needs head_dim 64 or 128", __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_attn_work(const mn_config* c, size_t B, size_t T) {
+    return mn_cuda_attention_work_size(B, T, c->n_head, c->head_dim);
+}
+static int mn__cm_attn_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                               const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_attn_acts* A = &Y->attn;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    const float* in = Y->xn1;
+    (void)DD;
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->q, in, MN__PAR(cm, l, MN__CA_Q), NULL, N, C, HD));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->k, in, MN__PAR(cm, l, MN__CA_K), NULL, N, C, HD));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->v, in, MN__PAR(cm, l, MN__CA_V), NULL, N, C, HD));
+    if (c->rope_theta > 0) {                           // in place, as the CPU layer
+        MN__TRY(mn__rope(ctx, A->q, A->q, B, T, H, Dh, 0, c->rope_theta, 1.0, 0));
+        MN__TRY(mn__rope(ctx, A->k, A->k, B, T, H, Dh, 0, c->rope_theta, 1.0, 0));
+    }
+    MN__TRY(mn_cuda_attention_forward(ctx, A->ao, A->lse, A->q, A->k, A->v, B, T, H, Dh, Dh, mn__cm_attn_window(cm, l),
+                                      1.0 / sqrt((double)Dh), cm->work));
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, A->ao, MN__PAR(cm, l, MN__CA_O), N, HD, C);
+}
+static int mn__cm_attn_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_attn_acts* A = &Y->attn;
+    const mn__cm_attn_dacts* D = &DD->attn;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    const float* in = Y->xn1;
+    // every buffer written by its first writer (acc 0): dao by the o_proj backward, dq, dk, dv by the
+    // attention backward, din by the q_proj backward
+    MN__TRY(mn__matmul_backward(ctx, D->dao, MN__GRD(cm, l, MN__CA_O), NULL, dout, A->ao, MN__PAR(cm, l, MN__CA_O), N,
+                                HD, C, 0));
+    MN__TRY(mn__attention_backward(ctx, D->dq, D->dk, D->dv, D->dao, A->ao, A->lse, A->q, A->k, A->v, B, T, H, Dh, Dh,
+                                   mn__cm_attn_window(cm, l), 1.0 / sqrt((double)Dh), cm->work, 0));
+    if (c->rope_theta > 0) {                           // the forward rotated by +phi: the gradients by -phi
+        MN__TRY(mn__rope(ctx, D->dq, D->dq, B, T, H, Dh, 0, c->rope_theta, -1.0, 0));
+        MN__TRY(mn__rope(ctx, D->dk, D->dk, B, T, H, Dh, 0, c->rope_theta, -1.0, 0));
+    }
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CA_Q), NULL, D->dq, in, MN__PAR(cm, l, MN__CA_Q), N, C, HD,
+                                0));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CA_K), NULL, D->dk, in, MN__PAR(cm, l, MN__CA_K), N,
+                                    C, HD));
+    return mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CA_V), NULL, D->dv, in, MN__PAR(cm, l, MN__CA_V), N, C,
+                                   HD);
+}
+
+// ---- the mixer table: one row per mixer the GPU model runs (mesanet.h's mn__mixers, by name) ----
+// Adding a mixer: its activation structs above, these functions, one row.
+typedef struct mn__cm_mixer {
+    const char* name;                  // as in cfg.pattern
+    int variant;                       // 1: "swa" (the window cfg.window)
+    int n_tensors;                     // the mixer's parameter tensors, after the backbone's five
+    const char* const* tensors;        // their names after "model.layers.<l>."
+    int (*check)(mn_cuda_ctx* ctx, const mn_config* c);   // MN_OK, or MN_ERR_CONFIG for a shape without kernels
+    size_t (*acts)(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y);
+    size_t (*dacts)(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* d);
+    size_t (*work)(const mn_config* c, size_t B, size_t T);    // floats of workspace
+    int (*forward)(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, const float* res,
+                   size_t B, size_t T);                        // x2 = res + mixer(xn1)
+    int (*backward)(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din,
+                    const float* dout, size_t B, size_t T);    // din = the input gradient (overwritten)
+} mn__cm_mixer;
+static const mn__cm_mixer mn__cm_mixers[] = {
+    { "mesa", 0, MN__CP_MESA_END - MN__CP_MIX, mn__cp_mesa, mn__cm_mesa_check, mn__cm_mesa_acts_layout,
+      mn__cm_mesa_dacts_layout, mn__cm_mesa_work, mn__cm_mesa_forward, mn__cm_mesa_backward },
+    { "attn", 0, MN__CA_END - MN__CP_MIX, mn__cp_attn, mn__cm_attn_check, mn__cm_attn_acts_layout,
+      mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward },
+    { "swa", 1, MN__CA_END - MN__CP_MIX, mn__cp_attn, mn__cm_attn_check, mn__cm_attn_acts_layout,
+      mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward },
+};
+#define MN__CM_N_MIXERS (sizeof mn__cm_mixers / sizeof mn__cm_mixers[0])
+#define MN__CM_MIXER(cm, l) (&mn__cm_mixers[(cm)->mixer[l]])
+static size_t mn__cm_attn_window(const mn_cuda_model* cm, size_t l) {
+    return MN__CM_MIXER(cm, l)->variant ? cm->cfg.window : 0;
+}
+
+// The whole layouts: the backbone's buffers, then per layer its mixer's (activations), or every
+// mixer of the pattern over one shared region (gradients).
+static size_t mn__cm_layout_acts(const mn_cuda_model* cm, size_t B, size_t T, float* base, mn__cm_acts* a) {
+    const mn_config* c = &cm->cfg;
+    size_t N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, off = 0;
+    memset(a, 0, sizeof *a);
+    MN__P(a->res, (c->n_layer + 1) * N * C); MN__P(a->xf, N * C); MN__P(a->rstdf, N); MN__P(a->logits, N * V);
+    MN__P(a->losses, N);
+    for (size_t l = 0; l < c->n_layer; l++) {
+        mn__cm_layer* y = &a->L[l];
+        MN__P(y->xn1, N * C); MN__P(y->rstd1, N); MN__P(y->x2, N * C); MN__P(y->xn2, N * C); MN__P(y->rstd2, N);
+        MN__P(y->gate, N * F); MN__P(y->up, N * F); MN__P(y->h, N * F);
+        off = MN__CM_MIXER(cm, l)->acts(c, N, base, off, y);
+    }
+    return off;
+}
+static size_t mn__cm_layout_dacts(const mn_cuda_model* cm, size_t B, size_t T, float* base, mn__cm_dacts* d) {
+    const mn_config* c = &cm->cfg;
+    size_t N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, off = 0, l0, mix, end;
+    memset(d, 0, sizeof *d);
+    MN__P(d->dlogits, N * V); MN__P(d->dlosses, N); MN__P(d->dxf, N * C); MN__P(d->dres[0], N * C);
+    MN__P(d->dres[1], N * C);
+    l0 = off;
+    MN__P(d->dxn1, N * C); MN__P(d->dxn2, N * C); MN__P(d->dh, N * F); MN__P(d->dgate, N * F); MN__P(d->dup, N * F);
+    mix = end = off;
+    for (size_t l = 0; l < c->n_layer; l++) {
+        size_t e = MN__CM_MIXER(cm, l)->dacts(c, N, base, mix, d);
+        if (e > end) end = e;
+    }
+    d->layer = base ? base + l0 : NULL; d->layer_n = end - l0;
+    return end;
+}
+#undef MN__P
+static size_t mn__cm_work(const mn_cuda_model* cm, size_t B, size_t T) {
+    size_t w = 0;
+    for (size_t l = 0; l < cm->cfg.n_layer; l++) {
+        size_t k = MN__CM_MIXER(cm, l)->work(&cm->cfg, B, T);
+        if (k > w) w = k;
+    }
+    return w;
+}
+
 // ---- lifecycle ----
 // Checks that the CPU model is one these kernels run, then allocates the device blocks and uploads
 // the parameters (and, when the CPU model has them, the AdamW moments).
@@ -3405,7 +4247,9 @@ static int mn__cm_setup(mn_cuda_model* cm) {
     size_t P = h->n_params;
     cm->cfg = h->cfg; cm->tensors = h->tensors; cm->n_tensors = h->n_tensors; cm->n_params = P;
     cm->n_trainable = h->n_trainable;
-    {   // every layer must be "mesa" (the pattern is cycled over the layers)
+    {   // each layer's mixer: entry l % count of the pattern, as mn__parse_pattern in mesanet.h
+        int ids[MN_MAX_LAYERS];
+        size_t n = 0;
         const char* p = c->pattern;
         while (1) {
             const char* e = p;
@@ -3413,26 +4257,31 @@ static int mn__cm_setup(mn_cuda_model* cm) {
             const char* s = p; size_t len = (size_t)(e - p);
             while (len && *s == ' ') { s++; len--; }
             while (len && s[len - 1] == ' ') len--;
-            if (len != 4 || memcmp(s, "mesa", 4) != 0)
-                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
-                                "only \"mesa\" layers run on the GPU so far (the pattern names another mixer)",
-                                __LINE__);
+            int id = -1;
+            for (size_t m = 0; m < MN__CM_N_MIXERS && id < 0; m++)
+                if (strlen(mn__cm_mixers[m].name) == len && memcmp(mn__cm_mixers[m].name, s, len) == 0) id = (int)m;
+            if (id < 0 || n >= MN_MAX_LAYERS) {
+                char what[64];
+                snprintf(what, sizeof what, "no GPU kernels for the mixer \"%.*s\" yet", (int)(len < 32 ? len : 32), s);
+                return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", what, __LINE__);
+            }
+            MN__TRY(mn__cm_mixers[id].check(ctx, c));
+            ids[n++] = id;
             if (!*e) break;
             p = e + 1;
         }
+        for (size_t l = 0; l < c->n_layer; l++) cm->mixer[l] = (unsigned char)ids[l % n];
     }
-    if (c->head_dim != 64 && c->head_dim != 128) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
-                                                                 "the GPU Mesa op needs head_dim 64 or 128", __LINE__);
-    if (c->mesa_chunk != MN__MC) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
-                                                 "the GPU Mesa op needs mesa_chunk 64", __LINE__);
     for (size_t l = 0; l < c->n_layer; l++) {   // the table is the one the slots above assume
+        const mn__cm_mixer* mx = MN__CM_MIXER(cm, l);
         size_t next = l + 1 < c->n_layer ? h->layer_first[l + 1] : h->norm_idx;
-        if (next - h->layer_first[l] != MN__CP_COUNT) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
-                                                                      "unexpected parameter table (tensors per layer)",
-                                                                      __LINE__);
-        for (int j = 0; j < MN__CP_COUNT; j++) {
+        if (next - h->layer_first[l] != (size_t)(MN__CP_MIX + mx->n_tensors))
+            return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "unexpected parameter table (tensors per layer)",
+                            __LINE__);
+        for (int j = 0; j < MN__CP_MIX + mx->n_tensors; j++) {
             char want[128];
-            snprintf(want, sizeof want, "model.layers.%u.%s", (unsigned)l, mn__cp_names[j]);
+            snprintf(want, sizeof want, "model.layers.%u.%s", (unsigned)l,
+                     j < MN__CP_MIX ? mn__cp_block[j] : mx->tensors[j - MN__CP_MIX]);
             if (strcmp(h->tensors[h->layer_first[l] + j].name, want) != 0)
                 return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model: unexpected parameter table",
                                 h->tensors[h->layer_first[l] + j].name, __LINE__);
@@ -3530,7 +4379,7 @@ size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm) {
 const float* mn_cuda_model_logits(const mn_cuda_model* cm) {
     mn__cm_acts a;
     if (!cm->acts || !cm->B) return NULL;
-    mn__cm_layout_acts(&cm->cfg, cm->B, cm->T, cm->acts, &a);
+    mn__cm_layout_acts(cm, cm->B, cm->T, cm->acts, &a);
     return a.logits;
 }
 
@@ -3539,9 +4388,8 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     mn__cm_acts a; mn__cm_dacts d;
-    mn_mesa_opts o = mn__cm_mesa_opts(c);
-    size_t na = mn__cm_layout_acts(c, B, T, NULL, &a), nd = mn__cm_layout_dacts(c, B, T, NULL, &d);
-    size_t nw = mn_cuda_mesa_work_size(B, T, c->n_head, c->head_dim, c->head_dim, &o), nt = B * T;
+    size_t na = mn__cm_layout_acts(cm, B, T, NULL, &a), nd = mn__cm_layout_dacts(cm, B, T, NULL, &d);
+    size_t nw = mn__cm_work(cm, B, T), nt = B * T;
     cm->B = 0; cm->T = 0; cm->have_loss = 0;
 #define MN__GROW(ptr, cap, need, elem) do { if ((need) > (cap)) { mn_cuda_dfree(ptr); (ptr) = NULL; (cap) = 0; \
         MN__TRY(mn_cuda_malloc(ctx, (void**)&(ptr), (need) * (elem))); (cap) = (need); } } while (0)
@@ -3592,8 +4440,8 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
         }
     }
     MN__TRY(mn_cuda_model_reserve(cm, B, T));
-    mn__cm_layout_acts(c, B, T, cm->acts, &a);
-    mn__cm_layout_dacts(c, B, T, cm->dacts, &d);
+    mn__cm_layout_acts(cm, B, T, cm->acts, &a);
+    mn__cm_layout_dacts(cm, B, T, cm->dacts, &d);
     MN__CU(cudaMemcpyAsync(cm->tokens, tokens, N * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
     if (targets) MN__CU(cudaMemcpyAsync(cm->targets, targets, N * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
     MN__TRY(mn_cuda_embedding_forward(ctx, a.res, cm->tokens, cm->params + cm->tensors[h->emb_idx].offset, N, C));
@@ -3601,7 +4449,7 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
         const mn__cm_layer* A = &a.L[l];
         float *x = a.res + l * N * C, *y = a.res + (l + 1) * N * C;
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn1, A->rstd1, x, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C, c->norm_eps));
-        MN__TRY(mn__cm_mesa_forward(cm, l, A, &d, x, B, T));                      // x2 = x + mixer(xn1)
+        MN__TRY(MN__CM_MIXER(cm, l)->forward(cm, l, A, &d, x, B, T));              // x2 = x + mixer(xn1)
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C,
                                         c->norm_eps));
         MN__TRY(mn_cuda_matmul_forward(ctx, A->gate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), NULL, N, C, F));
@@ -3646,8 +4494,8 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
     int cur = 0;
     if (!cm->have_loss) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_backward",
                                         "needs a successful forward with targets first", __LINE__);
-    mn__cm_layout_acts(c, B, T, cm->acts, &a);
-    mn__cm_layout_dacts(c, B, T, cm->dacts, &d);
+    mn__cm_layout_acts(cm, B, T, cm->acts, &a);
+    mn__cm_layout_dacts(cm, B, T, cm->dacts, &d);
     MN__CU(cudaMemsetAsync(d.dlogits, 0, N * V * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(d.dxf, 0, N * C * sizeof(float), MN__STREAM));
     MN__CU(cudaMemsetAsync(d.dres[cur], 0, N * C * sizeof(float), MN__STREAM));
@@ -3663,9 +4511,6 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
     for (size_t l = L; l-- > 0;) {
         const mn__cm_layer* A = &a.L[l];
         float *dy = d.dres[cur], *dx = d.dres[cur ^ 1];
-        // zero only what is accumulated into from the start (see mn__cm_dacts): dq, dk, dv and dal .. dlamb
-        MN__CU(cudaMemsetAsync(d.dq, 0, (size_t)(d.dO - d.dq) * sizeof(float), MN__STREAM));
-        MN__CU(cudaMemsetAsync(d.dal, 0, (size_t)(d.layer + d.layer_n - d.dal) * sizeof(float), MN__STREAM));
         // forward: y = x2 + down(h), h = swiglu(gate(xn2), up(xn2)), xn2 = norm(x2); dx2 = dy + ... (in place in dy)
         MN__TRY(mn__matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN),
                                     N, F, C, 0));
@@ -3678,7 +4523,7 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
                                          MN__PAR(cm, l, MN__CP_MLP_NORM), N, C));
         // forward: x2 = x + mixer(xn1), xn1 = norm(x): dx = dx2 + norm'(mixer'(dx2))
         MN__D2D(dx, dy, N * C);
-        MN__TRY(mn__cm_mesa_backward(cm, l, A, &d, d.dxn1, dy, B, T));
+        MN__TRY(MN__CM_MIXER(cm, l)->backward(cm, l, A, &d, d.dxn1, dy, B, T));
         MN__TRY(mn_cuda_rmsnorm_backward(ctx, dx, MN__GRD(cm, l, MN__CP_ATTN_NORM), d.dxn1, A->rstd1, a.res + l * N * C,
                                          MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C));
         cur ^= 1;

@@ -167,6 +167,13 @@ int mn_cuda_crossentropy_forward(mn_cuda_ctx* ctx, float* losses, const float* l
 int mn_cuda_crossentropy_backward(mn_cuda_ctx* ctx, float* dlogits, const float* dlosses, const float* logits,
                                   const int* targets, size_t N, size_t V, double softcap);
 
+// RoPE (mn_rope_forward): out, inp (B,T,H,D), positions pos0 .. pos0+T-1, D even; out may alias inp
+int mn_cuda_rope_forward(mn_cuda_ctx* ctx, float* out, const float* inp, size_t B, size_t T, size_t H, size_t D,
+                         size_t pos0, double theta);
+// dinp (B,T,H,D) += the inverse rotation of dout (B,T,H,D); dinp must not alias dout
+int mn_cuda_rope_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, size_t B, size_t T, size_t H, size_t D,
+                          size_t pos0, double theta);
+
 // --- optimizer ---
 // AdamW, PyTorch order (as mn_adamw_update): p, m, v (n) updated from g (n); t is the 1-based step
 int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, float* v, size_t n, double lr,
@@ -175,6 +182,28 @@ int mn_cuda_adamw_update(mn_cuda_ctx* ctx, float* p, const float* g, float* m, f
 // > 0), leaves them untouched when the norm is not finite. norm (host, may be NULL) receives the
 // norm before clipping (NaN if not finite); asking for it synchronises the stream.
 int mn_cuda_clip_grad_norm(mn_cuda_ctx* ctx, float* grads, size_t n, double max_norm, double* norm);
+
+// --- causal softmax attention and SWA (contracts as mn_attention_forward_naive / _backward_naive of
+// mesanet.h: the forward saves lse, never the T x T probabilities; window 0 is full causal attention) ---
+// Workspace in floats (one size serves the forward and the backward): fp16 copies of q, k, v, dout.
+size_t mn_cuda_attention_work_size(size_t B, size_t T, size_t H, size_t D);
+// out (B,T,H,Dv), lse (B,T,H) written; q, k (B,T,H,Dk); v (B,T,H,Dv); Dk == Dv in {64, 128};
+// out, q, k, v, work 16-byte aligned; work (mn_cuda_attention_work_size)
+int mn_cuda_attention_forward(mn_cuda_ctx* ctx, float* out, float* lse, const float* q, const float* k,
+                              const float* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t window,
+                              double scale, float* work);
+// dq, dk (B,T,H,Dk), dv (B,T,H,Dv) accumulated (deterministic: the same bits every run); dout, out
+// (B,T,H,Dv) and lse (B,T,H) from the forward; every (B,T,H,.) tensor and work 16-byte aligned
+int mn_cuda_attention_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, const float* dout, const float* out,
+                               const float* lse, const float* q, const float* k, const float* v, size_t B, size_t T,
+                               size_t H, size_t Dk, size_t Dv, size_t window, double scale, float* work);
+// One token for B sequences at position pos (mn_attention_step, batched): k, v go into slot pos %
+// cache_len of kcache (B,cache_len,H,Dk), vcache (B,cache_len,H,Dv) (ring buffers: cache_len >= pos+1
+// for full attention, >= window for SWA), then out (B,H,Dv) = the softmax over the window of
+// scale q.k of the cached values. q, k (B,H,Dk), v (B,H,Dv). fp32; no workspace.
+int mn_cuda_attention_step(mn_cuda_ctx* ctx, float* out, float* kcache, float* vcache, const float* q, const float* k,
+                           const float* v, size_t B, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv,
+                           size_t window, double scale);
 
 // --- the Mesa op, chunkwise form (contracts as mn_mesa_forward / _backward of mesanet.h) ---
 // Workspace in floats (one size serves the forward and the backward).
@@ -217,10 +246,12 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
 // params, grads, opt_m, opt_v are laid out exactly like its parameter block. Saving downloads the
 // parameters (and the AdamW moments) into it and calls mn_save; loading is mn_load, then an
 // upload. A checkpoint written here is read by the CPU build (build/generate) and vice versa.
-// Supported now: patterns whose layers are all "mesa" (any other mixer returns MN_ERR_CONFIG),
-// head_dim 64 or 128, mesa_chunk 64, any mesa_cg_train (negative: no solve), gamma clamp, soft-cap.
+// Supported now: patterns (hybrids included, cycled over the layers as on the CPU) of the mixers
+// "mesa", "attn" and "swa" (any other returns MN_ERR_CONFIG), head_dim 64 or 128, mesa_chunk 64,
+// any mesa_cg_train (negative: no solve), gamma clamp, RoPE, soft-cap.
 // Precision: ctx->math picks fp32 or TF32 for every projection and the Mesa backward's products;
-// the Mesa op itself as described above (fp16 tensor-core CG, fp32 states).
+// the Mesa op and attention as described above (fp16 tensor-core products, fp32 states, softmax
+// and accumulation).
 // LINKING: build/mesanet_cuda.o AND build/mesanet_cuda_host.o (cuda/mesanet_cuda_host.c, any C99
 // compiler), -lcublas -lcudart. The program may define MESANET_IMPLEMENTATION itself (float or
 // double): the library's copy is private.
@@ -239,11 +270,12 @@ typedef struct mn_cuda_model {
     size_t B, T, cap_acts, cap_dacts, cap_work, cap_tok;
     float* acts;                   // (cap_acts) saved activations: residual stream, per-layer tensors, logits
     float* dacts;                  // (cap_dacts) activation gradients: one layer's (reused) plus the head's
-    float* work;                   // (cap_work) the Mesa op's workspace, shared by the layers
+    float* work;                   // (cap_work) the mixers' workspace, shared by the layers
     int *tokens, *targets;         // (cap_tok) device copies of the last forward's inputs
     double* red;                   // (8) device scratch for the loss sum
     size_t n_valid;                // targets >= 0 in the last forward
     int have_loss;                 // 1 after a forward with targets
+    unsigned char mixer[MN_MAX_LAYERS];  // (internal) each layer's row of the GPU mixer table
 } mn_cuda_model;
 
 // A new model from a config (mn_model_init's parameters, the same seed gives the same values).

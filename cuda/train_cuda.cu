@@ -76,7 +76,8 @@
 #include <sys/wait.h>
 
 typedef struct {
-    const char *data, *out, *resume, *prompt;
+    const char *data, *out, *resume, *prompt, *pattern;
+    size_t window;           // --window W for "swa" layers (0: the library's default, 64)
     size_t d_model, layers, heads, head_dim, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, log_every, save_every;
     size_t sample_len, top_k, cpu_check;
     double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol, seconds, peak_tflops;
@@ -96,7 +97,7 @@ typedef struct {
 } opts;
 
 static void usage(void) {
-    printf("usage: train_cuda [--anchor] [--data FILE|DIR] [--out DIR] [--resume DIR]\n"
+    printf("usage: train_cuda [--anchor] [--data FILE|DIR] [--out DIR] [--resume DIR] [--pattern mesa,attn,swa,...] [--window W]\n"
            "             [--d_model N] [--layers N] [--heads N] [--head_dim 64|128] [--d_ff N] [--seq T] [--batch B]\n"
            "             [--steps N] [--seconds S] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X] [--seed N]\n"
            "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--fp32 (cuBLAS fp32, default TF32)]\n"
@@ -119,6 +120,7 @@ static int parse(opts* o, int argc, char** argv) {
         const char* v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--anchor")) continue;   // applied before parsing
         EX_OPT_S("--data", data) EX_OPT_S("--out", out) EX_OPT_S("--resume", resume) EX_OPT_S("--prompt", prompt)
+        EX_OPT_S("--pattern", pattern) EX_OPT_U("--window", window)
         EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads) EX_OPT_U("--head_dim", head_dim)
         EX_OPT_U("--d_ff", d_ff) EX_OPT_U("--seq", seq) EX_OPT_U("--batch", batch) EX_OPT_U("--steps", steps) EX_OPT_U("--warmup", warmup)
         EX_OPT_U("--eval_every", eval_every) EX_OPT_U("--eval_batches", eval_batches) EX_OPT_U("--log_every", log_every)
@@ -312,7 +314,8 @@ static void generate(mn_model* m, const opts* o, mn_rng* r) {
 static void make_config(const opts* o, mn_config* c) {
     memset(c, 0, sizeof *c);
     c->vocab_size = 256; c->d_model = o->d_model; c->n_layer = o->layers; c->n_head = o->heads; c->head_dim = o->head_dim; c->d_ff = o->d_ff;
-    c->max_seq_len = o->seq > 512 ? o->seq : 512; c->pattern = "mesa"; c->logit_softcap = o->softcap; c->seed = o->seed;
+    c->max_seq_len = o->seq > 512 ? o->seq : 512; c->pattern = o->pattern; c->window = o->window;
+    c->logit_softcap = o->softcap; c->seed = o->seed;
     c->mesa_cg_train = o->cg; c->mesa_cg_decode = o->cg_decode; c->mesa_cg_tol = o->cg_tol; c->mesa_gamma_clamp = o->clamp;
 }
 
@@ -394,10 +397,13 @@ static int run_train(opts o, int rank, int world, int device, const mn_nccl_id* 
             printf("data parallel: %d process(es), one GPU each (this one: device %d), NCCL %s (%s), NCCL_NVLS_ENABLE=%s | global batch %zu = %d x %zu\n",
                    world, device, ver, mn__nccl.name, getenv("NCCL_NVLS_ENABLE") ? getenv("NCCL_NVLS_ENABLE") : "(unset)", B, world, Bl);
         }
-        printf("model: mesa, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu, vocab %zu | %zu parameters (%.2f M)\n",
-               mc->n_layer, mc->d_model, mc->n_head, mc->head_dim, mc->d_ff, mc->vocab_size, gm.n_trainable, gm.n_trainable / 1e6);
-        printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s%s\n", mc->mesa_cg_train, mc->mesa_cg_decode,
-               mc->mesa_cg_tol, mc->mesa_chunk, mc->mesa_gamma_clamp ? ", gamma clamp" : "", mc->logit_softcap > 0 ? ", logit soft-cap" : "");
+        printf("model: pattern %s, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu, vocab %zu | %zu parameters (%.2f M)\n",
+               mc->pattern, mc->n_layer, mc->d_model, mc->n_head, mc->head_dim, mc->d_ff, mc->vocab_size, gm.n_trainable, gm.n_trainable / 1e6);
+        if (strstr(mc->pattern, "mesa"))
+            printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s%s\n",
+                   mc->mesa_cg_train, mc->mesa_cg_decode, mc->mesa_cg_tol, mc->mesa_chunk,
+                   mc->mesa_gamma_clamp ? ", gamma clamp" : "", mc->logit_softcap > 0 ? ", logit soft-cap" : "");
+        if (strstr(mc->pattern, "swa")) printf("swa: window %zu\n", mc->window);
         printf("FLOPs: %.1f M per token forward (mn_flops_per_token), %.1f M per trained token (3x); MFU against %.1f TFLOP/s%s\n", fpt / 1e6, 3 * fpt / 1e6,
                o.peak_tflops, world > 1 ? " per GPU" : "");
         printf("data: %s, %zu bytes (%zu train, %zu validation) | batch %zu x %zu tokens | %zu steps%s", o.data, E.len, E.split, E.len - E.split, B, T, o.steps,
@@ -930,7 +936,7 @@ int main(int argc, char** argv) {
     for (i = 1; i < argc; i++) anchor |= !strcmp(argv[i], "--anchor");
     o.data = "/usr/share/common-licenses"; o.out = "runs/cuda"; o.prompt = "This License ";
     o.d_model = 256; o.layers = 4; o.heads = 2; o.head_dim = 128; o.seq = 1024; o.batch = 16; o.steps = 1000;
-    o.cg = 30; o.cg_decode = 30; o.cg_tol = 1e-4;
+    o.cg = 30; o.cg_decode = 30; o.cg_tol = 1e-4; o.pattern = "mesa";
     o.lr = 2e-3; o.lr_min_frac = 0.1; o.warmup = 100; o.wd = 0.1; o.clip = 1.0;
     o.log_every = 10; o.eval_every = 200; o.eval_batches = 4; o.sample_len = 200; o.cpu_check = 128;
     o.temp = 0.8; o.top_p = 0.95; o.seed = 1; o.peak_tflops = 989.4; o.seconds = -1;
