@@ -7,8 +7,8 @@
 
    ABOUT
      Every differentiable op is a pair `mn_<op>_forward` / `mn_<op>_backward` written next to each
-     other, in llm.c's argument order: forward (out, saved..., inputs..., weights..., sizes);
-     backward (dinputs..., dweights..., dout, saved..., inputs..., weights..., sizes). Every backward
+     other, in llm.c's argument order: forward (out, saved..., inputs..., weights..., sizes, work);
+     backward (dinputs..., dweights..., dout, saved..., inputs..., weights..., sizes, work). Every backward
      ACCUMULATES (+=) into its gradient buffers; `mn_zero_grad` is the only place that zeroes them.
      The simplest form of each op (a naive loop) is kept and every faster form is tested against it.
 
@@ -79,7 +79,9 @@
      mn_model_init makes three allocations (parameters, gradients, AdamW m and v together), sized by
      one table of named tensors (mn_tensor_info) that also drives checkpoint I/O and the parameter
      count. Activations (and their gradients) are one allocation made on the first mn_forward and
-     reused while B and T do not grow. Nothing allocates inside an op.
+     reused while B and T do not grow; each layer's part is a struct of named pointers laid out by
+     one function that both sizes and points (>>layer), the same layout for values and gradients.
+     Nothing allocates inside an op.
 
    ERRORS
      Public functions that can fail return MN_OK (0) or a negative MN_ERR_* code and write one line
