@@ -4,7 +4,7 @@
 #define MN_EXAMPLES_COMMON_H
 #define _POSIX_C_SOURCE 200809L
 #ifndef _DEFAULT_SOURCE
-#define _DEFAULT_SOURCE 1   // flock (train's lock on --out) and, in mesanet.h, Linux's renameat2 for the checkpoint swap
+#define _DEFAULT_SOURCE 1   // flock (train's lock on --out); in mesanet.h, Linux's renameat2 (the checkpoint swap)
 #endif
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +51,10 @@ static inline int ex_parse_int(const char* name, const char* v, long lo, long hi
     char* e; long x;
     errno = 0;
     x = strtol(v, &e, 10);
-    if (!*v || *e || errno == ERANGE || x < lo || x > hi) { fprintf(stderr, "option %s: '%s' is not a whole number in [%ld, %ld]\n", name, v, lo, hi); return -1; }
+    if (!*v || *e || errno == ERANGE || x < lo || x > hi) {
+        fprintf(stderr, "option %s: '%s' is not a whole number in [%ld, %ld]\n", name, v, lo, hi);
+        return -1;
+    }
     *out = (int)x;
     return 0;
 }
@@ -62,8 +65,10 @@ static inline int ex_parse_int(const char* name, const char* v, long lo, long hi
 // each matches "--name value", stores the value into o->field (string / size_t / double), skips it;
 // a value that is not a number of that kind exits with status 2 (ranges are the program's to check).
 #define EX_OPT_S(name, field) if (!strcmp(a, name) && v) { o->field = v; i++; continue; }
-#define EX_OPT_U(name, field) if (!strcmp(a, name) && v) { if (ex_parse_size(name, v, &o->field)) exit(2); i++; continue; }
-#define EX_OPT_D(name, field) if (!strcmp(a, name) && v) { if (ex_parse_double(name, v, &o->field)) exit(2); i++; continue; }
+#define EX_OPT_U(name, field) \
+    if (!strcmp(a, name) && v) { if (ex_parse_size(name, v, &o->field)) exit(2); i++; continue; }
+#define EX_OPT_D(name, field) \
+    if (!strcmp(a, name) && v) { if (ex_parse_double(name, v, &o->field)) exit(2); i++; continue; }
 
 static inline double ex_now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
 
@@ -90,10 +95,16 @@ static inline int ex_append_file(const char* path, unsigned char** buf, size_t* 
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno)); fclose(f); return -1;
     }
-    if (!(nb = (unsigned char*)realloc(*buf, *len + (size_t)n + 1))) { fprintf(stderr, "cannot read %s: out of memory\n", path); fclose(f); return -1; }
+    if (!(nb = (unsigned char*)realloc(*buf, *len + (size_t)n + 1))) {
+        fprintf(stderr, "cannot read %s: out of memory\n", path);
+        fclose(f);
+        return -1;
+    }
     *buf = nb;
     if (fread(*buf + *len, 1, (size_t)n, f) != (size_t)n) {
-        fprintf(stderr, "cannot read %s: %s\n", path, ferror(f) ? strerror(errno) : "it shrank while being read"); fclose(f); return -1;
+        fprintf(stderr, "cannot read %s: %s\n", path, ferror(f) ? strerror(errno) : "it shrank while being read");
+        fclose(f);
+        return -1;
     }
     *len += (size_t)n;
     fclose(f);

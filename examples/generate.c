@@ -18,21 +18,25 @@ int main(int argc, char** argv) {
     const char *ckpt = "runs/default", *prompt = "This License ";
     size_t n = 400, top_k = 0, i; double temp = 0.8, top_p = 0.95, cg_tol = -1; uint64_t seed = 1;
     int cg = 0, a, bad = 0;
+    #define RANGE(cond, msg) ((cond) && fprintf(stderr, "generate: %s\n", msg) > 0)   // a message, and true
     for (a = 1; a < argc && !bad; a += 2) {
         const char *k = argv[a], *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (!strcmp(k, "-h") || !strcmp(k, "--help")) { usage(stdout); return 0; }
         if (!v) { fprintf(stderr, "generate: option %s needs a value\n", k); usage(stderr); return 2; }
         if (!strcmp(k, "--ckpt")) ckpt = v;
         else if (!strcmp(k, "--prompt")) prompt = v;
-        else if (!strcmp(k, "--n")) bad = ex_parse_size(k, v, &n) || (n > 100000000 && fprintf(stderr, "generate: --n at most 1e8\n"));
-        else if (!strcmp(k, "--temp")) bad = ex_parse_double(k, v, &temp) || (temp < 0 && fprintf(stderr, "generate: --temp must be >= 0\n"));
+        else if (!strcmp(k, "--n")) bad = ex_parse_size(k, v, &n) || RANGE(n > 100000000, "--n at most 1e8");
+        else if (!strcmp(k, "--temp")) bad = ex_parse_double(k, v, &temp) || RANGE(temp < 0, "--temp must be >= 0");
         else if (!strcmp(k, "--top_k")) bad = ex_parse_size(k, v, &top_k);
-        else if (!strcmp(k, "--top_p")) bad = ex_parse_double(k, v, &top_p) || ((top_p < 0 || top_p > 1) && fprintf(stderr, "generate: --top_p must be in [0, 1]\n"));
+        else if (!strcmp(k, "--top_p"))
+            bad = ex_parse_double(k, v, &top_p) || RANGE(top_p < 0 || top_p > 1, "--top_p must be in [0, 1]");
         else if (!strcmp(k, "--seed")) bad = ex_parse_u64(k, v, UINT64_MAX, &seed);
         else if (!strcmp(k, "--cg")) bad = ex_parse_int(k, v, 1, 1000, &cg);
-        else if (!strcmp(k, "--cg_tol")) bad = ex_parse_double(k, v, &cg_tol) || ((cg_tol < 0 || cg_tol >= 1) && fprintf(stderr, "generate: --cg_tol must be in [0, 1)\n"));
+        else if (!strcmp(k, "--cg_tol"))
+            bad = ex_parse_double(k, v, &cg_tol) || RANGE(cg_tol < 0 || cg_tol >= 1, "--cg_tol must be in [0, 1)");
         else { fprintf(stderr, "generate: unknown option %s\n", k); usage(stderr); return 2; }
     }
+    #undef RANGE
     if (bad) return 2;
     mn_model m; mn_state st; mn_rng r; int err = MN_OK, tok;
     if ((err = mn_load(&m, ckpt, NULL)) != MN_OK) { fprintf(stderr, "generate: cannot load %s: %s\n", ckpt, mn_strerror(err)); return 1; }
@@ -63,7 +67,8 @@ int main(int argc, char** argv) {
     if (strstr(m.cfg.pattern, "mesa"))
         fprintf(stderr, "Mesa decoding: %.2f CG steps per token, head and layer on average (at most %d, stop at relative residual %g)\n",
                 mn_state_cg_stats(&m, &st, NULL), m.cfg.mesa_cg_decode, m.cfg.mesa_cg_tol);
-    if (err != MN_OK) fprintf(stderr, "generate: stopped after %zu of %zu tokens: %s (see above)\n", i, n, mn_strerror(err));
+    if (err != MN_OK)
+        fprintf(stderr, "generate: stopped after %zu of %zu tokens: %s (see above)\n", i, n, mn_strerror(err));
     free(logits); mn_state_free(&st); mn_model_free(&m);
     return err == MN_OK ? 0 : 1;
 }

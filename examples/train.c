@@ -39,7 +39,11 @@ static void save_hook(int stage) {
     const char *k = getenv("MN_TEST_SAVE_KILL"), *p = getenv("MN_TEST_SAVE_PAUSE_MS");
     int n, s;
     if (stage == 1) save_count++;
-    if (p) { struct timespec ts; long ms = atol(p); ts.tv_sec = ms / 1000; ts.tv_nsec = (ms % 1000) * 1000000L; nanosleep(&ts, NULL); }
+    if (p) {
+        struct timespec ts; long ms = atol(p);
+        ts.tv_sec = ms / 1000; ts.tv_nsec = (ms % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+    }
     if (k && sscanf(k, "%d:%d", &n, &s) == 2 && n == save_count && s == stage) raise(SIGKILL);
 }
 #define MN_SAVE_HOOK(stage) save_hook(stage)
@@ -66,7 +70,8 @@ typedef struct { const char* name; char kind, role; size_t off; double lo, hi; i
 #define O(name, kind, role, field, lo, hi, open) { name, kind, role, offsetof(opts, field), lo, hi, open }
 static const opt_def defs[] = {
     O("--data", 's', 'd', data, 0, 0, 0), O("--out", 's', 'x', out, 0, 0, 0), O("--resume", 's', 'x', resume, 0, 0, 0),
-    O("--plot", 's', 'x', plot, 0, 0, 0), O("--pattern", 's', 'a', pattern, 0, 0, 0), O("--prompt", 's', 'x', prompt, 0, 0, 0),
+    O("--plot", 's', 'x', plot, 0, 0, 0), O("--pattern", 's', 'a', pattern, 0, 0, 0),
+    O("--prompt", 's', 'x', prompt, 0, 0, 0),
     O("--d_model", 'z', 'a', d_model, 1, 65536, 0), O("--layers", 'z', 'a', layers, 1, MN_MAX_LAYERS, 0),
     O("--heads", 'z', 'a', heads, 1, 4096, 0), O("--d_ff", 'z', 'a', d_ff, 1, 1 << 20, 0),
     O("--window", 'z', 'a', window, 1, 1 << 24, 0), O("--softcap", 'd', 'a', softcap, 0, 1e6, 0),
@@ -75,10 +80,11 @@ static const opt_def defs[] = {
     O("--gamma_clamp", 'i', 'a', clamp, 0, 1, 0),
     O("--seq", 'z', 'd', seq, 1, 1 << 24, 0), O("--batch", 'z', 'd', batch, 1, 1u << 31, 0),
     O("--seed", 'u', 'd', seed, 0, 0, 0), O("--eval_batches", 'z', 'd', eval_batches, 1, 1 << 20, 0),
-    O("--steps", 'z', 'r', steps, 1, 1e12, 0), O("--lr", 'd', 'o', lr, 0, 1e30, 1), O("--warmup", 'z', 'o', warmup, 0, 1e12, 0),
-    O("--wd", 'd', 'o', wd, 0, 1e30, 0), O("--clip", 'd', 'o', clip, 0, 1e30, 0), O("--eval_every", 'z', 'o', eval_every, 1, 1e12, 0),
-    O("--sample", 'z', 'x', sample_len, 0, 1e7, 0), O("--temp", 'd', 'x', temp, 0, 1e3, 0), O("--top_k", 'z', 'x', top_k, 0, 1 << 24, 0),
-    O("--top_p", 'd', 'x', top_p, 0, 1, 0),
+    O("--steps", 'z', 'r', steps, 1, 1e12, 0), O("--lr", 'd', 'o', lr, 0, 1e30, 1),
+    O("--warmup", 'z', 'o', warmup, 0, 1e12, 0), O("--wd", 'd', 'o', wd, 0, 1e30, 0),
+    O("--clip", 'd', 'o', clip, 0, 1e30, 0), O("--eval_every", 'z', 'o', eval_every, 1, 1e12, 0),
+    O("--sample", 'z', 'x', sample_len, 0, 1e7, 0), O("--temp", 'd', 'x', temp, 0, 1e3, 0),
+    O("--top_k", 'z', 'x', top_k, 0, 1 << 24, 0), O("--top_p", 'd', 'x', top_p, 0, 1, 0),
 };
 #undef O
 #define N_DEFS (sizeof defs / sizeof defs[0])
@@ -111,7 +117,8 @@ static int set_opt(opts* o, const opt_def* d, const char* v) {
     else if (d->kind == 'i') { int k; if (ex_parse_int(d->name, v, (long)d->lo, (long)d->hi, &k)) return -1; x = k; }
     else if (ex_parse_double(d->name, v, &x)) return -1;
     if (x < d->lo || x > d->hi || (d->lo_open && x <= d->lo)) {
-        fprintf(stderr, "train: %s %s is out of range: it must be %s %.15g and <= %.15g\n", d->name, v, d->lo_open ? ">" : ">=", d->lo, d->hi);
+        fprintf(stderr, "train: %s %s is out of range: it must be %s %.15g and <= %.15g\n", d->name, v,
+                d->lo_open ? ">" : ">=", d->lo, d->hi);
         return -1;
     }
     if (d->kind == 'z') *(size_t*)(void*)base = (size_t)x;
@@ -141,10 +148,11 @@ static uint64_t fnv1a(const unsigned char* p, size_t n) {
     return h;
 }
 static int write_settings(char* out, size_t cap, const opts* o, const unsigned char* text, size_t len) {
-    int n = snprintf(out, cap, "train/1 data_len=%zu data_fnv=%016llx seq=%zu batch=%zu seed=%llu eval_batches=%zu steps=%zu "
-                     "lr=%.17g warmup=%zu wd=%.17g clip=%.17g eval_every=%zu lr_min_frac=%.17g data=%s", len,
-                     (unsigned long long)fnv1a(text, len), o->seq, o->batch, (unsigned long long)o->seed, o->eval_batches, o->steps,
-                     o->lr, o->warmup, o->wd, o->clip, o->eval_every, o->lr_min_frac, o->data);
+    int n = snprintf(out, cap, "train/1 data_len=%zu data_fnv=%016llx seq=%zu batch=%zu seed=%llu eval_batches=%zu "
+                     "steps=%zu lr=%.17g warmup=%zu wd=%.17g clip=%.17g eval_every=%zu lr_min_frac=%.17g data=%s", len,
+                     (unsigned long long)fnv1a(text, len), o->seq, o->batch, (unsigned long long)o->seed,
+                     o->eval_batches, o->steps, o->lr, o->warmup, o->wd, o->clip, o->eval_every, o->lr_min_frac,
+                     o->data);
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 // The value of key= in a settings line (up to the next space; data= to the end); NULL if absent.
@@ -224,7 +232,8 @@ static int trim_csv(const char* csv, size_t step) {
     return 0;
 }
 
-static double evaluate(mn_model* m, const unsigned char* text, size_t lo, size_t hi, const opts* o, int* tok, int* tgt, int* err) {
+static double evaluate(mn_model* m, const unsigned char* text, size_t lo, size_t hi, const opts* o, int* tok, int* tgt,
+                       int* err) {
     size_t i; double sum = 0; mn_real loss;
     for (i = 0; i < o->eval_batches; i++) {
         // fixed, evenly spaced windows: the same validation set at every evaluation
@@ -241,7 +250,11 @@ static void generate(mn_model* m, const opts* o, mn_rng* r) {
     mn_real* logits = (mn_real*)malloc(3 * V * sizeof(mn_real));
     const char* p = o->prompt;
     int tok = 0;
-    if (!logits || mn_state_init(&st, m, 1) != MN_OK) { free(logits); fprintf(stderr, "train: no sample: out of memory\n"); return; }
+    if (!logits || mn_state_init(&st, m, 1) != MN_OK) {
+        free(logits);
+        fprintf(stderr, "train: no sample: out of memory\n");
+        return;
+    }
     printf("---- sample (temperature %.2f, top-k %zu, top-p %.2f) ----\n%s", o->temp, o->top_k, o->top_p, p);
     for (i = 0; p[i]; i++) { tok = (unsigned char)p[i]; if (mn_step(m, &st, &tok, logits) != MN_OK) break; }
     // with attention layers, stop at the trained context length: RoPE does not extrapolate beyond it
@@ -266,13 +279,21 @@ static int lock_out(const char* dir) {
     ssize_t n;
     int fd;
     snprintf(path, sizeof path, "%s/train.lock", dir);
-    if ((fd = open(path, O_RDWR | O_CREAT, 0644)) < 0) { fprintf(stderr, "train: cannot open %s: %s\n", path, strerror(errno)); return RC_IO; }
+    if ((fd = open(path, O_RDWR | O_CREAT, 0644)) < 0) {
+        fprintf(stderr, "train: cannot open %s: %s\n", path, strerror(errno));
+        return RC_IO;
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
-        if (e != EWOULDBLOCK) { fprintf(stderr, "train: cannot lock %s: %s\n", path, strerror(e)); close(fd); return RC_IO; }
+        if (e != EWOULDBLOCK) {
+            fprintf(stderr, "train: cannot lock %s: %s\n", path, strerror(e));
+            close(fd);
+            return RC_IO;
+        }
         if ((n = read(fd, who, sizeof who - 1)) > 0) who[n] = 0;
         who[strcspn(who, "\n")] = 0;
-        fprintf(stderr, "train: %s is in use by another trainer (pid %s); not touching it\n", dir, who[0] ? who : "unknown");
+        fprintf(stderr, "train: %s is in use by another trainer (pid %s); not touching it\n", dir,
+                who[0] ? who : "unknown");
         close(fd);
         return RC_LOCKED;
     }
@@ -290,13 +311,14 @@ static int apply_resume(opts* o, const mn_model* m, const char* notes, const cha
         { "--d_model", (double)c->d_model, (double)o->d_model }, { "--layers", (double)c->n_layer, (double)o->layers },
         { "--heads", (double)c->n_head, (double)o->heads }, { "--d_ff", (double)c->d_ff, (double)o->d_ff },
         { "--window", (double)c->window, (double)o->window }, { "--softcap", c->logit_softcap, o->softcap },
-        { "--cg", c->mesa_cg_train, o->cg }, { "--cg_decode", c->mesa_cg_decode, o->cg_decode }, { "--cg_tol", c->mesa_cg_tol, o->cg_tol },
+        { "--cg", c->mesa_cg_train, o->cg }, { "--cg_decode", c->mesa_cg_decode, o->cg_decode },
+        { "--cg_tol", c->mesa_cg_tol, o->cg_tol },
         { "--chunk", (double)c->mesa_chunk, (double)o->chunk }, { "--gamma_clamp", c->mesa_gamma_clamp, o->clamp },
     };
     for (i = 0; i < sizeof arch / sizeof arch[0]; i++)
         if (given(o, arch[i].flag) && arch[i].have != arch[i].want) {
-            fprintf(stderr, "train: %s %g contradicts the checkpoint in %s (%g): drop the flag to resume it, or start a new run elsewhere\n",
-                    arch[i].flag, arch[i].want, dir, arch[i].have);
+            fprintf(stderr, "train: %s %g contradicts the checkpoint in %s (%g): drop the flag to resume it, or start "
+                    "a new run elsewhere\n", arch[i].flag, arch[i].want, dir, arch[i].have);
             return RC_USAGE;
         }
     if (given(o, "--pattern") && strcmp(o->pattern, c->pattern)) {
@@ -307,28 +329,40 @@ static int apply_resume(opts* o, const mn_model* m, const char* notes, const cha
         printf("note: %s has no stored training settings (an older checkpoint): using this command line's\n", dir);
         return RC_OK;
     }
-    if (strncmp(notes, "train/1 ", 8)) { fprintf(stderr, "train: %s: unknown training settings '%.40s...'\n", dir, notes); return RC_IO; }
+    if (strncmp(notes, "train/1 ", 8)) {
+        fprintf(stderr, "train: %s: unknown training settings '%.40s...'\n", dir, notes);
+        return RC_IO;
+    }
     for (i = 0; i < N_DEFS; i++) {
         const opt_def* d = &defs[i];
         char now[64];
         if ((d->role != 'd' && d->role != 'o' && d->role != 'r') || !strcmp(d->name, "--data")) continue;
-        if (!setting(notes, d->name + 2, buf, sizeof buf)) { fprintf(stderr, "train: %s: stored settings lack %s\n", dir, d->name + 2); return RC_IO; }
+        if (!setting(notes, d->name + 2, buf, sizeof buf)) {
+            fprintf(stderr, "train: %s: stored settings lack %s\n", dir, d->name + 2);
+            return RC_IO;
+        }
         if (!o->given[i]) { opts tmp = *o; if (set_opt(&tmp, d, buf)) return RC_IO; *o = tmp; continue; }
         // given: compare as numbers in the stored formatting
-        if (d->kind == 'd') snprintf(now, sizeof now, "%.17g", *(double*)(void*)((char*)o + d->off));
-        else if (d->kind == 'u') snprintf(now, sizeof now, "%llu", (unsigned long long)*(uint64_t*)(void*)((char*)o + d->off));
-        else snprintf(now, sizeof now, "%zu", *(size_t*)(void*)((char*)o + d->off));
+        {
+            const void* f = (const char*)o + d->off;
+            if (d->kind == 'd') snprintf(now, sizeof now, "%.17g", *(const double*)f);
+            else if (d->kind == 'u') snprintf(now, sizeof now, "%llu", (unsigned long long)*(const uint64_t*)f);
+            else snprintf(now, sizeof now, "%zu", *(const size_t*)f);
+        }
         if (!strcmp(now, buf)) continue;
         if (d->role == 'd') {
-            fprintf(stderr, "train: %s %s contradicts the checkpoint in %s (trained with %s %s): drop the flag to resume it\n",
-                    d->name, now, dir, d->name, buf);
+            fprintf(stderr, "train: %s %s contradicts the checkpoint in %s (trained with %s %s): drop the flag to "
+                    "resume it\n", d->name, now, dir, d->name, buf);
             return RC_USAGE;
         }
         printf("note: %s %g replaces the checkpoint's %g\n", d->name, strtod(now, NULL), strtod(buf, NULL));
     }
     if (!given(o, "--data")) {
         static char stored[1024];
-        if (!setting(notes, "data", stored, sizeof stored)) { fprintf(stderr, "train: %s: stored settings lack data\n", dir); return RC_IO; }
+        if (!setting(notes, "data", stored, sizeof stored)) {
+            fprintf(stderr, "train: %s: stored settings lack data\n", dir);
+            return RC_IO;
+        }
         o->data = stored;
     }
     return RC_OK;
@@ -338,21 +372,27 @@ static int check_resume_data(const opts* o, const char* notes, const unsigned ch
     char a[64], b[64], want[64];
     if (!notes[0]) return RC_OK;
     snprintf(want, sizeof want, "%016llx", (unsigned long long)fnv1a(text, len));
-    if (!setting(notes, "data_len", a, sizeof a) || !setting(notes, "data_fnv", b, sizeof b)) { fprintf(stderr, "train: %s: stored settings lack the data's fingerprint\n", dir); return RC_IO; }
+    if (!setting(notes, "data_len", a, sizeof a) || !setting(notes, "data_fnv", b, sizeof b)) {
+        fprintf(stderr, "train: %s: stored settings lack the data's fingerprint\n", dir);
+        return RC_IO;
+    }
     if ((size_t)strtoull(a, NULL, 10) == len && !strcmp(b, want)) return RC_OK;
-    fprintf(stderr, "train: %s (%zu bytes) is not the text the checkpoint in %s was trained on (%s bytes, another hash)%s\n", o->data, len, dir, a,
-            given(o, "--data") ? ": drop --data to use the stored path" : ": it changed since; pass --data with the original text");
+    fprintf(stderr, "train: %s (%zu bytes) is not the text the checkpoint in %s was trained on (%s bytes, another "
+            "hash)%s\n", o->data, len, dir, a, given(o, "--data") ? ": drop --data to use the stored path"
+            : ": it changed since; pass --data with the original text");
     return RC_USAGE;
 }
 
 // One checkpoint at step; returns 0 or the exit code to stop with.
-static int save_checkpoint(mn_model* m, const opts* o, mn_train_meta* meta, double val, size_t step, uint64_t* last_saved) {
+static int save_checkpoint(mn_model* m, const opts* o, mn_train_meta* meta, double val, size_t step,
+                           uint64_t* last_saved) {
     int err;
     char prev[64];
     if (*last_saved == UINT64_MAX) snprintf(prev, sizeof prev, "no checkpoint was written before");
     else snprintf(prev, sizeof prev, "the checkpoint there stays at step %llu", (unsigned long long)*last_saved);
     if (!isfinite(val)) {
-        fprintf(stderr, "train: step %zu: validation loss %g is not finite: not saving to %s; %s\n", step, val, o->out, prev);
+        fprintf(stderr, "train: step %zu: validation loss %g is not finite: not saving to %s; %s\n", step, val,
+                o->out, prev);
         return RC_DIVERGED;
     }
     meta->step = step; meta->extra[0] = val;
@@ -392,8 +432,8 @@ int main(int argc, char** argv) {
         if ((rc = apply_resume(&o, &m, meta.notes, o.resume)) != RC_OK) { mn_model_free(&m); return rc; }
         rng.s = meta.rng_state;
         if (meta.step >= o.steps) {
-            fprintf(stderr, "train: the checkpoint in %s is at step %llu already: pass --steps N with N > %llu to continue it\n",
-                    o.resume, (unsigned long long)meta.step, (unsigned long long)meta.step);
+            fprintf(stderr, "train: the checkpoint in %s is at step %llu already: pass --steps N with N > %llu to "
+                    "continue it\n", o.resume, (unsigned long long)meta.step, (unsigned long long)meta.step);
             mn_model_free(&m); return RC_USAGE;
         }
     }
@@ -405,20 +445,25 @@ int main(int argc, char** argv) {
     }
     unsigned char* text; size_t len;
     if (ex_read_text(o.data, &text, &len) != 0) {
-        fprintf(stderr, "train: need a readable text at %s%s\n", o.data, o.resume && !given(&o, "--data") ? " (the path the checkpoint stored)" : "");
+        fprintf(stderr, "train: need a readable text at %s%s\n", o.data,
+                o.resume && !given(&o, "--data") ? " (the path the checkpoint stored)" : "");
         if (have_model) mn_model_free(&m);
         free(text);
         return RC_IO;
     }
     size_t split = len - len / 10;   // train on the first 90%, validate on the last 10%
     if (split < o.seq + 2 || (len - split) / o.eval_batches < o.seq + 2) {
-        fprintf(stderr, "train: %s has %zu bytes: its validation part (the last 10%%, %zu bytes) in %zu --eval_batches slices is %zu "
-                "bytes per slice, fewer than --seq + 2 = %zu; use a longer text, fewer --eval_batches or a shorter --seq\n",
+        fprintf(stderr, "train: %s has %zu bytes: its validation part (the last 10%%, %zu bytes) in %zu "
+                "--eval_batches slices is %zu bytes per slice, fewer than --seq + 2 = %zu; use a longer text, fewer "
+                "--eval_batches or a shorter --seq\n",
                 o.data, len, len - split, o.eval_batches, (len - split) / o.eval_batches, o.seq + 2);
         if (have_model) mn_model_free(&m);
         free(text); return RC_USAGE;
     }
-    if (o.resume && (rc = check_resume_data(&o, meta.notes, text, len, o.resume)) != RC_OK) { mn_model_free(&m); free(text); return rc; }
+    if (o.resume && (rc = check_resume_data(&o, meta.notes, text, len, o.resume)) != RC_OK) {
+        mn_model_free(&m); free(text);
+        return rc;
+    }
     if (write_settings(meta.notes, sizeof meta.notes, &o, text, len)) {
         fprintf(stderr, "train: the --data path is too long to store with the checkpoint\n");
         if (have_model) mn_model_free(&m);
@@ -429,7 +474,11 @@ int main(int argc, char** argv) {
         c.vocab_size = 256; c.d_model = o.d_model; c.n_layer = o.layers; c.n_head = o.heads; c.d_ff = o.d_ff;
         c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window; c.logit_softcap = o.softcap; c.seed = o.seed;
         c.mesa_cg_train = o.cg; c.mesa_cg_decode = o.cg_decode; c.mesa_cg_tol = o.cg_tol; c.mesa_chunk = o.chunk; c.mesa_gamma_clamp = o.clamp;
-        if ((err = mn_model_init(&m, &c)) != MN_OK) { fprintf(stderr, "train: bad model config: %s\n", mn_strerror(err)); free(text); return RC_USAGE; }
+        if ((err = mn_model_init(&m, &c)) != MN_OK) {
+            fprintf(stderr, "train: bad model config: %s\n", mn_strerror(err));
+            free(text);
+            return RC_USAGE;
+        }
     }
     if (o.seq > m.cfg.max_seq_len) {
         fprintf(stderr, "train: --seq %zu exceeds the model's max_seq_len %zu\n", o.seq, m.cfg.max_seq_len);
@@ -439,11 +488,13 @@ int main(int argc, char** argv) {
     {   // a lower bound of the activations a batch needs (residual stream, logits, each block's norms and MLP;
         // forward and backward copies): refuse what the machine cannot hold before allocating anything
         const mn_config* c = &m.cfg;
-        double per_tok = (double)((c->n_layer + 2) * c->d_model + c->vocab_size + c->n_layer * (5 * c->d_model + 3 * c->d_ff));
-        double need = 2.0 * (double)N * per_tok * sizeof(mn_real), have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        double per_tok = (double)((c->n_layer + 2) * c->d_model + c->vocab_size
+                                  + c->n_layer * (5 * c->d_model + 3 * c->d_ff));
+        double need = 2.0 * (double)N * per_tok * sizeof(mn_real);
+        double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
         if (have > 0 && need > have) {
-            fprintf(stderr, "train: a batch of %zu x %zu tokens needs at least %.1f GB of activations; this machine has %.1f GB\n",
-                    o.batch, o.seq, need / 1e9, have / 1e9);
+            fprintf(stderr, "train: a batch of %zu x %zu tokens needs at least %.1f GB of activations; this machine "
+                    "has %.1f GB\n", o.batch, o.seq, need / 1e9, have / 1e9);
             mn_model_free(&m); free(text); return RC_IO;
         }
     }
@@ -453,7 +504,10 @@ int main(int argc, char** argv) {
         free(tok); free(tgt); mn_model_free(&m); free(text); return RC_IO;
     }
     if (stat(o.out, &st) != 0 || !o.resume) {   // a new folder (or a fresh run into an existing one): create, then lock
-        if (ex_mkdirs(o.out) != 0) { fprintf(stderr, "train: cannot create %s: %s\n", o.out, strerror(errno)); rc = RC_IO; }
+        if (ex_mkdirs(o.out) != 0) {
+            fprintf(stderr, "train: cannot create %s: %s\n", o.out, strerror(errno));
+            rc = RC_IO;
+        }
         else rc = lock_out(o.out);
         if (rc != RC_OK) { free(tok); free(tgt); mn_model_free(&m); free(text); return rc; }
     }
@@ -494,7 +548,8 @@ int main(int argc, char** argv) {
             // stop without saving: the last checkpoint on disk stays the last good state
             char prev[1200];
             if (last_saved == UINT64_MAX) snprintf(prev, sizeof prev, "no checkpoint was written");
-            else snprintf(prev, sizeof prev, "the checkpoint in %s (step %llu) is the last good state", o.out, (unsigned long long)last_saved);
+            else snprintf(prev, sizeof prev, "the checkpoint in %s (step %llu) is the last good state", o.out,
+                          (unsigned long long)last_saved);
             fprintf(stderr, "\ntrain: step %zu: %s (loss %g, grad norm %g); stopping: %s\n",
                     step, err ? mn_strerror(err) : "non-finite gradient", (double)loss, gn, prev);
             rc = err == MN_OK || err == MN_ERR_NAN ? RC_DIVERGED : RC_IO; break;
@@ -513,11 +568,18 @@ int main(int argc, char** argv) {
             printf("step %5zu | train %.4f | val %.4f | %.0f tok/s | %.1f s\n", step + 1, acc / nacc, val, tps, now - t0);
             fflush(stdout);
             meta.rng_state = rng.s;
-            if (eerr != MN_OK && eerr != MN_ERR_NAN) { fprintf(stderr, "train: evaluation failed: %s\n", mn_strerror(eerr)); rc = RC_IO; break; }
+            if (eerr != MN_OK && eerr != MN_ERR_NAN) {
+                fprintf(stderr, "train: evaluation failed: %s\n", mn_strerror(eerr));
+                rc = RC_IO;
+                break;
+            }
             // the log line first: a resume drops lines past its checkpoint, so a kill or a failed save
             // between the two never leaves the log short of what the checkpoint holds
             int line_ok = (f = fopen(csv, "a")) != NULL;
-            if (f) line_ok = fprintf(f, "%zu,%.6f,%.6f,%.6g,%.1f\n", step + 1, acc / nacc, val, lr, tps) > 0 && fclose(f) == 0;
+            if (f) {
+                int w = fprintf(f, "%zu,%.6f,%.6f,%.6g,%.1f\n", step + 1, acc / nacc, val, lr, tps) > 0;
+                line_ok = fclose(f) == 0 && w;
+            }
             if (!line_ok) { fprintf(stderr, "train: cannot append to %s: %s\n", csv, strerror(errno)); rc = RC_IO; }
             acc = 0; nacc = 0;
             {
@@ -530,7 +592,8 @@ int main(int argc, char** argv) {
     }
     if (rc == RC_OK) {
         if (o.sample_len) { mn_rng gr; mn_rng_seed(&gr, o.seed + 1000); generate(&m, &o, &gr); }
-        printf("final validation loss %.4f nats/byte (%.3f bits/byte); checkpoint and loss.png in %s\n", val, val / log(2.0), o.out);
+        printf("final validation loss %.4f nats/byte (%.3f bits/byte); checkpoint and loss.png in %s\n", val,
+               val / log(2.0), o.out);
     }
     free(tok); free(tgt); free(text);
     mn_model_free(&m);

@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
         char dir[] = "/tmp/fuzz_seed_XXXXXX", path[600];
         size_t cl, ml, ol; unsigned char hdr[7]; FILE* f;
         memset(&cfg, 0, sizeof cfg); memset(&t, 0, sizeof t);
-        cfg.vocab_size = 6; cfg.d_model = 4; cfg.n_layer = 1; cfg.n_head = 1; cfg.d_ff = 4; cfg.max_seq_len = 8; cfg.pattern = pats[k];
+        cfg.vocab_size = 6; cfg.d_model = 4; cfg.n_layer = 1; cfg.n_head = 1; cfg.d_ff = 4; cfg.max_seq_len = 8;
+        cfg.pattern = pats[k];
         if (mn_model_init(&m, &cfg) || mn_forward(&m, tok, tgt, 1, 4, &loss)) return 1;
         mn_zero_grad(&m); mn_backward(&m); mn_adamw_step(&m, 1e-2, NULL);
         t.step = 1; t.rng_state = 7; snprintf(t.notes, sizeof t.notes, "seed %s", pats[k]);

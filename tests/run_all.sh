@@ -68,8 +68,8 @@ fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
     else tail -n 30 "$B/$(basename "$bin").log"; return 1; fi
 }
 run "fuzz safetensors/config.json parsers (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_safetensors" "$B/corpus_st" tests/corpus/safetensors
-run "fuzz checkpoint loader: config + model + optimizer (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_checkpoint" "$B/corpus_ck" tests/corpus/checkpoint \
-    -dict=tests/fuzz_checkpoint.dict
+run "fuzz checkpoint loader: config + model + optimizer (${FUZZ_SECONDS:-20}s)" \
+    fuzz "$B/fuzz_checkpoint" "$B/corpus_ck" tests/corpus/checkpoint -dict=tests/fuzz_checkpoint.dict
 run "fuzz vector-file parser (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_vecfile" "$B/corpus_vec" tests/corpus/vecfile -dict=tests/fuzz_vecfile.dict
 [ $fail -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"

@@ -57,7 +57,12 @@ static int tio_kill_stage;
 
 static char W[256];   // scratch folder
 // W/name in one of 64 rotating buffers: for immediate use (keep a path longer in a local array, see PATH)
-static const char* wp(const char* name) { static char b[64][512]; static int k; k = (k + 1) % 64; snprintf(b[k], sizeof b[k], "%s/%s", W, name); return b[k]; }
+static const char* wp(const char* name) {
+    static char b[64][512]; static int k;
+    k = (k + 1) % 64;
+    snprintf(b[k], sizeof b[k], "%s/%s", W, name);
+    return b[k];
+}
 #define PATH(var, name) char var[512]; snprintf(var, sizeof var, "%s/%s", W, name)
 static size_t read_all(const char* path, unsigned char** out) {
     FILE* f = fopen(path, "rb"); long n; *out = NULL;
@@ -68,12 +73,20 @@ static size_t read_all(const char* path, unsigned char** out) {
     fclose(f);
     return (size_t)n;
 }
-static void write_all(const char* path, const void* p, size_t n) { FILE* f = fopen(path, "wb"); fwrite(p, 1, n, f); fclose(f); }
+static void write_all(const char* path, const void* p, size_t n) {
+    FILE* f = fopen(path, "wb");
+    fwrite(p, 1, n, f); fclose(f);
+}
 static int same_file(const char* a, const char* b) {
     unsigned char *x, *y; size_t n = read_all(a, &x), m = read_all(b, &y);
     int same = x && y && n == m && !memcmp(x, y, n);
     free(x); free(y);
     return same;
+}
+static void copy_file(const char* from, const char* to) {
+    unsigned char* p; size_t n = read_all(from, &p);
+    if (p) write_all(to, p, n);
+    free(p);
 }
 static const char* files[3] = { "config.json", "model.safetensors", "optimizer.safetensors" };
 static void copy_set(const char* from, const char* to) {
@@ -89,7 +102,10 @@ static void copy_set(const char* from, const char* to) {
 }
 static int same_set(const char* a, const char* b) {
     char x[600], y[600]; int i, s = 1;
-    for (i = 0; i < 3; i++) { snprintf(x, sizeof x, "%s/%s", a, files[i]); snprintf(y, sizeof y, "%s/%s", b, files[i]); s &= same_file(x, y); }
+    for (i = 0; i < 3; i++) {
+        snprintf(x, sizeof x, "%s/%s", a, files[i]); snprintf(y, sizeof y, "%s/%s", b, files[i]);
+        s &= same_file(x, y);
+    }
     return s;
 }
 static int leftovers(const char* base) {   // temporary folders ".<base>.mn-save-*" in W
@@ -105,7 +121,9 @@ static void replace_bytes(const char* path, const char* from, const char* to) {
     FILE* f;
     for (i = 0; i + k <= n; i++)
         if (!memcmp(p + i, from, k)) {
-            f = fopen(path, "wb"); fwrite(p, 1, i, f); fwrite(to, 1, l, f); fwrite(p + i + k, 1, n - i - k, f); fclose(f);
+            f = fopen(path, "wb");
+            fwrite(p, 1, i, f); fwrite(to, 1, l, f); fwrite(p + i + k, 1, n - i - k, f);
+            fclose(f);
             break;
         }
     TU_CHECK(i + k <= n, "test setup: '%s' not found in %s", from, path);
@@ -142,7 +160,8 @@ static void expect_load(const char* d, int with_meta, int err, const char* want,
     if (e == MN_OK) mn_model_free(&m);
     else {
         unsigned char pm[sizeof m], pt[sizeof t]; memset(pm, 0xAB, sizeof pm); memset(pt, 0xCD, sizeof pt);
-        TU_CHECK(!memcmp(&m, pm, sizeof m) && !memcmp(&t, pt, sizeof t), "%s: a failed load wrote into *m or *meta", what);
+        TU_CHECK(!memcmp(&m, pm, sizeof m) && !memcmp(&t, pt, sizeof t), "%s: a failed load wrote into *m or *meta",
+                 what);
     }
     TU_CHECK(e == err, "%s: mn_load returned %d, expected %d", what, e, err);
     TU_CHECK(!want || strstr(tio_log, want), "%s: message lacks '%s' (got: %s)", what, want, tio_log);
@@ -156,15 +175,20 @@ static void test_round_trip(void) {
     TU_CHECK(mn_save(&a, wp("rt"), &t) == MN_OK, "save with meta");
     TU_CHECK(mn_load(&b, wp("rt"), &u) == MN_OK, "load with meta");
     TU_CHECK(b.n_params == a.n_params && !memcmp(b.params, a.params, a.n_params * sizeof(mn_real)) &&
-             !memcmp(b.opt_m, a.opt_m, 2 * a.n_params * sizeof(mn_real)) && b.opt_step == a.opt_step, "weights and moments bit for bit");
-    TU_CHECK(u.step == 42 && u.rng_state == t.rng_state && u.extra[0] == 1.25 && u.extra[3] == -2.5, "step, rng, extras");
-    TU_CHECK(!strcmp(u.notes, "train/1 seq=4 data=/some \"quoted\\\" path with tab"), "notes round trip (quotes, backslash; the tab a space): %s", u.notes);
+             !memcmp(b.opt_m, a.opt_m, 2 * a.n_params * sizeof(mn_real)) && b.opt_step == a.opt_step,
+                     "weights and moments bit for bit");
+    TU_CHECK(u.step == 42 && u.rng_state == t.rng_state && u.extra[0] == 1.25 && u.extra[3] == -2.5,
+             "step, rng, extras");
+    TU_CHECK(!strcmp(u.notes, "train/1 seq=4 data=/some \"quoted\\\" path with tab"),
+             "notes round trip (quotes, backslash; the tab a space): %s", u.notes);
     read_all(wp("rt/config.json"), (unsigned char**)&js);
     read_all(wp("rt/model.safetensors"), &ms); read_all(wp("rt/optimizer.safetensors"), &os);
     p = js ? strstr(js, "\"mesanet_stamp\": \"") : NULL;
     if (p) { sscanf(p + 18, "%63[^\"]", stamp); }
-    TU_CHECK(p && !strncmp(stamp, "42-", 3) && strlen(stamp) == 19, "config.json carries the stamp '<step>-<16 hex>' (%s)", p ? stamp : "none");
-    TU_CHECK(p && strstr((char*)ms + 8, stamp) && strstr((char*)os + 8, stamp), "both safetensors files carry the same stamp");
+    TU_CHECK(p && !strncmp(stamp, "42-", 3) && strlen(stamp) == 19,
+             "config.json carries the stamp '<step>-<16 hex>' (%s)", p ? stamp : "none");
+    TU_CHECK(p && strstr((char*)ms + 8, stamp) && strstr((char*)os + 8, stamp),
+             "both safetensors files carry the same stamp");
     free(js); free(ms); free(os);
     mn_model_free(&a); mn_model_free(&b);
 }
@@ -182,12 +206,14 @@ static void test_strict_loader(void) {
         replace_bytes(wp("c1/config.json"), "\"num_hidden_layers\": 2", "\"num_hidden_layers\": 1");
         expect_load(d, 0, MN_ERR_FORMAT, "does not describe this file", "config.json with 1 layer for a 2-layer file");
         replace_bytes(wp("c1/config.json"), "\"num_hidden_layers\": 1", "\"num_hidden_layers\": 3");
-        expect_load(d, 0, MN_ERR_FORMAT, "has no tensor model.layers.2", "config.json with 3 layers for a 2-layer file");
+        expect_load(d, 0, MN_ERR_FORMAT, "has no tensor model.layers.2",
+                    "config.json with 3 layers for a 2-layer file");
     }
     {   // a Mesa file labelled attention, or with no pattern (model_type changed: the default, attention)
         PATH(d, "c2"); copy_set(g, d);
         replace_bytes(wp("c2/config.json"), "\"mesanet_pattern\": \"mesa\"", "\"mesanet_pattern\": \"attn\"");
-        expect_load(d, 0, MN_ERR_FORMAT, "does not describe this file", "a Mesa file labelled \"mesanet_pattern\": \"attn\"");
+        expect_load(d, 0, MN_ERR_FORMAT, "does not describe this file",
+                    "a Mesa file labelled \"mesanet_pattern\": \"attn\"");
         copy_set(g, d);
         replace_bytes(wp("c2/config.json"), "\"mesanet_pattern\"", "\"mesanet_xattern\"");
         replace_bytes(wp("c2/config.json"), "\"mesa_net\"", "\"mesa_xet\"");
@@ -237,14 +263,14 @@ static void test_strict_loader(void) {
         mkdir(o, 0755);
         TU_CHECK(mn_save(&a, o, &t2) == MN_OK, "a second save");
         copy_set(g, d); write_all(wp("c6/x"), "", 0);
-        { unsigned char* p; size_t n = read_all(wp("other/model.safetensors"), &p); write_all(wp("c6/model.safetensors"), p, n); free(p); }
+        copy_file(wp("other/model.safetensors"), wp("c6/model.safetensors"));
         expect_load(d, 0, MN_ERR_FORMAT, "different saves", "model.safetensors of another save");
         copy_set(g, d);
-        { unsigned char* p; size_t n = read_all(wp("other/optimizer.safetensors"), &p); write_all(wp("c6/optimizer.safetensors"), p, n); free(p); }
+        copy_file(wp("other/optimizer.safetensors"), wp("c6/optimizer.safetensors"));
         expect_load(d, 1, MN_ERR_FORMAT, "different saves", "optimizer.safetensors of another save");
         expect_load(d, 0, MN_OK, NULL, "  ... which a weights-only load does not read");
         copy_set(g, d);
-        { unsigned char* p; size_t n = read_all(wp("other/config.json"), &p); write_all(wp("c6/config.json"), p, n); free(p); }
+        copy_file(wp("other/config.json"), wp("c6/config.json"));
         expect_load(d, 0, MN_ERR_FORMAT, "different saves", "config.json of another save");
         // written before stamps existed: no stamp anywhere loads, with a note
         copy_set(g, d);
@@ -255,14 +281,15 @@ static void test_strict_loader(void) {
         replace_bytes(wp("c6/model.safetensors"), "mesanet_xtamp", "mesanet_stamp");
         expect_load(d, 1, MN_ERR_FORMAT, "different saves", "one stamped file among unstamped ones");
     }
-    {   // a crafted config.json with a vocabulary of 2^20 beside the small file: refused at once, nothing large allocated
+    {   // a crafted config.json, vocabulary 2^20, beside the small file: refused at once, nothing large allocated
         PATH(d, "c7"); double t0; size_t before = tio_max_alloc;
         copy_set(g, d);
         replace_bytes(wp("c7/config.json"), "\"vocab_size\": 11,", "\"vocab_size\": 1048576,");
         tio_max_alloc = 0; t0 = (double)clock() / CLOCKS_PER_SEC;
         expect_load(d, 1, MN_ERR_FORMAT, "shape", "config.json with vocab_size 2^20 for a vocab-11 file");
         t0 = (double)clock() / CLOCKS_PER_SEC - t0;
-        TU_CHECK(t0 < 0.5 && tio_max_alloc < (1u << 20), "  ... in %.3f s, largest allocation %zu bytes (before any model)", t0, tio_max_alloc);
+        TU_CHECK(t0 < 0.5 && tio_max_alloc < (1u << 20),
+                 "  ... in %.3f s, largest allocation %zu bytes (before any model)", t0, tio_max_alloc);
         tio_max_alloc = before;
         // a config.json of 2 MB is not one
         { char* big = (char*)malloc(2u << 20); memset(big, ' ', 2u << 20); big[0] = '{'; big[(2u << 20) - 1] = '}';
@@ -282,25 +309,30 @@ static size_t craft(unsigned char* buf, const char* json, size_t data) {
 }
 static void test_parse_coverage(void) {
     unsigned char buf[1024]; mn_tensor_info t[8]; size_t n, ds, len; char meta[64];
+    // one F32 entry: name, shape, data_offsets
+    #define E(name, shape, b, e) "\"" name "\":{\"dtype\":\"F32\",\"shape\":[" shape "],\"data_offsets\":[" b "," e "]}"
     struct { const char* json; size_t data; int ok; const char* want; } c[] = {
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, 1, NULL },
-        { "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, 1, NULL },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, 0, "overlap" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[12,16]}}", 16, 0, "belong to no tensor" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 12, 0, "data section has 12 bytes" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},\"a2\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, 0, "overlap" },
-        { "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 1, NULL },
+        { "{" E("a", "2", "0", "8") "," E("b", "1", "8", "12") "}", 12, 1, NULL },
+        { "{" E("b", "1", "8", "12") "," E("a", "2", "0", "8") "}", 12, 1, NULL },
+        { "{" E("a", "2", "0", "8") "," E("b", "2", "4", "12") "}", 12, 0, "overlap" },
+        { "{" E("a", "2", "0", "8") "," E("b", "1", "12", "16") "}", 16, 0, "belong to no tensor" },
+        { "{" E("a", "2", "0", "8") "}", 12, 0, "data section has 12 bytes" },
+        { "{" E("a", "2", "0", "8") "," E("a2", "2", "0", "8") "}", 8, 0, "overlap" },
+        { "{" E("a", "0", "0", "0") "," E("b", "1", "0", "4") "}", 4, 1, NULL },
     };
     size_t i;
+    #undef E
     for (i = 0; i < sizeof c / sizeof c[0]; i++) {
         int e;
         len = craft(buf, c[i].json, c[i].data);
         tio_log[0] = 0;
         e = mn_safetensors_parse(buf, len, t, 8, &n, &ds, meta, sizeof meta);
-        TU_CHECK(c[i].ok ? e == MN_OK : e == MN_ERR_FORMAT && strstr(tio_log, c[i].want) != NULL, "crafted header %zu: got %d (%s)", i, e, tio_log);
+        TU_CHECK(c[i].ok ? e == MN_OK : e == MN_ERR_FORMAT && strstr(tio_log, c[i].want) != NULL,
+                 "crafted header %zu: got %d (%s)", i, e, tio_log);
     }
     len = craft(buf, c[1].json, c[1].data);
-    TU_CHECK(mn_safetensors_parse(buf, len, t, 8, &n, &ds, meta, sizeof meta) == MN_OK && n == 2 && !strcmp(t[0].name, "a"), "tensors come back in file order");
+    TU_CHECK(mn_safetensors_parse(buf, len, t, 8, &n, &ds, meta, sizeof meta) == MN_OK && n == 2 &&
+             !strcmp(t[0].name, "a"), "tensors come back in file order");
 }
 
 // mn_save refuses what it must not write and leaves the folder as it was
@@ -324,7 +356,8 @@ static void test_save_refusals(void) {
     TU_CHECK(same_set(d, wp("ref.before")) && leftovers("ref") == 0, "the folder is as it was, no temporary folder");
     TU_CHECK(mn_save(&a, wp("nothere"), &t) == MN_ERR_IO, "a missing folder: MN_ERR_IO");
     TU_CHECK(mn_save(NULL, d, NULL) == MN_ERR_STATE && mn_save(&a, NULL, NULL) == MN_ERR_STATE, "NULL model or folder");
-    TU_CHECK(mn_load(NULL, d, NULL) == MN_ERR_STATE && mn_load(&a, NULL, NULL) == MN_ERR_STATE, "mn_load: NULL model or folder");
+    TU_CHECK(mn_load(NULL, d, NULL) == MN_ERR_STATE && mn_load(&a, NULL, NULL) == MN_ERR_STATE,
+             "mn_load: NULL model or folder");
     {
         mn_model z; memset(&z, 0, sizeof z);
         TU_CHECK(mn_save(&z, d, NULL) == MN_ERR_STATE, "an uninitialised model");
@@ -355,13 +388,19 @@ static void test_extras(void) {
     TU_CHECK(mn_save(&a, d, &t) == MN_OK && mn_save(&a, d, &t) == MN_OK, "two saves into a folder with other files");
     stat(wp("ex/train.lock"), &s2);
     TU_CHECK(s1.st_ino == s2.st_ino, "the lock file is the same file (inode) after the saves");
-    TU_CHECK(same_file(wp("ex/loss.csv"), wp("ex/loss.csv")) && access(wp("ex/sub/inner.txt"), F_OK) == 0, "a sub-folder and loss.csv survive");
+    {
+        unsigned char* csv; size_t n = read_all(wp("ex/loss.csv"), &csv);
+        TU_CHECK(csv && n == 5 && !memcmp(csv, "step\n", 5) && access(wp("ex/sub/inner.txt"), F_OK) == 0,
+                 "a sub-folder and loss.csv survive");
+        free(csv);
+    }
     TU_CHECK(leftovers("ex") == 0, "no temporary folder left");
     {   // a symbolic link to a folder, and a trailing slash: saved through (in place), the link stays a link
         PATH(l, "exlink"); PATH(ls, "exlink/");
         struct stat sl;
         TU_CHECK(symlink("ex", l) == 0, "test setup: symlink");
-        TU_CHECK(mn_save(&a, ls, &t) == MN_OK && mn_save(&a, l, &t) == MN_OK && step_of(l) == 1, "saves through a symbolic link");
+        TU_CHECK(mn_save(&a, ls, &t) == MN_OK && mn_save(&a, l, &t) == MN_OK && step_of(l) == 1,
+                 "saves through a symbolic link");
         TU_CHECK(lstat(l, &sl) == 0 && S_ISLNK(sl.st_mode) && leftovers("exlink") == 0, "  ... which is still a link");
     }
     mn_model_free(&a);
@@ -375,7 +414,11 @@ static int child_save(const char* d, uint64_t step, int kill_stage, long fsize) 
         mn_model a; mn_train_meta t = meta_of(step);
         trained(&a, "attn", 1);
         a.params[0] += (mn_real)step;          // a different model per step
-        if (fsize > 0) { struct rlimit r; r.rlim_cur = r.rlim_max = (rlim_t)fsize; signal(SIGXFSZ, SIG_IGN); setrlimit(RLIMIT_FSIZE, &r); }
+        if (fsize > 0) {   // writes past fsize bytes fail with EFBIG (the signal that would kill us is ignored)
+            struct rlimit r; r.rlim_cur = r.rlim_max = (rlim_t)fsize;
+            signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &r);
+        }
         tio_kill_stage = kill_stage;
         _exit(mn_save(&a, d, &t) == MN_OK ? 0 : 3);
     }
@@ -392,7 +435,10 @@ static void test_interrupted_saves(void) {
         got = step_of(d);
 #ifdef MN_NO_POSIX
         // in place: the files are renamed one by one; killed between renames (stage 8) the set is mixed, and refused
-        if (rc != 128 + SIGKILL || (s <= 7 && got != 1) || (s == 8 && got != (uint64_t)-1) || (s == 9 && got != 2)) { all = 0; printf("    stage %d: rc %d, step %lld\n", s, rc, (long long)got); }
+        if (rc != 128 + SIGKILL || (s <= 7 && got != 1) || (s == 8 && got != (uint64_t)-1) || (s == 9 && got != 2)) {
+            all = 0;
+            printf("    stage %d: rc %d, step %lld\n", s, rc, (long long)got);
+        }
 #else
         if (rc != 128 + SIGKILL || got != (s <= 7 ? 1u : 2u) || leftovers("kill") != (s == 9 ? 0 : 1)) {
             all = 0; printf("    stage %d: rc %d, step %lld, leftovers %d\n", s, rc, (long long)got, leftovers("kill"));
@@ -415,7 +461,8 @@ static void test_interrupted_saves(void) {
         copy_set(d, wp("kill.before"));
         stat(wp("kill/model.safetensors"), &sm); stat(wp("kill/optimizer.safetensors"), &so);
         rc = child_save(d, 2, 0, (long)(sm.st_size + so.st_size) / 2);   // the model file fits, the optimizer's not
-        TU_CHECK(rc == 3 && same_set(d, wp("kill.before")) && step_of(d) == 1, "a failed write: mn_save fails, the old set is untouched (rc %d)", rc);
+        TU_CHECK(rc == 3 && same_set(d, wp("kill.before")) && step_of(d) == 1,
+                 "a failed write: mn_save fails, the old set is untouched (rc %d)", rc);
 #ifndef MN_NO_POSIX
         TU_CHECK(leftovers("kill") == 0, "  ... and its temporary folder is gone");
 #endif
@@ -426,9 +473,12 @@ static void test_public_checks(void) {
     mn_model m; mn_state st; mn_config c = cfg_of("attn", 1);
     int tok[4] = { 1, 2, 3, 4 }; mn_real logits[33], scratch[66], loss; mn_rng r; mn_rng_seed(&r, 1);
     mn_model_init(&m, &c);
-    TU_CHECK(mn_forward(&m, tok, NULL, (size_t)1 << 60, 16, &loss) == MN_ERR_RANGE, "mn_forward B = 2^60, T = 16: B*T wraps, refused");
-    TU_CHECK(mn_forward(&m, tok, NULL, ((size_t)1 << 31) / 16 + 1, 16, &loss) == MN_ERR_RANGE, "mn_forward B*T just over 2^31: refused");
-    TU_CHECK(mn_forward(NULL, tok, NULL, 1, 4, &loss) == MN_ERR_STATE && mn_forward(&m, NULL, NULL, 1, 4, &loss) == MN_ERR_STATE, "mn_forward NULL model/tokens");
+    TU_CHECK(mn_forward(&m, tok, NULL, (size_t)1 << 60, 16, &loss) == MN_ERR_RANGE,
+             "mn_forward B = 2^60, T = 16: B*T wraps, refused");
+    TU_CHECK(mn_forward(&m, tok, NULL, ((size_t)1 << 31) / 16 + 1, 16, &loss) == MN_ERR_RANGE,
+             "mn_forward B*T just over 2^31: refused");
+    TU_CHECK(mn_forward(NULL, tok, NULL, 1, 4, &loss) == MN_ERR_STATE &&
+             mn_forward(&m, NULL, NULL, 1, 4, &loss) == MN_ERR_STATE, "mn_forward NULL model/tokens");
     TU_CHECK(mn_backward(NULL) == MN_ERR_STATE, "mn_backward NULL");
     memset(logits, 0, sizeof logits); logits[3] = 5;
     TU_CHECK(mn_sample(logits, 0, 1.0, 0, 0, &r, scratch) < 0, "mn_sample V = 0: an error, no read");
@@ -437,9 +487,12 @@ static void test_public_checks(void) {
     TU_CHECK(mn_sample(logits, 11, 0.0, 0, 0, NULL, scratch) == 3, "mn_sample argmax needs no rng");
     memset(&st, 0, sizeof st);
     TU_CHECK(mn_step(&m, &st, tok, logits) == MN_ERR_STATE, "mn_step on a state never initialised: MN_ERR_STATE");
-    TU_CHECK(mn_state_init(NULL, &m, 1) == MN_ERR_STATE && mn_state_init(&st, NULL, 1) == MN_ERR_STATE, "mn_state_init NULL");
-    TU_CHECK(mn_state_init(&st, &m, 1) == MN_OK && mn_step(&m, &st, tok, logits) == MN_OK, "an initialised state steps");
-    TU_CHECK(mn_step(NULL, &st, tok, logits) == MN_ERR_STATE && mn_step(&m, &st, NULL, logits) == MN_ERR_STATE, "mn_step NULL model/tokens");
+    TU_CHECK(mn_state_init(NULL, &m, 1) == MN_ERR_STATE && mn_state_init(&st, NULL, 1) == MN_ERR_STATE,
+             "mn_state_init NULL");
+    TU_CHECK(mn_state_init(&st, &m, 1) == MN_OK && mn_step(&m, &st, tok, logits) == MN_OK,
+             "an initialised state steps");
+    TU_CHECK(mn_step(NULL, &st, tok, logits) == MN_ERR_STATE && mn_step(&m, &st, NULL, logits) == MN_ERR_STATE,
+             "mn_step NULL model/tokens");
     mn_state_free(&st);
     mn_model_free(&m);
     {
@@ -453,7 +506,8 @@ int main(void) {
     snprintf(W, sizeof W, "build/test_io_%ld", (long)getpid());
     mkdir("build", 0755);
     if (mkdir(W, 0755) != 0) { perror(W); return 1; }
-    printf("test_io (" TIER ", %s) in %s; the log lines below are expected\n", sizeof(mn_real) == 8 ? "double" : "float", W);
+    printf("test_io (" TIER ", %s) in %s; the log lines below are expected\n",
+           sizeof(mn_real) == 8 ? "double" : "float", W);
     test_round_trip();
     test_strict_loader();
     test_parse_coverage();
@@ -461,6 +515,10 @@ int main(void) {
     test_extras();
     test_interrupted_saves();
     test_public_checks();
-    if (!tu_fail) { char cmd[300]; snprintf(cmd, sizeof cmd, "rm -rf '%s'", W); if (system(cmd) != 0) printf("could not remove %s\n", W); }
+    if (!tu_fail) {   // keep the folder for a look when something failed
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", W);
+        if (system(cmd) != 0) printf("could not remove %s\n", W);
+    }
     return tu_finish("test_io (" TIER ")");
 }
