@@ -99,7 +99,7 @@ for s in 1 2 3 4 5 6 7 8 9; do
         echo "    stage $s: kill rc $rc, checkpoint step '$got' (want $want), resume rc $rr, leftovers $left"
     fi
 done
-[ $kills_ok = 1 ] && ok "kill -9 at each of the 9 stages of a save: old or new set whole, exact resume, no temp folder" \
+[ $kills_ok = 1 ] && ok "kill -9 at each of the 9 stages of a save: old or new set whole, exact resume, no leftover" \
     || bad "kill at a save stage"
 
 # a different model into an existing checkpoint folder, killed half-way through its first save: the old set stays
