@@ -1740,23 +1740,21 @@ typedef struct {
     mn_real *dP, *acc;          // (Cw,Cw) backward: dL/dP; (Dk) running sum of the gate gradient
     mn_real *Ss, *dS;           // (N+1,Dk,Dv) backward: state entering each chunk; (Dk,Dv) dL/dstate
 } mn__gla_scratch;
-// Elements of scratch per (b,h) pair: nine (Cw,Dk), two (Cw,Cw), two (Dk), the states (N+1,Dk,Dv)
-// and dS (Dk,Dv), as mn__gla_carve lays them out.
-static size_t mn__gla_work_per_bh(size_t T, size_t Dk, size_t Dv, size_t C) {
-    size_t Cw = mn__gla_cw(T, C), N = mn__gla_nchunks(T, C);
-    return 9 * Cw * Dk + 2 * Cw * Cw + 2 * Dk + (N + 2) * Dk * Dv;
+// Lays out one (b,h) pair's scratch at base (NULL: only the size); returns its elements: nine (Cw,Dk),
+// two (Cw,Cw), two (Dk), the states (N+1,Dk,Dv) and dS (Dk,Dv).
+static size_t mn__gla_carve(mn__gla_scratch* a, mn_real* base, size_t T, size_t Dk, size_t Dv, size_t C) {
+    size_t Cw = mn__gla_cw(T, C), N = mn__gla_nchunks(T, C), CK = Cw * Dk, off = 0;
+    MN__PIECE(gl, CK); MN__PIECE(gam, CK); MN__PIECE(gsuf, CK);
+    MN__PIECE(Qb, CK); MN__PIECE(Kb, CK); MN__PIECE(Kh, CK);
+    MN__PIECE(P, Cw * Cw); MN__PIECE(dec, Dk);
+    MN__PIECE(dQl, CK); MN__PIECE(dKl, CK); MN__PIECE(tmp, CK);
+    MN__PIECE(dP, Cw * Cw); MN__PIECE(acc, Dk);
+    MN__PIECE(Ss, (N + 1) * Dk * Dv); MN__PIECE(dS, Dk * Dv);
+    return off;
 }
-static void mn__gla_carve(mn__gla_scratch* w, mn_real* p, size_t T, size_t Dk, size_t Dv, size_t C) {
-    size_t Cw = mn__gla_cw(T, C), N = mn__gla_nchunks(T, C), CK = Cw * Dk;
-    mn_real* p0 = p;
-    w->gl = p; p += CK; w->gam = p; p += CK; w->gsuf = p; p += CK;
-    w->Qb = p; p += CK; w->Kb = p; p += CK; w->Kh = p; p += CK;
-    w->P = p; p += Cw * Cw; w->dec = p; p += Dk;
-    w->dQl = p; p += CK; w->dKl = p; p += CK; w->tmp = p; p += CK;
-    w->dP = p; p += Cw * Cw; w->acc = p; p += Dk;
-    w->Ss = p; p += (N + 1) * Dk * Dv; w->dS = p; p += Dk * Dv;
-    MN_ASSERT((size_t)(p - p0) == mn__gla_work_per_bh(T, Dk, Dv, C));
-    MN_UNUSED(p0);
+static size_t mn__gla_work_per_bh(size_t T, size_t Dk, size_t Dv, size_t C) {
+    mn__gla_scratch w;
+    return mn__gla_carve(&w, NULL, T, Dk, Dv, C);
 }
 MNDEF size_t mn_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
     MN_ASSERT(C >= 1);
@@ -2546,18 +2544,22 @@ typedef struct {
     mn_real *gam, *eg, *ed, *G, *dS;
 } mn__delta_ws;
 
-static size_t mn__delta_ws_size(size_t Dk, size_t Dv, size_t C) {
-    return 7 * C * C + 8 * C * Dk + 5 * C * Dv + 4 * C + Dk * Dv;
+// Lays out one (b,h) pair's chunk workspace at base (NULL: only the size); returns its elements,
+// 7C^2 + 8C Dk + 5C Dv + 4C + Dk Dv.
+static size_t mn__delta_ws_point(mn__delta_ws* a, mn_real* base, size_t Dk, size_t Dv, size_t C) {
+    size_t cc = C * C, ck = C * Dk, cv = C * Dv, off = 0;
+    MN__PIECE(KK, cc); MN__PIECE(Gm, cc); MN__PIECE(P, cc); MN__PIECE(L, cc);
+    MN__PIECE(A, cc); MN__PIECE(dP, cc); MN__PIECE(dL, cc);
+    MN__PIECE(Kg, ck); MN__PIECE(W, ck); MN__PIECE(Qg, ck); MN__PIECE(Kd, ck);
+    MN__PIECE(dKd, ck); MN__PIECE(dQg, ck); MN__PIECE(dKg, ck); MN__PIECE(dW, ck);
+    MN__PIECE(Vb, cv); MN__PIECE(U, cv); MN__PIECE(Vn, cv); MN__PIECE(dVn, cv); MN__PIECE(dVb, cv);
+    MN__PIECE(gam, C); MN__PIECE(eg, C); MN__PIECE(ed, C); MN__PIECE(G, C);
+    MN__PIECE(dS, Dk * Dv);
+    return off;
 }
-static void mn__delta_ws_point(mn__delta_ws* w, mn_real* p, size_t Dk, size_t Dv, size_t C) {
-    size_t cc = C * C, ck = C * Dk, cv = C * Dv;
-    w->KK = p; p += cc;  w->Gm = p; p += cc;  w->P = p; p += cc;  w->L = p; p += cc;
-    w->A = p; p += cc;   w->dP = p; p += cc;  w->dL = p; p += cc;
-    w->Kg = p; p += ck;  w->W = p; p += ck;   w->Qg = p; p += ck;  w->Kd = p; p += ck;
-    w->dKd = p; p += ck; w->dQg = p; p += ck; w->dKg = p; p += ck; w->dW = p; p += ck;
-    w->Vb = p; p += cv;  w->U = p; p += cv;   w->Vn = p; p += cv;  w->dVn = p; p += cv; w->dVb = p; p += cv;
-    w->gam = p; p += C;  w->eg = p; p += C;   w->ed = p; p += C;   w->G = p; p += C;
-    w->dS = p;
+static size_t mn__delta_ws_size(size_t Dk, size_t Dv, size_t C) {
+    mn__delta_ws w;
+    return mn__delta_ws_point(&w, NULL, Dk, Dv, C);
 }
 
 // Elements of `work` that mn_delta_rule_forward and mn_delta_rule_backward need at chunk size C:
@@ -3133,21 +3135,19 @@ typedef struct {
     mn_real *dCl, *dBl, *tmp;   // (Cw,N) backward: this chunk's dC, dB; scratch
     mn_real *Ss, *dS;           // (NC+1,P,N) backward: the state entering each chunk; (P,N) dL/dstate
 } mn__ssd_scratch;
-// Elements per (b,h) pair, as mn__ssd_carve lays them out.
-static size_t mn__ssd_work_per_bh(size_t T, size_t P, size_t N, size_t C) {
-    size_t Cw = mn__ssd_cw(T, C), NC = mn__ssd_nchunks(T, C);
-    return 4 * Cw + 3 * Cw * Cw + 5 * Cw * N + (NC + 2) * P * N;
+// Lays out one (b,h) pair's scratch at base (NULL: only the size); returns its elements.
+static size_t mn__ssd_carve(mn__ssd_scratch* a, mn_real* base, size_t T, size_t P, size_t N, size_t C) {
+    size_t Cw = mn__ssd_cw(T, C), NC = mn__ssd_nchunks(T, C), off = 0;
+    MN__PIECE(eg, Cw); MN__PIECE(es, Cw); MN__PIECE(wo, Cw); MN__PIECE(wk, Cw);
+    MN__PIECE(Lm, Cw * Cw); MN__PIECE(M, Cw * Cw); MN__PIECE(dM, Cw * Cw);
+    MN__PIECE(Ce, Cw * N); MN__PIECE(Bh, Cw * N);
+    MN__PIECE(dCl, Cw * N); MN__PIECE(dBl, Cw * N); MN__PIECE(tmp, Cw * N);
+    MN__PIECE(Ss, (NC + 1) * P * N); MN__PIECE(dS, P * N);
+    return off;
 }
-static void mn__ssd_carve(mn__ssd_scratch* w, mn_real* p, size_t T, size_t P, size_t N, size_t C) {
-    size_t Cw = mn__ssd_cw(T, C), NC = mn__ssd_nchunks(T, C);
-    mn_real* p0 = p;
-    w->eg = p; p += Cw; w->es = p; p += Cw; w->wo = p; p += Cw; w->wk = p; p += Cw;
-    w->Lm = p; p += Cw * Cw; w->M = p; p += Cw * Cw; w->dM = p; p += Cw * Cw;
-    w->Ce = p; p += Cw * N; w->Bh = p; p += Cw * N;
-    w->dCl = p; p += Cw * N; w->dBl = p; p += Cw * N; w->tmp = p; p += Cw * N;
-    w->Ss = p; p += (NC + 1) * P * N; w->dS = p; p += P * N;
-    MN_ASSERT((size_t)(p - p0) == mn__ssd_work_per_bh(T, P, N, C));
-    MN_UNUSED(p0);
+static size_t mn__ssd_work_per_bh(size_t T, size_t P, size_t N, size_t C) {
+    mn__ssd_scratch w;
+    return mn__ssd_carve(&w, NULL, T, P, N, C);
 }
 MNDEF size_t mn_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
     MN_ASSERT(C >= 1);
@@ -4075,7 +4075,6 @@ MNDEF void mn_mlstm_step(mn_real* out, mn_real* C, mn_real* n, mn_real* m, const
 //   state: m' = mu_{L-1} ; C' = e^{g + m - m'} C + sum_s e^{g - bc_s + i_s - m'} k_s v_s^T (g = bc_{L-1}), n' alike
 // Every exponent is <= 0, so nothing overflows for any gates (the C x C decays are formed pair by pair,
 // C^2 exps per chunk; the products are gemms). Cost per chunk O(C^2 (Dk+Dv) + C Dk Dv).
-#define MN__MLSTM_NV 8    // per-token vectors of the chunk scratch
 
 typedef struct {
     mn_real *Cs, *ns, *ms;      // (N+1,Dk,Dv), (N+1,Dk), (N+1): the state entering each chunk (and the last)
@@ -4089,23 +4088,22 @@ typedef struct {
 
 static size_t mn__mlstm_nchunks(size_t T, size_t C) { return (T + C - 1) / C; }
 static size_t mn__mlstm_cw(size_t T, size_t C) { return T == 0 ? 1 : mn__xl_min(C, T); }
-static size_t mn__mlstm_work_per_bh(size_t T, size_t Dk, size_t Dv, size_t C) {
-    size_t Cw = mn__mlstm_cw(T, C), N = mn__mlstm_nchunks(T, C);
-    return (N + 1) * (Dk * Dv + Dk + 1) + Dk * Dv + Dk + MN__MLSTM_NV * Cw + 3 * Cw * Cw + 4 * Cw * Dk + 2 * Cw * Dv;
+// Lays out one (b,h) pair's scratch at base (NULL: only the size); returns its elements.
+static size_t mn__mlstm_carve(mn__mlstm_scratch* a, mn_real* base, size_t T, size_t Dk, size_t Dv, size_t C) {
+    size_t Cw = mn__mlstm_cw(T, C), N = mn__mlstm_nchunks(T, C), off = 0;
+    MN__PIECE(Cs, (N + 1) * Dk * Dv); MN__PIECE(ns, (N + 1) * Dk); MN__PIECE(ms, N + 1);
+    MN__PIECE(dC, Dk * Dv); MN__PIECE(dn, Dk);
+    MN__PIECE(lf, Cw); MN__PIECE(mu, Cw); MN__PIECE(al, Cw); MN__PIECE(wk, Cw);
+    MN__PIECE(den, Cw); MN__PIECE(bt, Cw); MN__PIECE(dbt, Cw); MN__PIECE(dmu, Cw);
+    MN__PIECE(Dm, Cw * Cw); MN__PIECE(E, Cw * Cw); MN__PIECE(dE, Cw * Cw);
+    MN__PIECE(Qa, Cw * Dk); MN__PIECE(Kw, Cw * Dk); MN__PIECE(dQl, Cw * Dk); MN__PIECE(dKl, Cw * Dk);
+    MN__PIECE(num, Cw * Dv); MN__PIECE(dN, Cw * Dv);
+    a->carry = 0.0;
+    return off;
 }
-static void mn__mlstm_carve(mn__mlstm_scratch* w, mn_real* p, size_t T, size_t Dk, size_t Dv, size_t C) {
-    size_t Cw = mn__mlstm_cw(T, C), N = mn__mlstm_nchunks(T, C);
-    mn_real* p0 = p;
-    w->Cs = p; p += (N + 1) * Dk * Dv; w->ns = p; p += (N + 1) * Dk; w->ms = p; p += N + 1;
-    w->dC = p; p += Dk * Dv; w->dn = p; p += Dk;
-    w->lf = p; p += Cw; w->mu = p; p += Cw; w->al = p; p += Cw; w->wk = p; p += Cw;
-    w->den = p; p += Cw; w->bt = p; p += Cw; w->dbt = p; p += Cw; w->dmu = p; p += Cw;
-    w->Dm = p; p += Cw * Cw; w->E = p; p += Cw * Cw; w->dE = p; p += Cw * Cw;
-    w->Qa = p; p += Cw * Dk; w->Kw = p; p += Cw * Dk; w->dQl = p; p += Cw * Dk; w->dKl = p; p += Cw * Dk;
-    w->num = p; p += Cw * Dv; w->dN = p; p += Cw * Dv;
-    w->carry = 0.0;
-    MN_ASSERT((size_t)(p - p0) == mn__mlstm_work_per_bh(T, Dk, Dv, C));
-    MN_UNUSED(p0);
+static size_t mn__mlstm_work_per_bh(size_t T, size_t Dk, size_t Dv, size_t C) {
+    mn__mlstm_scratch w;
+    return mn__mlstm_carve(&w, NULL, T, Dk, Dv, C);
 }
 MNDEF size_t mn_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
     MN_ASSERT(C >= 1);
@@ -7530,8 +7528,9 @@ static int mn__load_set(mn_model* m, const char* dir, const char* js, size_t jl,
         const char* ref = has_c ? stamp_c : has_m ? stamp_m : stamp_o;
         if (!has_c || !has_m || (meta && !has_o) || strcmp(ref, stamp_m) || (meta && strcmp(ref, stamp_o))) {
             MN_LOG("mesanet: %s holds files of different saves (stamps: config.json %s, model.safetensors %s%s%s): "
-                   "refusing a mixed checkpoint\n", dir, has_c ? stamp_c : "none", has_m ? stamp_m : "none",
-                   meta ? ", optimizer.safetensors " : "", meta ? (has_o ? stamp_o : "none") : "");
+                   "refusing a mixed checkpoint (if a save into it was running, load again)\n", dir,
+                   has_c ? stamp_c : "none", has_m ? stamp_m : "none", meta ? ", optimizer.safetensors " : "",
+                   meta ? (has_o ? stamp_o : "none") : "");
             err = MN_ERR_FORMAT; goto out;
         }
     } else MN_LOG("mesanet: note: %s has no set stamps (an older or foreign checkpoint): its files are not checked "
