@@ -6,18 +6,25 @@
 #     4x (256): best of 3 seeds >= 0.95 at both (Grazzi et al. report the best of 3 seeds; at this
 #     small budget not every seed finds the solution);
 #   * the same model with the [0,1] transition stays near chance (<= 0.65 at 256);
-#   * the resumable grid skips finished cells, and --report writes the table and the heatmaps.
+#   * the resumable grid skips finished cells, and --report writes the table and the heatmaps;
+#   * every row carries its baselines (constant predictor, trivial baseline, standard error) and the
+#     report marks untrained/constant cells;
+#   * the pieces a large (GPU) run needs, on cells of a few steps: --plan, --shard, --merge (resumable,
+#     protocol-checked), --cells, the protocol check on resume, a CSV of the first grid's 23 columns.
 # Single-threaded inside each cell, so every number is reproducible on this machine.
 . "$(dirname "$0")/lib.sh"
-q="--tasks parity --train_len 64 --eval_lens 64,256 --d_model 32 --steps 600 --batch 32 --eval_n 128 --jobs 2 --out $W/q.csv"
+q="--tier quick --tasks parity --train_len 64 --eval_lens 64,256 --d_model 32 --steps 600 --batch 32 --eval_n 128
+   --jobs 2 --out $W/q.csv"
 
 "$B/synth" $q --models mamba2_neg,mamba2 --seeds 1,2,3 > "$W/log" 2>&1 || { bad "synth run failed"; cat "$W/log"; }
 # best accuracy over seeds at one length: best MODEL LEN (column 9 = acc, 6 = eval_len, 2 = model)
-best() { awk -F, -v m="$1" -v l="$2" 'NR>1 && $2==m && $6==l { if ($9>b) b=$9 } END { printf "%.3f", b+0 }' "$W/q.csv"; }
+best() { awk -F, -v m="$1" -v l="$2" 'NR>1 && $2==m && $6==l { if ($9>b) b=$9 } END { printf "%.3f", b+0 }' \
+    "$W/q.csv"; }
 rows=$(awk 'NR>1' "$W/q.csv" | wc -l)
 [ "$rows" -eq 12 ] && ok "12 rows (2 models x 3 seeds x 2 lengths)" || bad "expected 12 rows, got $rows"
 n64=$(best mamba2_neg 64); n256=$(best mamba2_neg 256); p256=$(best mamba2 256)
-awk -v a="$n64" -v b="$n256" 'BEGIN{exit !(a >= 0.95 && b >= 0.95)}' && ok "Mamba-2 [-1,1] parity: best $n64 at 64 (trained), $n256 at 256 (4x)" \
+awk -v a="$n64" -v b="$n256" 'BEGIN{exit !(a >= 0.95 && b >= 0.95)}' \
+    && ok "Mamba-2 [-1,1] parity: best $n64 at 64 (trained), $n256 at 256 (4x)" \
     || { bad "Mamba-2 [-1,1] parity: best $n64 at 64, $n256 at 256 (want >= 0.95)"; cat "$W/q.csv"; }
 awk -v a="$p256" 'BEGIN{exit !(a <= 0.65)}' && ok "Mamba-2 [0,1] parity stays near chance: best $p256 at 256" \
     || { bad "Mamba-2 [0,1] parity: best $p256 at 256 (want <= 0.65)"; cat "$W/q.csv"; }
@@ -25,11 +32,14 @@ awk -v a="$p256" 'BEGIN{exit !(a <= 0.65)}' && ok "Mamba-2 [0,1] parity stays ne
 # resumable: the same command again finds nothing to do and leaves the CSV as it was
 cp "$W/q.csv" "$W/before.csv"
 "$B/synth" $q --models mamba2_neg,mamba2 --seeds 1,2,3 > "$W/log2" 2>&1
-grep -q "0 cells to run (6 already" "$W/log2" && cmp -s "$W/q.csv" "$W/before.csv" && ok "resume: finished cells skipped" || { bad "resume"; cat "$W/log2"; }
+grep -q "0 cells to run (6 already" "$W/log2" && cmp -s "$W/q.csv" "$W/before.csv" \
+    && ok "resume: finished cells skipped" \
+    || { bad "resume"; cat "$W/log2"; }
 
 # report: markdown table and one heatmap per evaluation length
 "$B/synth" --report "$W/q.csv" > "$W/log3" 2>&1
-[ -s "$W/q.md" ] && [ -s "$W/q_L64.png" ] && [ -s "$W/q_L256.png" ] && grep -q "Mamba-2 \[-1,1\]" "$W/q.md" && ok "report: q.md and 2 heatmaps" || { bad "report"; cat "$W/log3"; }
+[ -s "$W/q.md" ] && [ -s "$W/q_L64.png" ] && [ -s "$W/q_L256.png" ] && grep -q "Mamba-2 \[-1,1\]" "$W/q.md" \
+    && ok "report: q.md and 2 heatmaps" || { bad "report"; cat "$W/log3"; }
 # the tables sit between markers: a new report replaces only them, so a reading written around them
 # stays; --readme copies the summary tables into another file's markers; a file without markers is
 # an error that writes nothing
@@ -47,10 +57,85 @@ printf 'no markers here\n' > "$W/q.md"; rm -f "$W/q_L64.png"
     && [ ! -e "$W/q_L64.png" ] && ok "report into a file without markers: clear error, nothing written" \
     || bad "report without markers (rc $rc)"
 
+# every row: 33 columns with the baselines; parity at 64: constant predictor near 1/2, trivial = chance, the
+# binomial standard error of the accuracy over 128 sequences
+awk -F, 'NR>1 && (NF!=33 || $31<0.35 || $31>0.65 || $32!=0.5 || ($33-sqrt($9*(1-$9)/128))^2 > 1e-8) {b++}
+          END {exit b>0}' \
+    "$W/q.csv" \
+    && ok "rows carry constant predictor, trivial baseline and standard error" \
+    || { bad "baseline columns"; head -3 "$W/q.csv"; }
+rm -f "$W/q.md"; "$B/synth" --report "$W/q.csv" > /dev/null 2>&1
+grep -q '^| parity | Mamba-2 \[0,1\] | 256 | 3 | .* u |' "$W/q.md" \
+    && grep -q '^| parity | Mamba-2 \[-1,1\] | 64 | 3 | 1.00 |.*[0-9]) |' "$W/q.md" \
+    && ok "report: Mamba-2 [0,1] at 256 marked untrained/constant, Mamba-2 [-1,1] at 64 not" \
+    || { bad "report marks"; grep '^| parity' "$W/q.md"; }
+
+# the runner's pieces on cells of 3 steps (d_model 16): plan, shards, merge, cells list, protocol checks
+P="--tier quick --train_len 16 --eval_lens 16,32 --d_model 16 --heads 2 --steps 3 --batch 4 --eval_n 16 --jobs 2"
+T="$P --tasks majority_count,mqar --models mesa,mesa_g95 --seeds 1"
+"$B/synth" $T --plan --out "$W/p.csv" > "$W/plan" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(grep -vc '^#' "$W/plan")" -eq 4 ] && grep -q '^mqar mesa_g95 1$' "$W/plan" \
+    && [ ! -e "$W/p.csv" ] \
+    && ok "--plan: 4 cells listed, nothing run" || { bad "--plan (rc $rc)"; cat "$W/plan"; }
+"$B/synth" $T --shard 0/2 --out "$W/s0.csv" > "$W/log5" 2>&1 \
+    && "$B/synth" $T --shard 1/2 --out "$W/s1.csv" >> "$W/log5" 2>&1
+n0=$(awk 'NR>1' "$W/s0.csv" | wc -l); n1=$(awk 'NR>1' "$W/s1.csv" | wc -l)
+both=$(cat "$W/s0.csv" "$W/s1.csv" | awk -F, 'NR>1 && $1!="task" {print $1,$2,$4,$6}' | sort | uniq -d | wc -l)
+[ "$n0" -eq 4 ] && [ "$n1" -eq 4 ] && [ "$both" -eq 0 ] && ok "--shard 0/2 and 1/2: 2 cells each, disjoint" \
+    || { bad "shards: $n0 + $n1 rows, $both in both"; cat "$W/log5"; }
+"$B/synth" --merge "$W/m.csv" "$W/s0.csv" "$W/s1.csv" > "$W/log6" 2>&1 && cp "$W/m.csv" "$W/m0.csv" \
+    && "$B/synth" --merge "$W/m.csv" "$W/s1.csv" "$W/s0.csv" >> "$W/log6" 2>&1 && cmp -s "$W/m.csv" "$W/m0.csv" \
+    && grep -q "merged 8 rows" "$W/log6" && grep -q "merged 0 rows .* (8 already there)" "$W/log6" \
+    && ok "--merge: 8 rows, merging again adds none" || { bad "--merge"; cat "$W/log6"; }
+"$B/synth" $T --out "$W/m.csv" > "$W/log7" 2>&1
+grep -q "0 cells to run (4 already" "$W/log7" && ok "resume on the merged CSV: nothing to run" \
+    || { bad "resume after merge"; cat "$W/log7"; }
+printf '# one more seed\nmqar mesa_g95 2\n' > "$W/cells"
+"$B/synth" $P --cells "$W/cells" --out "$W/m.csv" > "$W/log8" 2>&1
+[ "$(awk -F, '$1=="mqar" && $2=="mesa_g95" && $4==2 && $30=="2.944439"' "$W/m.csv" | wc -l)" -eq 2 ] \
+    && ok "--cells: the listed cell ran (mesa_g95 with its gate bias in the row)" || { bad "--cells"; cat "$W/log8"; }
+cp "$W/m.csv" "$W/m1.csv"
+"$B/synth" ${T/--steps 3/--steps 4} --out "$W/m.csv" > "$W/e" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "at another protocol (steps x batch 3 x 4 vs 4 x 4" "$W/e" && cmp -s "$W/m.csv" "$W/m1.csv" \
+    && ok "resume at another protocol: clear error, CSV unchanged" || { bad "protocol check (rc $rc)"; cat "$W/e"; }
+awk -F, -v OFS=, 'NR==1 || $1!="mqar" || $2!="mesa" {print; next} {$15=5; print}' "$W/s0.csv" > "$W/x5.csv"   # steps 5
+"$B/synth" --merge "$W/m.csv" "$W/x5.csv" > "$W/e" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "disagree on the protocol" "$W/e" && cmp -s "$W/m.csv" "$W/m1.csv" \
+    && ok "--merge of the same cell at another protocol: clear error, nothing merged" \
+    || { bad "merge conflict (rc $rc)"; cat "$W/e"; }
+# a CSV of the first grid (23 columns): the report regenerates its baselines; a resumed run upgrades its header
+cut -d, -f1-23 "$W/q.csv" > "$W/old.csv"; printf '<!-- synth-table:begin -->\n<!-- synth-table:end -->\n' > "$W/old.md"
+"$B/synth" --report "$W/old.csv" > "$W/log9" 2>&1 \
+    && grep -q '^| parity | final | 0.500 | 0\.[0-9]* / 0.500 |' "$W/old.md" \
+    && ok "report of a 23-column CSV: baselines regenerated" \
+    || { bad "old CSV report"; cat "$W/log9"; grep '^| parity' "$W/old.md"; }
+cut -d, -f1-23 "$W/s0.csv" > "$W/old2.csv"
+"$B/synth" $T --out "$W/old2.csv" > "$W/log10" 2>&1
+head -1 "$W/old2.csv" | grep -q ',acc_se$' && [ "$(awk -F, 'NF==23' "$W/old2.csv" | wc -l)" -eq 4 ] \
+    && [ "$(awk -F, 'NF==33' "$W/old2.csv" | wc -l)" -eq 5 ] \
+    && ok "resume into a 23-column CSV: header upgraded, rows kept" \
+    || { bad "old CSV resume"; cat "$W/log10"; }
+"$B/synth" --list | grep -q '^  mesa_g95 .*log 19' && ok "--list: mesa_g95 (forget gate from 0.95)" || bad "--list"
+
 # bad input: unknown task or model is an error before anything runs
 "$B/synth" --tasks nope --out "$W/x.csv" > "$W/e" 2>&1; rc=$?
-[ $rc -ne 0 ] && grep -q "unknown task 'nope'" "$W/e" && [ ! -e "$W/x.csv" ] && ok "unknown task: clear error, no CSV" || bad "unknown task (rc $rc)"
+[ $rc -ne 0 ] && grep -q "unknown task 'nope'" "$W/e" && [ ! -e "$W/x.csv" ] && ok "unknown task: clear error, no CSV" \
+    || bad "unknown task (rc $rc)"
 "$B/synth" --models nope --out "$W/x.csv" > "$W/e" 2>&1; rc=$?
-[ $rc -ne 0 ] && grep -q "unknown model 'nope'" "$W/e" && ok "unknown model: clear error" || bad "unknown model (rc $rc)"
+[ $rc -ne 0 ] && grep -q "unknown model 'nope'" "$W/e" && ok "unknown model: clear error" \
+    || bad "unknown model (rc $rc)"
+
+"$B/synth" --tier nope > "$W/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "tier must be published or quick" "$W/e" && ok "unknown tier: clear error" \
+    || bad "unknown tier (rc $rc)"
+"$B/synth" --shard 2/2 > "$W/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "0 <= I < N" "$W/e" && ok "bad --shard: clear error" || bad "bad --shard (rc $rc)"
+"$B/synth" --cells "$W/cells" --tasks parity > "$W/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "without --tasks" "$W/e" && ok "--cells with --tasks: clear error" \
+    || bad "--cells + --tasks (rc $rc)"
+printf 'parity mesa 1\nparity nope 1\n' > "$W/badcells"
+"$B/synth" --tier quick --cells "$W/badcells" --out "$W/y.csv" > "$W/e" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "badcells line 2" "$W/e" && [ ! -e "$W/y.csv" ] && ok "bad --cells line: clear error, no CSV" \
+    || bad "bad --cells (rc $rc)"
 
 finish test_synth
