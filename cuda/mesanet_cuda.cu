@@ -1029,7 +1029,8 @@ __device__ __forceinline__ float mn__qmax(float v) {
 }
 
 // rows x D fp16 from global (row stride D) into shared memory (row stride D + 8), cp.async
-template <int D, int NTH = 256> __device__ __forceinline__ void mn__attn_tile(__half* dst, const __half* src, int rows) {
+template <int D, int NTH = 256>
+__device__ __forceinline__ void mn__attn_tile(__half* dst, const __half* src, int rows) {
     for (int idx = threadIdx.x; idx < rows * D / 8; idx += NTH) {
         const int row = idx / (D / 8), c8 = (idx % (D / 8)) * 8;
         mn__cp16(dst + row * (D + 8) + c8, src + (size_t)row * D + c8);
