@@ -328,8 +328,8 @@ def _nt(name, fields):
 
 
 # where `make lib` put the libraries: $MESANET_BUILD, else build/ of this checkout
-_DEFAULT_LIB_DIR = os.environ.get("MESANET_BUILD") or os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                                                    "build")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_DEFAULT_LIB_DIR = os.environ.get("MESANET_BUILD") or os.path.join(_HERE, os.pardir, "build")
 _loaded = {}
 
 

@@ -14,8 +14,8 @@ notebooks print, e.g. "max rel. difference 2.5e-15", move with any change to the
 header, and saying "at rounding level" is what such a line claims). A cell whose output varies from run
 to run, or with every change to the header's arithmetic (timings, an excerpt of mesanet.h, the numbers of
 a training run), carries the tag "volatile" in its metadata and says so in its text; its claims are
-checked by the notebook's final assertions instead. A notebook whose metadata has "mesanet": {"needs": "gpu"} runs only where
-`nvidia-smi` and build/train_cuda exist; elsewhere `check` skips it and says so.
+checked by the notebook's final assertions instead. A notebook whose metadata has "mesanet": {"needs": "gpu"}
+runs only where `nvidia-smi` and build/train_cuda exist; elsewhere `check` skips it and says so.
 """
 import json
 import os
@@ -146,7 +146,8 @@ def topy(src, dst):
     parts = ["# notebook metadata: " + json.dumps(nb.metadata.get("mesanet", {}))]
     for c in nb.cells:
         tags = c.get("metadata", {}).get("tags", [])
-        head = "# %%" + (" [markdown]" if c.cell_type == "markdown" else "") + (" volatile" if "volatile" in tags else "")
+        head = "# %%" + (" [markdown]" if c.cell_type == "markdown" else "")
+        head += " volatile" if "volatile" in tags else ""
         body = c.source if c.cell_type == "code" else "\n".join("# " + l if l else "#" for l in c.source.split("\n"))
         parts.append(head + "\n" + body)
     with open(dst, "w") as f:
