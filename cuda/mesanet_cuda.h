@@ -8,7 +8,8 @@
      accumulate (+=) into their gradients, as on the CPU. Compile cuda/mesanet_cuda.cu once with
      nvcc (`make cuda`), include this header from C or C++, link with -lcublas -lcudart.
      On top of the ops, mn_cuda_model (end of this header) is the whole model of mesanet.h for
-     Mesa layers: forward with loss, backward, clip, AdamW, checkpoints in the CPU build's format;
+     the mixers mesa, attn and swa (hybrids too): forward with loss, backward, clip, AdamW,
+     checkpoints in the CPU build's format;
      it needs cuda/mesanet_cuda_host.c linked too (build/mesanet_cuda_host.o).
 
    ERRORS
@@ -44,6 +45,12 @@
        tail*tail term ~2^-22 being dropped); MN_CUDA_SCAN_FFMA is the plain fp32-FMA scan;
        MN_CUDA_SCAN_TF32 the plain TF32 one (states ~3e-4 relative, a third of the products: the
        fast setting, enough where the states only feed fp16 products, as on the wgmma path).
+     - Attention (mn_cuda_attention_*): the products on the fp16 tensor cores (mma.sync, fp32
+       accumulation), the online softmax, its rescaling and lse in fp32. Every 64-row tile of q, k,
+       v (and dout) of a head is stored in fp16 times the power of two that brings its largest entry
+       to <= 1, so no input or gradient over- or underflows fp16 whatever its scale (a loss's 1e-5
+       gradients included); the factors come back exactly in fp32. Against float64: outputs ~6e-4
+       relative RMS, lse ~2e-4, gradients ~1e-3 (test_cuda). The decode step is fp32 throughout.
      - Mesa decode step (mn_cuda_mesa_step): fp32 throughout (states, CG, read-out), like fla's
        decode kernel; one thread block per (sequence, head), the K x K state in registers.
      - The Mesa CG solve (the op's hot loop, n_cg x (4CK + 2K^2) flops per token and head) and the
@@ -68,8 +75,9 @@
    SUPPORTED SHAPES (Mesa): chunk forward/backward: Dk == Dv in {64, 128}, chunk 64, solver CG with
      x0 = 0 (opts.jacobi = 0), fixed count or relative tolerance, fla's epsilons or textbook CG,
      cg_iters < 0 (no solve). Decode step: Dk in {64, 128}, Dv a multiple of 4 with Dk*Dv <= 16384,
-     CG from x0 = 0 or the Jacobi guess, every other option as the CPU step. Anything else returns
-     MN_ERR_CONFIG. Other ops: any size.
+     CG from x0 = 0 or the Jacobi guess, every other option as the CPU step. Attention: Dk == Dv in
+     {64, 128}, B*H <= 65535, the (B,T,H,D) tensors 16-byte aligned; any T and window; its decode
+     step: Dk == Dv in {64, 128}. RoPE: D even. Anything else returns MN_ERR_CONFIG. Other ops: any size.
 
    NOTATION as mesanet.h: B batch, T time, C d_model (or channels), H heads, Dk/Dv head dims,
    V vocabulary, N rows. Shapes in the comments are row-major, fla's [B,T,H,D] layout.
