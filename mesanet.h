@@ -6379,7 +6379,9 @@ MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t 
 // A minimal, bounds-checked JSON reader: enough for safetensors headers and config.json.
 // It never reads past `end`, limits nesting depth, and reports failure instead of guessing.
 typedef struct mn__js { const char* p; const char* end; int depth; } mn__js;
-static void mn__js_ws(mn__js* j) { while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++; }
+static void mn__js_ws(mn__js* j) {
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) j->p++;
+}
 static int mn__js_peek(mn__js* j) { mn__js_ws(j); return j->p < j->end ? (unsigned char)*j->p : -1; }
 static int mn__js_expect(mn__js* j, char c) { if (mn__js_peek(j) != (unsigned char)c) return -1; j->p++; return 0; }
 // Reads a string into out (cap bytes incl. NUL; NULL to skip). \uXXXX outside ASCII becomes '?'.
@@ -6401,7 +6403,9 @@ static int mn__js_str(mn__js* j, char* out, size_t cap) {
                 if (j->end - j->p < 4) return -1;
                 for (i = 0; i < 4; i++) {
                     char h = *j->p++;
-                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                    int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                          : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99;   // 99: not a hex digit
+                    v = v * 16 + (unsigned)d;
                     if (v > 0xFFFF) return -1;
                 }
                 ch = v < 0x80 ? (char)v : '?';
@@ -6534,8 +6538,9 @@ static int mn__js_uint(mn__js* j, size_t max, size_t* out) {
 #ifndef RENAME_EXCHANGE
 #define RENAME_EXCHANGE (1 << 1)
 #endif
-#if !defined(__cplusplus) && !defined(_DEFAULT_SOURCE) && !defined(_GNU_SOURCE) && !defined(_BSD_SOURCE)
-long syscall(long number, ...);   // every Linux C library has it; strict feature macros only hide the prototype
+#ifndef __cplusplus   // (C++ compilers define _GNU_SOURCE, which declares it)
+// every Linux C library has it, but strict feature macros may hide its prototype; repeating it is harmless in C
+long syscall(long number, ...);
 #endif
 #else
 #define MN__EXCHANGE 0
