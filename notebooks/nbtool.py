@@ -41,6 +41,8 @@ def has_gpu():
 def execute(nb, timeout=600):
     env_dir = HERE
     os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")   # ipykernel's debugger: no frozen-module notice
+    for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):   # the notebooks' own `make` is not a sub-make of `make notebooks`
+        os.environ.pop(k, None)
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": env_dir}})
     client.execute()
     return nb
