@@ -3,6 +3,7 @@
     python3 notebooks/nbtool.py check [NB.ipynb ...]    execute each notebook (default: every CPU one) and
                                                         fail if a cell raises or a saved output differs
     python3 notebooks/nbtool.py update NB.ipynb ...     execute and save the fresh outputs into the file
+    python3 notebooks/nbtool.py update --plain NB.ipynb  the same without Jupyter (printed text only)
     python3 notebooks/nbtool.py topy NB.ipynb OUT.py    the cells as a percent-format script (for editing)
     python3 notebooks/nbtool.py frompy IN.py NB.ipynb   and back (outputs empty until `update`)
 
@@ -25,8 +26,11 @@ import subprocess
 import sys
 import time
 
-import nbformat
-from nbclient import NotebookClient
+try:                 # Jupyter's packages; `update --plain` works without them
+    import nbformat
+    from nbclient import NotebookClient
+except ImportError:
+    nbformat = NotebookClient = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -135,6 +139,36 @@ def check(path):
     return True
 
 
+def update_plain(path):
+    """Executes the code cells in this process, in order, and saves their printed text as outputs: for a
+    machine without Jupyter (numpy alone), e.g. a GPU machine recording notebook 6. No rich outputs."""
+    import contextlib
+    import io
+    with open(path) as f:
+        nb = json.load(f)
+    ns, count, cwd = {"__name__": "__main__"}, 0, os.getcwd()
+    t0 = time.time()
+    os.chdir(HERE)
+    sys.path.insert(0, HERE)
+    try:
+        for c in nb["cells"]:
+            if c["cell_type"] != "code":
+                continue
+            count += 1
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                exec(compile("".join(c["source"]), "<cell %d>" % count, "exec"), ns)
+            c["execution_count"] = count
+            c["outputs"] = ([{"output_type": "stream", "name": "stdout", "text": buf.getvalue()}]
+                            if buf.getvalue() else [])
+    finally:
+        os.chdir(cwd)
+    with open(path, "w") as f:
+        json.dump(nb, f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    print("updated %s without Jupyter (%.0f s)" % (path, time.time() - t0))
+
+
 def update(path):
     nb = nbformat.read(path, as_version=4)
     t0 = time.time()
@@ -195,10 +229,15 @@ def main(argv):
             return 2
         (topy if cmd == "topy" else frompy)(*args)
         return 0
+    plain = "--plain" in args
+    args = [a for a in args if a != "--plain"]
     paths = args or sorted(os.path.join(HERE, f) for f in os.listdir(HERE) if re.match(r"\d\d_.*\.ipynb$", f))
+    if nbformat is None and not (cmd == "update" and plain):
+        print("nbtool: python3 lacks nbformat/nbclient (Debian: python3-nbclient python3-nbformat python3-ipykernel)")
+        return 2
     if cmd == "update":
         for p in paths:
-            update(p)
+            (update_plain if plain else update)(p)
         return 0
     ok = [check(p) for p in paths]
     print("notebooks: %d passed, %d failed" % (sum(ok), len(ok) - sum(ok)))
