@@ -6897,6 +6897,10 @@ static size_t mn__config_json(const mn_model* m, const char* stamp, char* js, si
         if (strcmp(c->pattern, "swa") == 0) n = mn__cat(js, cap, n, "  \"window_size\": %zu,\n", c->window);
         else n = mn__cat(js, cap, n, "  \"window_size\": null,\n");
         n = mn__cat(js, cap, n, "  \"qkv_bias\": false,\n  \"qk_norm\": false,\n  \"num_kv_heads\": %zu,\n", c->n_head);
+        // a pattern that mixes Mesa with other mixers keeps its CG counts under fla's key names too
+        if (n_mesa > 0)
+            n = mn__cat(js, cap, n, "  \"max_cg_step_training\": %d,\n  \"max_cg_step_decoding\": %d,\n",
+                        c->mesa_cg_train, c->mesa_cg_decode);
     }
     n = mn__cat(js, cap, n, "  \"hidden_size\": %zu,\n  \"num_hidden_layers\": %zu,\n  \"num_heads\": %zu,\n"
                 "  \"head_dim\": %zu,\n  \"intermediate_size\": %zu,\n  \"hidden_act\": \"swish\",\n"

@@ -184,6 +184,33 @@ static void test_training_and_resume(void) {
         free(js);
         mn_model_free(&a); mn_model_free(&b2);
     }
+    // Mesa mixed with a non-attention mixer: not an fla MesaNetConfig, but its CG settings still round trip
+    {
+        mn_config h = train_config(); mn_model a, b2;
+        h.pattern = "mesa,gdn"; h.mesa_cg_train = 6; h.mesa_cg_decode = 7;
+        mn_model_init(&a, &h);
+        TU_CHECK(mn_save(&a, "build/test_ckpt", NULL) == MN_OK, "save mesa,gdn");
+        TU_CHECK(mn_load(&b2, "build/test_ckpt", NULL) == MN_OK, "load mesa,gdn");
+        TU_CHECK(!strcmp(b2.cfg.pattern, "mesa,gdn") && b2.cfg.mesa_cg_train == 6 && b2.cfg.mesa_cg_decode == 7,
+                 "mesa,gdn keeps its CG counts through config.json");
+        mn_model_free(&a); mn_model_free(&b2);
+    }
+    // a config.json as fla's MesaNetConfig writes it: fla's CG arithmetic, its MLP width rule, and what this
+    // library cannot run is refused instead of loaded as another model
+    {
+        static const char fla_js[] = "{\"model_type\": \"mesa_net\", \"hidden_size\": 256, \"num_hidden_layers\": 2,"
+            " \"num_heads\": 4, \"head_dim\": 64, \"hidden_ratio\": 4, \"intermediate_size\": null,"
+            " \"vocab_size\": 256, \"max_cg_step_training\": 30, \"max_cg_step_decoding\": 30}";
+        static const char gate_js[] = "{\"model_type\": \"mesa_net\", \"hidden_size\": 256, \"num_hidden_layers\": 2,"
+            " \"num_heads\": 4, \"head_dim\": 64, \"vocab_size\": 256, \"use_output_gate\": true}";
+        mn_config f; char pat[64];
+        memset(&f, 0, sizeof f);
+        TU_CHECK(mn_config_parse_json(&f, fla_js, strlen(fla_js), pat, sizeof pat) == MN_OK && f.mesa_cg_fla == 1 &&
+                 f.d_ff == 768 && f.mesa_cg_train == 30, "fla MesaNetConfig: fla's CG arithmetic, d_ff 768");
+        memset(&f, 0, sizeof f);
+        TU_CHECK(mn_config_parse_json(&f, gate_js, strlen(gate_js), pat, sizeof pat) == MN_ERR_CONFIG,
+                 "fla option this library lacks (use_output_gate) is refused");
+    }
     // the linear-attention layers: fla's tensor names, the pattern in config.json, the same model back
     {
         mn_config h = train_config(); mn_model a, b2;
