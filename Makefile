@@ -89,7 +89,7 @@ setup:
 # the main job: a 4-layer attention LM on Debian's license texts (no download), a few minutes on 2 cores
 demo: setup
 	@$(MAKE) --no-print-directory $(BUILD)/train $(BUILD)/generate
-	./$(BUILD)/train --out runs/demo
+	./$(BUILD)/train --out runs/demo --overwrite 1
 	@echo "loss curve: runs/demo/loss.png   checkpoint: runs/demo/"
 
 # ---- tests ---------------------------------------------------------------------------------
@@ -212,11 +212,13 @@ clean:
 # cuda/mesanet_cuda.o + mesanet_cuda_host.o: the GPU library for sm_90a (H100/H200: the Mesa kernels use
 # wgmma), link both with -lcublas;
 # build/test_cuda: every kernel against mesanet.h in double, and with the name "model" the whole
-# GPU model (mn_cuda_model) against mn_model (run it on a GPU machine); build/bench_cuda: Mesa at
-# fla's anchor shape and the batched decode step (mn_cuda_mesa_step); build/train_cuda: a byte-level
-# MesaNet trained on the GPU (examples/train.c's loop; --anchor is fla's 40M-parameter config), on one
-# GPU or data-parallel over several (--gpus N, cuda/dist_cuda.h): NCCL is dlopen()ed at run time, so
-# nothing NCCL is needed to build (-ldl only); run it with libnccl.so.2 on LD_LIBRARY_PATH or
+# GPU model (mn_cuda_model) against mn_model (run it on a GPU machine); build/bench_cuda: every GPU
+# mixer's op (Mesa, attention/SWA, the GLA family) at fla's anchor shape and their decode steps
+# (`bench_cuda attn`, `bench_cuda gla`: those rows alone); build/train_cuda: a byte-level model of
+# any GPU pattern (--pattern, default mesa) trained on the GPU (examples/train.c's loop; --anchor is
+# fla's 40M-parameter config), on one GPU or data-parallel over several (--gpus N, cuda/dist_cuda.h):
+# NCCL is dlopen()ed at run time, so nothing NCCL is needed to build (-ldl only); run it with
+# libnccl.so.2 on LD_LIBRARY_PATH or
 # MN_NCCL_LIB=/path/to/libnccl.so.2 (results.md: "Multi-GPU (NCCL)")
 NVCC    ?= nvcc
 NVFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xcompiler -Wall,-Wextra

@@ -8,8 +8,9 @@
 // A second table times the decode step (mn_cuda_mesa_step, one layer's op: state update + solve +
 // read-out) at batch 1 and 64, H=16, K=V=128, with the paper's dynamic CG (tol 1e-4) and with
 // fla's fixed-count decode arithmetic, from states prefilled by the chunk forward over 512 tokens.
-// Then the attention rows (bench_attention). Usage: bench_cuda [B T H K] | bench_cuda attn (the attention
-// rows alone) | bench_cuda profile [fast]  (one forward and one backward, for ncu: CG 30
+// Then the attention rows (bench_attention) and the GLA family's (bench_gla). Usage: bench_cuda [B T H K]
+// | bench_cuda attn | bench_cuda gla (those rows alone)
+// | bench_cuda profile [fast]  (one forward and one backward, for ncu: CG 30
 // textbook, or with "fast" fla's CG 10 with the TF32 scan and the forward's states kept)
 #include "cuda/mesanet_cuda.h"
 #include <cuda_runtime.h>
@@ -190,6 +191,78 @@ static void bench_attention(void) {
     }
 }
 
+// The GLA family (mn_cuda_gla_*): linear attention (G = 0), simple GLA (G = 1), GLA (G = Dk) at B=4,
+// T=4096, H=16, D=128, chunk 64, forward and forward + backward, products in 3xTF32 (ctx->math fp32)
+// and TF32; gates as the layers make them, logsigmoid(N(0,1)) / 16. TF/s counts the chunkwise form's
+// matrix products as mesanet.h's mn_gla_forward states them: forward 2 C (Dk + Dv) + 4 Dk Dv per token
+// and head, backward 6 C Dk + 4 C Dv + 10 Dk Dv more. Then the decode step (mn_cuda_gla_step) at
+// batch 1 and 64: state bytes read and written against the copy rate. cuda/peer_gla.py times fla's
+// chunk kernels at the same shape (run it in the same call).
+static void bench_gla(void) {
+    const size_t B = 4, T = 4096, H = 16, D = 128, n = B * T * H * D, C = 64;
+    float *q = dev_randn(n, 1), *k = dev_randn(n, 1), *v = dev_randn(n, 1), *dout = dev_randn(n, 1), *g;
+    {
+        std::vector<float> hg(n);
+        for (size_t i = 0; i < n; i++) {
+            double a = nrand();
+            hg[i] = (float)(((a < 0 ? a : 0) - log1p(exp(-fabs(a)))) / 16);
+        }
+        g = dev_from(hg);
+    }
+    float *out, *dq, *dk, *dv, *dg, *work;
+    size_t wn = mn_cuda_gla_work_size(B, T, H, D, D, C);
+    CK(mn_cuda_malloc(&G, (void**)&out, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dq, n * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dk, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dv, n * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dg, n * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    printf("\nGLA family, B=%zu T=%zu H=%zu D=%zu chunk %zu (fp32 in and out), median of %d; workspace %.2f GB\n\n",
+           B, T, H, D, C, REPS, wn * 4.0 / 1e9);
+    printf("| op | products | ms | counted TFLOP | TF/s | issue target (fla chunk_gla) |\n|---|---|---|---|---|---|\n");
+    const double sc = 1.0 / sqrt((double)D), tok = (double)B * T * H, dd = (double)D;
+    const double ff = tok * (2 * C * 2 * dd + 4 * dd * dd), fb = ff + tok * (6 * C * dd + 4 * C * dd + 10 * dd * dd);
+    const char* names[3] = { "linattn (G 0)", "sgla (G 1)", "gla (G Dk)" };
+    for (int m = 0; m < 2; m++) {
+        G.math = m ? MN_CUDA_MATH_TF32 : MN_CUDA_MATH_FP32;
+        for (int gi = 0; gi < 3; gi++) {
+            const size_t Gw = gi == 0 ? 0 : gi == 1 ? 1 : D;
+            const float* gp = gi ? g : NULL;
+            auto fwd = [&] {
+                CK(mn_cuda_gla_forward(&G, out, NULL, q, k, v, gp, NULL, B, T, H, D, D, Gw, sc, C, work));
+            };
+            double ms = time_ms(fwd);
+            printf("| %s fwd | %s | %.3f | %.3f | %.1f | %s |\n", names[gi], m ? "tf32" : "3xtf32", ms, ff / 1e12,
+                   ff / (ms * 1e-3) / 1e12, gi ? "0.72 ms" : "-");
+            ms = time_ms([&] {
+                fwd();
+                CK(mn_cuda_gla_backward(&G, dq, dk, dv, gi ? dg : NULL, NULL, dout, NULL, q, k, v, gp, NULL, B, T, H,
+                                        D, D, Gw, sc, C, work));
+            });
+            printf("| %s fwd+bwd | %s | %.3f | %.3f | %.1f | %s |\n", names[gi], m ? "tf32" : "3xtf32", ms, fb / 1e12,
+                   fb / (ms * 1e-3) / 1e12, gi ? "3.25 ms" : "-");
+        }
+    }
+    G.math = MN_CUDA_MATH_FP32;
+    mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(g); mn_cuda_dfree(out);
+    mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(dg); mn_cuda_dfree(work);
+    printf("\n| GLA decode step, H=%zu D=%zu | G | batch | us per step | tokens/s | state GB/s (read + write) |\n"
+           "|---|---|---|---|---|---|\n", H, D);
+    const size_t bs[2] = { 1, 64 };
+    for (int gi = 0; gi < 3; gi++)
+        for (int bi = 0; bi < 2; bi++) {
+            const size_t Bd = bs[bi], Gw = gi == 0 ? 0 : gi == 1 ? 1 : D, ns = Bd * H * D * D;
+            float *st = dev_randn(ns, 1), *sq = dev_randn(Bd * H * D, 1), *sk = dev_randn(Bd * H * D, 1);
+            float *sv = dev_randn(Bd * H * D, 1), *sg = dev_randn(Bd * H * D, 0.01), *so;
+            CK(mn_cuda_malloc(&G, (void**)&so, Bd * H * D * 4));
+            // gates near 0 (a decay ~1 keeps the state finite over the timed steps); the cost does not depend on them
+            double ms = time_ms([&] {
+                CK(mn_cuda_gla_step(&G, so, st, sq, sk, sv, Gw ? sg : NULL, Bd, H, D, D, Gw, sc));
+            });
+            printf("| | %s | %zu | %.1f | %.0f | %.0f |\n", names[gi], Bd, ms * 1e3, Bd / (ms * 1e-3),
+                   2.0 * ns * 4 / (ms * 1e-3) / 1e9);
+            mn_cuda_dfree(st); mn_cuda_dfree(sq); mn_cuda_dfree(sk); mn_cuda_dfree(sv); mn_cuda_dfree(sg);
+            mn_cuda_dfree(so);
+        }
+}
+
 int main(int argc, char** argv) {
     int profile = argc > 1 && !strcmp(argv[1], "profile");
     size_t B = argc > 4 ? (size_t)atol(argv[1]) : 4, T = argc > 4 ? (size_t)atol(argv[2]) : 4096, H = argc > 4 ? (size_t)atol(argv[3]) : 16, K = argc > 4 ? (size_t)atol(argv[4]) : 128, V = K;
@@ -200,6 +273,11 @@ int main(int argc, char** argv) {
     printf("bench_cuda on %s (%d SMs), B=%zu T=%zu H=%zu K=V=%zu, median of %d\n\n", prop.name, G.sm_count, B, T, H, K, REPS);
     if (argc > 1 && !strcmp(argv[1], "attn")) {   // the attention rows alone
         bench_attention();
+        mn_cuda_free(&G);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "gla")) {    // the GLA-family rows alone
+        bench_gla();
         mn_cuda_free(&G);
         return 0;
     }
@@ -281,6 +359,7 @@ int main(int argc, char** argv) {
     mn_cuda_dfree(work);
     bench_step(lam, H, K);
     bench_attention();
+    bench_gla();
     mn_cuda_free(&G);
     return 0;
 }

@@ -13,6 +13,8 @@
 //                     cores, online softmax, never the T x T matrix), and the decode step with a KV cache
 //   >>cuda_mesa       mn_cuda_mesa_*: the Mesa op, chunkwise (decay, state scans, the CG kernel, the
 //                     fused backward, the drivers), the decode step, then the tested alternatives
+//   >>cuda_gla        mn_cuda_gla_*: linear attention, simple GLA, GLA, chunkwise on the tensor cores
+//                     (state scans, scores, output, the backward's passes), the decode step, gated RMSNorm
 //   >>cuda_model      mn_cuda_model_*: the model of mesanet.h (forward, backward, clip, AdamW,
 //                     checkpoints), its mixers in one table like the CPU's
 // The default path of each section reads first; the alternatives a setting selects come after it.
@@ -264,32 +266,34 @@ template <int VEC> __device__ __forceinline__ void mn__ldv(float* r, const float
     if constexpr (VEC == 4) { float4 q = *(const float4*)p; r[0] = q.x; r[1] = q.y; r[2] = q.z; r[3] = q.w; }
     else r[0] = *p;
 }
-// part[s, c..c+VEC) = sum over the rows of slice s (R rows from s R), in row order, of f
-template <int VEC, int RMS>
-__global__ void mn__k_colpart(float* part, const float* dy, const float* x, const float* rstd, size_t N, size_t C,
-                              size_t R) {
+// part[s, c..c+VEC) = sum over the rows of slice s (R rows from s R), in row order, of f: MODE 0 dy,
+// 1 dy x rstd, 2 dy x rstd silu(z) (the gated RMSNorm's weight)
+template <int MODE> __device__ __forceinline__ float mn__colterm(float d, float e, float r, float f) {
+    if constexpr (MODE == 2) return d * e * r * (f / (1.f + expf(-f)));
+    else if constexpr (MODE == 1) return d * e * r;
+    else return d;
+}
+template <int VEC, int MODE>
+__global__ void mn__k_colpart(float* part, const float* dy, const float* x, const float* rstd, const float* z, size_t N,
+                              size_t C, size_t R) {
     size_t c = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) * VEC, n = blockIdx.y * R, n1 = n + R < N ? n + R : N;
     if (c >= C) return;
-    float acc[VEC], d[4][VEC], e[4][VEC], r[4];
+    float acc[VEC], d[4][VEC], e[4][VEC], f[4][VEC], r[4];
     for (int k = 0; k < VEC; k++) acc[k] = 0.f;
     for (; n + 4 <= n1; n += 4) {                  // four rows' loads first, then the adds in row order
         for (int i = 0; i < 4; i++) {
             mn__ldv<VEC>(d[i], dy + (n + i) * C + c);
-            if constexpr (RMS) { mn__ldv<VEC>(e[i], x + (n + i) * C + c); r[i] = rstd[n + i]; }
+            if constexpr (MODE >= 1) { mn__ldv<VEC>(e[i], x + (n + i) * C + c); r[i] = rstd[n + i]; }
+            if constexpr (MODE == 2) mn__ldv<VEC>(f[i], z + (n + i) * C + c);
         }
         for (int i = 0; i < 4; i++)
-            for (int k = 0; k < VEC; k++) {
-                if constexpr (RMS) acc[k] += d[i][k] * e[i][k] * r[i];
-                else acc[k] += d[i][k];
-            }
+            for (int k = 0; k < VEC; k++) acc[k] += mn__colterm<MODE>(d[i][k], e[i][k], r[i], f[i][k]);
     }
     for (; n < n1; n++) {
         mn__ldv<VEC>(d[0], dy + n * C + c);
-        if constexpr (RMS) { mn__ldv<VEC>(e[0], x + n * C + c); r[0] = rstd[n]; }
-        for (int k = 0; k < VEC; k++) {
-            if constexpr (RMS) acc[k] += d[0][k] * e[0][k] * r[0];
-            else acc[k] += d[0][k];
-        }
+        if constexpr (MODE >= 1) { mn__ldv<VEC>(e[0], x + n * C + c); r[0] = rstd[n]; }
+        if constexpr (MODE == 2) mn__ldv<VEC>(f[0], z + n * C + c);
+        for (int k = 0; k < VEC; k++) acc[k] += mn__colterm<MODE>(d[0][k], e[0][k], r[0], f[0][k]);
     }
     for (int k = 0; k < VEC; k++) part[blockIdx.y * C + c + k] = acc[k];
 }
@@ -312,23 +316,34 @@ static int mn__colfinish(mn_cuda_ctx* ctx, float* dst, const float* part, size_t
     mn__k_colfinish<<<(unsigned)((C + 31) / 32), dim3(32, 16), 0, MN__STREAM>>>(dst, part, S, C); MN__LAUNCHED();
     return MN_OK;
 }
-// dst (C) += column sums of dy (N,C) (x NULL), or of dy x rstd with x (N,C), rstd (N)
-static int mn__colsum(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd, size_t N,
-                      size_t C) {
+// dst (C) += column sums of dy (N,C) (x NULL), or of dy x rstd with x (N,C), rstd (N), or (z non-NULL)
+// of dy x rstd silu(z) with z (N,C)
+static int mn__colsum3(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd,
+                       const float* z, size_t N, size_t C) {
     if (N == 0 || C == 0) return MN_OK;
     size_t R = mn__col_rows(N), S = (N + R - 1) / R;
-    int vec = C % 4 == 0 && (uintptr_t)dy % 16 == 0 && (!x || (uintptr_t)x % 16 == 0);
+    int vec = C % 4 == 0 && (uintptr_t)dy % 16 == 0 && (!x || (uintptr_t)x % 16 == 0) && (!z || (uintptr_t)z % 16 == 0);
     size_t cols = vec ? C / 4 : C;                 // threads per slice
     unsigned threads = cols >= 256 ? 256 : (unsigned)((cols + 31) / 32 * 32);
     dim3 grid((unsigned)((cols + threads - 1) / threads), (unsigned)S);
     float* part;
     MN__TRY(mn__tmp(ctx, S * C, &part));
-    if (vec && x) mn__k_colpart<4, 1><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
-    else if (vec) mn__k_colpart<4, 0><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
-    else if (x) mn__k_colpart<1, 1><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
-    else mn__k_colpart<1, 0><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, N, C, R);
+    if (vec && z) mn__k_colpart<4, 2><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, z, N, C, R);
+    else if (z) mn__k_colpart<1, 2><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, z, N, C, R);
+    else if (vec && x) mn__k_colpart<4, 1><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, z, N, C, R);
+    else if (vec) mn__k_colpart<4, 0><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, z, N, C, R);
+    else if (x) mn__k_colpart<1, 1><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, z, N, C, R);
+    else mn__k_colpart<1, 0><<<grid, threads, 0, MN__STREAM>>>(part, dy, x, rstd, z, N, C, R);
     MN__LAUNCHED();
     return mn__colfinish(ctx, dst, part, S, C);
+}
+static int mn__colsum(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd, size_t N,
+                      size_t C) {
+    return mn__colsum3(ctx, dst, dy, x, rstd, NULL, N, C);
+}
+static int mn__colsum_gated(mn_cuda_ctx* ctx, float* dst, const float* dy, const float* x, const float* rstd,
+                            const float* z, size_t N, size_t C) {
+    return mn__colsum3(ctx, dst, dy, x, rstd, z, N, C);
 }
 
 // >>cuda_matmul
@@ -3882,6 +3897,755 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
     return MN_OK;
 }
 
+// >>cuda_gla
+// defines: mn_cuda_gla_{work_size,forward,backward,step}, mn_cuda_rmsnorm_gated_{forward,backward}
+//
+// Linear attention (G = 0), simple GLA (G = 1) and GLA (G = Dk) as one op, mesanet.h's >>gla:
+//   S_t = diag(e^{g_t}) S_{t-1} + k_t v_t^T,   o_t = S_t^T (scale q_t)
+// in chunks of 64 tokens. With gam the inclusive cumulative log-decay from the chunk start, per key
+// channel (broadcast for G = 1, zero for G = 0), S_n the state entering chunk n:
+//   states   S_{n+1} = diag(e^{gam_last}) S_n + (K e^{gam_last - gam})^T V              (the scan)
+//   scores   P[r][s] = scale sum_d q_rd k_sd e^{gam_rd - gam_sd} for s <= r, else 0
+//   output   O = scale (Q e^gam) S_n + P V
+// Every exponent the kernels form is <= 0 for gates <= 0 (the layers' logsigmoid / 16), so nothing
+// overflows whatever the gates' strength: the state terms decay from the token to the chunk end or
+// from the chunk start to the token; P for G <= 1 multiplies the product Q K^T by e^{gam_r - gam_s}
+// entry by entry; for G = Dk the decay differs per channel and cannot leave the sum, so the chunk
+// is cut into four blocks of 16 rows: a pair of blocks j < i meets at row 16 i (q side
+// e^{gam_r - gam_{16i}}, k side e^{gam_{16i} - gam_s}, both <= 1, one product), a diagonal block is
+// summed entry by entry with e^{gam_r - gam_s} (fla's chunk_gla cuts its chunks the same way).
+// Backward (the CPU's mn_gla_backward, pass for pass): the states again, the state gradients by a
+// reverse scan dS_n = diag(e^{gam_last}) dS_{n+1} + scale (Q e^gam)^T dO, P again and dP = dO V^T, then
+//   dv = P^T dO + (K e^{gam_last - gam}) dS_{n+1}
+//   dq = scale e^gam (dO S_n^T) + [P's part],  dk = e^{gam_last - gam} (V dS_{n+1}^T) + [P's part]
+//   dg_t = sum_{s >= t} (q_s dq_s - k_s dk_s) + rowsum(ht dht)   (mesanet.h's identity; this call's dq, dk)
+// Precision: every product on the tensor cores (mma.sync m16n8k8, fp32 accumulation) in 3xTF32
+// (ctx->math = MN_CUDA_MATH_FP32: fp32-level results, ~1e-6) or TF32 (MN_CUDA_MATH_TF32: ~5e-4);
+// states, gates, exponentials and the diagonal blocks in fp32 (the diagonal blocks' C Dk / 2
+// exponentials per token, GLA's largest elementwise cost, by the fast __expf, ~1e-6 relative at these
+// arguments; every other exponential by expf). The T/C chunk states go through
+// the workspace in fp32, as do P and dP (64 x 64 per chunk): never a T x T matrix.
+
+#define MN__GC 64   // the GLA kernels' chunk length
+
+// c (16 x 8 NT) += A (16 x k) B (k x 8 NT) for k in [k0, k1) (steps of 8), one warp: fa(m, k) gives
+// A's entry, fb(k, n) B's (n within the warp's 8 NT columns); only the first jn column tiles are
+// computed. X3: each operand split into a TF32 head and tail, three products (see mn__k_mesa_scan_tc).
+template <int NT, bool X3, class FA, class FB>
+__device__ __forceinline__ void mn__gla_mma(float (&c)[NT][4], int k0, int k1, int jn, const FA& fa, const FB& fb) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    for (int k = k0; k < k1; k += 8) {
+        const float a[4] = { fa(g, k + t), fa(g + 8, k + t), fa(g, k + t + 4), fa(g + 8, k + t + 4) };
+        uint32_t ah[4], al[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            if (X3) mn__split(a[e], ah[e], al[e]);
+            else ah[e] = mn__tf32(a[e]);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            if (j >= jn) continue;
+            const float b0 = fb(k + t, 8 * j + g), b1 = fb(k + t + 4, 8 * j + g);
+            if (X3) {
+                uint32_t bh0, bl0, bh1, bl1;
+                mn__split(b0, bh0, bl0);
+                mn__split(b1, bh1, bl1);
+                mn__mma_tf32(c[j], al, bh0, bh1);   // small terms first
+                mn__mma_tf32(c[j], ah, bl0, bl1);
+                mn__mma_tf32(c[j], ah, bh0, bh1);
+            } else mn__mma_tf32(c[j], ah, mn__tf32(b0), mn__tf32(b1));
+        }
+    }
+}
+// accumulator entry e of column tile j: row g + 8 (e / 2), column 8 j + 2 t + e % 2 (g = lane/4, t = lane%4)
+__device__ __forceinline__ int mn__gla_er(int e) { return ((threadIdx.x & 31) >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ int mn__gla_ec(int j, int e) { return 8 * j + 2 * (threadIdx.x & 3) + (e & 1); }
+
+// rows r < rows of a tile: row r from p + r ldp (rows r >= nrows zero-filled, nothing read), W floats
+// each (W % 4 == 0, p and ldp 16-byte aligned), into s (row stride lds); all the block's threads
+__device__ __forceinline__ void mn__gla_tile(float* s, int lds, const float* p, size_t ldp, int nrows, int rows,
+                                             int W) {
+    const int w4 = W / 4;
+    for (int idx = threadIdx.x; idx < rows * w4; idx += blockDim.x) {
+        const int r = idx / w4, c = (idx % w4) * 4;
+        const bool ok = r < nrows;
+        mn__cp16z(s + r * lds + c, p + (size_t)(ok ? r : 0) * ldp + c, ok);
+    }
+}
+// the chunk's gates into sg: G = Dk (GM 2) as a tile of 64 x W columns c0.. (row stride lg), G = 1
+// (GM 1) as 64 values; rows past T are 0 (no decay)
+template <int GM>
+__device__ __forceinline__ void mn__gla_gates(float* sg, int lg, const float* g, size_t b, size_t t0, size_t T,
+                                              size_t H, size_t h, size_t D, int c0, int nrows, int W) {
+    if (GM == 2) mn__gla_tile(sg, lg, g + ((b * T + t0) * H + h) * D + c0, H * D, nrows, MN__GC, W);
+    if (GM == 1)
+        for (int r = threadIdx.x; r < MN__GC; r += blockDim.x) sg[r] = r < nrows ? g[(b * T + t0 + r) * H + h] : 0.f;
+}
+// in place: sg[r] = g_0 + ... + g_r (inclusive, from the chunk start) for each of the W columns (GM 2)
+// or the one (GM 1)
+template <int GM> __device__ __forceinline__ void mn__gla_cumsum(float* sg, int lg, int W) {
+    if (GM == 2 && (int)threadIdx.x < W) {
+        float s = 0.f;
+        for (int r = 0; r < MN__GC; r++) { s += sg[r * lg + threadIdx.x]; sg[r * lg + threadIdx.x] = s; }
+    }
+    if (GM == 1 && threadIdx.x == 0) {
+        float s = 0.f;
+        for (int r = 0; r < MN__GC; r++) { s += sg[r]; sg[r] = s; }
+    }
+}
+
+typedef struct mn__gla_args {
+    const float *q, *k, *v, *g, *h0, *dout, *dht;
+    float *out, *ht, *dq, *dk, *dv, *dg, *dh0;
+    float *S, *dS, *P, *dP, *dgl, *ctot, *rsd;   // workspace (mn__gla_ws)
+    unsigned B, T, H, NT;
+    float scale;
+    int acc;                                      // backward: 1 accumulate into dq..dg (the contract), 0 overwrite
+} mn__gla_args;
+
+// ---- the state scans: forward (the states) and reverse (their gradients) -------------------------
+// One block owns a Dk x 64 column tile of one head's state (in registers: warp w rows 16 w .. +15,
+// all 64 columns) and walks the chunks in order (forward) or backwards (reverse), the next chunk's
+// tiles arriving by cp.async while the current one is multiplied:
+//   forward: slot n = the state entering chunk n; S = diag(e^{gam_last}) S + (K e^{gam_last - gam})^T V
+//            (slot NT = ht, also written to ht when asked); starts at h0 (or 0)
+//   reverse: slot n = the gradient leaving chunk n; dS = diag(e^{gam_last}) dS + scale (Q e^gam)^T dO;
+//            starts at dht (or 0), ends in dh0 (accumulated)
+template <int D, int GM> __host__ __device__ constexpr int mn__gla_scan_stage(void) {
+    return MN__GC * (D + 8) + MN__GC * 72 + (GM == 2 ? MN__GC * (D + 8) : GM == 1 ? MN__GC : 0);
+}
+template <int D, int GM, bool REV, bool X3>
+__global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
+    constexpr int LY = D + 8, LZ = 72, LG = GM == 2 ? D + 8 : 1, STAGE = mn__gla_scan_stage<D, GM>();
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float* sb = (float*)mn__smem;
+    __shared__ float sdec[D];
+    const int tid = threadIdx.x, warp = tid >> 5, i0 = 16 * warp, c0 = blockIdx.x * 64;
+    const size_t bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, E = (size_t)D * D;
+    const float* Y = REV ? A.q : A.k;
+    const float* Z = REV ? A.dout : A.v;
+    const float* init = REV ? A.dht : A.h0;
+    float* slots = REV ? A.dS : A.S;
+    const size_t nslot = REV ? NT : NT + 1;
+    const float wc = REV ? A.scale : 1.f;
+    float acc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            acc[j][e] = init ? init[bh * E + (size_t)(i0 + mn__gla_er(e)) * D + c0 + mn__gla_ec(j, e)] : 0.f;
+    auto issue = [&](size_t s) {
+        if (s < NT) {
+            const size_t n = REV ? NT - 1 - s : s, t0 = n * MN__GC;
+            const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC);
+            float* st = sb + (s & 1) * STAGE;
+            mn__gla_tile(st, LY, Y + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
+            mn__gla_tile(st + MN__GC * LY, LZ, Z + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
+            mn__gla_gates<GM>(st + MN__GC * (LY + LZ), LG, A.g, b, t0, T, H, h, D, 0, nr, D);
+        }
+        mn__cp_commit();
+    };
+    auto store = [&](float* dst) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dst[(size_t)(i0 + mn__gla_er(e)) * D + c0 + mn__gla_ec(j, e)] = acc[j][e];
+    };
+    issue(0);
+    for (size_t s = 0; s < NT; s++) {
+        mn__cp_wait<0>();
+        __syncthreads();                          // stage s has landed; stage s-1 is free
+        issue(s + 1);
+        const size_t n = REV ? NT - 1 - s : s;
+        float *sY = sb + (s & 1) * STAGE, *sZ = sY + MN__GC * LY, *sG = sZ + MN__GC * LZ;
+        // the gates: forward, the decay from each token to the chunk end (exclusive suffix sums);
+        // reverse, from the chunk start to the token (inclusive prefix sums); both, e^{gam_last}
+        if (GM == 2 && tid < D) {
+            float sum = 0.f;
+            if (REV) for (int r = 0; r < MN__GC; r++) { sum += sG[r * LG + tid]; sG[r * LG + tid] = sum; }
+            else for (int r = MN__GC; r-- > 0;) { const float x = sG[r * LG + tid]; sG[r * LG + tid] = sum; sum += x; }
+            sdec[tid] = expf(sum);
+        }
+        if (GM == 1 && tid == 0) {
+            float sum = 0.f;
+            if (REV) for (int r = 0; r < MN__GC; r++) { sum += sG[r]; sG[r] = sum; }
+            else for (int r = MN__GC; r-- > 0;) { const float x = sG[r]; sG[r] = sum; sum += x; }
+            sdec[0] = expf(sum);
+        }
+        __syncthreads();
+        store(slots + (bh * nslot + n) * E);
+        if (GM) {
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[j][e] *= sdec[GM == 2 ? i0 + mn__gla_er(e) : 0];
+        }
+        // acc += (w Y)^T Z: A(m, k) = w_k Y[k][i0 + m] (k the chunk's token), B(k, n) = Z[k][n]
+        mn__gla_mma<8, X3>(acc, 0, MN__GC, 8,
+            [&](int m, int k) {
+                const float y = wc * sY[k * LY + i0 + m];
+                return GM == 0 ? y : y * expf(GM == 2 ? sG[k * LG + i0 + m] : sG[k]);
+            },
+            [&](int k, int nn) { return sZ[k * LZ + nn]; });
+    }
+    if (!REV) {
+        store(slots + (bh * nslot + NT) * E);
+        if (A.ht) store(A.ht + bh * E);
+    } else if (A.dh0) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                A.dh0[bh * E + (size_t)(i0 + mn__gla_er(e)) * D + c0 + mn__gla_ec(j, e)] += acc[j][e];
+    }
+    mn__cp_wait_all();
+}
+
+// ---- the intra-chunk scores P (forward and backward) and dP = dO V^T (the backward, GM 0, scale 1) --
+// One block (8 warps) per chunk: warp w owns rows 16 (w%4) .. +15 (block rb = w%4) and columns
+// 32 (w/4) .. +31 of the chunk's 64 x 64 matrix. P (NT per head, 64 x 64) in the workspace.
+template <int D, int GM> static size_t mn__gla_scores_smem(void) {
+    return (size_t)(2 * MN__GC * (D + 4) + (GM == 2 ? MN__GC * (D + 4) : MN__GC)) * sizeof(float);
+}
+template <int D, int GM, bool X3>
+__global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Qp, const float* Kp, const float* g,
+                                                       unsigned T_, unsigned H_, unsigned NT_, float scale) {
+    constexpr int LQ = D + 4, LG = GM == 2 ? D + 4 : 1;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float *sQ = (float*)mn__smem, *sK = sQ + MN__GC * LQ, *sG = sK + MN__GC * LQ;
+    const size_t n = blockIdx.x, bh = blockIdx.y, H = H_, T = T_, NT = NT_, b = bh / H, h = bh % H, t0 = n * MN__GC;
+    const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
+        s0 = 32 * (warp >> 2);
+    mn__gla_tile(sQ, LQ, Qp + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
+    mn__gla_tile(sK, LQ, Kp + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
+    mn__gla_gates<GM>(sG, LG, g, b, t0, T, H, h, D, 0, nr, D);
+    mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
+    mn__gla_cumsum<GM>(sG, LG, D);
+    __syncthreads();
+    auto gam = [&](int r, int d) -> float { return GM == 0 ? 0.f : GM == 1 ? sG[r] : sG[r * LG + d]; };
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
+    if (GM <= 1) {
+        if (s0 <= r0 + 15)
+            mn__gla_mma<4, X3>(acc, 0, D, 4, [&](int m, int k) { return sQ[(r0 + m) * LQ + k]; },
+                               [&](int k, int nn) { return sK[(s0 + nn) * LQ + k]; });
+    } else {
+        // the column tiles left of the diagonal block, met at row r0: both factors <= 1
+        const int jn = r0 > s0 ? ((r0 - s0) / 8 < 4 ? (r0 - s0) / 8 : 4) : 0;
+        if (jn > 0)
+            mn__gla_mma<4, X3>(acc, 0, D, jn,
+                [&](int m, int k) { return sQ[(r0 + m) * LQ + k] * expf(gam(r0 + m, k) - gam(r0, k)); },
+                [&](int k, int nn) { return sK[(s0 + nn) * LQ + k] * expf(gam(r0, k) - gam(s0 + nn, k)); });
+    }
+    float* Pc = P + (bh * NT + n) * MN__GC * MN__GC;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = r0 + mn__gla_er(e), s = s0 + mn__gla_ec(j, e);
+            float val = 0.f;
+            if (s <= r) {
+                if (GM <= 1) val = scale * acc[j][e] * (GM ? expf(gam(r, 0) - gam(s, 0)) : 1.f);
+                else if (s < r0) val = scale * acc[j][e];
+                else {                            // the diagonal block, entry by entry
+                    float sum = 0.f;
+                    for (int d = 0; d < D; d++) sum += sQ[r * LQ + d] * sK[s * LQ + d] * __expf(gam(r, d) - gam(s, d));
+                    val = scale * sum;
+                }
+            }
+            Pc[r * MN__GC + s] = val;
+        }
+}
+
+// ---- the forward's output: O = scale (Q e^gam) S_n + P V, a 64-column tile of Dv per block --------
+template <int D, int GM> static size_t mn__gla_out_smem(void) {
+    return (size_t)(MN__GC * (D + 4) + (GM == 2 ? MN__GC * (D + 4) : MN__GC) + D * 72 + MN__GC * 68 + MN__GC * 72) *
+           sizeof(float);
+}
+template <int D, int GM, bool X3>
+__global__ void __launch_bounds__(256) mn__k_gla_out(mn__gla_args A) {
+    constexpr int LQ = D + 4, LG = GM == 2 ? D + 4 : 1, LS = 72, LP = 68, LV = 72;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float *sQ = (float*)mn__smem, *sG = sQ + MN__GC * LQ, *sS = sG + (GM == 2 ? MN__GC * LG : MN__GC),
+          *sP = sS + D * LS, *sV = sP + MN__GC * LP;
+    const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC,
+        E = (size_t)D * D;
+    const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
+        s0 = 32 * (warp >> 2), c0 = 64 * blockIdx.z;
+    mn__gla_tile(sQ, LQ, A.q + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
+    mn__gla_gates<GM>(sG, LG, A.g, b, t0, T, H, h, D, 0, nr, D);
+    mn__gla_tile(sS, LS, A.S + (bh * (NT + 1) + n) * E + c0, D, D, D, 64);
+    mn__gla_tile(sP, LP, A.P + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
+    mn__gla_tile(sV, LV, A.v + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
+    mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
+    mn__gla_cumsum<GM>(sG, LG, D);
+    __syncthreads();
+    const float sc = A.scale;
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
+    mn__gla_mma<4, X3>(acc, 0, D, 4,
+        [&](int m, int k) {
+            const float x = sc * sQ[(r0 + m) * LQ + k];
+            return GM == 0 ? x : x * expf(GM == 2 ? sG[(r0 + m) * LG + k] : sG[r0 + m]);
+        },
+        [&](int k, int nn) { return sS[k * LS + s0 + nn]; });
+    mn__gla_mma<4, X3>(acc, 0, r0 + 16, 4, [&](int m, int k) { return sP[(r0 + m) * LP + k]; },
+                       [&](int k, int nn) { return sV[k * LV + s0 + nn]; });
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = r0 + mn__gla_er(e), c = c0 + s0 + mn__gla_ec(j, e);
+            if (r < nr) A.out[((b * T + t0 + r) * H + h) * D + c] = acc[j][e];
+        }
+}
+
+// ---- the backward's dv: P^T dO + (K e^{gam_last - gam}) dS_{n+1}, a 64-column tile per block -------
+template <int D, int GM> static size_t mn__gla_dv_smem(void) {
+    return (size_t)(2 * MN__GC * 72 + MN__GC * (D + 4) + (GM == 2 ? MN__GC * (D + 4) : MN__GC) + D * 72) *
+           sizeof(float);
+}
+template <int D, int GM, bool X3>
+__global__ void __launch_bounds__(256) mn__k_gla_dv(mn__gla_args A) {
+    constexpr int LP = 72, LO = 72, LK = D + 4, LG = GM == 2 ? D + 4 : 1, LS = 72;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float *sP = (float*)mn__smem, *sO = sP + MN__GC * LP, *sK = sO + MN__GC * LO, *sG = sK + MN__GC * LK,
+          *sS = sG + (GM == 2 ? MN__GC * LG : MN__GC);
+    const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC,
+        E = (size_t)D * D;
+    const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
+        s0 = 32 * (warp >> 2), c0 = 64 * blockIdx.z;
+    mn__gla_tile(sP, LP, A.P + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
+    mn__gla_tile(sO, LO, A.dout + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
+    mn__gla_tile(sK, LK, A.k + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
+    mn__gla_gates<GM>(sG, LG, A.g, b, t0, T, H, h, D, 0, nr, D);
+    mn__gla_tile(sS, LS, A.dS + (bh * NT + n) * E + c0, D, D, D, 64);
+    mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
+    mn__gla_cumsum<GM>(sG, LG, D);
+    __syncthreads();
+    float acc[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
+    // P^T dO: A(m, k) = P[k][r0 + m], nonzero for k >= r0 + m
+    mn__gla_mma<4, X3>(acc, r0, MN__GC, 4, [&](int m, int k) { return sP[k * LP + r0 + m]; },
+                       [&](int k, int nn) { return sO[k * LO + s0 + nn]; });
+    mn__gla_mma<4, X3>(acc, 0, D, 4,
+        [&](int m, int k) {
+            const float x = sK[(r0 + m) * LK + k];
+            if (GM == 0) return x;
+            return GM == 2 ? x * expf(sG[(MN__GC - 1) * LG + k] - sG[(r0 + m) * LG + k])
+                           : x * expf(sG[MN__GC - 1] - sG[r0 + m]);
+        },
+        [&](int k, int nn) { return sS[k * LS + s0 + nn]; });
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = r0 + mn__gla_er(e), c = c0 + s0 + mn__gla_ec(j, e);
+            if (r < nr) {
+                float* o = A.dv + ((b * T + t0 + r) * H + h) * D + c;
+                *o = A.acc ? *o + acc[j][e] : acc[j][e];
+            }
+        }
+}
+
+// ---- the backward's dq, dk (and the gate gradient's per-chunk sums), a 64-channel tile per block ---
+// dq = scale e^gam (dO S_n^T) + sum_{s<=r} scale dP[r][s] e^{gam_r - gam_s} k_s,
+// dk = e^{gam_last - gam} (V dS_{n+1}^T) + sum_{r>=t} scale dP[r][t] e^{gam_r - gam_t} q_r; for G = Dk
+// the dP sums as the scores: blocks left of the diagonal met at row r0 (dq) or at row r0 + 15 (dk),
+// the diagonal block entry by entry. With the gate gradient asked for, u = q dq - k dk summed
+// backwards within the chunk into dgl (B,T,H,Dk) and the chunk's total into ctot (B H, NT, Dk).
+template <int D, int GM> static size_t mn__gla_dqk_smem(void) {
+    return (size_t)(4 * MN__GC * (D + 4) + 3 * MN__GC * 72 + (GM == 2 ? MN__GC * 72 : MN__GC)) * sizeof(float);
+}
+template <int D, int GM, bool X3>
+__global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
+    constexpr int LD = D + 4, LT = 72, LG = GM == 2 ? 72 : 1;
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float *sO = (float*)mn__smem, *sV = sO + MN__GC * LD, *sS = sV + MN__GC * LD, *sdS = sS + MN__GC * LD,
+          *sdP = sdS + MN__GC * LD, *sQ = sdP + MN__GC * LT, *sK = sQ + MN__GC * LT, *sG = sK + MN__GC * LT;
+    const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC,
+        E = (size_t)D * D;
+    const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
+        s0 = 32 * (warp >> 2), i0 = 64 * blockIdx.z;
+    const size_t row0 = (b * T + t0) * H + h;     // row (b, t0, h)
+    mn__gla_tile(sO, LD, A.dout + row0 * D, H * D, nr, MN__GC, D);
+    mn__gla_tile(sV, LD, A.v + row0 * D, H * D, nr, MN__GC, D);
+    mn__gla_tile(sS, LD, A.S + (bh * (NT + 1) + n) * E + (size_t)i0 * D, D, 64, 64, D);
+    mn__gla_tile(sdS, LD, A.dS + (bh * NT + n) * E + (size_t)i0 * D, D, 64, 64, D);
+    mn__gla_tile(sdP, LT, A.dP + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
+    mn__gla_tile(sQ, LT, A.q + row0 * D + i0, H * D, nr, MN__GC, 64);
+    mn__gla_tile(sK, LT, A.k + row0 * D + i0, H * D, nr, MN__GC, 64);
+    mn__gla_gates<GM>(sG, LG, A.g, b, t0, T, H, h, D, i0, nr, 64);
+    mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
+    mn__gla_cumsum<GM>(sG, LG, 64);
+    __syncthreads();
+    auto gam = [&](int r, int c) -> float { return GM == 0 ? 0.f : GM == 1 ? sG[r] : sG[r * LG + c]; };
+    const float sc = A.scale;
+    float aq[4][4], ak[4][4], aq2[4][4], ak2[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) aq[j][e] = ak[j][e] = aq2[j][e] = ak2[j][e] = 0.f;
+    // dO S^T and V dS^T: B(k, n) = S[i0 + s0 + n][k]
+    mn__gla_mma<4, X3>(aq, 0, D, 4, [&](int m, int k) { return sO[(r0 + m) * LD + k]; },
+                       [&](int k, int nn) { return sS[(s0 + nn) * LD + k]; });
+    mn__gla_mma<4, X3>(ak, 0, D, 4, [&](int m, int k) { return sV[(r0 + m) * LD + k]; },
+                       [&](int k, int nn) { return sdS[(s0 + nn) * LD + k]; });
+    if (GM <= 1) {
+        mn__gla_mma<4, X3>(aq2, 0, r0 + 16, 4,
+            [&](int m, int k) {
+                const int r = r0 + m;
+                return k <= r ? sc * sdP[r * LT + k] * (GM ? expf(gam(r, 0) - gam(k, 0)) : 1.f) : 0.f;
+            },
+            [&](int k, int nn) { return sK[k * LT + s0 + nn]; });
+        mn__gla_mma<4, X3>(ak2, r0, MN__GC, 4,
+            [&](int m, int k) {
+                const int t = r0 + m;
+                return k >= t ? sc * sdP[k * LT + t] * (GM ? expf(gam(k, 0) - gam(t, 0)) : 1.f) : 0.f;
+            },
+            [&](int k, int nn) { return sQ[k * LT + s0 + nn]; });
+    } else {
+        if (r0 > 0)
+            mn__gla_mma<4, X3>(aq2, 0, r0, 4, [&](int m, int k) { return sdP[(r0 + m) * LT + k]; },
+                [&](int k, int nn) { return sK[k * LT + s0 + nn] * expf(gam(r0, s0 + nn) - gam(k, s0 + nn)); });
+        if (r0 + 16 < MN__GC)
+            mn__gla_mma<4, X3>(ak2, r0 + 16, MN__GC, 4, [&](int m, int k) { return sdP[k * LT + r0 + m]; },
+                [&](int k, int nn) { return sQ[k * LT + s0 + nn] * expf(gam(k, s0 + nn) - gam(r0 + 15, s0 + nn)); });
+    }
+    __syncthreads();                              // sO is free: it takes u below
+    float* sU = sO;
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = r0 + mn__gla_er(e), c = s0 + mn__gla_ec(j, e);
+            const float gr = gam(r, c);
+            float dq = sc * (GM ? expf(gr) : 1.f) * aq[j][e];
+            float dk = (GM ? expf(gam(MN__GC - 1, c) - gr) : 1.f) * ak[j][e];
+            if (GM <= 1) { dq += aq2[j][e]; dk += ak2[j][e]; }
+            else {
+                float sq = 0.f, sk = 0.f;
+                for (int s = r0; s <= r; s++) sq += sdP[r * LT + s] * sK[s * LT + c] * __expf(gr - gam(s, c));
+                for (int s = r; s < r0 + 16; s++) sk += sdP[s * LT + r] * sQ[s * LT + c] * __expf(gam(s, c) - gr);
+                dq += sc * (expf(gr - gam(r0, c)) * aq2[j][e] + sq);
+                dk += sc * (expf(gam(r0 + 15, c) - gr) * ak2[j][e] + sk);
+            }
+            if (r < nr) {
+                const size_t at = (row0 + (size_t)r * H) * D + i0 + c;
+                float *pq = A.dq + at, *pk = A.dk + at;
+                *pq = A.acc ? *pq + dq : dq;
+                *pk = A.acc ? *pk + dk : dk;
+            }
+            if (GM) sU[r * LD + c] = sQ[r * LT + c] * dq - sK[r * LT + c] * dk;
+        }
+    if (GM == 0 || !A.dg) return;
+    __syncthreads();
+    if (threadIdx.x < 64) {                       // u summed from the chunk's end back to each token
+        const int c = threadIdx.x;
+        float s = 0.f;
+        for (int r = MN__GC; r-- > 0;) {
+            s += sU[r * LD + c];
+            if (r < nr) A.dgl[(row0 + (size_t)r * H) * D + i0 + c] = s;
+        }
+        A.ctot[(bh * NT + n) * D + i0 + c] = s;
+    }
+}
+
+// rsd (B H, Dk) = rowsum(ht * dht), ht the forward scan's last slot
+__global__ void mn__k_gla_rowdot(float* rsd, const float* S, const float* dht, size_t BH, size_t NT, size_t D) {
+    MN__FOR(i, BH * D) {
+        const size_t bh = i / D, r = i % D;
+        const float *s = S + (bh * (NT + 1) + NT) * D * D + r * D, *d = dht + bh * D * D + r * D;
+        float acc = 0.f;
+        for (size_t j = 0; j < D; j++) acc += s[j] * d[j];
+        rsd[i] = acc;
+    }
+}
+// dg = dgl + the later chunks' totals + rsd, summed over the channels for G = 1; one block (Dk
+// threads) per chunk and head
+__global__ void mn__k_gla_dg(mn__gla_args A, int D, int GM) {
+    __shared__ float sh[32];
+    const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC;
+    const int i = threadIdx.x;
+    float carry = A.rsd ? A.rsd[bh * D + i] : 0.f;
+    for (size_t m = n + 1; m < NT; m++) carry += A.ctot[(bh * NT + m) * D + i];
+    for (size_t r = 0; r < MN__GC && t0 + r < T; r++) {
+        const size_t row = (b * T + t0 + r) * H + h;
+        const float val = A.dgl[row * D + i] + carry;
+        if (GM == 2) A.dg[row * D + i] = A.acc ? A.dg[row * D + i] + val : val;
+        else {
+            const float s = mn__block_sum(val, sh);
+            if (i == 0) A.dg[row] = A.acc ? A.dg[row] + s : s;
+        }
+    }
+}
+
+// ---- the decode step: one block per (sequence, head), the state read and written once ------------
+// S = diag(e^g) S + k v^T, o = scale S^T q; thread (row group y, column j) walks rows y, y + ny, ...
+__global__ void mn__k_gla_step(float* out, float* state, const float* q, const float* k, const float* v,
+                               const float* g, unsigned H, unsigned Dk, unsigned Dv, unsigned G, float scale) {
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float *sq = (float*)mn__smem, *sk = sq + Dk, *sa = sk + Dk, *sv = sa + Dk, *red = sv + Dv;
+    const size_t bh = blockIdx.x;
+    for (unsigned i = threadIdx.x; i < Dk; i += blockDim.x) {
+        sq[i] = q[bh * Dk + i]; sk[i] = k[bh * Dk + i];
+        sa[i] = G == 0 ? 1.f : expf(g[bh * G + (G == 1 ? 0 : i)]);
+    }
+    for (unsigned j = threadIdx.x; j < Dv; j += blockDim.x) sv[j] = v[bh * Dv + j];
+    __syncthreads();
+    const unsigned j = threadIdx.x % Dv, y = threadIdx.x / Dv, ny = blockDim.x / Dv;
+    float* S = state + bh * Dk * Dv;
+    float acc = 0.f;
+    for (unsigned i = y; i < Dk; i += ny) {
+        const float s = sa[i] * S[(size_t)i * Dv + j] + sk[i] * sv[j];
+        S[(size_t)i * Dv + j] = s;
+        acc += sq[i] * s;
+    }
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    if (y == 0) {
+        for (unsigned u = 1; u < ny; u++) acc += red[u * Dv + j];
+        out[bh * Dv + j] = scale * acc;
+    }
+}
+
+// ---- gated RMSNorm (mesanet.h's mn_rmsnorm_gated_*), one warp per row --------------------------
+__global__ void mn__k_rmsnorm_gated_fwd(float* out, float* rstd, const float* inp, const float* gate, const float* w,
+                                        size_t N, size_t C, float eps) {
+    size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float *x = inp + row * C, *z = gate + row * C;
+    float ss = 0.f;
+    for (size_t c = lane; c < C; c += 32) ss += x[c] * x[c];
+    ss = mn__warp_sum(ss);
+    float r = 1.f / sqrtf(ss / (float)C + eps);
+    for (size_t c = lane; c < C; c += 32) out[row * C + c] = x[c] * r * w[c] * (z[c] / (1.f + expf(-z[c])));
+    if (lane == 0) rstd[row] = r;
+}
+// forward: y = n w s(z), n = x r, s = silu: with dn = dy w s(z), dx = r (dn - n mean(dn n)),
+// dz = dy n w s'(z), s'(z) = sig(z) (1 + z (1 - sig(z))); dw is the column sum of dy n s(z) (mode 2)
+__global__ void mn__k_rmsnorm_gated_bwd(float* dinp, float* dgate, const float* dout, const float* rstd,
+                                        const float* inp, const float* gate, const float* w, size_t N, size_t C,
+                                        int acc) {
+    size_t row = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= N) return;
+    const float *x = inp + row * C, *z = gate + row * C, *dy = dout + row * C;
+    float r = rstd[row], dot = 0.f;
+    for (size_t c = lane; c < C; c += 32) {
+        const float sg = 1.f / (1.f + expf(-z[c]));
+        dot += dy[c] * w[c] * z[c] * sg * x[c] * r;
+    }
+    dot = mn__warp_sum(dot) / (float)C;
+    for (size_t c = lane; c < C; c += 32) {
+        const float sg = 1.f / (1.f + expf(-z[c])), nx = x[c] * r, dn = dy[c] * w[c] * z[c] * sg;
+        const float gx = r * (dn - nx * dot), gz = dy[c] * nx * w[c] * sg * (1.f + z[c] * (1.f - sg));
+        dinp[row * C + c] = acc ? dinp[row * C + c] + gx : gx;
+        dgate[row * C + c] = acc ? dgate[row * C + c] + gz : gz;
+    }
+}
+int mn_cuda_rmsnorm_gated_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* gate,
+                                  const float* weight, size_t N, size_t C, double eps) {
+    if (N == 0) return MN_OK;
+    mn__k_rmsnorm_gated_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, gate, weight, N, C,
+                                                                             (float)eps);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+static int mn__rmsnorm_gated_backward(mn_cuda_ctx* ctx, float* dinp, float* dgate, float* dweight, const float* dout,
+                                      const float* rstd, const float* inp, const float* gate, const float* weight,
+                                      size_t N, size_t C, int acc) {
+    if (N == 0) return MN_OK;
+    mn__k_rmsnorm_gated_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dgate, dout, rstd, inp, gate,
+                                                                             weight, N, C, acc);
+    MN__LAUNCHED();
+    return mn__colsum_gated(ctx, dweight, dout, inp, rstd, gate, N, C);
+}
+int mn_cuda_rmsnorm_gated_backward(mn_cuda_ctx* ctx, float* dinp, float* dgate, float* dweight, const float* dout,
+                                   const float* rstd, const float* inp, const float* gate, const float* weight,
+                                   size_t N, size_t C) {
+    return mn__rmsnorm_gated_backward(ctx, dinp, dgate, dweight, dout, rstd, inp, gate, weight, N, C, 1);
+}
+
+// ---- drivers ----------------------------------------------------------------------------------
+typedef struct mn__gla_ws { float *S, *dS, *P, *dP, *dgl, *ctot, *rsd; } mn__gla_ws;
+static size_t mn__gla_layout(mn__gla_ws* w, float* base, size_t B, size_t T, size_t H, size_t D) {
+    size_t NT = (T + MN__GC - 1) / MN__GC, BH = B * H, E = D * D, off = 0;
+#define MN__GP(ptr, n) do { w->ptr = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+    MN__GP(S, BH * (NT + 1) * E); MN__GP(P, BH * NT * MN__GC * MN__GC);   // the forward's part first
+    MN__GP(dS, BH * NT * E); MN__GP(dP, BH * NT * MN__GC * MN__GC); MN__GP(dgl, B * T * H * D);
+    MN__GP(ctot, BH * NT * D); MN__GP(rsd, BH * D);
+#undef MN__GP
+    return off;
+}
+size_t mn_cuda_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
+    mn__gla_ws w;
+    (void)Dv; (void)C;
+    return mn__gla_layout(&w, NULL, B, T, H, Dk);
+}
+static int mn__gla_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                         size_t G, size_t C, const void* const* p, int np) {
+    if (Dk != Dv || (Dk != 64 && Dk != 128))
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk == Dv in {64, 128}", __LINE__);
+    if (G != 0 && G != 1 && G != Dk) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs G in {0, 1, Dk}", __LINE__);
+    if (C != MN__GC) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs chunk 64", __LINE__);
+    if (B * H > 65535 || B * H == 0 || T == 0) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs 0 < B*H <= 65535, T > 0",
+                                                                __LINE__);
+    for (int i = 0; i < np; i++)
+        if ((uintptr_t)p[i] % 16) return mn__fail(ctx, MN_ERR_CONFIG, who, "tensors must be 16-byte aligned", __LINE__);
+    return MN_OK;
+}
+template <class K> static int mn__gla_smem_attr(mn_cuda_ctx* ctx, K kern, size_t smem) {
+    MN__CU(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    return MN_OK;
+}
+// the kernels of one (D, GM, X3); which: 0 forward scan, 1 reverse scan, 2 scores (P or dP), 3 out, 4 dv, 5 dq/dk
+template <int D, int GM, bool X3>
+static int mn__gla_launch(mn_cuda_ctx* ctx, int which, const mn__gla_args& a, float* P, const float* Qp,
+                          const float* Kp) {
+    static int set[6];
+    const size_t BH = (size_t)a.B * a.H;
+    const dim3 gs(D / 64, (unsigned)BH), gc(a.NT, (unsigned)BH), gt(a.NT, (unsigned)BH, D / 64);
+    size_t smem;
+    switch (which) {
+    case 0: case 1:
+        smem = (size_t)2 * mn__gla_scan_stage<D, GM>() * sizeof(float);
+        if (which == 0) {
+            if (!set[0]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_scan<D, GM, false, X3>, smem)); set[0] = 1; }
+            mn__k_gla_scan<D, GM, false, X3><<<gs, 2 * D, smem, MN__STREAM>>>(a);
+        } else {
+            if (!set[1]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_scan<D, GM, true, X3>, smem)); set[1] = 1; }
+            mn__k_gla_scan<D, GM, true, X3><<<gs, 2 * D, smem, MN__STREAM>>>(a);
+        }
+        break;
+    case 2:
+        smem = mn__gla_scores_smem<D, GM>();
+        if (!set[2]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_scores<D, GM, X3>, smem)); set[2] = 1; }
+        mn__k_gla_scores<D, GM, X3><<<gc, 256, smem, MN__STREAM>>>(P, Qp, Kp, a.g, a.T, a.H, a.NT, a.scale);
+        break;
+    case 3:
+        smem = mn__gla_out_smem<D, GM>();
+        if (!set[3]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_out<D, GM, X3>, smem)); set[3] = 1; }
+        mn__k_gla_out<D, GM, X3><<<gt, 256, smem, MN__STREAM>>>(a);
+        break;
+    case 4:
+        smem = mn__gla_dv_smem<D, GM>();
+        if (!set[4]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_dv<D, GM, X3>, smem)); set[4] = 1; }
+        mn__k_gla_dv<D, GM, X3><<<gt, 256, smem, MN__STREAM>>>(a);
+        break;
+    default:
+        smem = mn__gla_dqk_smem<D, GM>();
+        if (!set[5]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_dqk<D, GM, X3>, smem)); set[5] = 1; }
+        mn__k_gla_dqk<D, GM, X3><<<gt, 256, smem, MN__STREAM>>>(a);
+        break;
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+template <int D>
+static int mn__gla_run_d(mn_cuda_ctx* ctx, int which, int gm, const mn__gla_args& a, float* P, const float* Qp,
+                         const float* Kp) {
+    const bool x3 = ctx->math != MN_CUDA_MATH_TF32;
+    switch (gm * 2 + x3) {
+    case 0: return mn__gla_launch<D, 0, false>(ctx, which, a, P, Qp, Kp);
+    case 1: return mn__gla_launch<D, 0, true>(ctx, which, a, P, Qp, Kp);
+    case 2: return mn__gla_launch<D, 1, false>(ctx, which, a, P, Qp, Kp);
+    case 3: return mn__gla_launch<D, 1, true>(ctx, which, a, P, Qp, Kp);
+    case 4: return mn__gla_launch<D, 2, false>(ctx, which, a, P, Qp, Kp);
+    default: return mn__gla_launch<D, 2, true>(ctx, which, a, P, Qp, Kp);
+    }
+}
+static int mn__gla_run(mn_cuda_ctx* ctx, int which, size_t D, int gm, const mn__gla_args& a, float* P = NULL,
+                       const float* Qp = NULL, const float* Kp = NULL) {
+    return D == 64 ? mn__gla_run_d<64>(ctx, which, gm, a, P, Qp, Kp) : mn__gla_run_d<128>(ctx, which, gm, a, P, Qp, Kp);
+}
+static mn__gla_args mn__gla_args_of(const mn__gla_ws* w, size_t B, size_t T, size_t H, double scale) {
+    mn__gla_args a;
+    memset(&a, 0, sizeof a);
+    a.S = w->S; a.dS = w->dS; a.P = w->P; a.dP = w->dP; a.dgl = w->dgl; a.ctot = w->ctot;
+    a.B = (unsigned)B; a.T = (unsigned)T; a.H = (unsigned)H; a.NT = (unsigned)((T + MN__GC - 1) / MN__GC);
+    a.scale = (float)scale;
+    return a;
+}
+int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q, const float* k, const float* v,
+                        const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                        double scale, size_t C, float* work) {
+    const void* al[6] = { out, q, k, v, work, G == Dk ? g : NULL };
+    MN__TRY(mn__gla_check(ctx, "mn_cuda_gla_forward", B, T, H, Dk, Dv, G, C, al, 6));
+    mn__gla_ws w;
+    mn__gla_layout(&w, work, B, T, H, Dk);
+    mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
+    const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
+    a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.out = out; a.ht = ht;
+    MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));
+    MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));
+    return mn__gla_run(ctx, 3, Dk, gm, a);
+}
+static int mn__gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dh0,
+                            const float* dout, const float* dht, const float* q, const float* k, const float* v,
+                            const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                            size_t G, double scale, size_t C, float* work, int acc) {
+    const void* al[6] = { dout, q, k, v, work, G == Dk ? g : NULL };
+    MN__TRY(mn__gla_check(ctx, "mn_cuda_gla_backward", B, T, H, Dk, Dv, G, C, al, 6));
+    mn__gla_ws w;
+    mn__gla_layout(&w, work, B, T, H, Dk);
+    mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
+    const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
+    a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.dout = dout; a.dht = dht;
+    a.dq = dq; a.dk = dk; a.dv = dv; a.dg = G ? dg : NULL; a.dh0 = dh0; a.acc = acc;
+    a.rsd = dht && a.dg ? w.rsd : NULL;
+    MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));                         // the states again
+    MN__TRY(mn__gla_run(ctx, 1, Dk, gm, a));                         // their gradients
+    MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));              // P again
+    {
+        mn__gla_args d = a; d.scale = 1.f;                           // dP = dO V^T (no decay, no scale)
+        MN__TRY(mn__gla_run(ctx, 2, Dk, 0, d, w.dP, dout, v));
+    }
+    MN__TRY(mn__gla_run(ctx, 4, Dk, gm, a));
+    MN__TRY(mn__gla_run(ctx, 5, Dk, gm, a));
+    if (a.dg) {
+        const size_t BH = B * H;
+        if (a.rsd) {
+            mn__k_gla_rowdot<<<mn__grid(ctx, BH * Dk, 128), 128, 0, MN__STREAM>>>(w.rsd, w.S, dht, BH, a.NT, Dk);
+            MN__LAUNCHED();
+        }
+        mn__k_gla_dg<<<dim3(a.NT, (unsigned)BH), (unsigned)Dk, 0, MN__STREAM>>>(a, (int)Dk, gm);
+        MN__LAUNCHED();
+    }
+    return MN_OK;
+}
+int mn_cuda_gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dh0, const float* dout,
+                         const float* dht, const float* q, const float* k, const float* v, const float* g,
+                         const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale,
+                         size_t C, float* work) {
+    return mn__gla_backward(ctx, dq, dk, dv, dg, dh0, dout, dht, q, k, v, g, h0, B, T, H, Dk, Dv, G, scale, C, work, 1);
+}
+int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k, const float* v,
+                     const float* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
+    if (G != 0 && G != 1 && G != Dk) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_step", "needs G in {0, 1, Dk}",
+                                                     __LINE__);
+    if (Dk == 0 || Dv == 0 || Dv > 1024 || B * H == 0 || B * H > 0x7fffffff)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_step", "needs 0 < Dv <= 1024, Dk > 0, B*H > 0", __LINE__);
+    const unsigned threads = (unsigned)(Dv >= 256 ? Dv : 256 / Dv * Dv);
+    const size_t smem = (3 * Dk + Dv + threads) * sizeof(float);
+    if (smem > 48 * 1024) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_step", "head too large", __LINE__);
+    mn__k_gla_step<<<(unsigned)(B * H), threads, smem, MN__STREAM>>>(out, state, q, k, v, g, (unsigned)H,
+                                                                     (unsigned)Dk, (unsigned)Dv, (unsigned)G,
+                                                                     (float)scale);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
 // >>cuda_model
 // defines: mn_cuda_model_{init,load,save,free,get,set,reserve,forward,logits,zero_grad,backward,
 //          clip_grad_norm,adamw_step,flops_per_token,device_bytes}
@@ -3934,6 +4698,26 @@ static const char* const mn__cp_mesa[MN__CP_MESA_END - MN__CP_MIX] = {
 enum { MN__CA_Q = MN__CP_MIX, MN__CA_K, MN__CA_V, MN__CA_O, MN__CA_END };
 static const char* const mn__cp_attn[MN__CA_END - MN__CP_MIX] = {
     "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.o_proj.weight" };
+// the GLA family's (mesanet.h's par structs of "linattn", "sgla", "gla", in walk order)
+enum { MN__CL_Q = MN__CP_MIX, MN__CL_FQ = MN__CL_Q + 3, MN__CL_FK = MN__CL_FQ + 4, MN__CL_NORM = MN__CL_FK + 4,
+       MN__CL_O, MN__CL_END };
+static const char* const mn__cp_linattn[MN__CL_END - MN__CP_MIX] = {
+    "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.feature_map_q.layer1.weight",
+    "attn.feature_map_q.layer1.bias", "attn.feature_map_q.layer2.weight", "attn.feature_map_q.layer2.bias",
+    "attn.feature_map_k.layer1.weight", "attn.feature_map_k.layer1.bias", "attn.feature_map_k.layer2.weight",
+    "attn.feature_map_k.layer2.bias", "attn.norm.weight", "attn.o_proj.weight" };
+enum { MN__CS_Q = MN__CP_MIX, MN__CS_G = MN__CS_Q + 3, MN__CS_QC, MN__CS_GK = MN__CS_QC + 3,
+       MN__CS_NORM = MN__CS_GK + 2, MN__CS_O, MN__CS_END };
+static const char* const mn__cp_sgla[MN__CS_END - MN__CP_MIX] = {
+    "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.g_proj.weight", "attn.q_conv1d.weight",
+    "attn.k_conv1d.weight", "attn.v_conv1d.weight", "attn.gk_proj.weight", "attn.gk_proj.bias",
+    "attn.g_norm_swish_gate.weight", "attn.o_proj.weight" };
+enum { MN__CG_Q = MN__CP_MIX, MN__CG_GD = MN__CG_Q + 3, MN__CG_G = MN__CG_GD + 3, MN__CG_NORM, MN__CG_O, MN__CG_END };
+static const char* const mn__cp_gla[MN__CG_END - MN__CP_MIX] = {
+    "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.gk_proj.0.weight", "attn.gk_proj.1.weight",
+    "attn.gk_proj.1.bias", "attn.g_proj.weight", "attn.g_norm_swish_gate.weight", "attn.o_proj.weight" };
+#define MN__GLA_NORM 16.0   // mesanet.h's MN__GLA_NORMALIZER
+#define MN__GLA_RK 16       // mesanet.h's MN__GLA_RANK: the rank of GLA's gate
 #define MN__MESA_CLAMP 0.0025   // 1 - b_gamma: the gamma clamp of mesanet.h (gamma <- gamma (1 - c beta^2))
 
 #define MN__HOST(cm) ((mn_model*)(cm)->host)
@@ -3949,10 +4733,22 @@ typedef struct mn__cm_mesa_acts {
 typedef struct mn__cm_attn_acts {
     float *q, *k, *v, *ao, *lse;                                 // (N,HD) x3 (q, k rotated), (N,HD), (N,H)
 } mn__cm_attn_acts;
+typedef struct mn__cm_linattn_acts {
+    float *q, *k, *v, *qa, *qb, *ka, *kb, *qf, *kf, *o, *on, *rs;  // (N,HD) x11 (feature maps' halves, phi), (N,H)
+} mn__cm_linattn_acts;
+typedef struct mn__cm_sgla_acts {
+    float *ql, *kl, *vl, *q, *k, *v, *gl, *g, *o, *gg, *on, *rs;   // (N,HD) x6 (before, after conv), (N,H) x2,
+} mn__cm_sgla_acts;                                              // (N,HD) x3, (N,H)
+typedef struct mn__cm_gla_acts {
+    float *q, *k, *v, *l1, *l2, *gk, *o, *gg, *on, *rs;            // (N,HD) x3, (N,16), (N,HD) x5, (N,H)
+} mn__cm_gla_acts;
 typedef struct mn__cm_layer {
     float *xn1, *rstd1, *x2, *xn2, *rstd2, *gate, *up, *h;        // (N,C) (N) (N,C) (N,C) (N) (N,F) x3
     mn__cm_mesa_acts mesa;
     mn__cm_attn_acts attn;
+    mn__cm_linattn_acts linattn;
+    mn__cm_sgla_acts sgla;
+    mn__cm_gla_acts gla;
 } mn__cm_layer;
 typedef struct mn__cm_acts {
     float *res, *xf, *rstdf, *logits, *losses;                   // ((L+1),N,C) (N,C) (N) (N,V) (N)
@@ -3972,12 +4768,24 @@ typedef struct mn__cm_mesa_dacts {
 typedef struct mn__cm_attn_dacts {
     float *dq, *dk, *dv, *dao;                                   // (N,HD) x4
 } mn__cm_attn_dacts;
+typedef struct mn__cm_linattn_dacts {
+    float *dq, *dk, *dv, *dqa, *dqb, *dka, *dkb, *dqf, *dkf, *dO, *don;   // (N,HD) x11
+} mn__cm_linattn_dacts;
+typedef struct mn__cm_sgla_dacts {
+    float *dql, *dkl, *dvl, *dq, *dk, *dv, *dgl, *dg, *dO, *dgg, *don;    // (N,HD) x6, (N,H) x2, (N,HD) x3
+} mn__cm_sgla_dacts;
+typedef struct mn__cm_gla_dacts {
+    float *dq, *dk, *dv, *dl1, *dl2, *dgk, *dO, *dgg, *don;               // (N,HD) x3, (N,16), (N,HD) x5
+} mn__cm_gla_dacts;
 typedef struct mn__cm_dacts {
     float *dlogits, *dlosses, *dxf, *dres[2];
     float *layer; size_t layer_n;                 // the whole per-layer block
     float *dxn1, *dxn2, *dh, *dgate, *dup;
     mn__cm_mesa_dacts mesa;
     mn__cm_attn_dacts attn;
+    mn__cm_linattn_dacts linattn;
+    mn__cm_sgla_dacts sgla;
+    mn__cm_gla_dacts gla;
 } mn__cm_dacts;
 
 #define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
@@ -4010,6 +4818,53 @@ static size_t mn__cm_attn_dacts_layout(const mn_config* c, size_t N, float* base
     size_t HD = c->n_head * c->head_dim;
     mn__cm_attn_dacts* d = &dd->attn;
     MN__P(d->dq, N * HD); MN__P(d->dk, N * HD); MN__P(d->dv, N * HD); MN__P(d->dao, N * HD);
+    return off;
+}
+
+static size_t mn__cm_linattn_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_linattn_acts* a = &y->linattn;
+    MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->qa, N * HD); MN__P(a->qb, N * HD);
+    MN__P(a->ka, N * HD); MN__P(a->kb, N * HD); MN__P(a->qf, N * HD); MN__P(a->kf, N * HD); MN__P(a->o, N * HD);
+    MN__P(a->on, N * HD); MN__P(a->rs, N * H);
+    return off;
+}
+static size_t mn__cm_linattn_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t HD = c->n_head * c->head_dim;
+    mn__cm_linattn_dacts* d = &dd->linattn;
+    MN__P(d->dq, N * HD); MN__P(d->dk, N * HD); MN__P(d->dv, N * HD); MN__P(d->dqa, N * HD); MN__P(d->dqb, N * HD);
+    MN__P(d->dka, N * HD); MN__P(d->dkb, N * HD); MN__P(d->dqf, N * HD); MN__P(d->dkf, N * HD); MN__P(d->dO, N * HD);
+    MN__P(d->don, N * HD);
+    return off;
+}
+static size_t mn__cm_sgla_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_sgla_acts* a = &y->sgla;
+    MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->vl, N * HD); MN__P(a->q, N * HD); MN__P(a->k, N * HD);
+    MN__P(a->v, N * HD); MN__P(a->gl, N * H); MN__P(a->g, N * H); MN__P(a->o, N * HD); MN__P(a->gg, N * HD);
+    MN__P(a->on, N * HD); MN__P(a->rs, N * H);
+    return off;
+}
+static size_t mn__cm_sgla_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_sgla_dacts* d = &dd->sgla;
+    MN__P(d->dql, N * HD); MN__P(d->dkl, N * HD); MN__P(d->dvl, N * HD); MN__P(d->dq, N * HD); MN__P(d->dk, N * HD);
+    MN__P(d->dv, N * HD); MN__P(d->dgl, N * H); MN__P(d->dg, N * H); MN__P(d->dO, N * HD); MN__P(d->dgg, N * HD);
+    MN__P(d->don, N * HD);
+    return off;
+}
+static size_t mn__cm_gla_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_gla_acts* a = &y->gla;
+    MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->l1, N * MN__GLA_RK); MN__P(a->l2, N * HD);
+    MN__P(a->gk, N * HD); MN__P(a->o, N * HD); MN__P(a->gg, N * HD); MN__P(a->on, N * HD); MN__P(a->rs, N * H);
+    return off;
+}
+static size_t mn__cm_gla_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t HD = c->n_head * c->head_dim;
+    mn__cm_gla_dacts* d = &dd->gla;
+    MN__P(d->dq, N * HD); MN__P(d->dk, N * HD); MN__P(d->dv, N * HD); MN__P(d->dl1, N * MN__GLA_RK);
+    MN__P(d->dl2, N * HD); MN__P(d->dgk, N * HD); MN__P(d->dO, N * HD); MN__P(d->dgg, N * HD); MN__P(d->don, N * HD);
     return off;
 }
 
@@ -4220,6 +5075,213 @@ static int mn__cm_attn_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
                                    HD);
 }
 
+// ---- the GLA family: "linattn", "sgla", "gla" (mesanet.h's layers at the end of its >>gla) ----
+// The op mn_cuda_gla_* with G = 0, 1, Dk (chunk 64 whatever cfg.mesa_chunk: the chunkwise form gives
+// the same sums for any chunk length) and scale 1/sqrt(D); the layers' extra ops: the Hadamard feature
+// maps (two Linear maps of each head's D channels, multiplied), the log-decay gate logsigmoid(z)/16,
+// the short convs, the per-head RMSNorm and the gated RMSNorm.
+// g = logsigmoid(z) / 16, the logsigmoid in double as the CPU
+__global__ void mn__k_cm_glagate(float* g, const float* z, size_t n) {
+    MN__FOR(i, n) {
+        double x = z[i];
+        g[i] = (float)((x < 0 ? x : 0.0) - log1p(exp(-fabs(x)))) * (float)(1.0 / MN__GLA_NORM);
+    }
+}
+// forward: g = logsigmoid(z) / 16, so: dz = dg / 16 sigmoid(-z) (overwritten)
+__global__ void mn__k_cm_glagate_bwd(float* dz, const float* dg, const float* z, size_t n) {
+    MN__FOR(i, n) dz[i] = (float)((double)(dg[i] * (float)(1.0 / MN__GLA_NORM)) / (1.0 + exp((double)z[i])));
+}
+// f = a b (the Hadamard feature map's product); backward da = df b, db = df a (overwritten)
+__global__ void mn__k_cm_mul(float* f, const float* a, const float* b, size_t n) { MN__FOR(i, n) f[i] = a[i] * b[i]; }
+__global__ void mn__k_cm_mul_bwd(float* da, float* db, const float* df, const float* a, const float* b, size_t n) {
+    MN__FOR(i, n) { da[i] = df[i] * b[i]; db[i] = df[i] * a[i]; }
+}
+static int mn__cm_gla_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->head_dim != 64 && c->head_dim != 128)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU GLA op needs head_dim 64 or 128", __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_gla_work(const mn_config* c, size_t B, size_t T) {
+    return mn_cuda_gla_work_size(B, T, c->n_head, c->head_dim, c->head_dim, MN__GC);
+}
+// the gated output of sgla and gla: x2 = res + o_proj(RMSNorm_head(o) * swish(g_proj x)); gg, on, rs saved
+static int mn__cm_gated_out_forward(mn_cuda_model* cm, size_t l, int jg, int jn, int jo, const mn__cm_layer* Y,
+                                    float* gg, float* on, float* rs, const float* o, const float* res, size_t N) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    MN__TRY(mn_cuda_matmul_forward(ctx, gg, Y->xn1, MN__PAR(cm, l, jg), NULL, N, C, HD));
+    MN__TRY(mn_cuda_rmsnorm_gated_forward(ctx, on, rs, o, gg, MN__PAR(cm, l, jn), N * H, Dh, c->norm_eps));
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, on, MN__PAR(cm, l, jo), N, HD, C);
+}
+// its backward: don, dO, dgg written; din overwritten with the g_proj path's part
+static int mn__cm_gated_out_backward(mn_cuda_model* cm, size_t l, int jg, int jn, int jo, const mn__cm_layer* Y,
+                                     float* din, float* don, float* dO, float* dgg, const float* dout, const float* gg,
+                                     const float* on, const float* rs, const float* o, size_t N) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    MN__TRY(mn__matmul_backward(ctx, don, MN__GRD(cm, l, jo), NULL, dout, on, MN__PAR(cm, l, jo), N, HD, C, 0));
+    MN__TRY(mn__rmsnorm_gated_backward(ctx, dO, dgg, MN__GRD(cm, l, jn), don, rs, o, gg, MN__PAR(cm, l, jn), N * H,
+                                       Dh, 0));
+    return mn__matmul_backward(ctx, din, MN__GRD(cm, l, jg), NULL, dgg, Y->xn1, MN__PAR(cm, l, jg), N, C, HD, 0);
+}
+static int mn__cm_qkv_backward(mn_cuda_model* cm, size_t l, int jq, const float* in, float* din, const float* dq,
+                               const float* dk, const float* dv, size_t N, int acc) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    size_t C = cm->cfg.d_model, HD = cm->cfg.n_head * cm->cfg.head_dim;
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, jq), NULL, dq, in, MN__PAR(cm, l, jq), N, C, HD, acc));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, jq + 1), NULL, dk, in, MN__PAR(cm, l, jq + 1), N, C, HD));
+    return mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, jq + 2), NULL, dv, in, MN__PAR(cm, l, jq + 2), N, C, HD);
+}
+static int mn__cm_qkv_forward(mn_cuda_model* cm, size_t l, int jq, const float* in, float* q, float* k, float* v,
+                              size_t N) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    size_t C = cm->cfg.d_model, HD = cm->cfg.n_head * cm->cfg.head_dim;
+    MN__TRY(mn_cuda_matmul_forward(ctx, q, in, MN__PAR(cm, l, jq), NULL, N, C, HD));
+    MN__TRY(mn_cuda_matmul_forward(ctx, k, in, MN__PAR(cm, l, jq + 1), NULL, N, C, HD));
+    return mn_cuda_matmul_forward(ctx, v, in, MN__PAR(cm, l, jq + 2), NULL, N, C, HD);
+}
+
+// "linattn": q, k, v = x W; phi(z) = (z A1^T + a1) (z A2^T + a2) per head (one map for q, one for k);
+// o = LinAttn(phi(q), phi(k), v); x2 = res + RMSNorm_head(o) Wo
+static int mn__cm_linattn_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                  const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_linattn_acts* A = &Y->linattn;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, NH = N * H;
+    (void)DD;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CL_Q, Y->xn1, A->q, A->k, A->v, N));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->qa, A->q, MN__PAR(cm, l, MN__CL_FQ), MN__PAR(cm, l, MN__CL_FQ + 1), NH, Dh,
+                                   Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->qb, A->q, MN__PAR(cm, l, MN__CL_FQ + 2), MN__PAR(cm, l, MN__CL_FQ + 3), NH,
+                                   Dh, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->ka, A->k, MN__PAR(cm, l, MN__CL_FK), MN__PAR(cm, l, MN__CL_FK + 1), NH, Dh,
+                                   Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->kb, A->k, MN__PAR(cm, l, MN__CL_FK + 2), MN__PAR(cm, l, MN__CL_FK + 3), NH,
+                                   Dh, Dh));
+    mn__k_cm_mul<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->qf, A->qa, A->qb, N * HD); MN__LAUNCHED();
+    mn__k_cm_mul<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->kf, A->ka, A->kb, N * HD); MN__LAUNCHED();
+    MN__TRY(mn_cuda_gla_forward(ctx, A->o, NULL, A->qf, A->kf, A->v, NULL, NULL, B, T, H, Dh, Dh, 0,
+                                1.0 / sqrt((double)Dh), MN__GC, cm->work));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->rs, A->o, MN__PAR(cm, l, MN__CL_NORM), NH, Dh, c->norm_eps));
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, A->on, MN__PAR(cm, l, MN__CL_O), N, HD, C);
+}
+// every gradient buffer written by its first writer (acc 0); din by the q_proj backward
+static int mn__cm_linattn_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                   float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_linattn_acts* A = &Y->linattn;
+    const mn__cm_linattn_dacts* D = &DD->linattn;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, NH = N * H;
+    MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CL_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CL_O), N,
+                                HD, C, 0));
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CL_NORM), D->don, A->rs, A->o,
+                                 MN__PAR(cm, l, MN__CL_NORM), NH, Dh, 0));
+    MN__TRY(mn__gla_backward(ctx, D->dqf, D->dkf, D->dv, NULL, NULL, D->dO, NULL, A->qf, A->kf, A->v, NULL, NULL, B, T,
+                             H, Dh, Dh, 0, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0));
+    // forward: f = a b, a = z W1^T + b1, b = z W2^T + b2 (per feature map)
+    mn__k_cm_mul_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dqa, D->dqb, D->dqf, A->qa, A->qb, N * HD);
+    MN__LAUNCHED();
+    mn__k_cm_mul_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dka, D->dkb, D->dkf, A->ka, A->kb, N * HD);
+    MN__LAUNCHED();
+    MN__TRY(mn__matmul_backward(ctx, D->dq, MN__GRD(cm, l, MN__CL_FQ), MN__GRD(cm, l, MN__CL_FQ + 1), D->dqa, A->q,
+                                MN__PAR(cm, l, MN__CL_FQ), NH, Dh, Dh, 0));
+    MN__TRY(mn_cuda_matmul_backward(ctx, D->dq, MN__GRD(cm, l, MN__CL_FQ + 2), MN__GRD(cm, l, MN__CL_FQ + 3), D->dqb,
+                                    A->q, MN__PAR(cm, l, MN__CL_FQ + 2), NH, Dh, Dh));
+    MN__TRY(mn__matmul_backward(ctx, D->dk, MN__GRD(cm, l, MN__CL_FK), MN__GRD(cm, l, MN__CL_FK + 1), D->dka, A->k,
+                                MN__PAR(cm, l, MN__CL_FK), NH, Dh, Dh, 0));
+    MN__TRY(mn_cuda_matmul_backward(ctx, D->dk, MN__GRD(cm, l, MN__CL_FK + 2), MN__GRD(cm, l, MN__CL_FK + 3), D->dkb,
+                                    A->k, MN__PAR(cm, l, MN__CL_FK + 2), NH, Dh, Dh));
+    return mn__cm_qkv_backward(cm, l, MN__CL_Q, Y->xn1, din, D->dq, D->dk, D->dv, N, 0);
+}
+
+// "sgla": q, k, v = silu(conv4(x W)); g = logsigmoid(x Wgk + bgk) / 16 per head; o = SimpleGLA(q, k, v, g);
+// x2 = res + RMSNormGated(o, x Wg) Wo
+static int mn__cm_sgla_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                               const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_sgla_acts* A = &Y->sgla;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    (void)DD;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CS_Q, Y->xn1, A->ql, A->kl, A->vl, N));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->q, A->ql, MN__PAR(cm, l, MN__CS_QC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->k, A->kl, MN__PAR(cm, l, MN__CS_QC + 1), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->v, A->vl, MN__PAR(cm, l, MN__CS_QC + 2), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->gl, Y->xn1, MN__PAR(cm, l, MN__CS_GK), MN__PAR(cm, l, MN__CS_GK + 1), N, C,
+                                   H));
+    mn__k_cm_glagate<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->gl, N * H); MN__LAUNCHED();
+    MN__TRY(mn_cuda_gla_forward(ctx, A->o, NULL, A->q, A->k, A->v, A->g, NULL, B, T, H, Dh, Dh, 1,
+                                1.0 / sqrt((double)Dh), MN__GC, cm->work));
+    return mn__cm_gated_out_forward(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, Y, A->gg, A->on, A->rs, A->o, res, N);
+}
+static int mn__cm_sgla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
+                                const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_sgla_acts* A = &Y->sgla;
+    const mn__cm_sgla_dacts* D = &DD->sgla;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, Y, din, D->don, D->dO, D->dgg, dout,
+                                      A->gg, A->on, A->rs, A->o, N));
+    MN__TRY(mn__gla_backward(ctx, D->dq, D->dk, D->dv, D->dg, NULL, D->dO, NULL, A->q, A->k, A->v, A->g, NULL, B, T, H,
+                             Dh, Dh, 1, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0));
+    mn__k_cm_glagate_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dgl, D->dg, A->gl, N * H);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CS_GK), MN__GRD(cm, l, MN__CS_GK + 1), D->dgl, Y->xn1,
+                                    MN__PAR(cm, l, MN__CS_GK), N, C, H));
+    MN__TRY(mn__shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CS_QC), D->dq, A->ql, MN__PAR(cm, l, MN__CS_QC), B,
+                                   T, HD, 4, 1, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CS_QC + 1), D->dk, A->kl,
+                                   MN__PAR(cm, l, MN__CS_QC + 1), B, T, HD, 4, 1, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dvl, MN__GRD(cm, l, MN__CS_QC + 2), D->dv, A->vl,
+                                   MN__PAR(cm, l, MN__CS_QC + 2), B, T, HD, 4, 1, 0));
+    return mn__cm_qkv_backward(cm, l, MN__CS_Q, Y->xn1, din, D->dql, D->dkl, D->dvl, N, 1);
+}
+
+// "gla": q, k, v = x W; gk = logsigmoid((x Wd^T) Wu^T + bu) / 16 per channel (rank 16); o = GLA(q, k, v, gk);
+// x2 = res + RMSNormGated(o, x Wg) Wo
+static int mn__cm_gla_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                              const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_gla_acts* A = &Y->gla;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    (void)DD;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CG_Q, Y->xn1, A->q, A->k, A->v, N));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->l1, Y->xn1, MN__PAR(cm, l, MN__CG_GD), NULL, N, C, MN__GLA_RK));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->l2, A->l1, MN__PAR(cm, l, MN__CG_GD + 1), MN__PAR(cm, l, MN__CG_GD + 2), N,
+                                   MN__GLA_RK, HD));
+    mn__k_cm_glagate<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->gk, A->l2, N * HD); MN__LAUNCHED();
+    MN__TRY(mn_cuda_gla_forward(ctx, A->o, NULL, A->q, A->k, A->v, A->gk, NULL, B, T, H, Dh, Dh, Dh,
+                                1.0 / sqrt((double)Dh), MN__GC, cm->work));
+    return mn__cm_gated_out_forward(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, Y, A->gg, A->on, A->rs, A->o, res, N);
+}
+static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
+                               const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_gla_acts* A = &Y->gla;
+    const mn__cm_gla_dacts* D = &DD->gla;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, Y, din, D->don, D->dO, D->dgg, dout,
+                                      A->gg, A->on, A->rs, A->o, N));
+    MN__TRY(mn__gla_backward(ctx, D->dq, D->dk, D->dv, D->dgk, NULL, D->dO, NULL, A->q, A->k, A->v, A->gk, NULL, B, T,
+                             H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0));
+    mn__k_cm_glagate_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dl2, D->dgk, A->l2, N * HD);
+    MN__LAUNCHED();
+    MN__TRY(mn__matmul_backward(ctx, D->dl1, MN__GRD(cm, l, MN__CG_GD + 1), MN__GRD(cm, l, MN__CG_GD + 2), D->dl2,
+                                A->l1, MN__PAR(cm, l, MN__CG_GD + 1), N, MN__GLA_RK, HD, 0));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CG_GD), NULL, D->dl1, Y->xn1,
+                                    MN__PAR(cm, l, MN__CG_GD), N, C, MN__GLA_RK));
+    return mn__cm_qkv_backward(cm, l, MN__CG_Q, Y->xn1, din, D->dq, D->dk, D->dv, N, 1);
+}
+
 // ---- the mixer table: one row per mixer the GPU model runs (mesanet.h's mn__mixers, by name) ----
 // Adding a mixer: its activation structs above, these functions, one row.
 typedef struct mn__cm_mixer {
@@ -4243,6 +5305,12 @@ static const mn__cm_mixer mn__cm_mixers[] = {
       mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward },
     { "swa", 1, MN__CA_END - MN__CP_MIX, mn__cp_attn, mn__cm_attn_check, mn__cm_attn_acts_layout,
       mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward },
+    { "linattn", 0, MN__CL_END - MN__CP_MIX, mn__cp_linattn, mn__cm_gla_check, mn__cm_linattn_acts_layout,
+      mn__cm_linattn_dacts_layout, mn__cm_gla_work, mn__cm_linattn_forward, mn__cm_linattn_backward },
+    { "sgla", 0, MN__CS_END - MN__CP_MIX, mn__cp_sgla, mn__cm_gla_check, mn__cm_sgla_acts_layout,
+      mn__cm_sgla_dacts_layout, mn__cm_gla_work, mn__cm_sgla_forward, mn__cm_sgla_backward },
+    { "gla", 0, MN__CG_END - MN__CP_MIX, mn__cp_gla, mn__cm_gla_check, mn__cm_gla_acts_layout,
+      mn__cm_gla_dacts_layout, mn__cm_gla_work, mn__cm_gla_forward, mn__cm_gla_backward },
 };
 #define MN__CM_N_MIXERS (sizeof mn__cm_mixers / sizeof mn__cm_mixers[0])
 #define MN__CM_MIXER(cm, l) (&mn__cm_mixers[(cm)->mixer[l]])
@@ -4466,6 +5534,7 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
         size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, V = c->vocab_size, need = mn__col_tmp(N, H),
             k;
         if ((k = mn__col_tmp(N, C)) > need) need = k;
+        if ((k = mn__col_tmp(N, H * Dh)) > need) need = k;   // GLA's gate bias
         if ((k = mn__col_tmp(N * H, Dh)) > need) need = k;
         if ((k = mn__conv_tmp(B, T, H * Dh, 4)) > need) need = k;
         if ((k = mn__emb_tmp(N, C, V)) > need) need = k;

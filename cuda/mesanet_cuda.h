@@ -8,7 +8,7 @@
      accumulate (+=) into their gradients, as on the CPU. Compile cuda/mesanet_cuda.cu once with
      nvcc (`make cuda`), include this header from C or C++, link with -lcublas -lcudart.
      On top of the ops, mn_cuda_model (end of this header) is the whole model of mesanet.h for
-     the mixers mesa, attn and swa (hybrids too): forward with loss, backward, clip, AdamW,
+     the mixers mesa, attn, swa, linattn, sgla and gla (hybrids too): forward with loss, backward, clip, AdamW,
      checkpoints in the CPU build's format;
      it needs cuda/mesanet_cuda_host.c linked too (build/mesanet_cuda_host.o).
 
@@ -51,6 +51,11 @@
        to <= 1, so no input or gradient over- or underflows fp16 whatever its scale (a loss's 1e-5
        gradients included); the factors come back exactly in fp32. Against float64: outputs ~6e-4
        relative RMS, lse ~2e-4, gradients ~1e-3 (test_cuda). The decode step is fp32 throughout.
+     - GLA family (mn_cuda_gla_*: linear attention, simple GLA, GLA): every product on the tensor cores
+       (mma.sync m16n8k8, fp32 accumulation) in 3xTF32 with ctx->math = MN_CUDA_MATH_FP32 (each fp32
+       operand split into a TF32 head and tail: fp32-level results, ~1e-6 relative) or plain TF32 with
+       MN_CUDA_MATH_TF32 (~5e-4); chunk states, gates, decays and the GLA's diagonal 16 x 16 blocks in
+       fp32. The decode step is fp32 throughout.
      - Mesa decode step (mn_cuda_mesa_step): fp32 throughout (states, CG, read-out), like fla's
        decode kernel; one thread block per (sequence, head), the K x K state in registers.
      - The Mesa CG solve (the op's hot loop, n_cg x (4CK + 2K^2) flops per token and head) and the
@@ -77,7 +82,9 @@
      cg_iters < 0 (no solve). Decode step: Dk in {64, 128}, Dv a multiple of 4 with Dk*Dv <= 16384,
      CG from x0 = 0 or the Jacobi guess, every other option as the CPU step. Attention: Dk == Dv in
      {64, 128}, B*H <= 65535, the (B,T,H,D) tensors 16-byte aligned; any T and window; its decode
-     step: Dk == Dv in {64, 128}. RoPE: D even. Anything else returns MN_ERR_CONFIG. Other ops: any size.
+     step: Dk == Dv in {64, 128}. GLA family: Dk == Dv in {64, 128}, chunk 64, G in {0, 1, Dk}, B*H <=
+     65535, the (B,T,H,D) inputs 16-byte aligned; its decode step: any Dk, Dv <= 1024. RoPE: D even.
+     Anything else returns MN_ERR_CONFIG. Other ops: any size.
 
    NOTATION as mesanet.h: B batch, T time, C d_model (or channels), H heads, Dk/Dv head dims,
    V vocabulary, N rows. Shapes in the comments are row-major, fla's [B,T,H,D] layout.
@@ -213,6 +220,36 @@ int mn_cuda_attention_step(mn_cuda_ctx* ctx, float* out, float* kcache, float* v
                            const float* v, size_t B, size_t pos, size_t cache_len, size_t H, size_t Dk, size_t Dv,
                            size_t window, double scale);
 
+// --- linear attention, simple GLA and GLA as one op (contracts as mn_gla_forward / _backward / _step of
+// mesanet.h: G = 0 no decay, G = 1 one log-decay per head and step, G = Dk one per key channel) ---
+// Chunkwise (chunk C = 64 only), Dk == Dv in {64, 128}, B*H <= 65535; q, k, v, out, dout, g (G = Dk)
+// and work 16-byte aligned. The gates are log-decays <= 0 (every exponent formed is then <= 0).
+// Workspace in floats (one size serves the forward and the backward): the chunk states and their
+// gradients (fp32, Dk*Dv per chunk and head), the 64 x 64 intra-chunk scores and their gradients.
+size_t mn_cuda_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
+// out (B,T,H,Dv) written; ht (B,H,Dk,Dv) the final state, written (may be NULL); q,k (B,T,H,Dk),
+// v (B,T,H,Dv), g (B,T,H,G) (NULL when G = 0), h0 (B,H,Dk,Dv) initial state (NULL: zeros)
+int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q, const float* k, const float* v,
+                        const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                        double scale, size_t C, float* work);
+// dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dg (B,T,H,G), dh0 (B,H,Dk,Dv) accumulated (dg, dh0 may be NULL;
+// deterministic: no atomics); dout (B,T,H,Dv), dht (B,H,Dk,Dv) the final state's gradient (NULL = 0)
+int mn_cuda_gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dh0, const float* dout,
+                         const float* dht, const float* q, const float* k, const float* v, const float* g,
+                         const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale,
+                         size_t C, float* work);
+// One token for B sequences: state (B,H,Dk,Dv) updated in place, out (B,H,Dv) written; q,k (B,H,Dk),
+// v (B,H,Dv), g (B,H,G) (NULL when G = 0). fp32; any Dk, Dv <= 1024; no workspace.
+int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k, const float* v,
+                     const float* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale);
+// gated RMSNorm (mn_rmsnorm_gated_*): out = inp rstd weight silu(gate) per row of C; out, rstd (N) written
+int mn_cuda_rmsnorm_gated_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* gate,
+                                  const float* weight, size_t N, size_t C, double eps);
+// dinp, dgate (N,C), dweight (C) accumulated
+int mn_cuda_rmsnorm_gated_backward(mn_cuda_ctx* ctx, float* dinp, float* dgate, float* dweight, const float* dout,
+                                   const float* rstd, const float* inp, const float* gate, const float* weight,
+                                   size_t N, size_t C);
+
 // --- the Mesa op, chunkwise form (contracts as mn_mesa_forward / _backward of mesanet.h) ---
 // Workspace in floats (one size serves the forward and the backward).
 size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
@@ -255,11 +292,12 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
 // parameters (and the AdamW moments) into it and calls mn_save; loading is mn_load, then an
 // upload. A checkpoint written here is read by the CPU build (build/generate) and vice versa.
 // Supported now: patterns (hybrids included, cycled over the layers as on the CPU) of the mixers
-// "mesa", "attn" and "swa" (any other returns MN_ERR_CONFIG), head_dim 64 or 128, mesa_chunk 64,
+// "mesa", "attn", "swa", "linattn", "sgla" and "gla" (any other returns MN_ERR_CONFIG), head_dim 64 or
+// 128, mesa_chunk 64 for Mesa layers (the GLA layers run chunks of 64 whatever it is),
 // any mesa_cg_train (negative: no solve), gamma clamp, RoPE, soft-cap.
 // Precision: ctx->math picks fp32 or TF32 for every projection and the Mesa backward's products;
 // the Mesa op and attention as described above (fp16 tensor-core products, fp32 states, softmax
-// and accumulation).
+// and accumulation), the GLA family's products in 3xTF32 (fp32) or TF32 by ctx->math.
 // LINKING: build/mesanet_cuda.o AND build/mesanet_cuda_host.o (cuda/mesanet_cuda_host.c, any C99
 // compiler), -lcublas -lcudart. The program may define MESANET_IMPLEMENTATION itself (float or
 // double): the library's copy is private.

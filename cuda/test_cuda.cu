@@ -21,9 +21,10 @@
 //   worst-conditioned case), states 1e-5; see test_step.
 //   attention (fp16 tensor-core products with per-tile power-of-two scales, fp32 softmax): out 3e-3,
 //   lse 5e-4, gradients 5e-3 (see test_attention); its decode step (fp32) 1e-5; RoPE (double angles) 1e-6.
-// Usage: test_cuda [device [quick|model|mesa|attn|all]]; quick skips the T = 1024 Mesa cases (for
+// Usage: test_cuda [device [quick|model|mesa|attn|gla|all]]; quick skips the T = 1024 Mesa cases (for
 // compute-sanitizer); model runs only the whole-model tests (mn_cuda_model against mn_model,
-// test_model below), mesa only the chunkwise Mesa cases, attn only the attention and RoPE tests,
+// test_model below), mesa only the chunkwise Mesa cases, attn only the attention and RoPE tests, gla
+// only the GLA-family tests,
 // all the model tests and then everything else; without a name the op tests run. Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
 #define MESANET_DOUBLE
 #define MESANET_IMPLEMENTATION
@@ -455,6 +456,186 @@ static void test_attention_all(void) {
         expect(mn_cuda_attention_step(&G, p, p, p, p, p, p, 1, 10, 8, 1, 64, 64, 0, 1.0) == MN_ERR_CONFIG,
                "attention step with a cache shorter than the context returns MN_ERR_CONFIG");
         expect(mn_cuda_rope_forward(&G, p, p, 1, 2, 1, 5, 0, 10000.0) == MN_ERR_CONFIG, "rope with an odd D returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+}
+
+// ---- the GLA family (linear attention, simple GLA, GLA): chunkwise op, decode step, gated RMSNorm --
+// Against mesanet.h's recurrent forms in double (the definition, one token at a time). The GPU's
+// products run on the tensor cores: in 3xTF32 with ctx->math = MN_CUDA_MATH_FP32 (fp32-level: out and
+// ht 1e-5, gradients 1e-4, the gate gradient, a running sum over the whole sequence, 2e-4), in plain
+// TF32 with MN_CUDA_MATH_TF32 (10-bit operands, ~5e-4 per product: 3e-3, 5e-3, 1e-2).
+typedef struct gla_case {
+    const char* name;
+    size_t B, T, H, D;
+    int gm;               // 0 linear attention (G = 0), 1 simple GLA (G = 1), 2 GLA (G = D)
+    int state;            // initial state and final-state gradient
+    double gmu, gsd, gmul;   // g = gmul logsigmoid(N(gmu, gsd)): 1/16 as the layers, 1 for strong gates
+    int math;
+} gla_case;
+static void test_gla(const gla_case* c) {
+    size_t B = c->B, T = c->T, H = c->H, D = c->D, Gw = c->gm == 0 ? 0 : c->gm == 1 ? 1 : D;
+    size_t n = B * T * H * D, ng = B * T * H * Gw, ns = B * H * D * D;
+    int tf = c->math == MN_CUDA_MATH_TF32;
+    double bo = tf ? 3e-3 : 1e-5, bg = tf ? 5e-3 : 1e-4, bgg = tf ? 1e-2 : 2e-4, scale = 1.0 / sqrt((double)D);
+    char nm[200], tag[128];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu D %zu G %zu%s, %s", c->name, B, T, H, D, Gw,
+             c->state ? ", states" : "", tf ? "tf32" : "3xtf32");
+    G.math = c->math;
+    vf q = randn(n, 0, 1), k = randn(n, 0, 1), v = randn(n, 0, 1), dy = randn(n, 0, 1), g(ng);
+    for (size_t i = 0; i < ng; i++) {
+        double x = c->gmu + c->gsd * mn_rng_normal(&R);
+        g[i] = (float)(c->gmul * ((x < 0 ? x : 0.0) - log1p(exp(-fabs(x)))));
+    }
+    vf h0 = c->state ? randn(ns, 0, 1) : vf(), dht = c->state ? randn(ns, 0, 1) : vf();
+    vf pq = randn(n, 0, 1), pk = randn(n, 0, 1), pv = randn(n, 0, 1), pg = randn(ng, 0, 1), ph = randn(ns, 0, 1);
+    vd Q = tod(q), K = tod(k), Vd = tod(v), Gd = tod(g), H0 = tod(h0), DHT = tod(dht), DY = tod(dy);
+    vd out(n), ht(ns), dq = tod(pq), dk = tod(pk), dv = tod(pv), dg = tod(pg), dh0 = tod(ph);
+    vd rw(mn_gla_work_size_recurrent(T, D, D));
+    mn_gla_forward_recurrent(out.data(), ht.data(), Q.data(), K.data(), Vd.data(), Gw ? Gd.data() : NULL,
+                             c->state ? H0.data() : NULL, B, T, H, D, D, Gw, scale);
+    mn_gla_backward_recurrent(dq.data(), dk.data(), dv.data(), Gw ? dg.data() : NULL, dh0.data(), DY.data(),
+                              c->state ? DHT.data() : NULL, Q.data(), K.data(), Vd.data(), Gw ? Gd.data() : NULL,
+                              c->state ? H0.data() : NULL, B, T, H, D, D, Gw, scale, rw.data());
+    size_t wn = mn_cuda_gla_work_size(B, T, H, D, D, 64);
+    float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gdy = dev(dy), *gg = Gw ? dev(g) : NULL;
+    float *gh0 = c->state ? dev(h0) : NULL, *gdht = c->state ? dev(dht) : NULL, *gout = poison(n), *ght = poison(ns);
+    float *gw = poison(wn), *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdg = Gw ? dev(pg) : NULL, *gdh = dev(ph);
+    CK(mn_cuda_gla_forward(&G, gout, ght, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale, 64, gw));
+    snprintf(nm, sizeof nm, "gla fwd out (%s)", tag); check(nm, host(gout, n), out, bo);
+    snprintf(nm, sizeof nm, "gla fwd ht (%s)", tag); check(nm, host(ght, ns), ht, bo);
+    cudaMemset(gw, 0xFF, wn * sizeof(float));
+    CK(mn_cuda_gla_backward(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale, 64,
+                            gw));
+    vf r1[5] = { host(gdq, n), host(gdk, n), host(gdv, n), Gw ? host(gdg, ng) : vf(), host(gdh, ns) };
+    snprintf(nm, sizeof nm, "gla bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, bg);
+    snprintf(nm, sizeof nm, "gla bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, bg);
+    snprintf(nm, sizeof nm, "gla bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, bg);
+    if (Gw) { snprintf(nm, sizeof nm, "gla bwd dg (%s)", tag); check_inc(nm, r1[3], pg, dg, bgg); }
+    snprintf(nm, sizeof nm, "gla bwd dh0 (%s)", tag); check_inc(nm, r1[4], ph, dh0, bg);
+    {   // no atomics: a second backward from the same priors gives the same bits
+        CK(mn_cuda_upload(&G, gdq, pq.data(), n * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), n * 4));
+        CK(mn_cuda_upload(&G, gdv, pv.data(), n * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+        if (Gw) CK(mn_cuda_upload(&G, gdg, pg.data(), ng * 4));
+        CK(mn_cuda_gla_backward(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale,
+                                64, gw));
+        vf a = host(gdq, n), r = r1[0], x;
+        x = host(gdk, n); a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[1].begin(), r1[1].end());
+        x = host(gdv, n); a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[2].begin(), r1[2].end());
+        if (Gw) {
+            x = host(gdg, ng); a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[3].begin(), r1[3].end());
+        }
+        snprintf(nm, sizeof nm, "gla bwd dq, dk, dv, dg (%s)", tag); same_twice(nm, r, a);
+    }
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gg); mn_cuda_dfree(gh0);
+    mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(gw); mn_cuda_dfree(gdq);
+    mn_cuda_dfree(gdk);
+    mn_cuda_dfree(gdv); mn_cuda_dfree(gdg); mn_cuda_dfree(gdh);
+    G.math = MN_CUDA_MATH_FP32;
+}
+
+// The decode step, batched, against mn_gla_step in double from a random state, P consecutive tokens:
+// the worst output, then the state. fp32 against double: 1e-5.
+static void test_gla_step(size_t B, size_t H, size_t Dk, size_t Dv, size_t Gw, size_t P) {
+    char nm[160];
+    double scale = 1.0 / sqrt((double)Dk), worst = 0;
+    size_t ns = B * H * Dk * Dv;
+    vf s0 = randn(ns, 0, 1);
+    vd S = tod(s0), ref(B * H * Dv);
+    float *gs = dev(s0), *gout = poison(B * H * Dv);
+    int fin = 1;
+    for (size_t p = 0; p < P; p++) {
+        vf q = randn(B * H * Dk, 0, 1), k = randn(B * H * Dk, 0, 1), v = randn(B * H * Dv, 0, 1), g(B * H * Gw);
+        for (size_t i = 0; i < g.size(); i++) {
+            double x = mn_rng_normal(&R);
+            g[i] = (float)(((x < 0 ? x : 0.0) - log1p(exp(-fabs(x)))) / 16);
+        }
+        vd Qd = tod(q), Kd = tod(k), Vd = tod(v), Gd = tod(g);
+        mn_gla_step(ref.data(), S.data(), Qd.data(), Kd.data(), Vd.data(), Gw ? Gd.data() : NULL, B, H, Dk, Dv, Gw,
+                    scale);
+        float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gg = Gw ? dev(g) : NULL;
+        cudaMemset(gout, 0xFF, B * H * Dv * sizeof(float));
+        CK(mn_cuda_gla_step(&G, gout, gs, gq, gk, gv, gg, B, H, Dk, Dv, Gw, scale));
+        vf ho = host(gout, B * H * Dv);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < ho.size(); i++) {
+            if (!isfinite(ho[i])) fin = 0;
+            se += (ho[i] - ref[i]) * (ho[i] - ref[i]); sr += ref[i] * ref[i];
+        }
+        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gg);
+    }
+    snprintf(nm, sizeof nm, "gla step: %zu tokens, B %zu H %zu Dk %zu Dv %zu G %zu, worst out rms %.2e (bound 1e-5)", P,
+             B, H, Dk, Dv, Gw, worst);
+    expect(fin && worst <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "gla step: state (B %zu H %zu Dk %zu Dv %zu G %zu)", B, H, Dk, Dv, Gw);
+    check(nm, host(gs, ns), S, 1e-5);
+    mn_cuda_dfree(gs); mn_cuda_dfree(gout);
+}
+
+static void test_rmsnorm_gated(size_t N, size_t C) {
+    char nm[128];
+    vf x = randn(N * C, 0.3, 2), z = randn(N * C, 0, 2), w = randn(C, 1, 0.2), dy = randn(N * C, 0, 1);
+    vf px = randn(N * C, 0, 1), pz = randn(N * C, 0, 1), pw = randn(C, 0, 1);
+    vd out(N * C), rs(N), dx = tod(px), dz = tod(pz), dw = tod(pw);
+    mn_rmsnorm_gated_forward(out.data(), rs.data(), tod(x).data(), tod(z).data(), tod(w).data(), N, C, 1e-6);
+    float *gx = dev(x), *gz = dev(z), *gw = dev(w), *gdy = dev(dy), *gout = poison(N * C), *grs = poison(N);
+    float *gdx = dev(px), *gdz = dev(pz), *gdw = dev(pw);
+    CK(mn_cuda_rmsnorm_gated_forward(&G, gout, grs, gx, gz, gw, N, C, 1e-6));
+    vf hrs = host(grs, N);
+    snprintf(nm, sizeof nm, "rmsnorm_gated fwd out (N %zu, C %zu)", N, C); check(nm, host(gout, N * C), out, 1e-5);
+    snprintf(nm, sizeof nm, "rmsnorm_gated fwd rstd (N %zu, C %zu)", N, C); check(nm, hrs, rs, 1e-5);
+    mn_rmsnorm_gated_backward(dx.data(), dz.data(), dw.data(), tod(dy).data(), tod(hrs).data(), tod(x).data(),
+                              tod(z).data(), tod(w).data(), N, C);
+    CK(mn_cuda_rmsnorm_gated_backward(&G, gdx, gdz, gdw, gdy, grs, gx, gz, gw, N, C));
+    snprintf(nm, sizeof nm, "rmsnorm_gated bwd dinp (N %zu, C %zu)", N, C);
+    check_inc(nm, host(gdx, N * C), px, dx, 1e-5);
+    snprintf(nm, sizeof nm, "rmsnorm_gated bwd dgate (N %zu, C %zu)", N, C);
+    check_inc(nm, host(gdz, N * C), pz, dz, 1e-5);
+    snprintf(nm, sizeof nm, "rmsnorm_gated bwd dweight (N %zu, C %zu)", N, C);
+    check_inc(nm, host(gdw, C), pw, dw, 1e-5);
+    mn_cuda_dfree(gx); mn_cuda_dfree(gz); mn_cuda_dfree(gw); mn_cuda_dfree(gdy); mn_cuda_dfree(gout);
+    mn_cuda_dfree(grs);
+    mn_cuda_dfree(gdx); mn_cuda_dfree(gdz); mn_cuda_dfree(gdw);
+}
+
+static void test_gla_all(void) {
+    static const gla_case cases[] = {
+        // "strong": g = logsigmoid(N(-2, 2)) without the layers' 1/16, decays past e^-100 within a chunk
+        //  name           B  T     H  D    gm st gmu gsd gmul    math
+        { "linattn",       2, 200,  3, 64,  0, 1, 0,  1,  1,      MN_CUDA_MATH_FP32 },   // T past the last full chunk
+        { "linattn D128",  1, 300,  2, 128, 0, 0, 0,  1,  1,      MN_CUDA_MATH_FP32 },
+        { "linattn tf32",  2, 200,  2, 128, 0, 1, 0,  1,  1,      MN_CUDA_MATH_TF32 },
+        { "sgla",          2, 200,  3, 64,  1, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },   // the layer's gate
+        { "sgla T1024",    1, 1024, 2, 128, 1, 0, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
+        { "sgla strong",   1, 300,  2, 128, 1, 1, -2, 2,  1,      MN_CUDA_MATH_FP32 },
+        { "sgla tf32",     2, 200,  2, 128, 1, 1, 0,  1,  0.0625, MN_CUDA_MATH_TF32 },
+        { "gla",           2, 200,  3, 64,  2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
+        { "gla D128",      1, 300,  2, 128, 2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
+        { "gla strong",    1, 200,  2, 128, 2, 1, -2, 2,  1,      MN_CUDA_MATH_FP32 },
+        { "gla T5",        1, 5,    1, 64,  2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
+        { "gla T1024 tf32", 1, 1024, 2, 128, 2, 0, 0, 1,  0.0625, MN_CUDA_MATH_TF32 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_gla(&cases[i]);
+    test_gla_step(3, 2, 64, 64, 0, 20);
+    test_gla_step(2, 3, 128, 128, 1, 20);
+    test_gla_step(2, 2, 128, 128, 128, 20);
+    test_gla_step(2, 2, 64, 100, 64, 10);        // Dv not a power of two
+    test_rmsnorm_gated(300, 128);
+    test_rmsnorm_gated(1000, 64);
+    {   // what the kernels do not take
+        float* p = poison(64);
+        expect(mn_cuda_gla_forward(&G, p, p, p, p, p, NULL, NULL, 1, 8, 1, 32, 32, 0, 1.0, 64, p) == MN_ERR_CONFIG,
+               "gla with D = 32 returns MN_ERR_CONFIG");
+        expect(mn_cuda_gla_forward(&G, p, p, p, p, p, NULL, NULL, 1, 8, 1, 64, 64, 0, 1.0, 32, p) == MN_ERR_CONFIG,
+               "gla with chunk 32 returns MN_ERR_CONFIG");
+        expect(mn_cuda_gla_forward(&G, p, p, p, p, p, p, NULL, 1, 8, 1, 64, 64, 5, 1.0, 64, p) == MN_ERR_CONFIG,
+               "gla with G = 5 returns MN_ERR_CONFIG");
+        expect(mn_cuda_gla_backward(&G, p, p, p, NULL, NULL, p + 1, NULL, p, p, p, NULL, NULL, 1, 8, 1, 64, 64, 0, 1.0,
+                                    64, p) == MN_ERR_CONFIG,
+               "gla backward with dout not 16-byte aligned returns MN_ERR_CONFIG");
+        expect(mn_cuda_gla_step(&G, p, p, p, p, p, p, 1, 1, 64, 64, 3, 1.0) == MN_ERR_CONFIG,
+               "gla step with G = 3 returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
     }
 }
@@ -958,9 +1139,13 @@ static void test_model(const model_case* mc) {
 static void test_model_errors(void) {
     mn_config c; memset(&c, 0, sizeof c);
     mn_cuda_model gm;
-    c.d_model = 128; c.n_layer = 2; c.n_head = 2; c.pattern = "mesa,gla";
+    c.d_model = 128; c.n_layer = 2; c.n_head = 2; c.pattern = "mesa,deltanet";
     expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG,
-           "mn_cuda_model_init with a gla layer returns MN_ERR_CONFIG (mesa, attn and swa layers so far)");
+           "mn_cuda_model_init with a deltanet layer returns MN_ERR_CONFIG (mesa, attn, swa, GLA family so far)");
+    c.pattern = "gla"; c.n_head = 4;   // head_dim 32
+    expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG,
+           "mn_cuda_model_init of gla with head_dim 32 returns MN_ERR_CONFIG");
+    c.n_head = 2;
     c.pattern = "attn"; c.n_head = 4;   // head_dim 32
     expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG, "mn_cuda_model_init of attn with head_dim 32 returns MN_ERR_CONFIG");
     c.pattern = "mesa"; c.n_head = 4;   // head_dim 32
@@ -1008,6 +1193,7 @@ int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
     int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
     int mesa = argc > 2 && !strcmp(argv[2], "mesa"), attn = argc > 2 && !strcmp(argv[2], "attn");
+    int gla = argc > 2 && !strcmp(argv[2], "gla");
     cudaDeviceProp prop;
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
@@ -1027,6 +1213,17 @@ int main(int argc, char** argv) {
             { "attn H2x64",      "attn", 0,      128, 2, 2, 64,  352,  2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0,    1e-4, 6e-3, 1e-2, 2e-2 },
             { "swa W37 H2x128 cap", "swa", 37,   256, 2, 2, 128, 688,  2, 200, 30, 0, MN_CUDA_MATH_FP32, 30.0,   1e-4, 6e-3, 1e-2, 2e-2 },
             { "attn,mesa H2x128 cg10", "attn,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3, 1e-2, 2e-2 },
+            // the GLA family (3xTF32 products with fp32 cuBLAS: fp32-level), a TF32 hybrid, a Mesa hybrid
+            { "linattn H2x128", "linattn", 0, 256, 2, 2, 128, 688, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4,
+              1e-3, 3e-3 },
+            { "sgla H4x64 cap", "sgla", 0, 256, 2, 4, 64, 512, 2, 200, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-5, 1e-4, 1e-3,
+              3e-3 },
+            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3,
+              3e-3 },
+            { "gla,sgla,linattn H2x64 tf32", "gla,sgla,linattn", 0, 128, 3, 2, 64, 352, 2, 100, 30, 0,
+              MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },
+            { "sgla,mesa H2x128 cg10", "sgla,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,
+              6e-3, 1e-2, 2e-2 },
         };
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
@@ -1035,6 +1232,12 @@ int main(int argc, char** argv) {
             printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
             return n_fail ? 1 : 0;
         }
+    }
+    if (gla) {            // "gla": only the GLA-family tests (op, step, gated RMSNorm)
+        test_gla_all();
+        mn_cuda_free(&G);
+        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
     }
     if (attn) {           // "attn": only the attention and RoPE tests
         test_attention_all();
@@ -1079,6 +1282,7 @@ int main(int argc, char** argv) {
     test_crossentropy(0); test_crossentropy(30);
     test_adamw(); test_clip(1.0); test_clip(1e6);
     test_attention_all();
+    test_gla_all();
     }
     static const mesa_case cases[] = {
         //  name              B  T     H  K    cg  fla tol   st gmu bwd math            scan                  out    grad   lam    CG products
