@@ -102,8 +102,13 @@ done
 [ $kills_ok = 1 ] && ok "kill -9 at each of the 9 stages of a save: old or new set whole, exact resume, no leftover" \
     || bad "kill at a save stage"
 
+# a fresh run into a folder that holds a checkpoint is refused unless --overwrite 1 says to replace it
+"$B/train" $tiny --pattern attn --steps 5 --out "$W/c" > "$W/ow.log" 2>&1; rc=$?
+same_set "$W/c" "$W/c.before" && [ $rc -eq 2 ] && grep -q "holds a checkpoint" "$W/ow.log"
+report $? "a fresh run into a checkpoint folder without --overwrite: status 2, the set unchanged"
 # a different model into an existing checkpoint folder, killed half-way through its first save: the old set stays
-{ MN_TEST_SAVE_KILL=1:4 "$B/train" $tiny --pattern attn --steps 5 --out "$W/c" > /dev/null 2>&1; } 2> /dev/null; rc=$?
+{ MN_TEST_SAVE_KILL=1:4 "$B/train" $tiny --pattern attn --steps 5 --overwrite 1 --out "$W/c" > /dev/null 2>&1; } \
+    2> /dev/null; rc=$?
 same_set "$W/c" "$W/c.before" && [ $rc -eq 137 ] && "$B/generate" --ckpt "$W/c" --n 5 > /dev/null 2>&1
 report $? "another architecture killed while saving into a checkpoint folder: the old set stays, whole"
 
@@ -209,5 +214,10 @@ done
 "$B/train" --resume "$W/c" --steps 15 --lr 1e-3 > "$W/e.log" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "note: --lr 0.001 replaces the checkpoint's 0.003" "$W/e.log" && [ "$(step_of "$W/c")" = 15 ]
 report $? "--resume with a new --lr: allowed, with a note"
+
+# fla's CG arithmetic as a training option: written to config.json for fla and for --resume
+"$B/train" $tiny --cg_fla 1 --steps 2 --eval_every 2 --out "$W/fla" > "$W/e.log" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q '"mesanet_cg_fla": 1' "$W/fla/config.json"
+report $? "--cg_fla 1: trains, config.json says mesanet_cg_fla 1"
 
 finish test_cli
