@@ -1,7 +1,8 @@
 /* mesa_oracle.h - independent float64 truth for the Mesa op (MesaNet's layer core).
 
-   Written from the math (shared/docs/mesa.md section 1-3, shared/vectors/README.md 3.1-3.3), not
-   from mesanet.h, so that mesanet.h's Mesa ops can be checked against it. Self-contained C99
+   Written from the math stated below (the op, its exact and least-squares solves, finite-difference
+   gradients, fla's CG), not from mesanet.h, so that mesanet.h's Mesa ops can be checked against it.
+   Self-contained C99
    (also compiles as C++), depends only on libc and libm. Every function is `static inline`: just
    #include "reference/mesa_oracle.h" (no IMPLEMENTATION define); unused functions cost nothing.
 

@@ -2,7 +2,7 @@
 //   (a) mo_mesa_exact   vs mesa_exact.vec and mesa_exact_T256.vec (out.o, out.h_kk, out.h_kv) at 1e-10
 //   (b) mo_mesa_lstsq   vs mo_mesa_exact, T = 300, with and without forgetting, V = K and V = 8, ~1e-10
 //   (c) mo_mesa_grad_fd vs mesa_exact.vec's grad.* (relative error < 1e-7), and vs an analytic
-//       backward (mesa.md 3.1) on a small case with initial states and final-state upstream grads
+//       backward (implicit differentiation through the solve, written in this file) on a small case with initial states and final-state upstream grads
 //   (d) mo_mesa_cg_fla  vs mesa_cg_it{1,3,10,30}.vec (x0 = 0) and mesa_decode.vec (Jacobi start) at 1e-10
 // plus consistency checks (initial states, eps = 0 CG vs exact) and bad-input return codes.
 // Error metric everywhere: max|a-b| / max|b| with b the reference (tests/testutil.h).
@@ -335,7 +335,7 @@ static void test_cg_noeps(const char* file) {
     mn_vec_free(&vi.f);
 }
 
-// ---- (c') FD vs an analytic backward (mesa.md 3.1) incl. initial states and final-state upstream
+// ---- (c') FD vs an analytic backward (implicit differentiation through the solve) incl. initial states and final-state upstream
 static void test_fd_analytic(void) {
     int B = 2, T = 12, H = 2, K = 5, V = 3, b, h, t, i, j, rc;
     inputs in = make_inputs(B, T, H, K, V, 1);

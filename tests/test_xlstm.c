@@ -445,8 +445,8 @@ static void s_backward(const sprob* p, sres* r) {
 }
 static sres s_run(const sprob* p) { sres r = s_alloc(p); s_forward(p, &r); s_backward(p, &r); return r; }
 
-// The cell without the stabiliser (i = e^~i, f = sigmoid(~f), unscaled c and n), written here from
-// mixers.md 7b: y must be the same (c and n scale together). The initial state is unscaled by e^{m0}.
+// The cell without the stabiliser (i = e^~i, f = sigmoid(~f), unscaled c and n), written here from the
+// sLSTM equations: y = c / n must be the same, since the stabiliser scales c and n together. The initial state is unscaled by e^{m0}.
 static void s_unstab(const sprob* p, mn_real* yout) {
     size_t Hd = s_hd(p), G = 4 * Hd, bb, t, u, h, g, j, i;
     for (bb = 0; bb < p->B; bb++) {
