@@ -6342,7 +6342,8 @@ static int mn__cmp_desc(const void* a, const void* b) {
     mn_real x = *(const mn_real*)a, y = *(const mn_real*)b;
     return x < y ? 1 : x > y ? -1 : 0;
 }
-MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng, mn_real* scratch) {
+MNDEF int mn_sample(const mn_real* logits, size_t V, double temperature, size_t top_k, double top_p, mn_rng* rng,
+                    mn_real* scratch) {
     size_t i, best = 0;
     double mx = -INFINITY, sum = 0.0, cut = 0.0, u, acc = 0.0;
     mn_real *p = scratch, *sorted;
@@ -7421,13 +7422,21 @@ MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, cha
         char key[64]; size_t u; double d; int c;
         if (mn__js_str(&j, key, sizeof key) < 0 || mn__js_expect(&j, ':') < 0) goto bad;
         c = mn__js_peek(&j);
-        #define MN__UINT(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_uint(&j, (size_t)1 << 32, &u) < 0) goto bad; cfg->field = u; }
-        #define MN__REAL(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_num(&j, &d) < 0) goto bad; cfg->field = d; }
-        #define MN__INT(k, field) else if (!strcmp(key, k) && c != 'n') { if (mn__js_num(&j, &d) < 0 || d != floor(d) || fabs(d) > 1e6) goto bad; cfg->field = (int)d; }
+        // one "else if" per key; null (c == 'n') leaves the field at its default
+        #define MN__UINT(k, field) else if (!strcmp(key, k) && c != 'n') { \
+            if (mn__js_uint(&j, (size_t)1 << 32, &u) < 0) goto bad;                \
+            cfg->field = u; }
+        #define MN__REAL(k, field) else if (!strcmp(key, k) && c != 'n') { \
+            if (mn__js_num(&j, &d) < 0) goto bad;                                  \
+            cfg->field = d; }
+        #define MN__INT(k, field) else if (!strcmp(key, k) && c != 'n') { \
+            if (mn__js_num(&j, &d) < 0 || d != floor(d) || fabs(d) > 1e6) goto bad; \
+            cfg->field = (int)d; }
         if (0) {}
         MN__UINT("hidden_size", d_model) MN__UINT("num_hidden_layers", n_layer) MN__UINT("num_heads", n_head)
         MN__UINT("head_dim", head_dim) MN__UINT("intermediate_size", d_ff) MN__UINT("vocab_size", vocab_size)
-        MN__UINT("max_position_embeddings", max_seq_len) MN__UINT("window_size", window) MN__UINT("mesanet_window", window)
+        MN__UINT("max_position_embeddings", max_seq_len) MN__UINT("window_size", window)
+        MN__UINT("mesanet_window", window)
         MN__REAL("rope_theta", rope_theta) MN__REAL("norm_eps", norm_eps) MN__REAL("initializer_range", init_std)
         MN__REAL("mesanet_logit_softcap", logit_softcap) MN__REAL("mesanet_cg_tol", mesa_cg_tol)
         MN__UINT("mesanet_chunk", mesa_chunk) MN__UINT("mesanet_gamma_clamp", mesa_gamma_clamp)
@@ -7438,7 +7447,10 @@ MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, cha
             if (mn__js_str(&j, mt, sizeof mt) < 0) goto bad;
             fla_mesa = !strcmp(mt, "mesa_net");
             // an fla MesaNet checkpoint without our pattern key: every layer is Mesa
-            if (!strcmp(mt, "mesa_net") && !cfg->pattern && pattern_buf && pattern_cap > 4) { strcpy(pattern_buf, "mesa"); cfg->pattern = pattern_buf; }
+            if (!strcmp(mt, "mesa_net") && !cfg->pattern && pattern_buf && pattern_cap > 4) {
+                strcpy(pattern_buf, "mesa");
+                cfg->pattern = pattern_buf;
+            }
         } else if (!strcmp(key, "mesanet_version")) {
             ours = 1;
             if (mn__js_skip(&j) < 0) goto bad;
@@ -7478,7 +7490,8 @@ end:
             MN_LOG("mesanet: config.json: hidden_ratio %g out of range\n", ratio);
             return MN_ERR_CONFIG;
         }
-        if (!cfg->d_ff && cfg->d_model) cfg->d_ff = ((size_t)floor((double)cfg->d_model * ratio * 2 / 3) + 255) / 256 * 256;
+        if (!cfg->d_ff && cfg->d_model)   // fla's rule: int(C * hidden_ratio * 2/3) rounded up to a multiple of 256
+            cfg->d_ff = ((size_t)floor((double)cfg->d_model * ratio * 2 / 3) + 255) / 256 * 256;
     }
     return MN_OK;
 bad:
