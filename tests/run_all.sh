@@ -46,7 +46,9 @@ run "Python bridge (notebooks/mesanet.py) vs the C library" "${PYTHON:-/usr/bin/
 run "tutorials: every CPU notebook executes, saved outputs match" make --no-print-directory notebooks BUILD="$B"
 # the optional CUDA translation unit compiles wherever nvcc is installed (it runs on a GPU machine only)
 if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
-    run "CUDA: make cuda compiles (sm_90; not run here)" make --no-print-directory cuda BUILD="$B" NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+    # a make of its own (not a sub-make of `make test`, whose job server is not handed to this script)
+    run "CUDA: make cuda compiles (sm_90a; not run here)" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
+        make --no-print-directory cuda BUILD="$B" NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
     # the multi-GPU launcher's checks that run before any GPU is touched: a batch that does not split,
     # and a missing NCCL library, each a clear message and a non-zero status
     gpu_free() {
