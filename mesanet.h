@@ -172,6 +172,11 @@ typedef struct mn_config {
     // input's share being small at init. 0 (the default) is fla's zero bias: gamma about 1/2, a memory half-life
     // of about one token; log 19 = 2.944 starts gamma near 0.95, where the other mixers' decays start.
     double mesa_gate_bias;
+    // Where each Mesa head's CG starts at decode (mn_step): 0 x0 = 0 (the default, as the training forward);
+    // 1 the Jacobi guess q / diag(H_t + Lambda); 2 the head's previous solution x_{t-1}; 3 x_{t-1} scaled, 4 x_{t-1}
+    // blended with the Jacobi guess, each by the A-norm-optimal coefficients (MN_MESA_WARM_*). 2-4 start at the
+    // Jacobi guess at a sequence's first token. Each stops at ||r|| <= mesa_cg_tol ||q_t|| (for 0 that is ||r_0||).
+    int mesa_cg_warm;
 } mn_config;
 
 // One named tensor of the parameter table: the same table allocates, initialises, counts,
@@ -256,6 +261,7 @@ typedef struct mn_state {
 //            mlstm         forward backward     _parallel, forward_recurrent step   work_size(_parallel)
 //            slstm         forward backward     (the scan is the only form) step    work_size
 //            mesa          forward backward     _recurrent                  step    work_size(_recurrent)
+//                                                                       (+ step_warm: keeps x_t for the next CG)
 MNDEF const char* mn_strerror(int code);
 
 // --- rng (xorshift64*, as llm.c; seeded, deterministic across platforms) ---
@@ -524,7 +530,15 @@ typedef struct mn_mesa_opts {
     int fla;             // 1: fla's arithmetic, 1e-5 added to CG's alpha and beta denominators
     int jacobi;          // 1: start at x0 = q / (diag(H_t) + lambda) (fla decode); 0: x0 = 0
     size_t chunk;        // chunk length C of the chunkwise form, default 64
+    // warm start (the step and the recurrent form; the chunkwise form solves a chunk's tokens together and
+    // ignores it): MN_MESA_COLD (0) starts as jacobi says; the others start from the same head's previous
+    // solution x_{t-1} (a token with none starts as jacobi says), and measure the tolerance against ||q_t||
+    // instead of ||r_0|| (a good guess has a small r_0: relative to it the stop would ask for more accuracy)
+    int warm;
 } mn_mesa_opts;
+// MN_MESA_WARM: x0 = x_{t-1}; MN_MESA_WARM_SCALED: x0 = c x_{t-1} with the c that minimises the error's A-norm;
+// MN_MESA_WARM_BLEND: x0 = a x_{t-1} + b x_J (x_J the Jacobi guess) with the (a, b) that minimise it
+enum { MN_MESA_COLD = 0, MN_MESA_WARM = 1, MN_MESA_WARM_SCALED = 2, MN_MESA_WARM_BLEND = 3 };
 // Workspace in elements: the chunkwise forward and backward (one size serves both), and the recurrent
 // forward, backward and step (one size serves all three; the step needs it for T = 1).
 MNDEF size_t mn_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
@@ -532,6 +546,11 @@ MNDEF size_t mn_mesa_work_size_recurrent(size_t B, size_t T, size_t H, size_t Dk
 MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k,
                         const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H,
                         size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work);
+// the step with the previous solutions kept: xs (H,Dk) in/out (a zero row: that head has none yet)
+MNDEF void mn_mesa_step_warm(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q,
+                             const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
+                             const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o,
+                             mn_real* work);
 MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv,
                                      const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
                                      const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk,
@@ -4777,7 +4796,7 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 }
 
 // >>mesa
-// defines: mn_mesa_work_size, mn_mesa_step, mn_mesa_{forward,backward}_recurrent,
+// defines: mn_mesa_work_size, mn_mesa_step(_warm), mn_mesa_{forward,backward}_recurrent,
 //          mn_mesa_{forward,backward}; the layer "mesa"
 // The Mesa layer's op (von Oswald et al. 2025, eq. 7-8; fla ops/mesa_net). Per batch b and head h:
 //     H_t = gamma_t H_{t-1} + beta_t k_t k_t^T         (Dk x Dk, "h_kk")      gamma_t = exp(g_t)
@@ -4798,6 +4817,12 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 // double with Dk = 4: 1.6e-3 after 4 steps, 4e-4 after 30, where textbook CG is exact after 4).
 // mesa_cg_it*.vec and mesa_decode.vec hold that arithmetic. Without it the iteration is textbook CG
 // and converges to the exact solve.
+// Warm starts at decode (opts.warm, the paper's §6 proposal): CG on A_t starts from the same head's previous
+// solution x_{t-1} = A_{t-1}^-1 q_{t-1}, plain, scaled or blended with the Jacobi guess (mn__mesa_warm). It is a
+// good start only when q_t and A_t change little from one token to the next. In a small byte-level MesaNet
+// trained here consecutive queries are nearly orthogonal (mean cosine 0.1-0.4) and gamma is about 0.5, so
+// x_{t-1} starts further from x_t than x0 = 0 does, and only the blend comes level with the Jacobi start, at one
+// more product with A (results/mesa_warm.md, bench_mesa section 6).
 //
 // Why this is the "locally optimal" layer: x_t = A_t^-1 q_t makes o_t = Phi_t q_t with Phi_t the
 // minimiser of 1/2 sum_{s<=t} zeta_ts beta_s ||v_s - Phi k_s||^2 + 1/2 Tr(Phi Lambda Phi^T),
@@ -4845,14 +4870,57 @@ static double mn__cg_stop(const mn_mesa_opts* o) {
     double em = sizeof(mn_real) == 4 ? 1.1920929e-07 : 2.220446049250313e-16;
     return o->cg_tol > 0 ? o->cg_tol * o->cg_tol : em * em;
 }
+// y = A u with A = Hm + diag(lamb), in double rounded to mn_real; returns u.A u (the energy product).
+static double mn__mesa_apply(mn_real* y, const mn_real* Hm, const mn_real* lamb, const mn_real* u, size_t K) {
+    size_t i, p;
+    double uy = 0;
+    for (i = 0; i < K; i++) {
+        double a = (double)lamb[i] * u[i];
+        for (p = 0; p < K; p++) a += (double)Hm[i * K + p] * u[p];
+        y[i] = (mn_real)a;
+        uy += a * u[i];
+    }
+    return uy;
+}
+// The warm start of CG (opts.warm) from prev = x_{t-1} (may alias x): x0 into x, r0 = rhs - A x0 into r; u, w
+// scratch (K). The coefficients minimise what CG itself minimises, the error's A-norm: with e = x0 - A^-1 rhs,
+// ||e||_A^2 = x0.A x0 - 2 x0.rhs + const. On the line c x_{t-1} (SCALED) the least is at c = x_{t-1}.rhs /
+// x_{t-1}.A x_{t-1}; on the plane a x_{t-1} + b x_J (BLEND, x_J = rhs / diag A) at the (a, b) that solve the 2x2
+// Galerkin system G (a, b) = (x_{t-1}.rhs, x_J.rhs), G the Gram matrix of x_{t-1} and x_J in A's inner product.
+// Both contain x0 = 0, so neither starts worse than zero in that norm (nor BLEND than x_J). r0 comes from the
+// products by linearity: one product with A for WARM and SCALED, as for the Jacobi start; two for BLEND.
+static void mn__mesa_warm(mn_real* x, mn_real* r, mn_real* u, mn_real* w, const mn_real* prev, const mn_real* Hm,
+                          const mn_real* lamb, const mn_real* rhs, size_t K, int mode) {
+    size_t i;
+    double a = 1, b = 0, pr = 0, pu = mn__mesa_apply(u, Hm, lamb, prev, K);   // u = A x_{t-1}
+    for (i = 0; i < K; i++) pr += (double)prev[i] * rhs[i];
+    if (mode != MN_MESA_WARM) a = pu > 0 ? pr / pu : 0;                      // the line's optimum (and BLEND's
+    if (mode == MN_MESA_WARM_BLEND) {                                         // fallback when G is singular)
+        double jj, pj = 0, jp = 0, jr = 0, det, em = sizeof(mn_real) == 4 ? 1.1920929e-07 : 2.220446049250313e-16;
+        for (i = 0; i < K; i++) r[i] = (mn_real)(rhs[i] / ((double)Hm[i * K + i] + lamb[i]));   // x_J, in r for now
+        jj = mn__mesa_apply(w, Hm, lamb, r, K);                                // w = A x_J
+        for (i = 0; i < K; i++) {
+            pj += (double)prev[i] * w[i]; jp += (double)r[i] * u[i]; jr += (double)r[i] * rhs[i];
+        }
+        pj = 0.5 * (pj + jp);                    // G is symmetric; the two roundings of its off-diagonal averaged
+        det = pu * jj - pj * pj;                 // >= 0 (Cauchy-Schwarz); near 0 when x_J and x_{t-1} are parallel
+        if (det > 64 * em * pu * jj) { a = (pr * jj - pj * jr) / det; b = (pu * jr - pj * pr) / det; }
+    }
+    for (i = 0; i < K; i++) {
+        double xj = mode == MN_MESA_WARM_BLEND ? (double)r[i] : 0, wj = mode == MN_MESA_WARM_BLEND ? (double)w[i] : 0;
+        x[i] = (mn_real)(a * prev[i] + b * xj);
+        r[i] = (mn_real)(rhs[i] - a * u[i] - b * wj);
+    }
+}
 // Solves (Hm + diag(lamb)) x = rhs, Hm (K,K) symmetric PSD. Returns the CG iterations taken.
-// CG (Hestenes-Stiefel) on A = Hm + diag(lamb): from x0 (0, or the Jacobi guess rhs / diag(A)),
-// r = rhs - A x0, p = r, delta = r.r; each step alpha = delta / p.Ap, x += alpha p, r -= alpha Ap,
-// delta' = r.r, p = r + (delta' / delta) p (fla: 1e-5 added to both denominators). It runs cg_iters
-// steps, ending early (not with fla) once ||r|| <= cg_tol ||r0||, or at the element type's precision
-// when cg_tol is 0. Exact: Cholesky A = L L^T, two triangular solves. work: K*K + 3K.
-static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, const mn_real* rhs, size_t K,
-                          const mn_mesa_opts* o, mn_real* work) {
+// CG (Hestenes-Stiefel) on A = Hm + diag(lamb): from x0 (0, the Jacobi guess rhs / diag(A), or with opts.warm
+// and prev (K, may alias x; NULL: none) the warm start above), r = rhs - A x0, p = r, delta = r.r; each step
+// alpha = delta / p.Ap, x += alpha p, r -= alpha Ap, delta' = r.r, p = r + (delta' / delta) p (fla: 1e-5 added
+// to both denominators). It runs cg_iters steps, ending early (not with fla) once ||r|| <= cg_tol ||r0||
+// (||rhs|| with opts.warm), or at the element type's precision when cg_tol is 0. Exact: Cholesky A = L L^T, two
+// triangular solves. work: K*K + 3K.
+static int mn__mesa_solve(mn_real* x, const mn_real* prev, const mn_real* Hm, const mn_real* lamb, const mn_real* rhs,
+                          size_t K, const mn_mesa_opts* o, mn_real* work) {
     size_t i, j, p;
     if (o->cg_iters < 0) { memcpy(x, rhs, K * sizeof(mn_real)); return 0; }   // no solve: GLA read-out
     if (o->solver == MN_MESA_EXACT) {
@@ -4884,15 +4952,24 @@ static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, co
         mn_real *r = work, *pp = r + K, *Ap = pp + K;
         double delta = 0, delta0, eps = o->fla ? 1e-5 : 0.0;
         int it;
-        for (i = 0; i < K; i++)                          // initial guess: 0 or Jacobi
-            x[i] = o->jacobi ? (mn_real)(rhs[i] / ((double)Hm[i * K + i] + lamb[i])) : (mn_real)0;
-        for (i = 0; i < K; i++) {                        // r = rhs - A x ; p = r
-            double a = rhs[i];
-            if (o->jacobi) { for (p = 0; p < K; p++) a -= (double)Hm[i * K + p] * x[p]; a -= (double)lamb[i] * x[i]; }
-            r[i] = pp[i] = (mn_real)a;
-            delta += a * a;
+        if (o->warm && prev) {                           // initial guess from x_{t-1}; p = r
+            mn__mesa_warm(x, r, pp, Ap, prev, Hm, lamb, rhs, K, o->warm);
+            for (i = 0; i < K; i++) { pp[i] = r[i]; delta += (double)r[i] * r[i]; }
+        } else {
+            for (i = 0; i < K; i++)                      // initial guess: 0 or Jacobi
+                x[i] = o->jacobi ? (mn_real)(rhs[i] / ((double)Hm[i * K + i] + lamb[i])) : (mn_real)0;
+            for (i = 0; i < K; i++) {                    // r = rhs - A x ; p = r
+                double a = rhs[i];
+                if (o->jacobi) {
+                    for (p = 0; p < K; p++) a -= (double)Hm[i * K + p] * x[p];
+                    a -= (double)lamb[i] * x[i];
+                }
+                r[i] = pp[i] = (mn_real)a;
+                delta += a * a;
+            }
         }
         delta0 = delta;
+        if (o->warm) for (delta0 = 0, i = 0; i < K; i++) delta0 += (double)rhs[i] * rhs[i];   // ||r0|| at x0 = 0
         for (it = 0; it < o->cg_iters; it++) {
             double pAp = 0, alpha, dnew = 0;
             // stop at the tolerance, or (fixed count) once ||r|| reaches the element type's precision:
@@ -4919,17 +4996,17 @@ static int mn__mesa_solve(mn_real* x, const mn_real* Hm, const mn_real* lamb, co
 }
 
 // One token of one head: state update, solve, read-out. Hm (K,K), Sm (K,V); x (K) receives the
-// solve; work K*K + 3K.
-static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, const mn_real* q, const mn_real* k,
-                          const mn_real* v, double g, double beta, const mn_real* lamb, size_t K, size_t V,
-                          const mn_mesa_opts* o, mn_real* work) {
+// solve; prev (K, may alias x) the head's previous solution for opts.warm, or NULL; work K*K + 3K.
+static int mn__mesa_token(mn_real* out, mn_real* x, const mn_real* prev, mn_real* Hm, mn_real* Sm, const mn_real* q,
+                          const mn_real* k, const mn_real* v, double g, double beta, const mn_real* lamb, size_t K,
+                          size_t V, const mn_mesa_opts* o, mn_real* work) {
     size_t i, j; int it;
     double gam = exp(g);
     for (i = 0; i < K; i++) {
         for (j = 0; j < K; j++) Hm[i * K + j] = (mn_real)(gam * Hm[i * K + j] + beta * k[i] * k[j]);
         for (j = 0; j < V; j++) Sm[i * V + j] = (mn_real)(gam * Sm[i * V + j] + beta * k[i] * v[j]);
     }
-    it = mn__mesa_solve(x, Hm, lamb, q, K, o, work);
+    it = mn__mesa_solve(x, prev, Hm, lamb, q, K, o, work);
     for (j = 0; j < V; j++) {
         double a = 0;
         for (i = 0; i < K; i++) a += (double)Sm[i * V + j] * x[i];
@@ -4941,17 +5018,29 @@ static int mn__mesa_token(mn_real* out, mn_real* x, mn_real* Hm, mn_real* Sm, co
 // Generation: one token for all H heads. q,k (H,Dk); v,out (H,Dv); g, beta (H); hkk (H,Dk,Dk),
 // hkv (H,Dk,Dv) in/out; iters (H) receives the CG iterations per head (may be NULL): with
 // opts.cg_tol > 0 this is the paper's per-token dynamic stopping. work: mn_mesa_work_size_recurrent(1, 1, H, ...).
+// mn_mesa_step_warm also keeps the solutions: xs (H,Dk) holds each head's x_{t-1} on entry and x_t on return, the
+// start of the next token's CG under opts.warm. A zero row means none (a new sequence: mn_state_reset zeroes the
+// state), and that head starts as opts.jacobi says; the solution itself is never 0, as q_t != 0. mn_mesa_step is
+// mn_mesa_step_warm with no previous solutions (xs = NULL).
+MNDEF void mn_mesa_step_warm(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q,
+                             const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
+                             const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o,
+                             mn_real* work) {
+    mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
+    size_t h, i, slot = mn__mesa_slot(MN__MESA_RECURRENT, 1, Dk, Dv, op->chunk);
+    for (h = 0; h < H; h++) {
+        mn_real *w = work + h * slot, *x = xs ? xs + h * Dk : w;
+        int have = 0, it;
+        if (xs && op->warm) for (i = 0; i < Dk; i++) have |= x[i] != 0;
+        it = mn__mesa_token(out + h * Dv, x, have ? x : NULL, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk,
+                            k + h * Dk, v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, op, w + Dk);
+        if (iters) iters[h] = it;
+    }
+}
 MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, const mn_real* q, const mn_real* k,
                         const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H,
                         size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
-    mn_mesa_opts t; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
-    size_t h, slot = mn__mesa_slot(MN__MESA_RECURRENT, 1, Dk, Dv, op->chunk);
-    for (h = 0; h < H; h++) {
-        mn_real* w = work + h * slot;
-        int it = mn__mesa_token(out + h * Dv, w, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk, k + h * Dk,
-                                v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, op, w + Dk);
-        if (iters) iters[h] = it;
-    }
+    mn_mesa_step_warm(out, NULL, iters, hkk, hkv, q, k, v, g, beta, lamb, H, Dk, Dv, o, work);
 }
 
 // Recurrent form: the step run over t for every (b,h) (parallel over (b,h)). xs (B,T,H,Dk)
@@ -4974,8 +5063,9 @@ MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_r
         else memset(Sm, 0, K * V * sizeof(mn_real));
         for (t = 0; t < T; t++) {
             size_t r = (b * T + t) * H + h;
-            int it = mn__mesa_token(out + r * V, x, Hm, Sm, q + r * K, k + r * K, v + r * V, g[r], beta[r],
-                                    lamb + h * K, K, V, op, w);
+            // x holds x_{t-1} (the warm start's guess) from t = 1 on
+            int it = mn__mesa_token(out + r * V, x, t ? x : NULL, Hm, Sm, q + r * K, k + r * K, v + r * V, g[r],
+                                    beta[r], lamb + h * K, K, V, op, w);
             if (xs) memcpy(xs + r * K, x, K * sizeof(mn_real));
             if (iters) iters[r] = it;
         }
@@ -5007,6 +5097,7 @@ MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_
     size_t K = Dk, V = Dv, KK = K * K, KV = K * V, slot = mn__mesa_slot(MN__MESA_RECURRENT_BWD, T, K, V, op->chunk);
     long long hh;
     MN_UNUSED(q);
+    tmp.warm = MN_MESA_COLD;   // the adjoint systems have no previous solution to start from
     MN__OMP_FOR
     for (hh = 0; hh < (long long)H; hh++) {
         size_t h = (size_t)hh, b, t, i, j;
@@ -5052,7 +5143,7 @@ MNDEF void mn_mesa_backward_recurrent(mn_real* dq, mn_real* dk, mn_real* dv, mn_
                     for (j = 0; j < V; j++) a += (double)St[i * V + j] * dout[r * V + j];
                     xb[i] = (mn_real)a;
                 }
-                mn__mesa_solve(dqt, Ht, lamb + h * K, xb, K, op, sw);   // adjoint: A_t symmetric
+                mn__mesa_solve(dqt, NULL, Ht, lamb + h * K, xb, K, op, sw);   // adjoint: A_t symmetric
                 for (i = 0; i < K; i++) {
                     dq[r * K + i] += dqt[i];
                     dlamb[h * K + i] -= dqt[i] * x[i];
@@ -5507,7 +5598,8 @@ MNDEF void mn_mesa_backward(mn_real* dq, mn_real* dk, mn_real* dv, mn_real* dg, 
 //   beta = sigmoid(x Wb + bb), g = logsigmoid(x Wa + ba), lambda = softplus(theta) + 0.25
 //   [paper §4.2, cfg.mesa_gamma_clamp: gamma <- gamma (1 - (1 - 0.9975) beta^2), in log space]
 //   o = Mesa(q, k, v, g, beta, lambda) (chunkwise CG, cfg.mesa_cg_train steps; decode: the step with
-//   cfg.mesa_cg_decode steps and the paper's stop ||r|| <= cfg.mesa_cg_tol ||r0||), y = RMSNorm_head(o) Wo.
+//   cfg.mesa_cg_decode steps and the paper's stop ||r|| <= cfg.mesa_cg_tol ||r0||, from the start that
+//   cfg.mesa_cg_warm picks), y = RMSNorm_head(o) Wo.
 #define MN__MESA_CLAMP 0.0025   // 1 - b_gamma, b_gamma = 0.9975 (paper §4.2)
 typedef struct mn__mesa_par {
     mn_real *q_proj, *k_proj, *v_proj;   // (HD,C)
@@ -5530,6 +5622,7 @@ typedef struct mn__mesa_act {
 typedef struct mn__mesa_state {
     mn_real *cq, *ck;     // (HD,3) the q and k conv windows
     mn_real *hkk, *hkv;   // (H,D,D) the states H_t and S_t
+    mn_real* xs;          // (H,D) the last token's solutions, the next one's CG start (cfg.mesa_cg_warm >= 2)
     mn_real* cg;          // (2) CG iterations and systems solved since the reset (mn_state_cg_stats; exact
                           // integers up to 2^24 in float)
 } mn__mesa_state;
@@ -5644,7 +5737,7 @@ static size_t mn__mesa_state_layout(void* p, mn_real* base, const mn_config* c) 
     mn__mesa_state t, *a = p ? (mn__mesa_state*)p : &t;
     size_t H = c->n_head, D = c->head_dim, off = 0;
     MN__PIECE(cq, 3 * H * D); MN__PIECE(ck, 3 * H * D);
-    MN__PIECE(hkk, H * D * D); MN__PIECE(hkv, H * D * D);
+    MN__PIECE(hkk, H * D * D); MN__PIECE(hkv, H * D * D); MN__PIECE(xs, H * D);
     MN__PIECE(cg, 2);
     return off;
 }
@@ -5669,6 +5762,10 @@ static void mn__mesa_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* st
     // fla's arithmetic from x0 = 0 as the training forward, so step and forward agree (fla's own decode
     // kernel starts at the Jacobi guess); a tolerance asks for the paper's stop, i.e. textbook CG
     op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
+    // the start (cfg.mesa_cg_warm): 1-4 set opts.warm, so the tolerance is measured against ||q_t|| whatever the
+    // start; 1 passes no previous solutions, so every token starts at the Jacobi guess
+    op.jacobi = c->mesa_cg_warm >= 1;
+    op.warm = c->mesa_cg_warm >= 2 ? c->mesa_cg_warm - 1 : c->mesa_cg_warm == 1 ? MN_MESA_WARM : MN_MESA_COLD;
     MN_UNUSED(pos);
     mn__layer_point(m, l, m->params, mn__mesa_par_walk, &P);
     mn__mesa_state_layout(&S, state, c);
@@ -5685,7 +5782,8 @@ static void mn__mesa_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* st
     {
         int it[256]; size_t h;
         MN_ASSERT(H <= 256);
-        mn_mesa_step(X.o, it, S.hkk, S.hkv, X.q, X.k, X.v, X.g, X.beta, X.lamb, H, D, D, &op, X.work);
+        mn_mesa_step_warm(X.o, c->mesa_cg_warm >= 2 ? S.xs : NULL, it, S.hkk, S.hkv, X.q, X.k, X.v, X.g, X.beta,
+                          X.lamb, H, D, D, &op, X.work);
         for (h = 0; h < H; h++) S.cg[0] += (mn_real)it[h];
         S.cg[1] += (mn_real)H;
     }
@@ -5886,6 +5984,11 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
     }
     if (!(out->mesa_cg_tol >= 0) || out->mesa_cg_tol >= 1 || out->mesa_chunk > 4096) {
         MN_LOG("mesanet: mesa_cg_tol must be in [0,1), mesa_chunk <= 4096\n");
+        return MN_ERR_CONFIG;
+    }
+    if (out->mesa_cg_warm < 0 || out->mesa_cg_warm > 4) {
+        MN_LOG("mesanet: mesa_cg_warm must be 0 (x0 = 0), 1 (Jacobi), 2, 3 or 4 (warm starts); got %d\n",
+               out->mesa_cg_warm);
         return MN_ERR_CONFIG;
     }
     if (!(fabs(out->mesa_gate_bias) <= 50)) {   // NaN fails too; beyond 50 sigmoid is 0 or 1 in double
@@ -6914,8 +7017,8 @@ static size_t mn__config_json(const mn_model* m, const char* stamp, char* js, si
                 "  \"mesanet_pattern\": \"%s\",\n  \"mesanet_window\": %zu,\n  \"mesanet_logit_softcap\": %.17g,\n"
                 "  \"mesanet_cg_tol\": %.17g,\n", MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR, stamp, c->pattern,
                 c->window, c->logit_softcap, c->mesa_cg_tol);
-    n = mn__cat(js, cap, n, "  \"mesanet_chunk\": %zu,\n  \"mesanet_gamma_clamp\": %d,\n  \"mesanet_cg_fla\": %d\n}\n",
-                c->mesa_chunk, c->mesa_gamma_clamp, c->mesa_cg_fla);
+    n = mn__cat(js, cap, n, "  \"mesanet_chunk\": %zu,\n  \"mesanet_gamma_clamp\": %d,\n  \"mesanet_cg_fla\": %d,\n"
+                "  \"mesanet_cg_warm\": %d\n}\n", c->mesa_chunk, c->mesa_gamma_clamp, c->mesa_cg_fla, c->mesa_cg_warm);
     return n;
 }
 
@@ -7441,7 +7544,7 @@ MNDEF int mn_config_parse_json(mn_config* cfg, const char* json, size_t len, cha
         MN__REAL("mesanet_logit_softcap", logit_softcap) MN__REAL("mesanet_cg_tol", mesa_cg_tol)
         MN__UINT("mesanet_chunk", mesa_chunk) MN__UINT("mesanet_gamma_clamp", mesa_gamma_clamp)
         MN__INT("max_cg_step_training", mesa_cg_train) MN__INT("max_cg_step_decoding", mesa_cg_decode)
-        MN__INT("mesanet_cg_fla", mesa_cg_fla)
+        MN__INT("mesanet_cg_fla", mesa_cg_fla) MN__INT("mesanet_cg_warm", mesa_cg_warm)
         else if (!strcmp(key, "model_type") && c == '"') {
             char mt[32];
             if (mn__js_str(&j, mt, sizeof mt) < 0) goto bad;

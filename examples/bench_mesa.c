@@ -3,13 +3,15 @@
 // machine, the date and the command). Every number in the tables is measured by this program in
 // the same run; nothing is copied from elsewhere.
 //
-//   ./build/bench_mesa [out.md] [sections]      sections: any of "12345" (default: all)
+//   ./build/bench_mesa [out.md] [sections] [ckpt]   sections: any of "123456" (default: 12345)
 //
 //   1 accuracy vs CG iterations (chunkwise and recurrent CG, textbook and fla arithmetic)
 //   2 accuracy vs the dynamic tolerance eps (the paper's per-token stop ||r|| <= eps ||r0||)
 //   3 stability at T = 16384 with gamma close to 1 (finiteness, condition numbers, CG needed)
 //   4 speed: chunkwise forward + backward, T scaling, the decode step
 //   5 dynamic CG in a small trained MesaNet (held-out loss vs mean CG steps)
+//   6 warm-started CG at decode in a checkpoint of ./build/train (ckpt, default runs/mesa_warm): CG steps and
+//     held-out loss per start (cfg.mesa_cg_warm) and tolerance; its command is in results/mesa_warm.md
 //
 // Float build (mn_real = float) with OpenBLAS. Truth: the float build's exact recurrent form
 // (Cholesky per token, MN_MESA_EXACT) and the independent float64 oracle reference/mesa_oracle.h,
@@ -582,9 +584,164 @@ done:
 }
 
 // =================================================================================================
+// 6: warm-started CG at decode (cfg.mesa_cg_warm) in a MesaNet trained by ./build/train, loaded from a checkpoint
+
+// ||x0 - x*||_A / ||x*||_A with A = Hm + diag(lamb) (K,K): the error CG minimises, relative to that of x0 = 0
+static double anorm_rel(const mn_real* Hm, const mn_real* lamb, const double* x0, const mn_real* xs, size_t K) {
+    double num = 0, den = 0; size_t i, j;
+    for (i = 0; i < K; i++) {
+        double a = lamb[i] * (x0[i] - xs[i]), b = lamb[i] * xs[i];
+        for (j = 0; j < K; j++) { a += Hm[i * K + j] * (x0[j] - xs[j]); b += Hm[i * K + j] * xs[j]; }
+        num += a * (x0[i] - xs[i]); den += b * xs[i];
+    }
+    return den > 0 ? sqrt(num / den) : NAN;
+}
+// Why the starts do what they do: the model's own systems (the forward's q, k, v, gates and lambda of every Mesa
+// layer on the m->act_B windows of the last mn_forward), solved exactly token by token (Cholesky), and each start's
+// error in the A-norm relative to x0 = 0's, with the mean forget gate and the cosine of consecutive queries.
+static void section_warm_why(mn_model* m, size_t NW, size_t W) {
+    const mn_config* c = &m->cfg;
+    size_t H = c->n_head, K = c->head_dim, V = K, l, h, n, t, i;
+    mn_real *Hm = falloc(K * K), *Sm = falloc(K * V), *x = falloc(K), *xp = falloc(K), *wk = falloc(K * K + 8 * K);
+    mn_real *o1 = falloc(V), *x0r = falloc(K), *rr = falloc(K), *u = falloc(K), *w2 = falloc(K);
+    double* x0 = dalloc(K);
+    mn_mesa_opts ex; memset(&ex, 0, sizeof ex); ex.solver = MN_MESA_EXACT;
+    out("\nWhy: the model's own systems. The forward's q, k, v, gates and lambda of every Mesa layer on the same "
+        "windows, each system solved exactly (Cholesky) token by token; per head, the mean forget gate gamma, the mean "
+        "cosine of consecutive queries q_t . q_{t-1} (unit vectors), and each start's error ||x0 - x*||_A / ||x*||_A "
+        "(the A-norm error CG minimises, relative to x0 = 0's, which is 1), means over positions 2-%zu.\n\n"
+        "| layer | head | gamma | q_t . q_{t-1} | Jacobi | x_{t-1} | scaled x_{t-1} | blend |\n"
+        "|---|---|---|---|---|---|---|---|\n", W);
+    for (l = 0; l < c->n_layer; l++) {
+        mn__block_act blk; mn__mesa_act A;
+        if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) continue;
+        mn__block_act_layout(&blk, m->acts + m->act_layer[l], m, l, NW, W);
+        mn__mesa_act_layout(&A, blk.mix, c, NW, W);
+        for (h = 0; h < H; h++) {
+            double sg = 0, sq = 0, e[4] = { 0, 0, 0, 0 }, cnt = 0;
+            const mn_real* lamb = A.lamb + h * K;
+            for (n = 0; n < NW; n++) {
+                memset(Hm, 0, K * K * sizeof(mn_real)); memset(Sm, 0, K * V * sizeof(mn_real));
+                for (t = 0; t < W; t++) {
+                    size_t r = (n * W + t) * H + h, s;
+                    const mn_real* q = A.q + r * K;
+                    mn__mesa_token(o1, x, NULL, Hm, Sm, q, A.k + r * K, A.v + r * V, A.g[r], A.beta[r], lamb, K, V,
+                                   &ex, wk);
+                    if (t > 0) {
+                        double cq = 0;
+                        for (i = 0; i < K; i++) cq += (double)q[i] * A.q[r * K - H * K + i];
+                        sg += exp(A.g[r]); sq += cq; cnt++;
+                        for (i = 0; i < K; i++) x0[i] = q[i] / ((double)Hm[i * K + i] + lamb[i]);
+                        e[0] += anorm_rel(Hm, lamb, x0, x, K);
+                        for (s = 1; s < 4; s++) {   // the warm starts as the library forms them
+                            mn__mesa_warm(x0r, rr, u, w2, xp, Hm, lamb, q, K, (int)s);
+                            for (i = 0; i < K; i++) x0[i] = x0r[i];
+                            e[s] += anorm_rel(Hm, lamb, x0, x, K);
+                        }
+                    }
+                    memcpy(xp, x, K * sizeof(mn_real));
+                }
+            }
+            out("| %zu | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l, h, sg / cnt, sq / cnt, e[0] / cnt,
+                e[1] / cnt, e[2] / cnt, e[3] / cnt);
+        }
+    }
+    free(Hm); free(Sm); free(x); free(xp); free(wk); free(o1); free(x0r); free(rr); free(u); free(w2); free(x0);
+}
+static const char* warm_ckpt = "runs/mesa_warm";
+static void section_warm(void) {
+    const char* data = "/usr/share/common-licenses";   // train.c's default text: the same held-out 10 %
+    enum { NW = 16, W = 256, NB = 4, NROW = 16 };
+    static const size_t bin_end[NB] = { 16, 64, 128, 256 };   // position bins 1-16, 17-64, 65-128, 129-256
+    // the rows: CG start (mesa_cg_warm) and tolerance; the first is the fixed 30 steps of the reference loss
+    static const int start[NROW] = { 0, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4 };
+    static const double tol[NROW] = { 0, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3,
+                                      1e-2, 1e-2, 1e-2, 1e-2, 1e-2 };
+    static const char* names[5] = { "x0 = 0", "Jacobi", "warm x_{t-1}", "warm, scaled", "warm, blend with Jacobi" };
+    static const int start_products[5] = { 0, 1, 1, 1, 2 };   // products with A before CG's first step
+    unsigned char* text; size_t len, split, i, t, n, b;
+    mn_model m; mn_state st;
+    int tok[NW], *ftok = NULL, *ftgt = NULL, err;
+    mn_real *logits = NULL, loss;
+    double base_loss = 0, fwd_loss = NAN;
+    size_t offs[NW];
+    out("\n## 6. Warm-started CG at decode\n\n");
+    if (ex_read_text(data, &text, &len) != 0 || len < 100000) {
+        out("(skipped: cannot read %s)\n", data);
+        free(text); return;
+    }
+    if ((err = mn_load(&m, warm_ckpt, NULL)) != MN_OK) {
+        out("(skipped: cannot load the checkpoint %s: %s; results/mesa_warm.md says how to train it)\n", warm_ckpt,
+            mn_strerror(err));
+        free(text); return;
+    }
+    split = len - len / 10;   // train.c trains on the first 90 % and validates on the last 10 %
+    for (n = 0; n < NW; n++) offs[n] = split + (len - split - W - 2) * n / (NW - 1);
+    ftok = (int*)malloc(NW * W * sizeof(int)); ftgt = (int*)malloc(NW * W * sizeof(int));
+    logits = falloc(NW * m.cfg.vocab_size);
+    for (n = 0; n < NW; n++)
+        for (t = 0; t < W; t++) { ftok[n * W + t] = text[offs[n] + t]; ftgt[n * W + t] = text[offs[n] + t + 1]; }
+    if (mn_forward(&m, ftok, ftgt, NW, W, &loss) == MN_OK) fwd_loss = loss;
+    out("Checkpoint `%s`: pattern \"%s\", d_model %zu, %zu layers, %zu heads of %zu, %zu parameters, trained with %d "
+        "CG steps (chunkwise). Evaluation: %d windows of %d bytes evenly spaced over the held-out last 10 %% of %s, "
+        "decoded token by token with mn_step (all windows in lockstep, mn_state_reset before each row), at most 30 CG "
+        "steps per solve (cfg.mesa_cg_decode) and the row's start (cfg.mesa_cg_warm) and tolerance eps "
+        "(cfg.mesa_cg_tol). Every start but x0 = 0 stops at ||r|| <= eps ||q_t||, the same accuracy demand whatever "
+        "the start (x0 = 0 has r_0 = q_t: the paper's stop); the warm starts begin each window at the Jacobi guess. CG "
+        "steps: mean per (token, head, layer) from mn_state_cg_stats, overall and per position bin; products: CG steps "
+        "plus the products with A that the start costs (0 for x0 = 0, 1 for Jacobi, warm and scaled, 2 for the blend), "
+        "the cost that is comparable across starts. Loss: mean next-byte cross-entropy (nats) over all %d positions; "
+        "the training forward (chunkwise CG %d) on the same windows: %.4f. Time: the whole row's decode (s).\n\n"
+        "| start | eps | CG steps | products | pos 1-16 | 17-64 | 65-128 | 129-256 | loss | loss - loss(30 steps) "
+        "| s |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        warm_ckpt, m.cfg.pattern, m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.n_trainable,
+        m.cfg.mesa_cg_train, NW, W, data, NW * W, m.cfg.mesa_cg_train, fwd_loss);
+    m.cfg.mesa_cg_decode = 30;
+    if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation skipped: state init failed)\n"); goto done; }
+    for (i = 0; i < NROW; i++) {
+        double sum = 0, it_bin[NB], so_bin[NB], prev_it = 0, prev_so = 0, t0, so, it;
+        size_t V = m.cfg.vocab_size;
+        progress("warm: start %d eps %g", start[i], tol[i]);
+        m.cfg.mesa_cg_warm = start[i]; m.cfg.mesa_cg_tol = tol[i];
+        mn_state_reset(&st);
+        t0 = ex_now();
+        for (t = 0, b = 0; t < W; t++) {
+            for (n = 0; n < NW; n++) tok[n] = text[offs[n] + t];
+            if (mn_step(&m, &st, tok, logits) != MN_OK) { sum = NAN; break; }
+            for (n = 0; n < NW; n++) {   // cross-entropy of the next byte, in double
+                const mn_real* lg = logits + n * V;
+                double mx = lg[0], z = 0; size_t v;
+                for (v = 1; v < V; v++) if (lg[v] > mx) mx = lg[v];
+                for (v = 0; v < V; v++) z += exp((double)lg[v] - mx);
+                sum += log(z) + mx - lg[text[offs[n] + t + 1]];
+            }
+            if (b < NB && t + 1 == bin_end[b]) {   // the bin's own iterations: the running totals' differences
+                double sv, mean = mn_state_cg_stats(&m, &st, &sv);
+                it_bin[b] = mean * sv - prev_it; so_bin[b] = sv - prev_so;
+                prev_it = mean * sv; prev_so = sv; b++;
+            }
+        }
+        t0 = ex_now() - t0;
+        it = mn_state_cg_stats(&m, &st, &so);
+        sum /= (double)(NW * W);
+        if (i == 0) base_loss = sum;
+        out("| %s | ", names[start[i]]);
+        if (tol[i] > 0) out("1e%d", (int)floor(log10(tol[i]) + 0.5)); else out("0 (30 steps)");
+        out(" | %.2f | %.2f |", it, it + start_products[start[i]]);
+        for (b = 0; b < NB; b++) out(" %.2f |", so_bin[b] > 0 ? it_bin[b] / so_bin[b] : NAN);
+        out(" %.4f | %+.4f | %.2f |\n", sum, sum - base_loss, t0);
+    }
+    mn_state_free(&st);
+    section_warm_why(&m, NW, W);
+done:
+    free(ftok); free(ftgt); free(logits); free(text); mn_model_free(&m);
+}
+
+// =================================================================================================
 int main(int argc, char** argv) {
     const char* outpath = argc > 1 ? argv[1] : "results/bench_mesa.md";
     const char* secs = argc > 2 ? argv[2] : "12345";
+    if (argc > 3) warm_ckpt = argv[3];
     char when[64], cmd[1024];
     time_t now = time(NULL);
     struct utsname u;
@@ -610,6 +767,7 @@ int main(int argc, char** argv) {
     if (strchr(secs, '3')) section_stability();
     if (strchr(secs, '4')) section_speed();
     if (strchr(secs, '5')) section_model();
+    if (strchr(secs, '6')) section_warm();
     total = ex_now() - t_start;
     out("\nWhole program: %.0f s.\n", total);
     {

@@ -11,13 +11,14 @@
 
 static void usage(FILE* f) {
     fprintf(f, "usage: generate [--ckpt DIR] [--prompt TEXT] [--n N] [--temp X] [--top_k N] [--top_p X] [--seed N]\n"
-               "                [--cg N (Mesa decode CG steps)] [--cg_tol EPS (dynamic stop; 0 = fixed)]\n");
+               "                [--cg N (Mesa decode CG steps)] [--cg_tol EPS (dynamic stop; 0 = fixed)]\n"
+               "                [--cg_warm 0-4 (CG start: 0 x0 = 0, 1 Jacobi, 2-4 from the previous solution)]\n");
 }
 
 int main(int argc, char** argv) {
     const char *ckpt = "runs/default", *prompt = "This License ";
     size_t n = 400, top_k = 0, i; double temp = 0.8, top_p = 0.95, cg_tol = -1; uint64_t seed = 1;
-    int cg = 0, a, bad = 0;
+    int cg = 0, cg_warm = -1, a, bad = 0;
     #define RANGE(cond, msg) ((cond) && fprintf(stderr, "generate: %s\n", msg) > 0)   // a message, and true
     for (a = 1; a < argc && !bad; a += 2) {
         const char *k = argv[a], *v = a + 1 < argc ? argv[a + 1] : NULL;
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
             bad = ex_parse_double(k, v, &top_p) || RANGE(top_p < 0 || top_p > 1, "--top_p must be in [0, 1]");
         else if (!strcmp(k, "--seed")) bad = ex_parse_u64(k, v, UINT64_MAX, &seed);
         else if (!strcmp(k, "--cg")) bad = ex_parse_int(k, v, 1, 1000, &cg);
+        else if (!strcmp(k, "--cg_warm")) bad = ex_parse_int(k, v, 0, 4, &cg_warm);
         else if (!strcmp(k, "--cg_tol"))
             bad = ex_parse_double(k, v, &cg_tol) || RANGE(cg_tol < 0 || cg_tol >= 1, "--cg_tol must be in [0, 1)");
         else { fprintf(stderr, "generate: unknown option %s\n", k); usage(stderr); return 2; }
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
     if ((err = mn_load(&m, ckpt, NULL)) != MN_OK) { fprintf(stderr, "generate: cannot load %s: %s\n", ckpt, mn_strerror(err)); return 1; }
     if (cg != 0) m.cfg.mesa_cg_decode = cg;          // decoding settings may differ from the checkpoint's
     if (cg_tol >= 0) m.cfg.mesa_cg_tol = cg_tol;
+    if (cg_warm >= 0) m.cfg.mesa_cg_warm = cg_warm;
     size_t V = m.cfg.vocab_size;
     mn_real* logits = (mn_real*)malloc(3 * V * sizeof(mn_real));
     if (!logits || (err = mn_state_init(&st, &m, 1)) != MN_OK) {

@@ -58,7 +58,7 @@ typedef struct {
     const char *data, *out, *resume, *pattern, *prompt, *plot;
     size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window, chunk;
     double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol;
-    int cg, cg_decode, clamp, cg_fla, overwrite;
+    int cg, cg_decode, clamp, cg_fla, overwrite, cg_warm;
     uint64_t seed;
     unsigned char given[64];   // given[i]: option i of the table below was on the command line
 } opts;
@@ -78,6 +78,7 @@ static const opt_def defs[] = {
     O("--cg", 'i', 'a', cg, 1, 1000, 0), O("--cg_decode", 'i', 'a', cg_decode, 1, 1000, 0),
     O("--cg_tol", 'd', 'a', cg_tol, 0, 0.5, 0), O("--chunk", 'z', 'a', chunk, 1, 4096, 0),
     O("--gamma_clamp", 'i', 'a', clamp, 0, 1, 0), O("--cg_fla", 'i', 'a', cg_fla, 0, 1, 0),
+    O("--cg_warm", 'i', 'a', cg_warm, 0, 4, 0),
     O("--overwrite", 'i', 'x', overwrite, 0, 1, 0),
     O("--seq", 'z', 'd', seq, 1, 1 << 24, 0), O("--batch", 'z', 'd', batch, 1, 1u << 31, 0),
     O("--seed", 'u', 'd', seed, 0, 0, 0), O("--eval_batches", 'z', 'd', eval_batches, 1, 1 << 20, 0),
@@ -97,6 +98,7 @@ static void usage(FILE* f) {
            "             [--eval_every N] [--eval_batches N] [--seed N]\n"
            "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] [--cg_tol EPS (dynamic stop when decoding)]\n"
            "                          [--chunk C] [--gamma_clamp 0|1] [--cg_fla 0|1 (fla's CG arithmetic)]\n"
+           "                          [--cg_warm 0-4 (decoding CG start: 0 x0 = 0, 1 Jacobi, 2-4 warm)]\n"
            "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n"
            "             [--overwrite 1 (start afresh in an --out that holds a checkpoint)]\n"
            "       train --plot DIR   (only redraws DIR/loss.png from DIR/loss.csv, e.g. one cuda/train_cuda wrote)\n"
@@ -316,7 +318,7 @@ static int apply_resume(opts* o, const mn_model* m, const char* notes, const cha
         { "--cg", c->mesa_cg_train, o->cg }, { "--cg_decode", c->mesa_cg_decode, o->cg_decode },
         { "--cg_tol", c->mesa_cg_tol, o->cg_tol },
         { "--chunk", (double)c->mesa_chunk, (double)o->chunk }, { "--gamma_clamp", c->mesa_gamma_clamp, o->clamp },
-        { "--cg_fla", c->mesa_cg_fla, o->cg_fla },
+        { "--cg_fla", c->mesa_cg_fla, o->cg_fla }, { "--cg_warm", c->mesa_cg_warm, o->cg_warm },
     };
     for (i = 0; i < sizeof arch / sizeof arch[0]; i++)
         if (given(o, arch[i].flag) && arch[i].have != arch[i].want) {
@@ -477,7 +479,7 @@ int main(int argc, char** argv) {
         c.vocab_size = 256; c.d_model = o.d_model; c.n_layer = o.layers; c.n_head = o.heads; c.d_ff = o.d_ff;
         c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window; c.logit_softcap = o.softcap; c.seed = o.seed;
         c.mesa_cg_train = o.cg; c.mesa_cg_decode = o.cg_decode; c.mesa_cg_tol = o.cg_tol; c.mesa_chunk = o.chunk; c.mesa_gamma_clamp = o.clamp;
-        c.mesa_cg_fla = o.cg_fla;
+        c.mesa_cg_fla = o.cg_fla; c.mesa_cg_warm = o.cg_warm;
         if ((err = mn_model_init(&m, &c)) != MN_OK) {
             fprintf(stderr, "train: bad model config: %s\n", mn_strerror(err));
             free(text);

@@ -275,11 +275,12 @@ def _mirror(real):
                     ("mesa_cg_train", ctypes.c_int), ("mesa_cg_decode", ctypes.c_int),
                     ("mesa_cg_tol", ctypes.c_double), ("mesa_chunk", ctypes.c_size_t),
                     ("mesa_gamma_clamp", ctypes.c_int), ("mesa_cg_fla", ctypes.c_int),
-                    ("mesa_gate_bias", ctypes.c_double)]
+                    ("mesa_gate_bias", ctypes.c_double), ("mesa_cg_warm", ctypes.c_int)]
 
     class MesaOpts(ctypes.Structure):
         _fields_ = [("solver", ctypes.c_int), ("cg_iters", ctypes.c_int), ("cg_tol", ctypes.c_double),
-                    ("fla", ctypes.c_int), ("jacobi", ctypes.c_int), ("chunk", ctypes.c_size_t)]
+                    ("fla", ctypes.c_int), ("jacobi", ctypes.c_int), ("chunk", ctypes.c_size_t),
+                    ("warm", ctypes.c_int)]
 
     class AdamW(ctypes.Structure):
         _fields_ = [("beta1", ctypes.c_double), ("beta2", ctypes.c_double), ("eps", ctypes.c_double),

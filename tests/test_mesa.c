@@ -8,6 +8,8 @@
 //      chunk sizes 1, 3, 16, 64 and T = 37 (not a multiple);
 //   4. the step == the recurrent forward, token by token; dynamic stopping reports per-token
 //      iteration counts and stays within its tolerance.
+#define _POSIX_C_SOURCE 200809L   // mkdir for the checkpoint folder of test_model_warm
+#include <sys/stat.h>
 #define MESANET_IMPLEMENTATION
 #include "mesanet.h"
 #include "reference/mesa_oracle.h"
@@ -181,11 +183,246 @@ static void test_step_and_dynamic_stopping(void) {
     free(hkk); free(hkv); free(out); free(w); unrun(&r); unrun(&re); drop(&p);
 }
 
+// ---- 5. warm-started CG at decode (opts.warm, mn_mesa_step_warm; the model's cfg.mesa_cg_warm) ----
+// ||q - (Hm + diag lamb) x|| for one head, Hm (K,K), in double
+static double true_residual(const double* Hm, const double* lamb, const double* q, const double* x, size_t K) {
+    size_t i, j; double s = 0;
+    for (i = 0; i < K; i++) {
+        double a = q[i] - lamb[i] * x[i];
+        for (j = 0; j < K; j++) a -= Hm[i * K + j] * x[j];
+        s += a * a;
+    }
+    return sqrt(s);
+}
+static double norm2(const double* x, size_t n) {
+    size_t i; double s = 0;
+    for (i = 0; i < n; i++) s += x[i] * x[i];
+    return sqrt(s);
+}
+static double dist2(const double* x, const double* y, size_t n) {
+    size_t i; double s = 0;
+    for (i = 0; i < n; i++) s += (x[i] - y[i]) * (x[i] - y[i]);
+    return sqrt(s);
+}
+// Decodes p with mn_mesa_step_warm under o; warm = 0 zeroes xs before every token (no previous solution: the
+// Jacobi start of the warm modes' fallback, with their stop). Checks every solve against the exact one xe: the
+// true residual within the tolerance, ||r|| <= tol ||q||, and hence ||x - x*|| <= ||A^-1|| ||r|| <= ||r|| /
+// min lambda (H_t is PSD). Returns the mean CG steps per (token, head); *worst the largest ||x - x*|| seen.
+static double decode_warm(const prob* p, const mn_mesa_opts* o, int keep, const double* xe, double* worst) {
+    size_t T = p->T, H = p->H, K = p->K, V = p->V, t, h, i, n = 0;
+    double *hkk = arr(H * K * K), *hkv = arr(H * K * V), *out = arr(H * V), *xs = arr(H * K);
+    double *w = arr(mn_mesa_work_size_recurrent(1, 1, H, K, V, o)), lmin = 1e300, tol = o->cg_tol, total = 0;
+    int it[8], res_ok = 1, err_ok = 1;
+    for (i = 0; i < H * K; i++) lmin = fmin(lmin, p->lamb[i]);
+    *worst = 0;
+    for (t = 0; t < T; t++) {
+        if (!keep) memset(xs, 0, H * K * sizeof(double));
+        mn_mesa_step_warm(out, xs, it, hkk, hkv, p->q + t * H * K, p->k + t * H * K, p->v + t * H * V, p->g + t * H,
+                          p->beta + t * H, p->lamb, H, K, V, o, w);
+        for (h = 0; h < H; h++) {
+            const double *q = p->q + (t * H + h) * K, *x = xs + h * K;
+            double r = true_residual(hkk + h * K * K, p->lamb + h * K, q, x, K), e = dist2(x, xe + (t * H + h) * K, K);
+            res_ok &= r <= tol * norm2(q, K) * (1 + 1e-6) + 1e-14;   // the recursive residual drifts by ~1e-16
+            err_ok &= e <= r / lmin * (1 + 1e-6) + 1e-13;
+            *worst = fmax(*worst, e);
+            total += it[h]; n++;
+        }
+    }
+    TU_CHECK(res_ok, "warm %d keep %d: every true residual within tol ||q|| (tol %g)", o->warm, keep, tol);
+    TU_CHECK(err_ok, "warm %d keep %d: every solution within ||r|| / min lambda of the exact one", o->warm, keep);
+    free(hkk); free(hkv); free(out); free(xs); free(w);
+    return total / (double)n;
+}
+static void test_warm_start(void) {
+    size_t T = 120, H = 2, K = 16, V = 16, N = T * H, c, i, t;
+    static const char* cname[3] = { "random, forgetting", "ill-conditioned (no forgetting, lambda / 100)",
+                                    "slowly varying system" };
+    static const char* mname[4] = { "Jacobi", "warm", "scaled", "blend" };
+    for (c = 0; c < 3; c++) {
+        prob p = make(1, T, H, K, V, c != 1, 0);
+        mn_mesa_opts ex = exact_opts(), o;
+        result re;
+        double mean[4], worst[4];
+        int m;
+        if (c == 1) for (i = 0; i < H * K; i++) p.lamb[i] *= 0.01;   // condition numbers up to ~1e4
+        if (c == 2) {   // a slowly varying system: q_t = normalise(q_{t-1} + 0.01 z), gamma = 0.99, and after 20
+                        // tokens that fill the state, beta = 0.01
+            for (t = 1; t < T; t++) {
+                for (i = 0; i < H * K; i++) p.q[t * H * K + i] = p.q[(t - 1) * H * K + i] + 0.01 * mn_rng_normal(&rng);
+                l2rows(p.q + t * H * K, H, K);
+            }
+            for (i = 0; i < N; i++) { p.g[i] = log(0.99); p.beta[i] = i < 20 * H ? 0.5 : 0.01; }
+        }
+        re = run(&p, &ex, 0, 0, 0);
+        for (m = 0; m < 4; m++) {   // tol 1e-8, enough steps for it
+            memset(&o, 0, sizeof o); o.cg_iters = 400; o.cg_tol = 1e-8; o.jacobi = 1;
+            o.warm = m == 0 ? MN_MESA_WARM : m;
+            mean[m] = decode_warm(&p, &o, m > 0, re.xs, &worst[m]);
+        }
+        printf("  warm start, %s, tol 1e-8: mean CG steps", cname[c]);
+        for (m = 0; m < 4; m++) printf(" %s %.2f", mname[m], mean[m]);
+        printf("; worst ||x - x*|| %.1e\n", fmax(fmax(worst[0], worst[1]), fmax(worst[2], worst[3])));
+        if (c == 2)   // the previous solution is close to the new one: the warm starts must save steps
+            TU_CHECK(mean[1] < mean[0] && mean[2] < mean[0] && mean[3] < mean[0],
+                     "slowly varying system: warm starts take fewer steps than Jacobi (%.2f %.2f %.2f vs %.2f)",
+                     mean[1], mean[2], mean[3], mean[0]);
+        if (c == 0) {   // a fixed large count (no tolerance) reaches the exact form from every start
+            for (m = 1; m < 4; m++) {
+                double e;
+                memset(&o, 0, sizeof o); o.cg_iters = 3 * (int)K; o.jacobi = 1; o.warm = m;
+                decode_warm(&p, &o, 1, re.xs, &e);
+                TU_CHECK(e < 1e-12, "%s start, %d fixed steps: ||x - x*|| %.3e", mname[m], o.cg_iters, e);
+            }
+        }
+        {   // the recurrent form with opts.warm is the step run over t, bit for bit (outputs and iterations)
+            double *hkk = arr(H * K * K), *hkv = arr(H * K * V), *out = arr(H * V), *xs = arr(H * K), e = 0;
+            double* w = arr(mn_mesa_work_size_recurrent(1, 1, H, K, V, &o));
+            int it[8], same = 1;
+            result rr;
+            memset(&o, 0, sizeof o); o.cg_iters = 30; o.cg_tol = 1e-5; o.jacobi = 1; o.warm = MN_MESA_WARM_BLEND;
+            rr = run(&p, &o, 0, 0, 0);
+            for (t = 0; t < T; t++) {
+                mn_mesa_step_warm(out, xs, it, hkk, hkv, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V,
+                                  p.g + t * H, p.beta + t * H, p.lamb, H, K, V, &o, w);
+                for (i = 0; i < H * V; i++) e = fmax(e, fabs(out[i] - rr.out[t * H * V + i]));
+                for (i = 0; i < H; i++) same &= it[i] == rr.iters[t * H + i];
+            }
+            TU_CHECK(e == 0 && same, "%s: recurrent form with warm starts == step_warm (%.3e)", cname[c], e);
+            free(hkk); free(hkv); free(out); free(xs); free(w); unrun(&rr);
+        }
+        unrun(&re); drop(&p);
+        MN_UNUSED(N);
+    }
+    {   // no previous solution (a zero row, or mn_mesa_step) falls back to the cold start: with fla's arithmetic
+        // (always the full count, so the stop's reference plays no part) warm = cold bit for bit on every token
+        prob p = make(1, 20, H, K, V, 1, 0);
+        mn_mesa_opts oc, ow;
+        double *h1 = arr(H * K * K), *v1 = arr(H * K * V), *h2 = arr(H * K * K), *v2 = arr(H * K * V);
+        double *h3 = arr(H * K * K), *v3 = arr(H * K * V), *o1 = arr(H * V), *o2 = arr(H * V), *o3 = arr(H * V);
+        double* xs = arr(H * K);
+        double* w = arr(mn_mesa_work_size_recurrent(1, 1, H, K, V, NULL));
+        int i1[8], i2[8], i3[8], same = 1;
+        memset(&oc, 0, sizeof oc); oc.cg_iters = 5; oc.fla = 1; oc.jacobi = 1;
+        ow = oc; ow.warm = MN_MESA_WARM_BLEND;
+        for (t = 0; t < 20; t++) {
+            const double *q = p.q + t * H * K, *k = p.k + t * H * K, *v = p.v + t * H * V, *g = p.g + t * H;
+            memset(xs, 0, H * K * sizeof(double));
+            mn_mesa_step(o1, i1, h1, v1, q, k, v, g, p.beta + t * H, p.lamb, H, K, V, &oc, w);
+            mn_mesa_step(o2, i2, h2, v2, q, k, v, g, p.beta + t * H, p.lamb, H, K, V, &ow, w);
+            mn_mesa_step_warm(o3, xs, i3, h3, v3, q, k, v, g, p.beta + t * H, p.lamb, H, K, V, &ow, w);
+            same &= !memcmp(o1, o2, H * V * sizeof(double)) && !memcmp(o1, o3, H * V * sizeof(double)) &&
+                    i1[0] == i2[0] && i1[0] == i3[0];
+        }
+        TU_CHECK(same, "no previous solution: the warm modes start at the Jacobi guess");
+        free(h1); free(v1); free(h2); free(v2); free(h3); free(v3); free(o1); free(o2); free(o3); free(xs); free(w);
+        drop(&p);
+    }
+    {   // the backward's adjoint solves ignore opts.warm
+        prob p = make(2, 11, 2, 5, 3, 1, 1);
+        mn_mesa_opts oc, ow;
+        result a, b2;
+        memset(&oc, 0, sizeof oc); oc.cg_iters = 30; oc.cg_tol = 1e-6;
+        ow = oc; ow.warm = MN_MESA_WARM_SCALED;
+        a = run(&p, &oc, 0, 1, 1);
+        b2 = run(&p, &oc, 0, 1, 0);
+        mn_real* w = arr(mn_mesa_work_size_recurrent(2, 11, 2, 5, 3, &ow));
+        memset(b2.dq, 0, 2 * 11 * 2 * 5 * sizeof(double));
+        mn_mesa_backward_recurrent(b2.dq, b2.dk, b2.dv, b2.dg, b2.db, b2.dl, b2.dhkk0, b2.dhkv0, p.dout, p.dhkk, p.dhkv,
+                                   a.xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, p.hkk0, p.hkv0, 2, 11, 2, 5, 3, &ow, w);
+        TU_CHECK(!memcmp(a.dq, b2.dq, 2 * 11 * 2 * 5 * sizeof(double)) &&
+                 !memcmp(a.dk, b2.dk, 2 * 11 * 2 * 5 * sizeof(double)), "recurrent backward with opts.warm == without");
+        free(w); unrun(&a); unrun(&b2); drop(&p);
+    }
+}
+
+// The model's decode with cfg.mesa_cg_warm: against the forward (chunkwise CG with 5 D steps: the exact solve to
+// ~1e-14), a fixed count equal to it, a tolerance within a bound that shrinks with it; the first token after
+// mn_state_reset is the Jacobi start's; the setting round-trips through mn_save / mn_load and is range-checked.
+static double model_decode(mn_model* m, mn_state* s, const int* tok, size_t B, size_t T, const mn_real* ref,
+                           mn_real* first) {
+    size_t t, b, v, V = m->cfg.vocab_size;
+    int st[4];
+    mn_real logits[4 * 16];
+    double e = 0;
+    mn_state_reset(s);
+    for (t = 0; t < T; t++) {
+        for (b = 0; b < B; b++) st[b] = tok[b * T + t];
+        mn_step(m, s, st, logits);
+        if (t == 0 && first) memcpy(first, logits, B * V * sizeof(mn_real));
+        for (b = 0; b < B; b++)
+            for (v = 0; v < V; v++) e = fmax(e, fabs(logits[b * V + v] - ref[(b * T + t) * V + v]));
+    }
+    return e;
+}
+static void test_model_warm(void) {
+    mn_config c; mn_model m, m2; mn_state s;
+    size_t B = 2, T = 40, V = 16, i;
+    int tok[80], w;
+    mn_real *ref = (mn_real*)arr(B * T * V), first[5][2 * 16];
+    double e_fixed, e_tol[3], tols[3] = { 1e-4, 1e-6, 1e-8 }, it_w[5];
+    memset(&c, 0, sizeof c);
+    c.vocab_size = V; c.d_model = 32; c.n_layer = 2; c.n_head = 2; c.max_seq_len = 64; c.pattern = "mesa";
+    c.init_std = 0.3; c.seed = 11; c.mesa_cg_train = 80; c.mesa_cg_decode = 60;
+    TU_CHECK(mn_model_init(&m, &c) == MN_OK, "mesa model");
+    for (i = 0; i < B * T; i++) tok[i] = (int)(mn_rng_u32(&rng) % V);
+    mn_forward(&m, tok, NULL, B, T, NULL);
+    memcpy(ref, mn_logits(&m), B * T * V * sizeof(mn_real));
+    mn_state_init(&s, &m, B);
+    for (w = 0; w <= 4; w++) {
+        double sv;
+        m.cfg.mesa_cg_warm = w;
+        m.cfg.mesa_cg_tol = 0;                                          // 60 steps at most: the exact solve
+        e_fixed = model_decode(&m, &s, tok, B, T, ref, NULL);
+        for (i = 0; i < 3; i++) { m.cfg.mesa_cg_tol = tols[i]; e_tol[i] = model_decode(&m, &s, tok, B, T, ref, NULL); }
+        it_w[w] = mn_state_cg_stats(&m, &s, &sv);                      // at tol 1e-8
+        m.cfg.mesa_cg_tol = 1e-4;
+        model_decode(&m, &s, tok, B, T, ref, first[w]);
+        printf("  model decode, mesa_cg_warm %d: vs forward: fixed %.1e, tol 1e-4 %.1e, 1e-6 %.1e, 1e-8 %.1e "
+               "(%.2f CG steps at 1e-8)\n", w, e_fixed, e_tol[0], e_tol[1], e_tol[2], it_w[w]);
+        // each solve is within tol ||q|| / min lambda = 4 tol of the exact one; through the rest of this small
+        // network that moves the logits by up to ~50 times that (measured): 250 tol is the bound checked
+        TU_CHECK(e_fixed < 1e-11, "warm %d: fixed count vs forward %.3e", w, e_fixed);
+        for (i = 0; i < 3; i++)
+            TU_CHECK(e_tol[i] < 250 * tols[i], "warm %d: tol %g vs forward %.3e", w, tols[i], e_tol[i]);
+        if (w >= 2)   // after mn_state_reset the first token starts at the Jacobi guess: the same logits as cfg 1's
+            TU_CHECK(!memcmp(first[w], first[1], B * V * sizeof(mn_real)), "warm %d: first token == Jacobi start's", w);
+    }
+    // the same decode twice (mn_state_reset between) gives the same logits: nothing survives the reset
+    {
+        mn_real again[2 * 16];
+        m.cfg.mesa_cg_warm = 4; m.cfg.mesa_cg_tol = 1e-4;
+        model_decode(&m, &s, tok, B, T, ref, again);
+        TU_CHECK(!memcmp(again, first[4], sizeof again), "warm decode after mn_state_reset repeats itself");
+    }
+    mn_state_free(&s);
+    // save / load: the config.json key, and a value out of range refused
+    m.cfg.mesa_cg_warm = 3;
+    memset(&m2, 0, sizeof m2);
+    mkdir("build", 0755); mkdir("build/test_mesa_warm", 0755);
+    TU_CHECK(mn_save(&m, "build/test_mesa_warm", NULL) == MN_OK, "save with mesa_cg_warm 3");
+    TU_CHECK(mn_load(&m2, "build/test_mesa_warm", NULL) == MN_OK && m2.cfg.mesa_cg_warm == 3,
+             "mesa_cg_warm round trip");
+    if (m2.params) mn_model_free(&m2);
+    {
+        const char* js = "{\"mesanet_version\": \"0.1\", \"mesanet_pattern\": \"mesa\", \"mesanet_cg_warm\": 2}";
+        mn_config pc, rc; char pat[16];
+        TU_CHECK(mn_config_parse_json(&pc, js, strlen(js), pat, sizeof pat) == MN_OK && pc.mesa_cg_warm == 2,
+                 "config.json key mesanet_cg_warm read");
+        pc.mesa_cg_warm = 5;
+        TU_CHECK(mn_config_resolve(&rc, &pc) == MN_ERR_CONFIG, "mesa_cg_warm 5 refused");
+        pc.mesa_cg_warm = -1;
+        TU_CHECK(mn_config_resolve(&rc, &pc) == MN_ERR_CONFIG, "mesa_cg_warm -1 refused");
+    }
+    mn_model_free(&m); free(ref);
+}
+
 int main(void) {
     mn_rng_seed(&rng, 2024);
     test_exact_vs_oracle();
     test_backward_vs_fd();
     test_chunk_vs_exact();
     test_step_and_dynamic_stopping();
+    test_warm_start();
+    test_model_warm();
     return tu_finish("test_mesa");
 }
