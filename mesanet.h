@@ -4820,7 +4820,7 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 // Warm starts at decode (opts.warm, the paper's §6 proposal): CG on A_t starts from the same head's previous
 // solution x_{t-1} = A_{t-1}^-1 q_{t-1}, plain, scaled or blended with the Jacobi guess (mn__mesa_warm). It is a
 // good start only when q_t and A_t change little from one token to the next. In a small byte-level MesaNet
-// trained here consecutive queries are nearly orthogonal (mean cosine 0.1-0.4) and gamma is about 0.5, so
+// trained here consecutive queries are nearly orthogonal (mean cosine 0.1-0.4) and gamma is 0.4-0.7, so
 // x_{t-1} starts further from x_t than x0 = 0 does, and only the blend comes level with the Jacobi start, at one
 // more product with A (results/mesa_warm.md, bench_mesa section 6).
 //

@@ -660,8 +660,9 @@ static void section_warm(void) {
     static const char* names[5] = { "x0 = 0", "Jacobi", "warm x_{t-1}", "warm, scaled", "warm, blend with Jacobi" };
     static const int start_products[5] = { 0, 1, 1, 1, 2 };   // products with A before CG's first step
     unsigned char* text; size_t len, split, i, t, n, b;
-    mn_model m; mn_state st;
+    mn_model m; mn_state st; mn_train_meta meta;
     int tok[NW], *ftok = NULL, *ftgt = NULL, err;
+    double row_it[NROW], row_loss[NROW];
     mn_real *logits = NULL, loss;
     double base_loss = 0, fwd_loss = NAN;
     size_t offs[NW];
@@ -670,7 +671,8 @@ static void section_warm(void) {
         out("(skipped: cannot read %s)\n", data);
         free(text); return;
     }
-    if ((err = mn_load(&m, warm_ckpt, NULL)) != MN_OK) {
+    memset(&meta, 0, sizeof meta);
+    if ((err = mn_load(&m, warm_ckpt, &meta)) != MN_OK) {
         out("(skipped: cannot load the checkpoint %s: %s; results/mesa_warm.md says how to train it)\n", warm_ckpt,
             mn_strerror(err));
         free(text); return;
@@ -691,11 +693,14 @@ static void section_warm(void) {
         "steps: mean per (token, head, layer) from mn_state_cg_stats, overall and per position bin; products: CG steps "
         "plus the products with A that the start costs (0 for x0 = 0, 1 for Jacobi, warm and scaled, 2 for the blend), "
         "the cost that is comparable across starts. Loss: mean next-byte cross-entropy (nats) over all %d positions; "
-        "the training forward (chunkwise CG %d) on the same windows: %.4f. Time: the whole row's decode (s).\n\n"
+        "the training forward (chunkwise CG %d) on the same windows: %.4f. Time: the whole row's decode (s). The "
+        "training settings stored with the checkpoint: `%s`. The default checkpoint (runs/mesa_warm) is made by "
+        "`OMP_NUM_THREADS=1 ./build/train --steps 600 --heads 2 --sample 0 --out runs/mesa_warm` (all else train's "
+        "defaults: d_model 128, 4 layers, T = 256, B = 8, 10 CG steps in training).\n\n"
         "| start | eps | CG steps | products | pos 1-16 | 17-64 | 65-128 | 129-256 | loss | loss - loss(30 steps) "
         "| s |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
         warm_ckpt, m.cfg.pattern, m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.n_trainable,
-        m.cfg.mesa_cg_train, NW, W, data, NW * W, m.cfg.mesa_cg_train, fwd_loss);
+        m.cfg.mesa_cg_train, NW, W, data, NW * W, m.cfg.mesa_cg_train, fwd_loss, meta.notes[0] ? meta.notes : "none");
     m.cfg.mesa_cg_decode = 30;
     if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation skipped: state init failed)\n"); goto done; }
     for (i = 0; i < NROW; i++) {
@@ -725,6 +730,7 @@ static void section_warm(void) {
         it = mn_state_cg_stats(&m, &st, &so);
         sum /= (double)(NW * W);
         if (i == 0) base_loss = sum;
+        row_it[i] = it; row_loss[i] = sum;
         out("| %s | ", names[start[i]]);
         if (tol[i] > 0) out("1e%d", (int)floor(log10(tol[i]) + 0.5)); else out("0 (30 steps)");
         out(" | %.2f | %.2f |", it, it + start_products[start[i]]);
@@ -732,6 +738,23 @@ static void section_warm(void) {
         out(" %.4f | %+.4f | %.2f |\n", sum, sum - base_loss, t0);
     }
     mn_state_free(&st);
+    // the target at each tolerance: fewer mean CG steps than the Jacobi start with no worse loss (within
+    // 1e-4 nats, the rounding of the table); the same with the start's own products counted
+    out("\nTarget (fewer mean CG steps than the Jacobi start at the same eps, loss no worse than Jacobi's "
+        "+ 1e-4):\n\n");
+    for (i = 2; i < NROW; i += 5) {   // row i is Jacobi at tol[i]; rows i+1..i+3 the warm starts
+        size_t j;
+        out("- eps 1e%d: Jacobi %.2f steps (loss %.4f);", (int)floor(log10(tol[i]) + 0.5), row_it[i], row_loss[i]);
+        for (j = i + 1; j <= i + 3; j++) {
+            int met = row_it[j] < row_it[i] && row_loss[j] <= row_loss[i] + 1e-4;
+            int cheaper = row_it[j] + start_products[start[j]] < row_it[i] + start_products[start[i]];
+            out(" %s %.2f steps (%+.1f %%), %.2f products against %.2f, loss %.4f: %s;", names[start[j]], row_it[j],
+                100 * (row_it[j] / row_it[i] - 1), row_it[j] + start_products[start[j]],
+                row_it[i] + start_products[start[i]], row_loss[j],
+                !met ? "not met" : cheaper ? "met, also in products" : "met in CG steps only");
+        }
+        out("\n");
+    }
     section_warm_why(&m, NW, W);
 done:
     free(ftok); free(ftgt); free(logits); free(text); mn_model_free(&m);
