@@ -37,6 +37,8 @@ FULL = $(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(ACCEL_CFLAGS)
 .PHONY: all demo setup test bench check-vectors fuzz clean
 all: $(BUILD)/train $(BUILD)/generate $(BUILD)/synth $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors \
      $(BUILD)/dump_logits
+# the language-model comparison (results/lm.md): evaluation of a checkpoint, and its tables and plots from the CSVs
+all: $(BUILD)/lm_eval $(BUILD)/lm_report
 
 $(BUILD):
 	@mkdir -p $(BUILD)
@@ -54,6 +56,11 @@ $(BUILD)/bench_ops: examples/bench_ops.c examples/common.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
 $(BUILD)/bench_mesa: examples/bench_mesa.c examples/common.h reference/mesa_oracle.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
+# lm_eval needs no stb (it also runs on the GPU machine, e.g. `make BLAS=0 build/lm_eval`); lm_report draws
+$(BUILD)/lm_eval: examples/lm_eval.c examples/common.h mesanet.h | $(BUILD)
+	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
+$(BUILD)/lm_report: examples/lm_report.c examples/common.h examples/plot.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $< -o $@ -lstb -lm
 
 # the peer-vector checker is a double build (mn_real = double) compared at 1e-8
 $(BUILD)/check_vectors: reference/check_vectors.c reference/vecfile.h mesanet.h | $(BUILD)
