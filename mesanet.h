@@ -86,7 +86,7 @@
    ERRORS
      Public functions that can fail return MN_OK (0) or a negative MN_ERR_* code and write one line
      to MN_LOG saying why; mn_strerror(code) names the code. The library never calls exit().
-     A failed load leaves the model untouched; a failed save leaves the previous file in place.
+     A failed load leaves the model untouched; a failed save leaves the previous checkpoint set whole (>>io).
 
    SECTIONS (grep for the anchor)
         >>types >>api >>impl >>util >>matmul >>ops >>layer >>attention >>gla >>delta_rule >>ssd >>rglru

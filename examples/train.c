@@ -57,7 +57,7 @@ enum { RC_OK = 0, RC_IO = 1, RC_USAGE = 2, RC_DIVERGED = 3, RC_LOCKED = 4 };
 typedef struct {
     const char *data, *out, *resume, *pattern, *prompt, *plot;
     size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window, chunk;
-    double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol;
+    double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol, gate_bias;
     int cg, cg_decode, clamp, cg_fla, overwrite, cg_warm;
     uint64_t seed;
     unsigned char given[64];   // given[i]: option i of the table below was on the command line
@@ -78,7 +78,7 @@ static const opt_def defs[] = {
     O("--cg", 'i', 'a', cg, 1, 1000, 0), O("--cg_decode", 'i', 'a', cg_decode, 1, 1000, 0),
     O("--cg_tol", 'd', 'a', cg_tol, 0, 0.5, 0), O("--chunk", 'z', 'a', chunk, 1, 4096, 0),
     O("--gamma_clamp", 'i', 'a', clamp, 0, 1, 0), O("--cg_fla", 'i', 'a', cg_fla, 0, 1, 0),
-    O("--cg_warm", 'i', 'a', cg_warm, 0, 4, 0),
+    O("--cg_warm", 'i', 'a', cg_warm, 0, 4, 0), O("--gate_bias", 'd', 'x', gate_bias, -50, 50, 0),
     O("--overwrite", 'i', 'x', overwrite, 0, 1, 0),
     O("--seq", 'z', 'd', seq, 1, 1 << 24, 0), O("--batch", 'z', 'd', batch, 1, 1u << 31, 0),
     O("--seed", 'u', 'd', seed, 0, 0, 0), O("--eval_batches", 'z', 'd', eval_batches, 1, 1 << 20, 0),
@@ -99,6 +99,7 @@ static void usage(FILE* f) {
            "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] [--cg_tol EPS (dynamic stop when decoding)]\n"
            "                          [--chunk C] [--gamma_clamp 0|1] [--cg_fla 0|1 (fla's CG arithmetic)]\n"
            "                          [--cg_warm 0-4 (decoding CG start: 0 x0 = 0, 1 Jacobi, 2-4 warm)]\n"
+           "                          [--gate_bias X (initial forget-gate bias; log 19 = 2.944: gamma ~0.95)]\n"
            "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n"
            "             [--overwrite 1 (start afresh in an --out that holds a checkpoint)]\n"
            "       train --plot DIR   (only redraws DIR/loss.png from DIR/loss.csv, e.g. one cuda/train_cuda wrote)\n"
@@ -480,6 +481,7 @@ int main(int argc, char** argv) {
         c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window; c.logit_softcap = o.softcap; c.seed = o.seed;
         c.mesa_cg_train = o.cg; c.mesa_cg_decode = o.cg_decode; c.mesa_cg_tol = o.cg_tol; c.mesa_chunk = o.chunk; c.mesa_gamma_clamp = o.clamp;
         c.mesa_cg_fla = o.cg_fla; c.mesa_cg_warm = o.cg_warm;
+        c.mesa_gate_bias = o.gate_bias;   // initialisation only: a resume keeps the trained bias
         if ((err = mn_model_init(&m, &c)) != MN_OK) {
             fprintf(stderr, "train: bad model config: %s\n", mn_strerror(err));
             free(text);

@@ -175,13 +175,13 @@ report $? "a second trainer (fresh or --resume) on a busy --out: status 4; the f
 bad_args=0
 for a in "--steps abc" "--steps -5" "--steps 0" "--lr -1" "--lr nan" "--lr inf" "--clip -1" "--wd -1" "--cg -5" \
          "--d_model 0" "--eval_every 0" "--eval_batches 0" "--batch 1000000000" "--batch 4611686018427387904 --seq 4" \
-         "--seed 1x" "--top_p 2" "--steps"; do
+         "--seed 1x" "--top_p 2" "--steps" "--gate_bias 99" "--cg_warm 5"; do
     "$B/train" $a --out "$W/x2" > "$W/e.log" 2>&1; rc=$?
     if [ $rc -ne 2 ] || [ ! -s "$W/e.log" ] || [ -e "$W/x2" ]; then
         bad_args=$((bad_args+1)); echo "    train $a: rc $rc"; cat "$W/e.log"
     fi
 done
-[ $bad_args = 0 ] && ok "17 bad train arguments: each status 2 with a message, nothing created" \
+[ $bad_args = 0 ] && ok "19 bad train arguments: each status 2 with a message, nothing created" \
     || bad "$bad_args bad arguments accepted"
 "$B/train" $tiny --batch 50000000 --steps 1 --out "$W/x2" > "$W/e.log" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "GB of activations" "$W/e.log" && [ ! -e "$W/x2" ]
@@ -215,6 +215,10 @@ done
 [ $rc -eq 0 ] && grep -q "note: --lr 0.001 replaces the checkpoint's 0.003" "$W/e.log" && [ "$(step_of "$W/c")" = 15 ]
 report $? "--resume with a new --lr: allowed, with a note"
 
+# the Mesa forget-gate initialisation: a trained bias near log 19 (gamma ~0.95) after a few steps
+"$B/train" $tiny --gate_bias 2.944 --steps 2 --eval_every 2 --out "$W/gb" > "$W/e.log" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ -s "$W/gb/model.safetensors" ]
+report $? "--gate_bias 2.944: trains and saves"
 # fla's CG arithmetic as a training option: written to config.json for fla and for --resume
 "$B/train" $tiny --cg_fla 1 --steps 2 --eval_every 2 --out "$W/fla" > "$W/e.log" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q '"mesanet_cg_fla": 1' "$W/fla/config.json"
