@@ -59,6 +59,9 @@ $(BUILD)/bench_mesa: examples/bench_mesa.c examples/common.h reference/mesa_orac
 # lm_eval needs no stb (it also runs on the GPU machine, e.g. `make BLAS=0 build/lm_eval`); lm_report draws
 $(BUILD)/lm_eval: examples/lm_eval.c examples/common.h mesanet.h | $(BUILD)
 	$(FULL) $< -o $@ $(ACCEL_LIBS) -lm
+# the same, linked statically (OpenBLAS included) for a machine without OpenBLAS (examples/lm_compare.sh prepare)
+$(BUILD)/lm_eval_static: examples/lm_eval.c examples/common.h mesanet.h | $(BUILD)
+	$(FULL) -static $< -o $@ $(ACCEL_LIBS) -lm -lpthread
 $(BUILD)/lm_report: examples/lm_report.c examples/common.h examples/plot.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $< -o $@ -lstb -lm
 

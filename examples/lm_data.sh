@@ -30,8 +30,8 @@
 #                                          that last 10% exactly the held-out files
 #   OUT/NAME/units.tsv                     split, bytes, name of every file used (the manifest)
 #   OUT/SOURCES.txt                        the packages and versions, the sizes and the SHA-256 of each output
-#   OUT/lm_data.tar.xz                     all of the above (xz -9) for the GPU machine, which reaches no
-#                                          package registry: one carry (results/lm.md says how to unpack it)
+#   OUT/lm_code.tar.xz, OUT/lm_prose.tar.xz  each corpus's folder and SOURCES.txt (xz -9) for the GPU machine,
+#                                          which reaches no package registry: one carry each (results/lm.md)
 # Packages are fetched with apt-get download and unpacked into OUT/pkgs with dpkg-deb (nothing is installed
 # on the system, no daemon of dictd's starts); apt-get update runs first as root.
 # Exit status: 0 done; 1 a tool, a package or a file was missing or a step failed; 2 a bad command line.
@@ -200,10 +200,12 @@ rm -rf "$tmp"
         echo "  $c/$s.txt $(stat -c %s "$out/$c/$s.txt") $(sha256sum "$out/$c/$s.txt" | cut -d' ' -f1)"
     done; done
 } > "$out/SOURCES.txt"
-if [ "$bundle" = 1 ]; then
-    echo "lm_data: compressing the bundle (xz -9)"
-    (cd "$out" && tar -c SOURCES.txt code prose | xz -9 -T2 > lm_data.tar.xz.tmp && mv lm_data.tar.xz.tmp lm_data.tar.xz) ||
-        die "cannot write $out/lm_data.tar.xz"
-    echo "lm_data: $out/lm_data.tar.xz: $(stat -c %s "$out/lm_data.tar.xz") bytes"
+if [ "$bundle" = 1 ]; then   # one bundle per corpus: a device call carries the one it trains on
+    for c in code prose; do
+        echo "lm_data: compressing the $c bundle (xz -9)"
+        (cd "$out" && tar -c SOURCES.txt "$c" | xz -9 -T2 > "lm_$c.tar.xz.tmp" && mv "lm_$c.tar.xz.tmp" "lm_$c.tar.xz") ||
+            die "cannot write $out/lm_$c.tar.xz"
+        echo "lm_data: $out/lm_$c.tar.xz: $(stat -c %s "$out/lm_$c.tar.xz") bytes"
+    done
 fi
 cat "$out/SOURCES.txt"

@@ -46,14 +46,14 @@ typedef struct {
     int cg_counts[LM_MAX_LIST]; size_t n_counts;
     int cg_max;
     uint64_t seed;
-    int do_bpb, do_recall, do_cg;
+    int do_bpb, do_recall, do_cg, cg_seqs_given;
 } lm_opts;
 
 static void usage(FILE* f) {
     fprintf(f, "usage: lm_eval --ckpt DIR --val FILE --out DIR [--name NAME] [--seq T (2048)] [--seqs N (64)]\n"
                "               [--recall_seqs N (32)] [--recall_len L (32)] [--recall_prefix P (64)]\n"
                "               [--distances 64,128,... (default: powers of two that fit, and the longest)]\n"
-               "               [--cg_seqs N (8)] [--cg_len T (--seq)] [--cg_tols 1e-2,1e-3,1e-4,1e-5]\n"
+               "               [--cg_seqs N (8, at most --seqs)] [--cg_len T (--seq)] [--cg_tols 1e-2,1e-3,1e-4,1e-5]\n"
                "               [--cg_counts 0,1,5,10,20,30] [--cg_max N (30)] [--skip bpb,recall,cg]\n"
                "               [--threads N (all)] [--seed N (1)] [--dump_probe FILE]\n"
                "exit status: 0 done, 1 input/output failed, 2 bad command line or sizes\n");
@@ -100,6 +100,7 @@ static int parse(lm_opts* o, int argc, char** argv) {
         EX_OPT_S("--skip", skip) EX_OPT_S("--dump_probe", dump_probe)
         EX_OPT_U("--seq", seq) EX_OPT_U("--seqs", seqs) EX_OPT_U("--recall_seqs", recall_seqs)
         EX_OPT_U("--recall_len", recall_len) EX_OPT_U("--recall_prefix", recall_prefix)
+        if (!strcmp(a, "--cg_seqs")) o->cg_seqs_given = 1;
         EX_OPT_U("--cg_seqs", cg_seqs) EX_OPT_U("--cg_len", cg_len) EX_OPT_U("--threads", threads)
         if (!strcmp(a, "--seed")) { if (ex_parse_u64(a, v, UINT64_MAX, &o->seed)) return -1; i++; continue; }
         if (!strcmp(a, "--cg_max")) { if (ex_parse_int(a, v, 1, 1000, &o->cg_max)) return -1; i++; continue; }
@@ -128,7 +129,8 @@ static int parse(lm_opts* o, int argc, char** argv) {
         }
     }
 #define POSITIVE(f) if (o->f == 0) { fprintf(stderr, "lm_eval: --" #f " must be positive\n"); return -1; }
-    POSITIVE(seq) POSITIVE(seqs) POSITIVE(recall_seqs) POSITIVE(recall_len) POSITIVE(cg_seqs)
+    POSITIVE(seq) POSITIVE(seqs) POSITIVE(recall_seqs) POSITIVE(recall_len)
+    if (o->cg_seqs_given && o->cg_seqs == 0) { fprintf(stderr, "lm_eval: --cg_seqs must be positive\n"); return -1; }
 #undef POSITIVE
     if (o->recall_len < 2) { fprintf(stderr, "lm_eval: --recall_len must be at least 2 (R[0] is not scored)\n"); return -1; }
     return 0;
@@ -266,7 +268,7 @@ static int decode_pass(mn_model* m, const unsigned char* x, size_t n, size_t str
 
 int lm_eval_main(int argc, char** argv) {
     lm_opts o; memset(&o, 0, sizeof o);
-    o.seq = 2048; o.seqs = 64; o.recall_seqs = 32; o.recall_len = 32; o.recall_prefix = 64; o.cg_seqs = 8;
+    o.seq = 2048; o.seqs = 64; o.recall_seqs = 32; o.recall_len = 32; o.recall_prefix = 64;
     o.cg_max = 30; o.seed = 1; o.do_bpb = o.do_recall = o.do_cg = 1;
     o.n_tols = 4; o.cg_tols[0] = 1e-2; o.cg_tols[1] = 1e-3; o.cg_tols[2] = 1e-4; o.cg_tols[3] = 1e-5;
     {
@@ -315,9 +317,10 @@ int lm_eval_main(int argc, char** argv) {
 #define USAGE_ERR(...) do { fprintf(stderr, "lm_eval: " __VA_ARGS__); mn_model_free(&m0); free(text); return RC_USAGE; } \
     while (0)
     if (o.seq > Tmax) USAGE_ERR("--seq %zu exceeds the model's max_seq_len %zu\n", o.seq, Tmax);
-    if (o.cg_len > o.seq) USAGE_ERR("--cg_len %zu exceeds --seq %zu (the decoded windows are the first --cg_seqs of the "
-                                    "--seq windows)\n", o.cg_len, o.seq);
-    if (o.cg_seqs > o.seqs) USAGE_ERR("--cg_seqs %zu exceeds --seqs %zu\n", o.cg_seqs, o.seqs);
+    if (!o.cg_seqs_given) o.cg_seqs = o.seqs < 8 ? o.seqs : 8;
+    if (o.do_cg && is_mesa && o.cg_len > o.seq)   // the decoded windows are the first --cg_seqs of the --seq windows
+        USAGE_ERR("--cg_len %zu exceeds --seq %zu\n", o.cg_len, o.seq);
+    if (o.do_cg && is_mesa && o.cg_seqs > o.seqs) USAGE_ERR("--cg_seqs %zu exceeds --seqs %zu\n", o.cg_seqs, o.seqs);
     if (len / o.seqs < o.seq + 1)
         USAGE_ERR("%s has %zu bytes: %zu non-overlapping windows of --seq + 1 = %zu bytes need %zu; use fewer --seqs or a "
                   "shorter --seq\n", o.val, len, o.seqs, o.seq + 1, o.seqs * (o.seq + 1));

@@ -41,6 +41,7 @@ run "ASan+UBSan: vector-file parser" "$B/asan_test_vecfile"
 run "ASan+UBSan: checkpoints and argument checks (double)" "$B/asan_test_io"
 run "command-line programs" ./tests/test_cli.sh "$B"
 run "synthetic suite, quick tier (parity learns; resume; report)" ./tests/test_synth.sh "$B"
+run "language-model comparison, CPU side (data split, lm_eval, lm_report)" ./tests/test_lm.sh "$B"
 # the Python bridge, bit for bit against C in double (Debian's python3: its numpy and Jupyter packages)
 run "Python bridge (notebooks/mesanet.py) vs the C library" "${PYTHON:-/usr/bin/python3}" tests/test_bridge.py "$B"
 run "tutorials: every CPU notebook executes, saved outputs match" make --no-print-directory notebooks BUILD="$B"

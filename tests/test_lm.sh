@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The language-model comparison's CPU side (results/lm.md) on a tiny corpus and two tiny models:
+#  1. examples/lm_data.sh --from: the held-out split is by file and by the SHA-1 of the name (checked
+#     independently here), deterministic, train = 9 x validation, and build/train reads the all/ folder so
+#     that its held-out 10% is exactly the validation file;
+#  2. lm_eval: the per-position NLL averaged equals mn_forward's loss (soft-cap on), the Mesa model decoded
+#     by mn_step at its training CG count gives the parallel forward's NLL, CG counts behave, the recall
+#     probes are what lm_eval says they are;
+#  3. bad input: a clear message, the documented status, nothing written;
+#  4. lm_report and lm_compare.sh report turn the CSVs into tables and PNGs and splice the tables into
+#     the markdown between the markers, twice giving the same file.
+. "$(dirname "$0")/lib.sh"
+R=$(cd "$(dirname "$0")/.." && pwd)
+
+# 1. the corpus: 60 files of different sizes, a few in a subfolder
+mkdir -p "$W/src/sub"
+for i in $(seq -w 0 59); do
+    d="$W/src"; [ $((10#$i % 7)) = 0 ] && d="$W/src/sub"
+    awk -v n="$i" 'BEGIN { for (l = 0; l < 40 + 13 * n; l++) printf "file %s line %d: the quick brown fox %d\n", n, l, l * n }' \
+        > "$d/f$i.txt"
+done
+"$R/examples/lm_data.sh" --from t "$W/src" --out "$W/d" > "$W/d.log" 2>&1 || { bad "lm_data.sh --from failed"; cat "$W/d.log"; }
+tr=$(stat -c %s "$W/d/t/train.txt"); va=$(stat -c %s "$W/d/t/val.txt")
+[ "$va" -gt 0 ] && [ "$tr" = $((9 * va)) ] && ok "train.txt ($tr bytes) is 9 x val.txt ($va)" || bad "sizes $tr, $va"
+wrong=0; nval=0; : > "$W/valcat"
+while IFS=$'\t' read -r split bytes name; do
+    [ "$split" = split ] && continue
+    h=$(printf %s "$name" | sha1sum | cut -c1-8)
+    want=train; [ $(( 16#$h % 10 )) = 0 ] && want=val
+    [ "$split" = "$want" ] || wrong=$((wrong + 1))
+    [ "$want" = val ] && { cat "$W/src/$name" >> "$W/valcat"; nval=$((nval + 1)); }
+done < "$W/d/t/units.tsv"
+n=$(($(wc -l < "$W/d/t/units.tsv") - 1))
+[ "$wrong" = 0 ] && [ "$n" = 60 ] && [ "$nval" -gt 0 ] && ok "split by the SHA-1 of each file's name: $nval of $n held out" ||
+    bad "split: $wrong files on the wrong side, $n listed"
+cmp -s <(head -c "$va" "$W/valcat") "$W/d/t/val.txt" && ok "val.txt is the held-out files in name order" ||
+    bad "val.txt is not the held-out files"
+[ "$W/d/t/all/1_train.txt" -ef "$W/d/t/train.txt" ] && [ "$W/d/t/all/2_val.txt" -ef "$W/d/t/val.txt" ] &&
+    ok "all/ holds hard links to train.txt and val.txt" || bad "all/ links"
+sums=$(sha256sum "$W/d/t/train.txt" "$W/d/t/val.txt" | cut -d' ' -f1)
+"$R/examples/lm_data.sh" --from t "$W/src" --out "$W/d" > /dev/null 2>&1
+[ "$sums" = "$(sha256sum "$W/d/t/train.txt" "$W/d/t/val.txt" | cut -d' ' -f1)" ] && ok "a second run writes the same bytes" ||
+    bad "lm_data.sh is not deterministic"
+"$R/examples/lm_data.sh" --code-mb x > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] && ok "lm_data.sh: a bad number is status 2" || bad "lm_data.sh --code-mb x: status $rc"
+
+# two tiny models; the split as build/train sees it
+tiny="--data $W/d/t/all --d_model 32 --layers 2 --heads 2 --seq 64 --batch 4 --steps 3 --eval_every 3 --eval_batches 2"
+"$B/train" $tiny --sample 0 --pattern attn --out "$W/ck/transformer" > "$W/t1.log" 2>&1 || { bad "train attn"; cat "$W/t1.log"; }
+grep -q "($tr train, $va validation)" "$W/t1.log" && ok "build/train reads all/: its held-out part is val.txt" ||
+    bad "build/train's split: $(grep data: "$W/t1.log")"
+"$B/train" $tiny --sample 0 --pattern mesa --softcap 2 --out "$W/ck/mesanet" > "$W/t2.log" 2>&1 || { bad "train mesa"; cat "$W/t2.log"; }
+
+# 2. lm_eval
+small="--val $W/d/t/val.txt --seq 64 --seqs 6 --recall_seqs 3 --recall_len 6 --recall_prefix 5 --distances 8,16,40"
+for m in transformer mesanet; do
+    "$B/lm_eval" --ckpt "$W/ck/$m" --out "$W/ev/$m" $small --cg_seqs 2 --cg_len 32 --cg_counts 0,1,10,30 \
+        --dump_probe "$W/probe_$m.csv" > "$W/e_$m.log" 2>&1 || { bad "lm_eval $m"; cat "$W/e_$m.log"; }
+done
+for m in transformer mesanet; do
+    awk -F, 'NR == FNR { if (FNR > 1) { s += $2 * $3; c += $3 } next }
+             FNR == 2 { d = s / c - $8; f = ($8 - $10) / $10; exit !(d < 1e-5 && d > -1e-5 && f < 1e-5 && f > -1e-5) }' \
+        "$W/ev/$m/position.csv" "$W/ev/$m/summary.csv" &&
+        ok "$m: the mean of position.csv is summary.csv's NLL and mn_forward's loss" || bad "$m: position.csv vs summary"
+done
+awk -F, '$1 == "forward" { f = $5; k = $3 } $2 == "fixed" && $3 == k { d = $5 - f }
+         END { exit !(k == 10 && d < 1e-4 && d > -1e-4) }' "$W/ev/mesanet/cg.csv" &&
+    ok "mn_step at the training CG count (10) gives the parallel forward's NLL" || { bad "step vs forward"; cat "$W/ev/mesanet/cg.csv"; }
+awk -F, '$2 == "fixed" { if ($4 > $3 + 1e-9 || ($3 == 0 && $4 != 0)) bad = 1 }
+         $2 == "tol" { if (n++ && $4 < prev - 1e-9) bad = 1; prev = $4 } END { exit bad || n != 4 }' "$W/ev/mesanet/cg.csv" &&
+    ok "CG steps: a fixed count k takes at most k (0: none), a smaller tolerance never fewer" || bad "CG step counts"
+[ "$(wc -l < "$W/ev/mesanet/cg_position.csv")" = $((8 * 32 + 1)) ] && [ ! -e "$W/ev/transformer/cg.csv" ] &&
+    ok "cg_position.csv: 8 settings x 32 positions; no CG files for attention" || bad "cg_position.csv rows"
+python3 - "$W/probe_mesanet.csv" "$W/d/t/val.txt" "$W/ev/mesanet/recall.csv" <<'PY' && ok "recall probes: text, R, text, R, as documented" ||
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1]))); val = open(sys.argv[2], "rb").read()
+assert len(rows) == 9, len(rows)
+seen = set()
+for r in rows:
+    d, off, P, n = int(r["distance"]), int(r["offset"]), int(r["prefix"]), int(r["length"]); L = 6
+    x = bytes.fromhex(r["hex"]); R = x[P:P + L]
+    assert n == P + d + L and len(x) == n + 1, (n, len(x))
+    assert x[P + d:P + d + L] == R and all(33 <= b <= 126 for b in R), "copies"
+    assert x[:P] == val[off:off + P] and x[P + L:P + d] == val[off + P:off + P + d - L], "text"
+    assert x[n] == val[off + P + d - L], "last byte"
+    seen.add(R)
+assert len(seen) == 9, "the random strings repeat"
+dist = [int(l.split(",")[0]) for l in open(sys.argv[3]).read().split("\n")[1:] if l]
+assert dist == [8, 16, 40], dist
+PY
+    bad "recall probes malformed"
+cmp -s <(cut -d, -f1-5 "$W/probe_mesanet.csv") <(cut -d, -f1-5 "$W/probe_transformer.csv") &&
+    cmp -s <(cut -d, -f6 "$W/probe_mesanet.csv") <(cut -d, -f6 "$W/probe_transformer.csv") &&
+    ok "every model sees the same probes" || bad "the probes differ between models"
+
+# 3. bad input: status, message, nothing written
+expect() {  # expect STATUS PATTERN ARGS...: lm_eval into $W/none must fail so and create nothing
+    local st=$1 pat=$2; shift 2
+    "$B/lm_eval" "$@" --out "$W/none" > "$W/bad.log" 2>&1; rc=$?
+    if [ $rc = "$st" ] && grep -q -- "$pat" "$W/bad.log" && [ ! -e "$W/none" ]; then ok "lm_eval: $pat (status $st)"
+    else bad "lm_eval $* : status $rc: $(cat "$W/bad.log")"; fi
+}
+expect 1 "cannot load the checkpoint" --ckpt "$W/ck/nothing" $small
+expect 1 "not a readable file" --ckpt "$W/ck/mesanet" --val "$W/d"
+expect 2 "exceeds the model's max_seq_len" --ckpt "$W/ck/mesanet" $small --seq 100000
+expect 2 "non-overlapping windows" --ckpt "$W/ck/mesanet" $small --seqs 100000
+expect 2 "shorter than --recall_len" --ckpt "$W/ck/mesanet" $small --distances 4
+expect 2 "exceed the model's max_seq_len" --ckpt "$W/ck/mesanet" $small --distances 600
+expect 2 "outside (0, 1)" --ckpt "$W/ck/mesanet" $small --cg_tols 1e-3,2
+expect 2 "unknown option --bogus" --ckpt "$W/ck/mesanet" $small --bogus 1
+cp -r "$W/ev/mesanet" "$W/keep"
+"$B/lm_eval" --ckpt "$W/ck/mesanet" --out "$W/ev/mesanet" $small --seq 100000 > /dev/null 2>&1
+diff -r "$W/keep" "$W/ev/mesanet" > /dev/null && ok "a failed run leaves earlier results as they were" || bad "results changed"
+
+# 4. the report from the CSVs alone
+"$B/lm_report" --results "$W/ev" --corpus tiny --md "$W/t.md" --png "$W/lm_tiny" > "$W/r.log" 2>&1 || { bad "lm_report"; cat "$W/r.log"; }
+npng=$(ls "$W"/lm_tiny_*.png 2>/dev/null | wc -l)
+grep -q "^| mesanet | \`mesa\` |" "$W/t.md" && grep -q "^| transformer | \`attn\` |" "$W/t.md" && grep -q "fixed 30" "$W/t.md" &&
+    [ "$npng" = 6 ] && ok "lm_report: tables and 6 PNGs" || bad "lm_report: $npng PNGs; $(head -5 "$W/t.md")"
+mkdir -p "$W/res/code" && cp -r "$W/ev/transformer" "$W/ev/mesanet" "$W/res/code/"
+printf 'head\n<!-- lm:code:begin -->\nold\n<!-- lm:code:end -->\ntail\n' > "$W/lm.md"
+"$R/examples/lm_compare.sh" report --results "$W/res" --md "$W/lm.md" --png-dir "$W" > "$W/c.log" 2>&1 &&
+    cp "$W/lm.md" "$W/lm1.md" &&
+    "$R/examples/lm_compare.sh" report --results "$W/res" --md "$W/lm.md" --png-dir "$W" > /dev/null 2>&1 &&
+    cmp -s "$W/lm.md" "$W/lm1.md" && ! grep -q "^old$" "$W/lm.md" && head -1 "$W/lm.md" | grep -q head &&
+    tail -1 "$W/lm.md" | grep -q tail && grep -q "^| mesanet |" "$W/lm.md" && [ -s "$W/lm_code_cg.png" ] &&
+    ok "lm_compare.sh report splices the tables between the markers (twice: the same file)" ||
+    { bad "lm_compare.sh report"; cat "$W/c.log"; }
+"$R/examples/lm_compare.sh" train --models nope > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] && ok "lm_compare.sh: an unknown model is status 2" || bad "lm_compare.sh unknown model: $rc"
+finish "language-model comparison (CPU side)"
