@@ -182,7 +182,8 @@ eval_one() {  # eval_one NAME
     run_or_print mkdir -p "$res"
     # shellcheck disable=SC2086
     run_or_print timeout "$budget" "${bin:-build/lm_eval}" --ckpt "$dir" --val "$data/$corpus/val.txt" --out "$res" \
-        --name "$name" $eval_args || { echo "lm_compare: $corpus/$name: lm_eval failed or ran out of time" >&2; return 1; }
+        --name "$name" $eval_args ||
+        { echo "lm_compare: $corpus/$name: lm_eval failed or ran out of time" >&2; return 1; }
     [ "$dry" = 1 ] || { cp "$dir/train.csv" "$res/train.csv" && cp "$dir/loss.csv" "$res/loss.csv"; }
 }
 
@@ -204,8 +205,9 @@ prepare)   # here, before a device call: what it carries besides the data
     make build/train build/lm_eval build/lm_report || exit 1
     make build/lm_eval_static && xz -6 -T2 -c build/lm_eval_static > build/lm_eval_static.xz || exit 1
     make cuda || echo "lm_compare: make cuda failed here (no nvcc?): the device call builds train_cuda itself"
-    echo "carry: data/lm/lm_$corpus.tar.xz build/train_cuda build/lm_eval_static.xz ($(du -cb "data/lm/lm_$corpus.tar.xz" \
-build/train_cuda build/lm_eval_static.xz 2>/dev/null | tail -1 | cut -f1) bytes; the working tree travels too)"
+    carry="data/lm/lm_$corpus.tar.xz build/train_cuda build/lm_eval_static.xz"
+    # shellcheck disable=SC2086
+    echo "carry: $carry ($(du -cb $carry 2>/dev/null | tail -1 | cut -f1) bytes; the working tree travels too)"
     ;;
 train|eval|device)
     list=$(selected) || exit 2
@@ -243,8 +245,8 @@ report)
     for c in code prose; do
         [ -d "$results/$c" ] || continue
         frag=$(mktemp)
-        order=$(echo "$MODELS" | awk -F'|' -v c="$c" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}' | while read -r m; do
-            [ -f "$results/$c/$m/summary.csv" ] && echo "$m"; done | paste -sd, -)
+        order=$(echo "$MODELS" | awk -F'|' -v c="$c" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}' |
+            while read -r m; do [ -f "$results/$c/$m/summary.csv" ] && echo "$m"; done | paste -sd, -)
         [ -n "$order" ] || { rm -f "$frag"; continue; }
         ./build/lm_report --results "$results/$c" --models "$order" --corpus "$c" --md "$frag" --png "$pngdir/lm_$c" ||
             { rm -f "$frag"; die "lm_report failed for $c"; }

@@ -112,7 +112,8 @@ if limit > 0:   # the subset: files in hash order, each into its split until tha
     names = keep
 held = sorted(n for n in names if key(n) % 10 == 0); train = sorted(n for n in names if key(n) % 10 != 0)
 tr = b"".join(units[n] for n in train); va = b"".join(units[n] for n in held)
-if not tr or not va: sys.exit("lm_data: %s: %d training and %d held-out files: too few files" % (dest, len(train), len(held)))
+if not tr or not va:
+    sys.exit("lm_data: %s: %d training and %d held-out files: too few files" % (dest, len(train), len(held)))
 # train = 9 x val exactly: a reader that holds out the last 10% of train + val then holds out val
 if len(tr) > 9 * len(va): tr = tr[:9 * len(va)]
 else: va = va[:len(tr) // 9]; tr = tr[:9 * len(va)]
@@ -135,8 +136,8 @@ split_corpus() { python3 -c "$split_py" "$out/$1" "$2" "${3:-0}"; }  # split_cor
 
 if [ -n "$from_name" ]; then   # one corpus from a folder, no packages
     src=$(cd "$from_dir" && pwd)
-    (cd "$src" && find . -type f | LC_ALL=C sort | sed 's|^\./||' | awk -v d="$src" '{printf "%s\t%s/%s\traw\n", $0, d, $0}') |
-        split_corpus "$from_name" 0
+    (cd "$src" && find . -type f | LC_ALL=C sort | sed 's|^\./||' |
+        awk -v d="$src" '{printf "%s\t%s/%s\traw\n", $0, d, $0}') | split_corpus "$from_name" 0
     exit 0
 fi
 
@@ -148,7 +149,8 @@ sandbox=""   # as root, apt's download user could not write into OUT: download a
 if [ "$(id -u)" = 0 ]; then apt-get update -qq || die "apt-get update failed"; sandbox="-o APT::Sandbox::User=root"; fi
 for p in $kernel $prose_pkgs; do
     if ! ls "$debs/${p}_"*.deb > /dev/null 2>&1; then
-        (cd "$debs" && apt-get download -qq $sandbox "$p") || die "apt-get download $p failed (run apt-get update as root first)"
+        (cd "$debs" && apt-get download -qq $sandbox "$p") ||
+            die "apt-get download $p failed (run apt-get update as root first)"
     fi
 done
 for f in "$debs"/*.deb; do
@@ -164,7 +166,8 @@ ksrc=$(ls -d "$tmp"/linux-source-* | head -1)
 
 # code: every .c and .h, named by its path in the tree
 (cd "$ksrc" && find . -type f \( -name '*.c' -o -name '*.h' \) ! -path './Documentation/*' | LC_ALL=C sort |
-    sed 's|^\./||' | awk -v d="$ksrc" '{printf "linux/%s\t%s/%s\traw\n", $0, d, $0}') | split_corpus code "$code_mb" "$max_kb"
+    sed 's|^\./||' | awk -v d="$ksrc" '{printf "linux/%s\t%s/%s\traw\n", $0, d, $0}') |
+    split_corpus code "$code_mb" "$max_kb"
 
 # prose: each package's files by their path inside the package (dpkg-deb -c lists them)
 plist() {  # plist PKG REGEX KIND [EXCLUDE_REGEX]: the package's regular files matching REGEX
@@ -174,15 +177,16 @@ plist() {  # plist PKG REGEX KIND [EXCLUDE_REGEX]: the package's regular files m
             printf "%s/%s\t%s/%s\t%s\n", p, n, d, $0, k}'
 }
 {
-    (cd "$ksrc" && find Documentation -type f \( -name '*.rst' -o -name '*.txt' \) ! -path 'Documentation/translations/*' |
-        LC_ALL=C sort | awk -v d="$ksrc" '{printf "linux/%s\t%s/%s\traw\n", $0, d, $0}')
+    (cd "$ksrc" && find Documentation -type f \( -name '*.rst' -o -name '*.txt' \) \
+        ! -path 'Documentation/translations/*' | LC_ALL=C sort |
+        awk -v d="$ksrc" '{printf "linux/%s\t%s/%s\traw\n", $0, d, $0}')
     plist python3.11-doc '/html/_sources/.*\.txt$' raw
     plist perl-doc '\.pod$' raw
     plist postgresql-doc-15 '\.html$' html
     plist python-django-doc '\.html$' html '/_modules/|/(genindex|search|py-modindex)\.html$'
     plist git-doc '^usr/share/doc/git-doc/.*\.txt$' raw
-    plist rust-doc '/html/(book|reference|nomicon|rustc|embedded-book|rust-by-example|edition-guide|unstable-book|rustdoc)/.*\.html$' \
-        html '/(print|toc|404)\.html$'
+    books='book|reference|nomicon|rustc|embedded-book|rust-by-example|edition-guide|unstable-book|rustdoc'
+    plist rust-doc "/html/($books)/.*\\.html\$" html '/(print|toc|404)\.html$'
     plist sphinx-doc '/_sources/.*\.txt$' raw
     plist debian-handbook '/html/en-US/.*\.html$' html
     plist manpages '^usr/share/man/man[0-9]/.*\.gz$' gz
@@ -203,7 +207,8 @@ rm -rf "$tmp"
 if [ "$bundle" = 1 ]; then   # one bundle per corpus: a device call carries the one it trains on
     for c in code prose; do
         echo "lm_data: compressing the $c bundle (xz -9)"
-        (cd "$out" && tar -c SOURCES.txt "$c" | xz -9 -T2 > "lm_$c.tar.xz.tmp" && mv "lm_$c.tar.xz.tmp" "lm_$c.tar.xz") ||
+        (cd "$out" && tar -c SOURCES.txt "$c" | xz -9 -T2 > "lm_$c.tar.xz.tmp" &&
+            mv "lm_$c.tar.xz.tmp" "lm_$c.tar.xz") ||
             die "cannot write $out/lm_$c.tar.xz"
         echo "lm_data: $out/lm_$c.tar.xz: $(stat -c %s "$out/lm_$c.tar.xz") bytes"
     done

@@ -132,7 +132,10 @@ static int parse(lm_opts* o, int argc, char** argv) {
     POSITIVE(seq) POSITIVE(seqs) POSITIVE(recall_seqs) POSITIVE(recall_len)
     if (o->cg_seqs_given && o->cg_seqs == 0) { fprintf(stderr, "lm_eval: --cg_seqs must be positive\n"); return -1; }
 #undef POSITIVE
-    if (o->recall_len < 2) { fprintf(stderr, "lm_eval: --recall_len must be at least 2 (R[0] is not scored)\n"); return -1; }
+    if (o->recall_len < 2) {
+        fprintf(stderr, "lm_eval: --recall_len must be at least 2 (R[0] is not scored)\n");
+        return -1;
+    }
     return 0;
 }
 
@@ -228,12 +231,18 @@ typedef struct { char path[1200], tmp[1210]; FILE* f; } out_file;
 static int out_open(out_file* o, const char* dir, const char* name) {
     snprintf(o->path, sizeof o->path, "%s/%s", dir, name);
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
-    if (!(o->f = fopen(o->tmp, "w"))) { fprintf(stderr, "lm_eval: cannot write %s: %s\n", o->tmp, strerror(errno)); return -1; }
+    if (!(o->f = fopen(o->tmp, "w"))) {
+        fprintf(stderr, "lm_eval: cannot write %s: %s\n", o->tmp, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 static int out_close(out_file* o) {
     int bad = ferror(o->f);
-    if (fclose(o->f) != 0 || bad) { fprintf(stderr, "lm_eval: cannot write %s: %s\n", o->tmp, strerror(errno)); return -1; }
+    if (fclose(o->f) != 0 || bad) {
+        fprintf(stderr, "lm_eval: cannot write %s: %s\n", o->tmp, strerror(errno));
+        return -1;
+    }
     o->f = NULL;
     return 0;
 }
@@ -314,19 +323,22 @@ int lm_eval_main(int argc, char** argv) {
         for (d = 64; d <= dmax && o.n_dist < LM_MAX_LIST - 1; d *= 2) o.distances[o.n_dist++] = d;
         if (dmax >= L && (o.n_dist == 0 || o.distances[o.n_dist - 1] != dmax)) o.distances[o.n_dist++] = dmax;
     }
-#define USAGE_ERR(...) do { fprintf(stderr, "lm_eval: " __VA_ARGS__); mn_model_free(&m0); free(text); return RC_USAGE; } \
-    while (0)
+#define USAGE_ERR(...) \
+    do { fprintf(stderr, "lm_eval: " __VA_ARGS__); mn_model_free(&m0); free(text); return RC_USAGE; } while (0)
     if (o.seq > Tmax) USAGE_ERR("--seq %zu exceeds the model's max_seq_len %zu\n", o.seq, Tmax);
     if (!o.cg_seqs_given) o.cg_seqs = o.seqs < 8 ? o.seqs : 8;
     if (o.do_cg && is_mesa && o.cg_len > o.seq)   // the decoded windows are the first --cg_seqs of the --seq windows
         USAGE_ERR("--cg_len %zu exceeds --seq %zu\n", o.cg_len, o.seq);
     if (o.do_cg && is_mesa && o.cg_seqs > o.seqs) USAGE_ERR("--cg_seqs %zu exceeds --seqs %zu\n", o.cg_seqs, o.seqs);
     if (len / o.seqs < o.seq + 1)
-        USAGE_ERR("%s has %zu bytes: %zu non-overlapping windows of --seq + 1 = %zu bytes need %zu; use fewer --seqs or a "
-                  "shorter --seq\n", o.val, len, o.seqs, o.seq + 1, o.seqs * (o.seq + 1));
+        USAGE_ERR(
+            "%s has %zu bytes: %zu non-overlapping windows of --seq + 1 = %zu bytes need %zu; use fewer --seqs or a "
+            "shorter --seq\n",
+            o.val, len, o.seqs, o.seq + 1, o.seqs * (o.seq + 1));
     if (o.do_recall) {
-        if (o.n_dist == 0) USAGE_ERR("no recall distance fits: max_seq_len %zu < --recall_prefix %zu + 2 x --recall_len %zu\n",
-                                     Tmax, P, L);
+        if (o.n_dist == 0)
+            USAGE_ERR("no recall distance fits: max_seq_len %zu < --recall_prefix %zu + 2 x --recall_len %zu\n", Tmax,
+                      P, L);
         if (L > 4096) USAGE_ERR("--recall_len %zu: at most 4096\n", L);
         for (k = 0; k < o.n_dist; k++) {
             size_t d = o.distances[k];
@@ -448,7 +460,10 @@ int lm_eval_main(int argc, char** argv) {
                    n2 / (double)(R * (L - 1)), n1 / (double)(R * (L - 1)), a2 / (double)(R * (L - 1)), ex / (double)R);
             fflush(stdout);
         }
-        if (dump && fclose(dump) != 0 && rc == RC_OK) { fprintf(stderr, "lm_eval: cannot write %s\n", o.dump_probe); rc = RC_IO; }
+        if (dump && fclose(dump) != 0 && rc == RC_OK) {
+            fprintf(stderr, "lm_eval: cannot write %s\n", o.dump_probe);
+            rc = RC_IO;
+        }
         if (rc == RC_OK) printf("  recall probe: %.1f s\n", ex_now() - ts);
         free(px); free(plen); free(pn); free(ph); free(pf);
         if (rc != RC_OK) goto done;
@@ -459,7 +474,11 @@ int lm_eval_main(int argc, char** argv) {
         int dec0 = m0.cfg.mesa_cg_decode; double tol0 = m0.cfg.mesa_cg_tol;
         double fsum = 0;
         if (!acc) { fprintf(stderr, "lm_eval: out of memory\n"); rc = RC_IO; goto done; }
-        if (out_open(&fc, o.out, "cg.csv") || out_open(&fq, o.out, "cg_position.csv")) { free(acc); rc = RC_IO; goto done; }
+        if (out_open(&fc, o.out, "cg.csv") || out_open(&fq, o.out, "cg_position.csv")) {
+            free(acc);
+            rc = RC_IO;
+            goto done;
+        }
         open_c = 1;
         fprintf(fc.f, "setting,kind,value,mean_cg_steps,mean_nll,seqs,len,seconds\n");
         fprintf(fq.f, "setting,position,mean_nll,mean_cg_steps\n");
@@ -484,13 +503,16 @@ int lm_eval_main(int argc, char** argv) {
             }
             for (t = 0; t < Tc; t++) mean += acc[si * Tc + t].nll;
             mean /= (double)Tc;
-            if (fixed) fprintf(fc.f, "%s,fixed,%d,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_counts[si - o.n_tols], steps, mean,
-                               S, Tc, ex_now() - ts);
-            else fprintf(fc.f, "%s,tol,%g,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_tols[si], steps, mean, S, Tc, ex_now() - ts);
+            if (fixed)
+                fprintf(fc.f, "%s,fixed,%d,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_counts[si - o.n_tols], steps, mean, S,
+                        Tc, ex_now() - ts);
+            else
+                fprintf(fc.f, "%s,tol,%g,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_tols[si], steps, mean, S, Tc,
+                        ex_now() - ts);
             for (t = 0; t < Tc; t++)
                 fprintf(fq.f, "%s,%zu,%.6f,%.4f\n", label, t + 1, acc[si * Tc + t].nll, acc[si * Tc + t].steps);
-            printf("  decode %-10s: %6.2f CG steps per token, NLL %.4f (%zu x %zu tokens, %.1f s)\n", label, steps, mean,
-                   S, Tc, ex_now() - ts);
+            printf("  decode %-10s: %6.2f CG steps per token, NLL %.4f (%zu x %zu tokens, %.1f s)\n", label, steps,
+                   mean, S, Tc, ex_now() - ts);
             fflush(stdout);
         }
         m0.cfg.mesa_cg_decode = dec0; m0.cfg.mesa_cg_tol = tol0;

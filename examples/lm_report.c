@@ -189,9 +189,15 @@ int main(int argc, char** argv) {
         else if (!strcmp(o, "--corpus")) corpus = v;
         else if (!strcmp(o, "--models")) models = v;
         else if (!strcmp(o, "--baseline")) baseline = v;
-        else if (!strcmp(o, "--bin")) { if (ex_parse_size(o, v, &bin) || bin == 0) { fprintf(stderr, "lm_report: --bin must be "
-                                                                                        "positive\n"); return 2; } }
-        else { fprintf(stderr, "lm_report: unknown option %s\n", o); return 2; }
+        else if (!strcmp(o, "--bin")) {
+            if (ex_parse_size(o, v, &bin) || bin == 0) {
+                fprintf(stderr, "lm_report: --bin must be positive\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "lm_report: unknown option %s\n", o);
+            return 2;
+        }
         a++;
     }
     if (!dir || !md || !png) { fprintf(stderr, "lm_report: --results, --md and --png are needed\n"); return 2; }
@@ -200,7 +206,8 @@ int main(int argc, char** argv) {
         if (models) {
             char buf[2048], *t, *save = NULL;
             snprintf(buf, sizeof buf, "%s", models);
-            for (t = strtok_r(buf, ",", &save); t && n < R_MAX_MODELS; t = strtok_r(NULL, ",", &save)) names[n++] = strdup(t);
+            for (t = strtok_r(buf, ",", &save); t && n < R_MAX_MODELS; t = strtok_r(NULL, ",", &save))
+                names[n++] = strdup(t);
         } else {
             DIR* d = opendir(dir); struct dirent* e;
             if (!d) { fprintf(stderr, "lm_report: cannot open %s: %s\n", dir, strerror(errno)); return 1; }
@@ -225,18 +232,23 @@ int main(int argc, char** argv) {
     char path[1400];
     FILE* f;
     snprintf(path, sizeof path, "%s.tmp", md);
-    if (!(f = fopen(path, "w"))) { fprintf(stderr, "lm_report: cannot write %s: %s\n", path, strerror(errno)); return 1; }
+    if (!(f = fopen(path, "w"))) {
+        fprintf(stderr, "lm_report: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
 
     // ---- table 1: validation ----
     fprintf(f, "#### %s: validation bits per byte\n\n", corpus);
-    fprintf(f, "| model | pattern | parameters | evaluated bytes | NLL (nats/byte) | bits/byte | ΔNLL vs %s |\n", baseline);
+    fprintf(f, "| model | pattern | parameters | evaluated bytes | NLL (nats/byte) | bits/byte | ΔNLL vs %s |\n",
+            baseline);
     fprintf(f, "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (i = 0; i < nm; i++) {
         fprintf(f, "| %s | `%s` | %.2f M | %.0f | %.4f | %.4f | ", M[i].name, M[i].pattern, M[i].params / 1e6,
                 M[i].tokens_eval, M[i].nll, M[i].bpb);
         if (base >= 0) fprintf(f, "%+.4f |\n", M[i].nll - M[base].nll); else fprintf(f, "- |\n");
     }
-    if (base < 0) fprintf(f, "\n(no model named %s: the ΔNLL columns and the position plots are left out)\n", baseline);
+    if (base < 0)
+        fprintf(f, "\n(no model named %s: the ΔNLL columns and the position plots are left out)\n", baseline);
     {   // the training runs, as lm_compare.sh recorded them
         int any = 0;
         for (i = 0; i < nm; i++) any |= M[i].have_train;
@@ -259,7 +271,8 @@ int main(int argc, char** argv) {
     if (base >= 0 && M[base].have_pos) {
         size_t lo[64], hi[64], nb = 0, n = M[base].n_pos;
         for (k = 1; k <= n && nb < 64; k *= 2) { lo[nb] = k - 1; hi[nb] = 2 * k - 1 < n ? 2 * k - 1 : n; nb++; }
-        fprintf(f, "\n#### %s: ΔNLL against %s by position (nats/byte, mean over each octave of positions)\n\n| model |",
+        fprintf(f,
+                "\n#### %s: ΔNLL against %s by position (nats/byte, mean over each octave of positions)\n\n| model |",
                 corpus, baseline);
         for (k = 0; k < nb; k++) {
             if (hi[k] == lo[k] + 1) fprintf(f, " %zu |", hi[k]);
@@ -287,7 +300,8 @@ int main(int argc, char** argv) {
         for (i = 0; i < nm && first < 0; i++) if (M[i].have_rec) first = (int)i;
         if (first >= 0) {
             const model_t* r = &M[first];
-            fprintf(f, "\n#### %s: in-context recall, exact-copy accuracy per byte of the second copy (NLL)\n\n| model |",
+            fprintf(f,
+                    "\n#### %s: in-context recall, exact-copy accuracy per byte of the second copy (NLL)\n\n| model |",
                     corpus);
             for (k = 0; k < r->n_dist; k++) fprintf(f, " d = %.0f |", r->dist[k]);
             fprintf(f, "\n| --- |");
@@ -303,8 +317,9 @@ int main(int argc, char** argv) {
                 }
                 fprintf(f, "\n");
             }
-            fprintf(f, "\nThe first copy's NLL (no recall can help there) is in each recall.csv (nll_first); whole-string "
-                       "exact copies in acc_exact.\n");
+            fprintf(f,
+                    "\nThe first copy's NLL (no recall can help there) is in each recall.csv (nll_first); whole-string "
+                    "exact copies in acc_exact.\n");
         }
     }
     // ---- table 4: the CG trade-off ----
@@ -321,13 +336,17 @@ int main(int argc, char** argv) {
             if (!strcmp(M[i].set_kind[k], "train"))   // the parallel forward: its count is nominal, not measured
                 fprintf(f, "| parallel forward, the training count | %.0f (fixed) | %.4f | %+.4f | - |\n",
                         M[i].set_steps[k], M[i].set_nll[k], M[i].set_nll[k] - ref);
-            else fprintf(f, "| %s | %.2f | %.4f | %+.4f | %.2f |\n", M[i].set_name[k], M[i].set_steps[k], M[i].set_nll[k],
-                         M[i].set_nll[k] - ref, M[i].set_steps[k] / ref_steps);
+            else
+                fprintf(f, "| %s | %.2f | %.4f | %+.4f | %.2f |\n", M[i].set_name[k], M[i].set_steps[k],
+                        M[i].set_nll[k], M[i].set_nll[k] - ref, M[i].set_steps[k] / ref_steps);
         }
     }
     rc = ferror(f);
     if (fclose(f) != 0 || rc) { fprintf(stderr, "lm_report: cannot write %s\n", path); remove(path); return 1; }
-    if (rename(path, md) != 0) { fprintf(stderr, "lm_report: cannot rename %s: %s\n", path, strerror(errno)); return 1; }
+    if (rename(path, md) != 0) {
+        fprintf(stderr, "lm_report: cannot rename %s: %s\n", path, strerror(errno));
+        return 1;
+    }
 
     // ---- the plots ----
     char title[256], file[1400];
@@ -355,7 +374,10 @@ int main(int argc, char** argv) {
         snprintf(title, sizeof title, "%s: NLL - NLL(%s) by position (bins of %zu)", corpus, baseline, bin);
         po.title = title; po.xlabel = "position (bytes read)"; po.ylabel = "delta NLL (nats/byte)";
         snprintf(file, sizeof file, "%s_position.png", png);
-        if (ns && mn_plot_lines(file, &po, S, ns) != 0) { fprintf(stderr, "lm_report: cannot draw %s\n", file); prc = 1; }
+        if (ns && mn_plot_lines(file, &po, S, ns) != 0) {
+            fprintf(stderr, "lm_report: cannot draw %s\n", file);
+            prc = 1;
+        }
         // log axis: four bins per octave
         nb = log_bins(n, lo, hi, 64);
         for (ns = 0, i = 0; i < nm; i++) {
@@ -371,7 +393,10 @@ int main(int argc, char** argv) {
         snprintf(title, sizeof title, "%s: NLL - NLL(%s) by position, log axis (4 bins per octave)", corpus, baseline);
         po.xlabel = "log10 position";
         snprintf(file, sizeof file, "%s_position_log.png", png);
-        if (ns && mn_plot_lines(file, &po, S, ns) != 0) { fprintf(stderr, "lm_report: cannot draw %s\n", file); prc = 1; }
+        if (ns && mn_plot_lines(file, &po, S, ns) != 0) {
+            fprintf(stderr, "lm_report: cannot draw %s\n", file);
+            prc = 1;
+        }
     }
     {   // recall: accuracy and NLL against log2 distance
         mn_plot_opts po; memset(&po, 0, sizeof po);
@@ -385,12 +410,17 @@ int main(int argc, char** argv) {
                 }
                 S[ns].label = M[i].name; S[ns].x = x; S[ns].y = y; S[ns].n = M[i].n_dist; S[ns].rgb = 0; ns++;
             }
-            snprintf(title, sizeof title, which ? "%s: recall, NLL of the repeated string's bytes 2..L"
-                                                : "%s: recall, argmax accuracy on the repeated string's bytes 2..L", corpus);
+            snprintf(title, sizeof title,
+                     which ? "%s: recall, NLL of the repeated string's bytes 2..L"
+                           : "%s: recall, argmax accuracy on the repeated string's bytes 2..L",
+                     corpus);
             po.title = title; po.xlabel = "log2 distance between the copies (bytes)";
             po.ylabel = which ? "NLL (nats/byte)" : "accuracy";
             snprintf(file, sizeof file, which ? "%s_recall_nll.png" : "%s_recall.png", png);
-            if (ns && mn_plot_lines(file, &po, S, ns) != 0) { fprintf(stderr, "lm_report: cannot draw %s\n", file); prc = 1; }
+            if (ns && mn_plot_lines(file, &po, S, ns) != 0) {
+                fprintf(stderr, "lm_report: cannot draw %s\n", file);
+                prc = 1;
+            }
         }
     }
     {   // the CG trade-off: NLL against steps, one line per Mesa model and kind; steps by position per tolerance
@@ -405,14 +435,18 @@ int main(int argc, char** argv) {
                     if (!strcmp(M[i].set_kind[k], kind ? "tol" : "fixed")) { x[cnt] = (float)M[i].set_steps[k];
                                                                               y[cnt++] = (float)M[i].set_nll[k]; }
                 if (!cnt) continue;
-                snprintf(labels[ns], sizeof labels[ns], "%s, %s", M[i].name, kind ? "tolerance 1e-2..1e-5" : "fixed count");
+                snprintf(labels[ns], sizeof labels[ns], "%s, %s", M[i].name,
+                         kind ? "tolerance 1e-2..1e-5" : "fixed count");
                 S[ns].label = labels[ns]; S[ns].x = x; S[ns].y = y; S[ns].n = cnt; S[ns].rgb = 0; ns++;
             }
         }
         snprintf(title, sizeof title, "%s: decoding NLL against mean CG steps per token", corpus);
         po.title = title; po.xlabel = "mean CG steps per token, head and layer"; po.ylabel = "NLL (nats/byte)";
         snprintf(file, sizeof file, "%s_cg.png", png);
-        if (ns && mn_plot_lines(file, &po, S, ns) != 0) { fprintf(stderr, "lm_report: cannot draw %s\n", file); prc = 1; }
+        if (ns && mn_plot_lines(file, &po, S, ns) != 0) {
+            fprintf(stderr, "lm_report: cannot draw %s\n", file);
+            prc = 1;
+        }
         for (ns = 0, i = 0; i < nm; i++) {
             size_t lo[64], hi[64], nb;
             if (!M[i].have_cg || !M[i].cgp_n) continue;
@@ -431,7 +465,10 @@ int main(int argc, char** argv) {
         snprintf(title, sizeof title, "%s: CG steps per token by position (dynamic stop)", corpus);
         po.xlabel = "log10 position"; po.ylabel = "mean CG steps per token";
         snprintf(file, sizeof file, "%s_cg_position.png", png);
-        if (ns && mn_plot_lines(file, &po, S, ns) != 0) { fprintf(stderr, "lm_report: cannot draw %s\n", file); prc = 1; }
+        if (ns && mn_plot_lines(file, &po, S, ns) != 0) {
+            fprintf(stderr, "lm_report: cannot draw %s\n", file);
+            prc = 1;
+        }
     }
 #undef XY
     printf("lm_report: %zu models from %s: %s and %s_*.png\n", nm, dir, md, png);
