@@ -204,7 +204,7 @@ list)
 prepare)   # here, before a device call: what it carries besides the data
     make build/train build/lm_eval build/lm_report || exit 1
     make build/lm_eval_static && xz -6 -T2 -c build/lm_eval_static > build/lm_eval_static.xz || exit 1
-    make cuda || echo "lm_compare: make cuda failed here (no nvcc?): the device call builds train_cuda itself"
+    make build/train_cuda || echo "lm_compare: no build/train_cuda here (no nvcc?): the device call builds it itself"
     carry="data/lm/lm_$corpus.tar.xz build/train_cuda build/lm_eval_static.xz"
     # shellcheck disable=SC2086
     echo "carry: $carry ($(du -cb $carry 2>/dev/null | tail -1 | cut -f1) bytes; the working tree travels too)"
@@ -214,7 +214,7 @@ train|eval|device)
     if [ "$cmd" != eval ]; then
         [ "$dry" = 1 ] || need_data
         if [ ! -x build/train_cuda ] && [ "$dry" = 0 ]; then
-            echo "lm_compare: building train_cuda (nvcc)"; make cuda > /dev/null || die "make cuda failed"
+            echo "lm_compare: building train_cuda (nvcc)"; make build/train_cuda > /dev/null || die "cannot build train_cuda"
         fi
     fi
     if [ "$cmd" != train ] && [ "$dry" = 0 ] && [ -z "$(lm_eval_bin)" ]; then
