@@ -214,7 +214,8 @@ train|eval|device)
     if [ "$cmd" != eval ]; then
         [ "$dry" = 1 ] || need_data
         if [ ! -x build/train_cuda ] && [ "$dry" = 0 ]; then
-            echo "lm_compare: building train_cuda (nvcc)"; make build/train_cuda > /dev/null || die "cannot build train_cuda"
+            echo "lm_compare: building train_cuda (nvcc)"
+            make build/train_cuda > /dev/null || die "cannot build train_cuda"
         fi
     fi
     if [ "$cmd" != train ] && [ "$dry" = 0 ] && [ -z "$(lm_eval_bin)" ]; then
