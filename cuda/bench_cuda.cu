@@ -9,7 +9,7 @@
 // read-out) at batch 1 and 64, H=16, K=V=128, with the paper's dynamic CG (tol 1e-4) and with
 // fla's fixed-count decode arithmetic, from states prefilled by the chunk forward over 512 tokens.
 // Then the attention rows (bench_attention) and the GLA family's (bench_gla). Usage: bench_cuda [B T H K]
-// | bench_cuda attn | bench_cuda gla (those rows alone)
+// | bench_cuda attn | bench_cuda gla (those rows alone) | bench_cuda glaprof (one call of each GLA member, for ncu)
 // | bench_cuda profile [fast]  (one forward and one backward, for ncu: CG 30
 // textbook, or with "fast" fla's CG 10 with the TF32 scan and the forward's states kept)
 #include "cuda/mesanet_cuda.h"
@@ -198,7 +198,8 @@ static void bench_attention(void) {
 // and head, backward 6 C Dk + 4 C Dv + 10 Dk Dv more. Then the decode step (mn_cuda_gla_step) at
 // batch 1 and 64: state bytes read and written against the copy rate. cuda/peer_gla.py times fla's
 // chunk kernels at the same shape (run it in the same call).
-static void bench_gla(void) {
+// profile = 1: one TF32 forward and one backward of each member, nothing else (for ncu: bench_cuda glaprof).
+static void bench_gla(int profile) {
     const size_t B = 4, T = 4096, H = 16, D = 128, n = B * T * H * D, C = 64;
     float *q = dev_randn(n, 1), *k = dev_randn(n, 1), *v = dev_randn(n, 1), *dout = dev_randn(n, 1), *g;
     {
@@ -214,6 +215,18 @@ static void bench_gla(void) {
     CK(mn_cuda_malloc(&G, (void**)&out, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dq, n * 4));
     CK(mn_cuda_malloc(&G, (void**)&dk, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dv, n * 4));
     CK(mn_cuda_malloc(&G, (void**)&dg, n * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    if (profile) {
+        G.math = MN_CUDA_MATH_TF32;
+        for (int gi = 0; gi < 3; gi++) {
+            const size_t Gw = gi == 0 ? 0 : gi == 1 ? 1 : D;
+            CK(mn_cuda_gla_forward(&G, out, NULL, q, k, v, gi ? g : NULL, NULL, B, T, H, D, D, Gw, 0.088, C, work));
+            CK(mn_cuda_gla_backward(&G, dq, dk, dv, gi ? dg : NULL, NULL, dout, NULL, q, k, v, gi ? g : NULL, NULL, B,
+                                    T, H, D, D, Gw, 0.088, C, work));
+        }
+        CK(mn_cuda_sync(&G));
+        G.math = MN_CUDA_MATH_FP32;
+        return;
+    }
     printf("\nGLA family, B=%zu T=%zu H=%zu D=%zu chunk %zu (fp32 in and out), median of %d; workspace %.2f GB\n\n",
            B, T, H, D, C, REPS, wn * 4.0 / 1e9);
     printf("| op | products | ms | counted TFLOP | TF/s | issue target (fla chunk_gla) |\n|---|---|---|---|---|---|\n");
@@ -276,8 +289,8 @@ int main(int argc, char** argv) {
         mn_cuda_free(&G);
         return 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "gla")) {    // the GLA-family rows alone
-        bench_gla();
+    if (argc > 1 && (!strcmp(argv[1], "gla") || !strcmp(argv[1], "glaprof"))) {   // the GLA-family rows alone
+        bench_gla(!strcmp(argv[1], "glaprof"));
         mn_cuda_free(&G);
         return 0;
     }
@@ -359,7 +372,7 @@ int main(int argc, char** argv) {
     mn_cuda_dfree(work);
     bench_step(lam, H, K);
     bench_attention();
-    bench_gla();
+    bench_gla(0);
     mn_cuda_free(&G);
     return 0;
 }

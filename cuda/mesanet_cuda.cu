@@ -3907,13 +3907,17 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
 //   states   S_{n+1} = diag(e^{gam_last}) S_n + (K e^{gam_last - gam})^T V              (the scan)
 //   scores   P[r][s] = scale sum_d q_rd k_sd e^{gam_rd - gam_sd} for s <= r, else 0
 //   output   O = scale (Q e^gam) S_n + P V
-// Every exponent the kernels form is <= 0 for gates <= 0 (the layers' logsigmoid / 16), so nothing
-// overflows whatever the gates' strength: the state terms decay from the token to the chunk end or
-// from the chunk start to the token; P for G <= 1 multiplies the product Q K^T by e^{gam_r - gam_s}
-// entry by entry; for G = Dk the decay differs per channel and cannot leave the sum, so the chunk
-// is cut into four blocks of 16 rows: a pair of blocks j < i meets at row 16 i (q side
-// e^{gam_r - gam_{16i}}, k side e^{gam_{16i} - gam_s}, both <= 1, one product), a diagonal block is
-// summed entry by entry with e^{gam_r - gam_s} (fla's chunk_gla cuts its chunks the same way).
+// Every exponent the kernels form is <= 0 for gates <= 0 (the layers' logsigmoid / 16), or bounded by
+// 40, so nothing overflows whatever the gates' strength: the state terms decay from the token to the
+// chunk end or from the chunk start to the token; P for G <= 1 multiplies the product Q K^T by
+// e^{gam_r - gam_s} entry by entry. For G = Dk the decay differs per channel and cannot leave the sum:
+// while every |gam| of the chunk is <= 40 (MN__GLA_SPAN; the layers' gates stay near 3) P is one
+// product of Q e^gam (<= 1) and K e^-gam (<= e^40: a product of two fp32 factors loses no relative
+// accuracy, and e^40 |q| |k| stays far from fp32's range); past it the chunk is cut into four blocks
+// of 16 rows: a pair of blocks j < i meets at row 16 i (q side e^{gam_r - gam_{16i}}, k side
+// e^{gam_{16i} - gam_s}, both <= 1, one product), a diagonal block is summed entry by entry with
+// e^{gam_r - gam_s} (fla's chunk_gla cuts its chunks the same way). mn__k_gla_gam computes gam and each
+// chunk's largest |gam| once per call; every later kernel reads them.
 // Backward (the CPU's mn_gla_backward, pass for pass): the states again, the state gradients by a
 // reverse scan dS_n = diag(e^{gam_last}) dS_{n+1} + scale (Q e^gam)^T dO, P again and dP = dO V^T, then
 //   dv = P^T dO + (K e^{gam_last - gam}) dS_{n+1}
@@ -3922,11 +3926,12 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
 // Precision: every product on the tensor cores (mma.sync m16n8k8, fp32 accumulation) in 3xTF32
 // (ctx->math = MN_CUDA_MATH_FP32: fp32-level results, ~1e-6) or TF32 (MN_CUDA_MATH_TF32: ~5e-4);
 // states, gates, exponentials and the diagonal blocks in fp32 (the diagonal blocks' C Dk / 2
-// exponentials per token, GLA's largest elementwise cost, by the fast __expf, ~1e-6 relative at these
-// arguments; every other exponential by expf). The T/C chunk states go through
+// exponentials per token by the fast __expf, ~1e-6 relative at these arguments; every other
+// exponential by expf). The T/C chunk states go through
 // the workspace in fp32, as do P and dP (64 x 64 per chunk): never a T x T matrix.
 
-#define MN__GC 64   // the GLA kernels' chunk length
+#define MN__GC 64         // the GLA kernels' chunk length
+#define MN__GLA_SPAN 40.f // GLA's scores in one product per chunk while every |gam| of the chunk is <= this
 
 // c (16 x 8 NT) += A (16 x k) B (k x 8 NT) for k in [k0, k1) (steps of 8), one warp: fa(m, k) gives
 // A's entry, fb(k, n) B's (n within the warp's 8 NT columns); only the first jn column tiles are
@@ -3934,7 +3939,8 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
 template <int NT, bool X3, class FA, class FB>
 __device__ __forceinline__ void mn__gla_mma(float (&c)[NT][4], int k0, int k1, int jn, const FA& fa, const FB& fb) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    for (int k = k0; k < k1; k += 8) {
+#pragma unroll 2
+    for (int k = k0; k < k1; k += 8) {        // two steps unrolled: the next fragments load during the mma
         const float a[4] = { fa(g, k + t), fa(g + 8, k + t), fa(g, k + t + 4), fa(g + 8, k + t + 4) };
         uint32_t ah[4], al[4];
 #pragma unroll
@@ -3972,30 +3978,28 @@ __device__ __forceinline__ void mn__gla_tile(float* s, int lds, const float* p, 
         mn__cp16z(s + r * lds + c, p + (size_t)(ok ? r : 0) * ldp + c, ok);
     }
 }
-// the chunk's gates into sg: G = Dk (GM 2) as a tile of 64 x W columns c0.. (row stride lg), G = 1
-// (GM 1) as 64 values; rows past T are 0 (no decay)
+// The chunk's cumulative gates (gam, from mn__k_gla_gam) into sg: G = Dk (GM 2) as a tile of 64 x W
+// columns c0.. (row stride lg), G = 1 (GM 1) as 64 values. Rows past T repeat the chunk's last row
+// (gam_last: no decay past the end), so sg[63] is gam_last in every chunk.
 template <int GM>
-__device__ __forceinline__ void mn__gla_gates(float* sg, int lg, const float* g, size_t b, size_t t0, size_t T,
+__device__ __forceinline__ void mn__gla_gates(float* sg, int lg, const float* gam, size_t b, size_t t0, size_t T,
                                               size_t H, size_t h, size_t D, int c0, int nrows, int W) {
-    if (GM == 2) mn__gla_tile(sg, lg, g + ((b * T + t0) * H + h) * D + c0, H * D, nrows, MN__GC, W);
+    if (GM == 2) {
+        const float* p = gam + ((b * T + t0) * H + h) * D + c0;
+        for (int idx = threadIdx.x; idx < MN__GC * (W / 4); idx += blockDim.x) {
+            const int r = idx / (W / 4), c = (idx % (W / 4)) * 4;
+            mn__cp16(sg + r * lg + c, p + (size_t)(r < nrows ? r : nrows - 1) * H * D + c);
+        }
+    }
     if (GM == 1)
-        for (int r = threadIdx.x; r < MN__GC; r += blockDim.x) sg[r] = r < nrows ? g[(b * T + t0 + r) * H + h] : 0.f;
-}
-// in place: sg[r] = g_0 + ... + g_r (inclusive, from the chunk start) for each of the W columns (GM 2)
-// or the one (GM 1)
-template <int GM> __device__ __forceinline__ void mn__gla_cumsum(float* sg, int lg, int W) {
-    if (GM == 2 && (int)threadIdx.x < W) {
-        float s = 0.f;
-        for (int r = 0; r < MN__GC; r++) { s += sg[r * lg + threadIdx.x]; sg[r * lg + threadIdx.x] = s; }
-    }
-    if (GM == 1 && threadIdx.x == 0) {
-        float s = 0.f;
-        for (int r = 0; r < MN__GC; r++) { s += sg[r]; sg[r] = s; }
-    }
+        for (int r = threadIdx.x; r < MN__GC; r += blockDim.x)
+            sg[r] = gam[(b * T + t0 + (r < nrows ? r : nrows - 1)) * H + h];
 }
 
 typedef struct mn__gla_args {
     const float *q, *k, *v, *g, *h0, *dout, *dht;
+    const float *gam, *span;                      // workspace: cumulative gates (B,T,H,G), their span (B H, NT)
+    int blocks;                                   // 1: GLA's scores always by 16-row blocks (ctx->gla_blocks)
     float *out, *ht, *dq, *dk, *dv, *dg, *dh0;
     float *S, *dS, *P, *dP, *dgl, *ctot, *rsd;   // workspace (mn__gla_ws)
     unsigned B, T, H, NT;
@@ -4041,7 +4045,7 @@ __global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
             float* st = sb + (s & 1) * STAGE;
             mn__gla_tile(st, LY, Y + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
             mn__gla_tile(st + MN__GC * LY, LZ, Z + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
-            mn__gla_gates<GM>(st + MN__GC * (LY + LZ), LG, A.g, b, t0, T, H, h, D, 0, nr, D);
+            mn__gla_gates<GM>(st + MN__GC * (LY + LZ), LG, A.gam, b, t0, T, H, h, D, 0, nr, D);
         }
         mn__cp_commit();
     };
@@ -4058,20 +4062,10 @@ __global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
         issue(s + 1);
         const size_t n = REV ? NT - 1 - s : s;
         float *sY = sb + (s & 1) * STAGE, *sZ = sY + MN__GC * LY, *sG = sZ + MN__GC * LZ;
-        // the gates: forward, the decay from each token to the chunk end (exclusive suffix sums);
-        // reverse, from the chunk start to the token (inclusive prefix sums); both, e^{gam_last}
-        if (GM == 2 && tid < D) {
-            float sum = 0.f;
-            if (REV) for (int r = 0; r < MN__GC; r++) { sum += sG[r * LG + tid]; sG[r * LG + tid] = sum; }
-            else for (int r = MN__GC; r-- > 0;) { const float x = sG[r * LG + tid]; sG[r * LG + tid] = sum; sum += x; }
-            sdec[tid] = expf(sum);
-        }
-        if (GM == 1 && tid == 0) {
-            float sum = 0.f;
-            if (REV) for (int r = 0; r < MN__GC; r++) { sum += sG[r]; sG[r] = sum; }
-            else for (int r = MN__GC; r-- > 0;) { const float x = sG[r]; sG[r] = sum; sum += x; }
-            sdec[0] = expf(sum);
-        }
+        // the chunk's decay e^{gam_last}; the weights below: forward, the decay from each token to the
+        // chunk end, e^{gam_last - gam_t}; reverse, from the chunk start to the token, e^{gam_t}
+        if (GM == 2 && tid < D) sdec[tid] = expf(sG[(MN__GC - 1) * LG + tid]);
+        if (GM == 1 && tid == 0) sdec[0] = expf(sG[MN__GC - 1]);
         __syncthreads();
         store(slots + (bh * nslot + n) * E);
         if (GM) {
@@ -4084,7 +4078,10 @@ __global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
         mn__gla_mma<8, X3>(acc, 0, MN__GC, 8,
             [&](int m, int k) {
                 const float y = wc * sY[k * LY + i0 + m];
-                return GM == 0 ? y : y * expf(GM == 2 ? sG[k * LG + i0 + m] : sG[k]);
+                if (GM == 0) return y;
+                const float gk = GM == 2 ? sG[k * LG + i0 + m] : sG[k], gl = GM == 2 ? sG[(MN__GC - 1) * LG + i0 + m]
+                                                                                     : sG[MN__GC - 1];
+                return y * expf(REV ? gk : gl - gk);
             },
             [&](int k, int nn) { return sZ[k * LZ + nn]; });
     }
@@ -4108,8 +4105,9 @@ template <int D, int GM> static size_t mn__gla_scores_smem(void) {
     return (size_t)(2 * MN__GC * (D + 4) + (GM == 2 ? MN__GC * (D + 4) : MN__GC)) * sizeof(float);
 }
 template <int D, int GM, bool X3>
-__global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Qp, const float* Kp, const float* g,
-                                                       unsigned T_, unsigned H_, unsigned NT_, float scale) {
+__global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Qp, const float* Kp, const float* gm,
+                                                       const float* span, int blocks, unsigned T_, unsigned H_,
+                                                       unsigned NT_, float scale) {
     constexpr int LQ = D + 4, LG = GM == 2 ? D + 4 : 1;
     extern __shared__ __align__(16) unsigned char mn__smem[];
     float *sQ = (float*)mn__smem, *sK = sQ + MN__GC * LQ, *sG = sK + MN__GC * LQ;
@@ -4118,11 +4116,10 @@ __global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Q
         s0 = 32 * (warp >> 2);
     mn__gla_tile(sQ, LQ, Qp + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
     mn__gla_tile(sK, LQ, Kp + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
-    mn__gla_gates<GM>(sG, LG, g, b, t0, T, H, h, D, 0, nr, D);
+    mn__gla_gates<GM>(sG, LG, gm, b, t0, T, H, h, D, 0, nr, D);
     mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
-    mn__gla_cumsum<GM>(sG, LG, D);
-    __syncthreads();
     auto gam = [&](int r, int d) -> float { return GM == 0 ? 0.f : GM == 1 ? sG[r] : sG[r * LG + d]; };
+    const bool fact = GM == 2 && !blocks && span[bh * NT + n] <= MN__GLA_SPAN;
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
@@ -4132,6 +4129,10 @@ __global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Q
         if (s0 <= r0 + 15)
             mn__gla_mma<4, X3>(acc, 0, D, 4, [&](int m, int k) { return sQ[(r0 + m) * LQ + k]; },
                                [&](int k, int nn) { return sK[(s0 + nn) * LQ + k]; });
+    } else if (fact) {                            // factored at the chunk start: q e^gam <= 1, k e^-gam <= e^40
+        if (s0 <= r0 + 15)
+            mn__gla_mma<4, X3>(acc, 0, D, 4, [&](int m, int k) { return sQ[(r0 + m) * LQ + k] * expf(gam(r0 + m, k)); },
+                               [&](int k, int nn) { return sK[(s0 + nn) * LQ + k] * expf(-gam(s0 + nn, k)); });
     } else {
         // the column tiles left of the diagonal block, met at row r0: both factors <= 1
         const int jn = r0 > s0 ? ((r0 - s0) / 8 < 4 ? (r0 - s0) / 8 : 4) : 0;
@@ -4149,7 +4150,7 @@ __global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Q
             float val = 0.f;
             if (s <= r) {
                 if (GM <= 1) val = scale * acc[j][e] * (GM ? expf(gam(r, 0) - gam(s, 0)) : 1.f);
-                else if (s < r0) val = scale * acc[j][e];
+                else if (fact || s < r0) val = scale * acc[j][e];
                 else {                            // the diagonal block, entry by entry
                     float sum = 0.f;
                     for (int d = 0; d < D; d++) sum += sQ[r * LQ + d] * sK[s * LQ + d] * __expf(gam(r, d) - gam(s, d));
@@ -4176,13 +4177,11 @@ __global__ void __launch_bounds__(256) mn__k_gla_out(mn__gla_args A) {
     const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
         s0 = 32 * (warp >> 2), c0 = 64 * blockIdx.z;
     mn__gla_tile(sQ, LQ, A.q + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
-    mn__gla_gates<GM>(sG, LG, A.g, b, t0, T, H, h, D, 0, nr, D);
+    mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, 0, nr, D);
     mn__gla_tile(sS, LS, A.S + (bh * (NT + 1) + n) * E + c0, D, D, D, 64);
     mn__gla_tile(sP, LP, A.P + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
     mn__gla_tile(sV, LV, A.v + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
     mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
-    mn__gla_cumsum<GM>(sG, LG, D);
-    __syncthreads();
     const float sc = A.scale;
     float acc[4][4];
 #pragma unroll
@@ -4224,11 +4223,9 @@ __global__ void __launch_bounds__(256) mn__k_gla_dv(mn__gla_args A) {
     mn__gla_tile(sP, LP, A.P + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
     mn__gla_tile(sO, LO, A.dout + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
     mn__gla_tile(sK, LK, A.k + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
-    mn__gla_gates<GM>(sG, LG, A.g, b, t0, T, H, h, D, 0, nr, D);
+    mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, 0, nr, D);
     mn__gla_tile(sS, LS, A.dS + (bh * NT + n) * E + c0, D, D, D, 64);
     mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
-    mn__gla_cumsum<GM>(sG, LG, D);
-    __syncthreads();
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
@@ -4284,11 +4281,10 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
     mn__gla_tile(sdP, LT, A.dP + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
     mn__gla_tile(sQ, LT, A.q + row0 * D + i0, H * D, nr, MN__GC, 64);
     mn__gla_tile(sK, LT, A.k + row0 * D + i0, H * D, nr, MN__GC, 64);
-    mn__gla_gates<GM>(sG, LG, A.g, b, t0, T, H, h, D, i0, nr, 64);
+    mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, i0, nr, 64);
     mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
-    mn__gla_cumsum<GM>(sG, LG, 64);
-    __syncthreads();
     auto gam = [&](int r, int c) -> float { return GM == 0 ? 0.f : GM == 1 ? sG[r] : sG[r * LG + c]; };
+    const bool fact = GM == 2 && !A.blocks && A.span[bh * NT + n] <= MN__GLA_SPAN;
     const float sc = A.scale;
     float aq[4][4], ak[4][4], aq2[4][4], ak2[4][4];
 #pragma unroll
@@ -4313,6 +4309,11 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
                 return k >= t ? sc * sdP[k * LT + t] * (GM ? expf(gam(k, 0) - gam(t, 0)) : 1.f) : 0.f;
             },
             [&](int k, int nn) { return sQ[k * LT + s0 + nn]; });
+    } else if (fact) {                            // factored at the chunk start, as the scores
+        mn__gla_mma<4, X3>(aq2, 0, r0 + 16, 4, [&](int m, int k) { return sdP[(r0 + m) * LT + k]; },
+                           [&](int k, int nn) { return sK[k * LT + s0 + nn] * expf(-gam(k, s0 + nn)); });
+        mn__gla_mma<4, X3>(ak2, r0, MN__GC, 4, [&](int m, int k) { return sdP[k * LT + r0 + m]; },
+                           [&](int k, int nn) { return sQ[k * LT + s0 + nn] * expf(gam(k, s0 + nn)); });
     } else {
         if (r0 > 0)
             mn__gla_mma<4, X3>(aq2, 0, r0, 4, [&](int m, int k) { return sdP[(r0 + m) * LT + k]; },
@@ -4332,6 +4333,7 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
             float dq = sc * (GM ? expf(gr) : 1.f) * aq[j][e];
             float dk = (GM ? expf(gam(MN__GC - 1, c) - gr) : 1.f) * ak[j][e];
             if (GM <= 1) { dq += aq2[j][e]; dk += ak2[j][e]; }
+            else if (fact) { dq += sc * expf(gr) * aq2[j][e]; dk += sc * expf(-gr) * ak2[j][e]; }
             else {
                 float sq = 0.f, sk = 0.f;
                 for (int s = r0; s <= r; s++) sq += sdP[r * LT + s] * sK[s * LT + c] * __expf(gr - gam(s, c));
@@ -4360,6 +4362,25 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
     }
 }
 
+// gam (B,T,H,G) = g_{t0} + ... + g_t, the cumulative gate from each chunk's start t0 (fp32, in order), and
+// span (B H, NT) = the largest |gam| of each chunk; one block (G threads, 32 for G = 1) per chunk and head
+__global__ void mn__k_gla_gam(float* gam, float* span, const float* g, unsigned T_, unsigned H_, unsigned NT_, int G) {
+    __shared__ float sh[32];
+    const size_t n = blockIdx.x, bh = blockIdx.y, H = H_, T = T_, NT = NT_, b = bh / H, h = bh % H, t0 = n * MN__GC;
+    const int d = threadIdx.x;
+    float mx = 0.f;
+    if (d < G) {
+        float s = 0.f;
+        for (size_t r = 0; r < MN__GC && t0 + r < T; r++) {
+            const size_t at = ((b * T + t0 + r) * H + h) * G + d;
+            s += g[at];
+            gam[at] = s;
+            mx = fmaxf(mx, fabsf(s));
+        }
+    }
+    mx = mn__block_max(mx, sh);
+    if (d == 0) span[bh * NT + n] = mx;
+}
 // rsd (B H, Dk) = rowsum(ht * dht), ht the forward scan's last slot
 __global__ void mn__k_gla_rowdot(float* rsd, const float* S, const float* dht, size_t BH, size_t NT, size_t D) {
     MN__FOR(i, BH * D) {
@@ -4389,8 +4410,42 @@ __global__ void mn__k_gla_dg(mn__gla_args A, int D, int GM) {
     }
 }
 
-// ---- the decode step: one block per (sequence, head), the state read and written once ------------
-// S = diag(e^g) S + k v^T, o = scale S^T q; thread (row group y, column j) walks rows y, y + ny, ...
+// ---- the decode step: the state read and written once ------------------------------------------
+// S = diag(e^g) S + k v^T, o = scale S^T q. Dv % 32 == 0 (and a 16-byte aligned state): one block per
+// (sequence, head, 32 columns), so that batch 1 still fills 4 blocks per head; thread (row group y of
+// 32, column quad c of 8) walks rows y, y + 32, ... with float4 loads; the 32 partial sums of each column
+// meet in shared memory. Otherwise one block per (sequence, head), thread (row group y, column j).
+__global__ void __launch_bounds__(256) mn__k_gla_step4(float* out, float* state, const float* q, const float* k,
+                                                      const float* v, const float* g, unsigned Dk, unsigned Dv,
+                                                      unsigned G, float scale) {
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    float *sq = (float*)mn__smem, *sk = sq + Dk, *sa = sk + Dk, *red = sq + (3 * Dk + 3) / 4 * 4;   // (32, 32)
+    const size_t bh = blockIdx.x;
+    const unsigned c0 = blockIdx.y * 32, c = threadIdx.x & 7, y = threadIdx.x >> 3, j = c0 + 4 * c;
+    for (unsigned i = threadIdx.x; i < Dk; i += blockDim.x) {
+        sq[i] = q[bh * Dk + i]; sk[i] = k[bh * Dk + i];
+        sa[i] = G == 0 ? 1.f : expf(g[bh * G + (G == 1 ? 0 : i)]);
+    }
+    __syncthreads();
+    const float4 vv = *(const float4*)(v + bh * Dv + j);
+    float4* S = (float4*)(state + bh * Dk * Dv + j);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (unsigned i = y; i < Dk; i += 32) {
+        float4 s = S[(size_t)i * Dv / 4];
+        const float a = sa[i], kk = sk[i], qq = sq[i];
+        s.x = a * s.x + kk * vv.x; s.y = a * s.y + kk * vv.y; s.z = a * s.z + kk * vv.z; s.w = a * s.w + kk * vv.w;
+        S[(size_t)i * Dv / 4] = s;
+        acc.x += qq * s.x; acc.y += qq * s.y; acc.z += qq * s.z; acc.w += qq * s.w;
+    }
+    *(float4*)(red + y * 32 + 4 * c) = acc;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float sum = 0.f;
+        for (unsigned u = 0; u < 32; u++) sum += red[u * 32 + threadIdx.x];
+        out[bh * Dv + c0 + threadIdx.x] = scale * sum;
+    }
+}
 __global__ void mn__k_gla_step(float* out, float* state, const float* q, const float* k, const float* v,
                                const float* g, unsigned H, unsigned Dk, unsigned Dv, unsigned G, float scale) {
     extern __shared__ __align__(16) unsigned char mn__smem[];
@@ -4478,11 +4533,12 @@ int mn_cuda_rmsnorm_gated_backward(mn_cuda_ctx* ctx, float* dinp, float* dgate, 
 }
 
 // ---- drivers ----------------------------------------------------------------------------------
-typedef struct mn__gla_ws { float *S, *dS, *P, *dP, *dgl, *ctot, *rsd; } mn__gla_ws;
+typedef struct mn__gla_ws { float *S, *dS, *P, *dP, *dgl, *ctot, *rsd, *gam, *span; } mn__gla_ws;
 static size_t mn__gla_layout(mn__gla_ws* w, float* base, size_t B, size_t T, size_t H, size_t D) {
     size_t NT = (T + MN__GC - 1) / MN__GC, BH = B * H, E = D * D, off = 0;
 #define MN__GP(ptr, n) do { w->ptr = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
     MN__GP(S, BH * (NT + 1) * E); MN__GP(P, BH * NT * MN__GC * MN__GC);   // the forward's part first
+    MN__GP(gam, B * T * H * D); MN__GP(span, BH * NT);                      // (B,T,H,G) for any G <= D
     MN__GP(dS, BH * NT * E); MN__GP(dP, BH * NT * MN__GC * MN__GC); MN__GP(dgl, B * T * H * D);
     MN__GP(ctot, BH * NT * D); MN__GP(rsd, BH * D);
 #undef MN__GP
@@ -4531,7 +4587,8 @@ static int mn__gla_launch(mn_cuda_ctx* ctx, int which, const mn__gla_args& a, fl
     case 2:
         smem = mn__gla_scores_smem<D, GM>();
         if (!set[2]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_scores<D, GM, X3>, smem)); set[2] = 1; }
-        mn__k_gla_scores<D, GM, X3><<<gc, 256, smem, MN__STREAM>>>(P, Qp, Kp, a.g, a.T, a.H, a.NT, a.scale);
+        mn__k_gla_scores<D, GM, X3><<<gc, 256, smem, MN__STREAM>>>(P, Qp, Kp, a.gam, a.span, a.blocks, a.T, a.H, a.NT,
+                                                                    a.scale);
         break;
     case 3:
         smem = mn__gla_out_smem<D, GM>();
@@ -4572,10 +4629,19 @@ static int mn__gla_run(mn_cuda_ctx* ctx, int which, size_t D, int gm, const mn__
 static mn__gla_args mn__gla_args_of(const mn__gla_ws* w, size_t B, size_t T, size_t H, double scale) {
     mn__gla_args a;
     memset(&a, 0, sizeof a);
-    a.S = w->S; a.dS = w->dS; a.P = w->P; a.dP = w->dP; a.dgl = w->dgl; a.ctot = w->ctot;
+    a.S = w->S; a.dS = w->dS; a.P = w->P; a.dP = w->dP; a.dgl = w->dgl; a.ctot = w->ctot; a.gam = w->gam;
+    a.span = w->span;
     a.B = (unsigned)B; a.T = (unsigned)T; a.H = (unsigned)H; a.NT = (unsigned)((T + MN__GC - 1) / MN__GC);
     a.scale = (float)scale;
     return a;
+}
+// the cumulative gates and spans every later kernel reads (nothing for G = 0)
+static int mn__gla_prep(mn_cuda_ctx* ctx, const mn__gla_ws* w, const mn__gla_args& a, const float* g, size_t G) {
+    if (G == 0) return MN_OK;
+    mn__k_gla_gam<<<dim3(a.NT, a.B * a.H), (unsigned)(G < 32 ? 32 : G), 0, MN__STREAM>>>(w->gam, w->span, g, a.T, a.H,
+                                                                                      a.NT, (int)G);
+    MN__LAUNCHED();
+    return MN_OK;
 }
 int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q, const float* k, const float* v,
                         const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
@@ -4586,7 +4652,8 @@ int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q,
     mn__gla_layout(&w, work, B, T, H, Dk);
     mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
-    a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.out = out; a.ht = ht;
+    a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.out = out; a.ht = ht; a.blocks = ctx->gla_blocks;
+    MN__TRY(mn__gla_prep(ctx, &w, a, g, G));
     MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));
     MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));
     return mn__gla_run(ctx, 3, Dk, gm, a);
@@ -4603,7 +4670,8 @@ static int mn__gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, f
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
     a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.dout = dout; a.dht = dht;
     a.dq = dq; a.dk = dk; a.dv = dv; a.dg = G ? dg : NULL; a.dh0 = dh0; a.acc = acc;
-    a.rsd = dht && a.dg ? w.rsd : NULL;
+    a.rsd = dht && a.dg ? w.rsd : NULL; a.blocks = ctx->gla_blocks;
+    MN__TRY(mn__gla_prep(ctx, &w, a, g, G));                         // the cumulative gates again
     MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));                         // the states again
     MN__TRY(mn__gla_run(ctx, 1, Dk, gm, a));                         // their gradients
     MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));              // P again
@@ -4636,6 +4704,14 @@ int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q,
                                                      __LINE__);
     if (Dk == 0 || Dv == 0 || Dv > 1024 || B * H == 0 || B * H > 0x7fffffff)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_step", "needs 0 < Dv <= 1024, Dk > 0, B*H > 0", __LINE__);
+    if (Dv % 32 == 0 && (uintptr_t)state % 16 == 0 && (uintptr_t)v % 16 == 0 && B * H <= 0x7fffffff) {
+        const size_t smem4 = ((3 * Dk + 3) / 4 * 4 + 32 * 32) * sizeof(float);
+        if (smem4 > 48 * 1024) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_step", "head too large", __LINE__);
+        mn__k_gla_step4<<<dim3((unsigned)(B * H), (unsigned)(Dv / 32)), 256, smem4, MN__STREAM>>>(
+            out, state, q, k, v, g, (unsigned)Dk, (unsigned)Dv, (unsigned)G, (float)scale);
+        MN__LAUNCHED();
+        return MN_OK;
+    }
     const unsigned threads = (unsigned)(Dv >= 256 ? Dv : 256 / Dv * Dv);
     const size_t smem = (3 * Dk + Dv + threads) * sizeof(float);
     if (smem > 48 * 1024) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_step", "head too large", __LINE__);

@@ -123,6 +123,8 @@ typedef struct mn_cuda_ctx {
                           // there instead of recomputing them (the contents of k, v, g, beta and the
                           // initial states must not change in between); 0 (default): always recompute
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
+    int gla_blocks;       // GLA (G = Dk) intra-chunk scores: 0 (default) one product per chunk while the chunk's
+                          // cumulative gates stay within +-40 (else by 16-row blocks); 1: always by blocks
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
     double* scratch;      // (8) device scratch for reductions
@@ -223,9 +225,11 @@ int mn_cuda_attention_step(mn_cuda_ctx* ctx, float* out, float* kcache, float* v
 // --- linear attention, simple GLA and GLA as one op (contracts as mn_gla_forward / _backward / _step of
 // mesanet.h: G = 0 no decay, G = 1 one log-decay per head and step, G = Dk one per key channel) ---
 // Chunkwise (chunk C = 64 only), Dk == Dv in {64, 128}, B*H <= 65535; q, k, v, out, dout, g (G = Dk)
-// and work 16-byte aligned. The gates are log-decays <= 0 (every exponent formed is then <= 0).
+// and work 16-byte aligned. The gates are log-decays (<= 0 as the layers make them).
 // Workspace in floats (one size serves the forward and the backward): the chunk states and their
-// gradients (fp32, Dk*Dv per chunk and head), the 64 x 64 intra-chunk scores and their gradients.
+// gradients (fp32, Dk*Dv per chunk and head), the 64 x 64 intra-chunk scores and their gradients, the
+// cumulative gates. Gates <= 0 work at any strength (for G = Dk the scores of a chunk whose cumulative
+// gates pass 40 in magnitude go by 16-row blocks: see ctx->gla_blocks).
 size_t mn_cuda_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
 // out (B,T,H,Dv) written; ht (B,H,Dk,Dv) the final state, written (may be NULL); q,k (B,T,H,Dk),
 // v (B,T,H,Dv), g (B,T,H,G) (NULL when G = 0), h0 (B,H,Dk,Dv) initial state (NULL: zeros)

@@ -21,6 +21,8 @@
 //   worst-conditioned case), states 1e-5; see test_step.
 //   attention (fp16 tensor-core products with per-tile power-of-two scales, fp32 softmax): out 3e-3,
 //   lse 5e-4, gradients 5e-3 (see test_attention); its decode step (fp32) 1e-5; RoPE (double angles) 1e-6.
+//   GLA family (tensor-core products in 3xTF32 with fp32 math: out, ht 1e-5, gradients 1e-4, the gate
+//   gradient 2e-4; in TF32: 3e-3, 5e-3, 1e-2; see test_gla); its decode step and gated RMSNorm 1e-5.
 // Usage: test_cuda [device [quick|model|mesa|attn|gla|all]]; quick skips the T = 1024 Mesa cases (for
 // compute-sanitizer); model runs only the whole-model tests (mn_cuda_model against mn_model,
 // test_model below), mesa only the chunkwise Mesa cases, attn only the attention and RoPE tests, gla
@@ -472,6 +474,7 @@ typedef struct gla_case {
     int state;            // initial state and final-state gradient
     double gmu, gsd, gmul;   // g = gmul logsigmoid(N(gmu, gsd)): 1/16 as the layers, 1 for strong gates
     int math;
+    int blocks;           // ctx->gla_blocks: GLA's scores by 16-row blocks even where one product would do
 } gla_case;
 static void test_gla(const gla_case* c) {
     size_t B = c->B, T = c->T, H = c->H, D = c->D, Gw = c->gm == 0 ? 0 : c->gm == 1 ? 1 : D;
@@ -479,9 +482,9 @@ static void test_gla(const gla_case* c) {
     int tf = c->math == MN_CUDA_MATH_TF32;
     double bo = tf ? 3e-3 : 1e-5, bg = tf ? 5e-3 : 1e-4, bgg = tf ? 1e-2 : 2e-4, scale = 1.0 / sqrt((double)D);
     char nm[200], tag[128];
-    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu D %zu G %zu%s, %s", c->name, B, T, H, D, Gw,
-             c->state ? ", states" : "", tf ? "tf32" : "3xtf32");
-    G.math = c->math;
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu D %zu G %zu%s, %s%s", c->name, B, T, H, D, Gw,
+             c->state ? ", states" : "", tf ? "tf32" : "3xtf32", c->blocks ? ", blocks" : "");
+    G.math = c->math; G.gla_blocks = c->blocks;
     vf q = randn(n, 0, 1), k = randn(n, 0, 1), v = randn(n, 0, 1), dy = randn(n, 0, 1), g(ng);
     for (size_t i = 0; i < ng; i++) {
         double x = c->gmu + c->gsd * mn_rng_normal(&R);
@@ -531,10 +534,11 @@ static void test_gla(const gla_case* c) {
     mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(gw); mn_cuda_dfree(gdq);
     mn_cuda_dfree(gdk);
     mn_cuda_dfree(gdv); mn_cuda_dfree(gdg); mn_cuda_dfree(gdh);
-    G.math = MN_CUDA_MATH_FP32;
+    G.math = MN_CUDA_MATH_FP32; G.gla_blocks = 0;
 }
 
-// The decode step, batched, against mn_gla_step in double from a random state, P consecutive tokens:
+// The decode step, batched, against mn_gla_step in double from a random state, P consecutive tokens
+// (Dv a multiple of 32: blocks of 32 columns, float4 rows; else one block per head):
 // the worst output, then the state. fp32 against double: 1e-5.
 static void test_gla_step(size_t B, size_t H, size_t Dk, size_t Dv, size_t Gw, size_t P) {
     char nm[160];
@@ -602,25 +606,31 @@ static void test_rmsnorm_gated(size_t N, size_t C) {
 static void test_gla_all(void) {
     static const gla_case cases[] = {
         // "strong": g = logsigmoid(N(-2, 2)) without the layers' 1/16, decays past e^-100 within a chunk
-        //  name           B  T     H  D    gm st gmu gsd gmul    math
-        { "linattn",       2, 200,  3, 64,  0, 1, 0,  1,  1,      MN_CUDA_MATH_FP32 },   // T past the last full chunk
-        { "linattn D128",  1, 300,  2, 128, 0, 0, 0,  1,  1,      MN_CUDA_MATH_FP32 },
-        { "linattn tf32",  2, 200,  2, 128, 0, 1, 0,  1,  1,      MN_CUDA_MATH_TF32 },
-        { "sgla",          2, 200,  3, 64,  1, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },   // the layer's gate
-        { "sgla T1024",    1, 1024, 2, 128, 1, 0, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
-        { "sgla strong",   1, 300,  2, 128, 1, 1, -2, 2,  1,      MN_CUDA_MATH_FP32 },
-        { "sgla tf32",     2, 200,  2, 128, 1, 1, 0,  1,  0.0625, MN_CUDA_MATH_TF32 },
-        { "gla",           2, 200,  3, 64,  2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
-        { "gla D128",      1, 300,  2, 128, 2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
-        { "gla strong",    1, 200,  2, 128, 2, 1, -2, 2,  1,      MN_CUDA_MATH_FP32 },
-        { "gla T5",        1, 5,    1, 64,  2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32 },
-        { "gla T1024 tf32", 1, 1024, 2, 128, 2, 0, 0, 1,  0.0625, MN_CUDA_MATH_TF32 },
+        // (GLA's scores by 16-row blocks: the chunk's cumulative gates pass 40); "span 22": logsigmoid / 2,
+        // one product per chunk with factors up to e^22; "blocks": the 16-row blocks at the layers' gates
+        //  name           B  T     H  D    gm st gmu gsd gmul    math               blocks
+        { "linattn",       2, 200,  3, 64,  0, 1, 0,  1,  1,      MN_CUDA_MATH_FP32, 0 },   // T past the last chunk
+        { "linattn D128",  1, 300,  2, 128, 0, 0, 0,  1,  1,      MN_CUDA_MATH_FP32, 0 },
+        { "linattn tf32",  2, 200,  2, 128, 0, 1, 0,  1,  1,      MN_CUDA_MATH_TF32, 0 },
+        { "sgla",          2, 200,  3, 64,  1, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32, 0 },   // the layer's gate
+        { "sgla T1024",    1, 1024, 2, 128, 1, 0, 0,  1,  0.0625, MN_CUDA_MATH_FP32, 0 },
+        { "sgla strong",   1, 300,  2, 128, 1, 1, -2, 2,  1,      MN_CUDA_MATH_FP32, 0 },
+        { "sgla tf32",     2, 200,  2, 128, 1, 1, 0,  1,  0.0625, MN_CUDA_MATH_TF32, 0 },
+        { "gla",           2, 200,  3, 64,  2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32, 0 },
+        { "gla D128",      1, 300,  2, 128, 2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32, 0 },
+        { "gla strong",    1, 200,  2, 128, 2, 1, -2, 2,  1,      MN_CUDA_MATH_FP32, 0 },
+        { "gla T5",        1, 5,    1, 64,  2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32, 0 },
+        { "gla T1024 tf32", 1, 1024, 2, 128, 2, 0, 0, 1,  0.0625, MN_CUDA_MATH_TF32, 0 },
+        { "gla span 22",   2, 200,  2, 128, 2, 1, 0,  1,  0.5,    MN_CUDA_MATH_FP32, 0 },
+        { "gla blocks",    2, 200,  2, 128, 2, 1, 0,  1,  0.0625, MN_CUDA_MATH_FP32, 1 },
+        { "gla blocks tf32", 1, 300, 2, 64, 2, 1, 0,  1,  0.0625, MN_CUDA_MATH_TF32, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_gla(&cases[i]);
     test_gla_step(3, 2, 64, 64, 0, 20);
     test_gla_step(2, 3, 128, 128, 1, 20);
     test_gla_step(2, 2, 128, 128, 128, 20);
-    test_gla_step(2, 2, 64, 100, 64, 10);        // Dv not a power of two
+    test_gla_step(2, 2, 64, 100, 64, 10);        // Dv not a multiple of 32: one block per head
+    test_gla_step(1, 3, 100, 96, 1, 10);         // Dk not a power of two, three column tiles
     test_rmsnorm_gated(300, 128);
     test_rmsnorm_gated(1000, 64);
     {   // what the kernels do not take
