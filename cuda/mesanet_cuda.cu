@@ -3911,7 +3911,7 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
 // 40, so nothing overflows whatever the gates' strength: the state terms decay from the token to the
 // chunk end or from the chunk start to the token; P for G <= 1 multiplies the product Q K^T by
 // e^{gam_r - gam_s} entry by entry. For G = Dk the decay differs per channel and cannot leave the sum:
-// while every |gam| of the chunk is <= 40 (MN__GLA_SPAN; the layers' gates stay near 3) P is one
+// while every |gam| of the chunk is <= 40 (MN__GLA_SPAN; ~3 for gates logsigmoid(N(0,1))/16) P is one
 // product of Q e^gam (<= 1) and K e^-gam (<= e^40: a product of two fp32 factors loses no relative
 // accuracy, and e^40 |q| |k| stays far from fp32's range); past it the chunk is cut into four blocks
 // of 16 rows: a pair of blocks j < i meets at row 16 i (q side e^{gam_r - gam_{16i}}, k side

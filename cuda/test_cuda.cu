@@ -607,7 +607,7 @@ static void test_gla_all(void) {
     static const gla_case cases[] = {
         // "strong": g = logsigmoid(N(-2, 2)) without the layers' 1/16, decays past e^-100 within a chunk
         // (GLA's scores by 16-row blocks: the chunk's cumulative gates pass 40); "span 22": logsigmoid / 2,
-        // one product per chunk with factors up to e^22; "blocks": the 16-row blocks at the layers' gates
+        // chunks' |gam| ~ 26 on average, mostly one product; "blocks": the 16-row blocks at the layers' gates
         //  name           B  T     H  D    gm st gmu gsd gmul    math               blocks
         { "linattn",       2, 200,  3, 64,  0, 1, 0,  1,  1,      MN_CUDA_MATH_FP32, 0 },   // T past the last chunk
         { "linattn D128",  1, 300,  2, 128, 0, 0, 0,  1,  1,      MN_CUDA_MATH_FP32, 0 },
