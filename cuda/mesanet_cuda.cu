@@ -3372,6 +3372,9 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
                         "needs Dk in {64, 128}, Dv % 4 == 0 and Dk * Dv <= 16384", __LINE__);
     if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
                                                   "the CUDA step solves by CG only", __LINE__);
+    // the CPU step's warm starts (x0 from the previous token's solution) are not on the GPU: refuse, never ignore
+    if (op->warm != MN_MESA_COLD) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
+                                                  "the CUDA step has no warm start (needs warm 0)", __LINE__);
     if (n == 0) return MN_OK;
     if (((uintptr_t)hkk | (uintptr_t)hkv) % 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
                                                                 "hkk and hkv must be 16-byte aligned", __LINE__);
