@@ -213,7 +213,7 @@ test: setup
 bench: setup $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops
 	./$(BUILD)/bench results/bench.md
 	./$(BUILD)/bench_ops results/bench_ops.md
-	./$(BUILD)/bench_mesa results/bench_mesa.md
+	./$(BUILD)/bench_mesa results/mesa_bench.md
 
 clean:
 	rm -rf $(BUILD)

@@ -4,7 +4,7 @@
 // matmul and two memory-bound ops for the ceilings. Prints one markdown table. Times are the median of REPS runs after two warm-ups,
 // measured with CUDA events around each call; inputs are random (unit q, k; gates as the layer
 // makes them), never zeros. TF/s counts the op's matrix products (2 flops per multiply-add; the
-// CG term is n_cg (4 C^2 K + 2 C K^2) per chunk, mesa.md §2.3), not the elementwise work.
+// CG term is n_cg (4 C^2 K + 2 C K^2) per chunk: the CG loop's three products with the chunk's keys), not the elementwise work.
 // A second table times the decode step (mn_cuda_mesa_step, one layer's op: state update + solve +
 // read-out) at batch 1 and 64, H=16, K=V=128, with the paper's dynamic CG (tol 1e-4) and with
 // fla's fixed-count decode arithmetic, from states prefilled by the chunk forward over 512 tokens.
@@ -73,7 +73,7 @@ static double mesa_flops(size_t B, size_t T, size_t H, size_t K, size_t V, int c
 static void bench_step(const float* lam, size_t H, size_t K) {
     const size_t T0 = 512, NS = 128, V = K, batches[2] = { 1, 64 };
     printf("\nmesa decode step (mn_cuda_mesa_step: state update + CG + read-out), H=%zu K=V=%zu, states after %zu prefill tokens, %zu steps per pass, median of 5 passes\n\n", H, K, T0, NS);
-    printf("| batch | CG | mean iters | max iters | us per step | tokens/s | fla decode step (anchors.md) |\n|---|---|---|---|---|---|---|\n");
+    printf("| batch | CG | mean iters | max iters | us per step | tokens/s | fla decode step (reference figure) |\n|---|---|---|---|---|---|---|\n");
     for (int bi = 0; bi < 2; bi++) {
         size_t B = batches[bi], BH = B * H, n0 = B * T0 * H, ns = NS * BH;
         std::vector<float> hg(n0), hb(n0), sg(ns), sb(ns);

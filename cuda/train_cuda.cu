@@ -21,8 +21,8 @@
 // CPU (this program's own float mesanet.h) loads the checkpoint, compares its loss on one held-out
 // window with the GPU's (--cpu_check tokens) and samples --sample bytes from it.
 // FLOPs: mn_flops_per_token(T) counts a forward: 2 per multiply-add of every Linear (lm_head
-// included, the embedding lookup not) plus the Mesa op's own count per layer (anchors.md: per
-// head and token 2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV, n = CG steps, C = chunk); a
+// included, the embedding lookup not) plus the Mesa op's own count per layer (the count the
+// bench programs use: per head and token 2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV, n = CG steps, C = chunk); a
 // training step is counted as 3x (forward + backward), so
 //   MFU = tokens/s * 3 * mn_flops_per_token(T) / (peak * GPUs),
 // peak = --peak_tflops (default 989.4: the H200's dense fp16/bf16 tensor-core rate; the TF32 rate,

@@ -1,5 +1,5 @@
 // bench_mesa: accuracy, stability and speed of the Mesa op, and dynamic CG stopping in a small
-// trained MesaNet, printed as markdown tables and written to results/bench_mesa.md (with the
+// trained MesaNet, printed as markdown tables and written to results/mesa_bench.md (with the
 // machine, the date and the command). Every number in the tables is measured by this program in
 // the same run; nothing is copied from elsewhere.
 //
@@ -762,7 +762,7 @@ done:
 
 // =================================================================================================
 int main(int argc, char** argv) {
-    const char* outpath = argc > 1 ? argv[1] : "results/bench_mesa.md";
+    const char* outpath = argc > 1 ? argv[1] : "results/mesa_bench.md";
     const char* secs = argc > 2 ? argv[2] : "12345";
     if (argc > 3) warm_ckpt = argv[3];
     char when[64], cmd[1024];
