@@ -236,14 +236,14 @@ CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
 
 .PHONY: cuda
 cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda
-$(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h | $(BUILD)
+$(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h $(wildcard cuda/wip/*) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. -c $< -o $@
 # the library's private float copy of mesanet.h (mn_model_init, mn_save, mn_load for the GPU model)
 $(BUILD)/mesanet_cuda_host.o: cuda/mesanet_cuda_host.c mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -c $< -o $@
-$(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h | $(BUILD)
+$(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h $(wildcard cuda/wip/*) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp
-$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h | $(BUILD)
+$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h $(wildcard cuda/wip/*) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. $< $(CUDA_LIB) -o $@ -lcublas
 $(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h cuda/dist_cuda.h mesanet.h examples/common.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp -ldl

@@ -276,6 +276,23 @@ static void bench_gla(int profile) {
         }
 }
 
+// (in progress) the benchmarks of the wip mixer families: bench_<family>()
+#ifndef MN_WIP_SKIP_DELTA
+#include "wip/delta_bench.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SSD
+#include "wip/ssd_bench.cuh"
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+#include "wip/rglru_bench.cuh"
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+#include "wip/mlstm_bench.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+#include "wip/slstm_bench.cuh"
+#endif
+
 int main(int argc, char** argv) {
     int profile = argc > 1 && !strcmp(argv[1], "profile");
     size_t B = argc > 4 ? (size_t)atol(argv[1]) : 4, T = argc > 4 ? (size_t)atol(argv[2]) : 4096, H = argc > 4 ? (size_t)atol(argv[3]) : 16, K = argc > 4 ? (size_t)atol(argv[4]) : 128, V = K;
@@ -284,6 +301,21 @@ int main(int argc, char** argv) {
     if (mn_cuda_init(&G, 0) != MN_OK) { printf("bench_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, 0);
     printf("bench_cuda on %s (%d SMs), B=%zu T=%zu H=%zu K=V=%zu, median of %d\n\n", prop.name, G.sm_count, B, T, H, K, REPS);
+#ifndef MN_WIP_SKIP_DELTA
+    if (argc > 1 && !strcmp(argv[1], "delta")) { bench_delta(); mn_cuda_free(&G); return 0; }
+#endif
+#ifndef MN_WIP_SKIP_SSD
+    if (argc > 1 && !strcmp(argv[1], "ssd")) { bench_ssd(); mn_cuda_free(&G); return 0; }
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+    if (argc > 1 && !strcmp(argv[1], "rglru")) { bench_rglru(); mn_cuda_free(&G); return 0; }
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+    if (argc > 1 && !strcmp(argv[1], "mlstm")) { bench_mlstm(); mn_cuda_free(&G); return 0; }
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+    if (argc > 1 && !strcmp(argv[1], "slstm")) { bench_slstm(); mn_cuda_free(&G); return 0; }
+#endif
     if (argc > 1 && !strcmp(argv[1], "attn")) {   // the attention rows alone
         bench_attention();
         mn_cuda_free(&G);

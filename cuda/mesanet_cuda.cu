@@ -4725,6 +4725,23 @@ int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q,
     return MN_OK;
 }
 
+// (in progress: the op kernels of the mixer families under cuda/wip/, inlined when done)
+#ifndef MN_WIP_SKIP_DELTA
+#include "wip/delta_ops.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SSD
+#include "wip/ssd_ops.cuh"
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+#include "wip/rglru_ops.cuh"
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+#include "wip/mlstm_ops.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+#include "wip/slstm_ops.cuh"
+#endif
+
 // >>cuda_model
 // defines: mn_cuda_model_{init,load,save,free,get,set,reserve,forward,logits,zero_grad,backward,
 //          clip_grad_norm,adamw_step,flops_per_token,device_bytes}
@@ -4821,6 +4838,22 @@ typedef struct mn__cm_sgla_acts {
 typedef struct mn__cm_gla_acts {
     float *q, *k, *v, *l1, *l2, *gk, *o, *gg, *on, *rs;            // (N,HD) x3, (N,16), (N,HD) x5, (N,H)
 } mn__cm_gla_acts;
+// (in progress) the activation structs of the wip mixer families
+#ifndef MN_WIP_SKIP_DELTA
+#include "wip/delta_acts.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SSD
+#include "wip/ssd_acts.cuh"
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+#include "wip/rglru_acts.cuh"
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+#include "wip/mlstm_acts.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+#include "wip/slstm_acts.cuh"
+#endif
 typedef struct mn__cm_layer {
     float *xn1, *rstd1, *x2, *xn2, *rstd2, *gate, *up, *h;        // (N,C) (N) (N,C) (N,C) (N) (N,F) x3
     mn__cm_mesa_acts mesa;
@@ -4828,6 +4861,21 @@ typedef struct mn__cm_layer {
     mn__cm_linattn_acts linattn;
     mn__cm_sgla_acts sgla;
     mn__cm_gla_acts gla;
+#ifndef MN_WIP_SKIP_DELTA
+    mn__cm_delta_acts delta;
+#endif
+#ifndef MN_WIP_SKIP_SSD
+    mn__cm_ssd_acts ssd;
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+    mn__cm_rglru_acts rglru;
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+    mn__cm_mlstm_acts mlstm;
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+    mn__cm_slstm_acts slstm;
+#endif
 } mn__cm_layer;
 typedef struct mn__cm_acts {
     float *res, *xf, *rstdf, *logits, *losses;                   // ((L+1),N,C) (N,C) (N) (N,V) (N)
@@ -4865,6 +4913,21 @@ typedef struct mn__cm_dacts {
     mn__cm_linattn_dacts linattn;
     mn__cm_sgla_dacts sgla;
     mn__cm_gla_dacts gla;
+#ifndef MN_WIP_SKIP_DELTA
+    mn__cm_delta_dacts delta;
+#endif
+#ifndef MN_WIP_SKIP_SSD
+    mn__cm_ssd_dacts ssd;
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+    mn__cm_rglru_dacts rglru;
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+    mn__cm_mlstm_dacts mlstm;
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+    mn__cm_slstm_dacts slstm;
+#endif
 } mn__cm_dacts;
 
 #define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
@@ -5361,6 +5424,24 @@ static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     return mn__cm_qkv_backward(cm, l, MN__CG_Q, Y->xn1, din, D->dq, D->dk, D->dv, N, 1);
 }
 
+// (in progress) the layers of the wip mixer families; mn__cm_variant(cm, l) is the row's variant
+static int mn__cm_variant(const mn_cuda_model* cm, size_t l);
+#ifndef MN_WIP_SKIP_DELTA
+#include "wip/delta_layer.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SSD
+#include "wip/ssd_layer.cuh"
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+#include "wip/rglru_layer.cuh"
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+#include "wip/mlstm_layer.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+#include "wip/slstm_layer.cuh"
+#endif
+
 // ---- the mixer table: one row per mixer the GPU model runs (mesanet.h's mn__mixers, by name) ----
 // Adding a mixer: its activation structs above, these functions, one row.
 typedef struct mn__cm_mixer {
@@ -5390,9 +5471,25 @@ static const mn__cm_mixer mn__cm_mixers[] = {
       mn__cm_sgla_dacts_layout, mn__cm_gla_work, mn__cm_sgla_forward, mn__cm_sgla_backward },
     { "gla", 0, MN__CG_END - MN__CP_MIX, mn__cp_gla, mn__cm_gla_check, mn__cm_gla_acts_layout,
       mn__cm_gla_dacts_layout, mn__cm_gla_work, mn__cm_gla_forward, mn__cm_gla_backward },
+#ifndef MN_WIP_SKIP_DELTA
+    MN__CM_ROWS_DELTA
+#endif
+#ifndef MN_WIP_SKIP_SSD
+    MN__CM_ROWS_SSD
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+    MN__CM_ROWS_RGLRU
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+    MN__CM_ROWS_MLSTM
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+    MN__CM_ROWS_SLSTM
+#endif
 };
 #define MN__CM_N_MIXERS (sizeof mn__cm_mixers / sizeof mn__cm_mixers[0])
 #define MN__CM_MIXER(cm, l) (&mn__cm_mixers[(cm)->mixer[l]])
+static int mn__cm_variant(const mn_cuda_model* cm, size_t l) { return MN__CM_MIXER(cm, l)->variant; }
 static size_t mn__cm_attn_window(const mn_cuda_model* cm, size_t l) {
     return MN__CM_MIXER(cm, l)->variant ? cm->cfg.window : 0;
 }

@@ -287,6 +287,23 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
                       const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
                       size_t Dk, size_t Dv, const mn_mesa_opts* o);
 
+// (in progress: one file per mixer family under cuda/wip/, inlined into this header when done)
+#ifndef MN_WIP_SKIP_DELTA
+#include "wip/delta.h"
+#endif
+#ifndef MN_WIP_SKIP_SSD
+#include "wip/ssd.h"
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+#include "wip/rglru.h"
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+#include "wip/mlstm.h"
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+#include "wip/slstm.h"
+#endif
+
 // --- the model: mesanet.h's mn_model on the GPU (mn_forward / mn_backward / mn_clip_grad_norm /
 // mn_adamw_step, op for op; see >>cuda_model in mesanet_cuda.cu) ---
 // Same config (mn_config), same parameter table, same checkpoints: the model holds a CPU

@@ -1199,11 +1199,29 @@ static void test_errors(void) {
            "mesa step with the exact solver returns MN_ERR_CONFIG");
 }
 
+// (in progress) the tests of the wip mixer families: test_<family>_all() and MN__TEST_MODELS_<FAMILY>
+#ifndef MN_WIP_SKIP_DELTA
+#include "wip/delta_test.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SSD
+#include "wip/ssd_test.cuh"
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+#include "wip/rglru_test.cuh"
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+#include "wip/mlstm_test.cuh"
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+#include "wip/slstm_test.cuh"
+#endif
+
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
     int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
     int mesa = argc > 2 && !strcmp(argv[2], "mesa"), attn = argc > 2 && !strcmp(argv[2], "attn");
     int gla = argc > 2 && !strcmp(argv[2], "gla");
+    const char* only = argc > 2 ? argv[2] : "";   // a wip family's name: its tests alone
     cudaDeviceProp prop;
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
@@ -1232,6 +1250,21 @@ int main(int argc, char** argv) {
               3e-3 },
             { "gla,sgla,linattn H2x64 tf32", "gla,sgla,linattn", 0, 128, 3, 2, 64, 352, 2, 100, 30, 0,
               MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },
+#ifndef MN_WIP_SKIP_DELTA
+            MN__TEST_MODELS_DELTA
+#endif
+#ifndef MN_WIP_SKIP_SSD
+            MN__TEST_MODELS_SSD
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+            MN__TEST_MODELS_RGLRU
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+            MN__TEST_MODELS_MLSTM
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+            MN__TEST_MODELS_SLSTM
+#endif
             { "sgla,mesa H2x128 cg10", "sgla,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,
               6e-3, 1e-2, 2e-2 },
         };
@@ -1243,6 +1276,21 @@ int main(int argc, char** argv) {
             return n_fail ? 1 : 0;
         }
     }
+#ifndef MN_WIP_SKIP_DELTA
+    if (!strcmp(only, "delta")) { test_delta_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
+#endif
+#ifndef MN_WIP_SKIP_SSD
+    if (!strcmp(only, "ssd")) { test_ssd_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+    if (!strcmp(only, "rglru")) { test_rglru_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+    if (!strcmp(only, "mlstm")) { test_mlstm_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+    if (!strcmp(only, "slstm")) { test_slstm_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
+#endif
     if (gla) {            // "gla": only the GLA-family tests (op, step, gated RMSNorm)
         test_gla_all();
         mn_cuda_free(&G);
@@ -1293,6 +1341,21 @@ int main(int argc, char** argv) {
     test_adamw(); test_clip(1.0); test_clip(1e6);
     test_attention_all();
     test_gla_all();
+#ifndef MN_WIP_SKIP_DELTA
+    test_delta_all();
+#endif
+#ifndef MN_WIP_SKIP_SSD
+    test_ssd_all();
+#endif
+#ifndef MN_WIP_SKIP_RGLRU
+    test_rglru_all();
+#endif
+#ifndef MN_WIP_SKIP_MLSTM
+    test_mlstm_all();
+#endif
+#ifndef MN_WIP_SKIP_SLSTM
+    test_slstm_all();
+#endif
     }
     static const mesa_case cases[] = {
         //  name              B  T     H  K    cg  fla tol   st gmu bwd math            scan                  out    grad   lam    CG products

@@ -1,0 +1,1 @@
+// delta: kernels (wip)

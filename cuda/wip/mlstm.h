@@ -1,0 +1,1 @@
+// mlstm: declarations (wip)

@@ -1,0 +1,1 @@
+// mlstm: kernels (wip)

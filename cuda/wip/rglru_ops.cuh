@@ -1,0 +1,1 @@
+// rglru: kernels (wip)

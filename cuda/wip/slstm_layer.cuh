@@ -1,0 +1,1 @@
+#define MN__CM_ROWS_SLSTM

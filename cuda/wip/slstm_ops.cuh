@@ -1,0 +1,1 @@
+// slstm: kernels (wip)

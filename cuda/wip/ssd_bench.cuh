@@ -1,0 +1,1 @@
+static void bench_ssd(void) {}

@@ -1,0 +1,1 @@
+// ssd: kernels (wip)
