@@ -20,6 +20,7 @@
 // The default path of each section reads first; the alternatives a setting selects come after it.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <cublas_v2.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +32,7 @@
 #endif
 
 // >>cuda
-// defines: mn_cuda_init/free/strerror/malloc/dfree/upload/download/sync, mn__gemm
+// defines: mn_cuda_init/free/strerror/malloc/dfree/upload/download/sync, mn__gemm, mn__gemm_bf16 (bf16 operands)
 
 // One line into ctx->msg and the log, then the code back to the caller (never exit()).
 static int mn__fail(mn_cuda_ctx* ctx, int code, const char* what, const char* detail, int line) {
@@ -84,7 +85,10 @@ void mn_cuda_free(mn_cuda_ctx* ctx) {
     if (ctx->cublas) cublasDestroy((cublasHandle_t)ctx->cublas);
     if (ctx->scratch) cudaFree(ctx->scratch);
     if (ctx->tmp) cudaFree(ctx->tmp);
+    if (ctx->bf_tmp) cudaFree(ctx->bf_tmp);
     ctx->cublas = NULL; ctx->scratch = NULL; ctx->tmp = NULL; ctx->tmp_cap = 0;
+    ctx->bf_tmp = NULL; ctx->bf_tmp_cap = 0;
+    memset(ctx->bf_src, 0, sizeof ctx->bf_src);
 }
 int mn_cuda_malloc(mn_cuda_ctx* ctx, void** p, size_t bytes) {
     *p = NULL;
@@ -250,6 +254,95 @@ static int mn__tmp(mn_cuda_ctx* ctx, size_t n, float** p) {
     return MN_OK;
 }
 
+// ---- bf16 operands (ctx->math = MN_CUDA_MATH_BF16: the projections of >>cuda_matmul) ----
+// dst (n) = src (n) rounded to bf16, to nearest even: 8 significant bits, fp32's exponent range (so
+// no scaling is needed: what is finite in fp32 stays finite, tiny gradients keep their size)
+__global__ void mn__k_bf16(__nv_bfloat16* dst, const float* src, size_t n) {
+    MN__FOR(i, n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+// the same four at a time: src 16-byte aligned, dst 8-byte aligned, n4 = n / 4
+__global__ void mn__k_bf16x4(__nv_bfloat162* dst, const float4* src, size_t n4) {
+    MN__FOR(i, n4) {
+        float4 v = src[i];
+        dst[2 * i] = __floats2bfloat162_rn(v.x, v.y);
+        dst[2 * i + 1] = __floats2bfloat162_rn(v.z, v.w);
+    }
+}
+static int mn__to_bf16(mn_cuda_ctx* ctx, __nv_bfloat16* dst, const float* src, size_t n) {
+    if (n == 0) return MN_OK;
+    if (n % 4 == 0 && (uintptr_t)src % 16 == 0 && (uintptr_t)dst % 8 == 0)
+        mn__k_bf16x4<<<mn__grid(ctx, n / 4, 256), 256, 0, MN__STREAM>>>((__nv_bfloat162*)dst, (const float4*)src,
+                                                                         n / 4);
+    else mn__k_bf16<<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, n);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// The registered bf16 image of the n floats from p (the model's weights or its layer input: see
+// ctx->bf_src), or NULL: p's range must lie inside one registered array and its image start on 16 bytes
+// (cuBLAS's tensor-core kernels read 16-byte rows; the model's tensors start on 16 floats, so they do)
+#define MN__BF_SLOTS 4
+static const __nv_bfloat16* mn__bf_find(const mn_cuda_ctx* ctx, const float* p, size_t n) {
+    for (int i = 0; i < MN__BF_SLOTS; i++) {
+        uintptr_t a = (uintptr_t)ctx->bf_src[i], q = (uintptr_t)p;
+        if (!a || q < a || (q - a) % sizeof(float) || n > ctx->bf_n[i] || (q - a) / sizeof(float) > ctx->bf_n[i] - n)
+            continue;
+        const __nv_bfloat16* img = (const __nv_bfloat16*)ctx->bf_img[i] + (q - a) / sizeof(float);
+        return (uintptr_t)img % 16 == 0 ? img : NULL;
+    }
+    return NULL;
+}
+static void mn__bf_register(mn_cuda_ctx* ctx, int slot, const float* src, size_t n, void* img) {
+    ctx->bf_src[slot] = src; ctx->bf_n[slot] = n; ctx->bf_img[slot] = img;
+}
+// bf16 values of scratch an operand of n floats needs: none when registered, else n rounded up to
+// 64 (every operand then starts on 128 bytes)
+static size_t mn__bf_need(const mn_cuda_ctx* ctx, const float* p, size_t n) {
+    return mn__bf_find(ctx, p, n) ? 0 : (n + 63) / 64 * 64;
+}
+// ctx->bf_tmp grown to n bf16 values (as mn__tmp: cudaFree waits for the kernels still reading it)
+static int mn__bf_scratch(mn_cuda_ctx* ctx, size_t n, __nv_bfloat16** p) {
+    if (n > ctx->bf_tmp_cap) {
+        if (ctx->bf_tmp) cudaFree(ctx->bf_tmp);
+        ctx->bf_tmp = NULL; ctx->bf_tmp_cap = 0;
+        if (cudaMalloc(&ctx->bf_tmp, n * sizeof(__nv_bfloat16)) != cudaSuccess) {
+            cudaGetLastError(); ctx->bf_tmp = NULL;
+            return mn__fail(ctx, MN_ERR_ALLOC, "cudaMalloc", "out of device memory (bf16 operand scratch)", __LINE__);
+        }
+        ctx->bf_tmp_cap = n;
+    }
+    if (p) *p = (__nv_bfloat16*)ctx->bf_tmp;
+    return MN_OK;
+}
+// The bf16 operand of the n floats at p: its registered image, else its conversion into *s (which then
+// moves past it; the caller sized the scratch with mn__bf_need)
+static int mn__bf_operand(mn_cuda_ctx* ctx, const float* p, size_t n, __nv_bfloat16** s, const __nv_bfloat16** out) {
+    const __nv_bfloat16* img = mn__bf_find(ctx, p, n);
+    if (img) { *out = img; return MN_OK; }
+    MN__TRY(mn__to_bf16(ctx, *s, p, n));
+    *out = *s; *s += (n + 63) / 64 * 64;
+    return MN_OK;
+}
+// Row-major C (M,N) fp32 = alpha op(A) op(B) + beta C, A and B bf16, products on the tensor cores with
+// fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F); the operands trade places as in mn__gemm.
+// cublasGemmEx's rules: m, n, k, the leading dimensions in int, each leading dimension at least its
+// column-major rows (here: the row-major widths, so lda >= K or M as transposed, ...), k >= 1 for
+// nonzero leading dimensions; the callers pass 16-byte aligned operands with widths a multiple of 8.
+static int mn__gemm_bf16(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
+                         const __nv_bfloat16* A, size_t lda, const __nv_bfloat16* B, size_t ldb, float beta, float* Cm,
+                         size_t ldc) {
+    const size_t lim = (size_t)0x7fffffff;
+    if (M == 0 || N == 0) return MN_OK;
+    if (M > lim || N > lim || K > lim || lda > lim || ldb > lim || ldc > lim)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm_bf16", "dimension beyond cuBLAS's int range", __LINE__);
+    if (K == 0 || lda < (ta ? M : K) || ldb < (tb ? K : N) || ldc < N)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm_bf16", "empty inner dimension or leading dimension too small",
+                        __LINE__);
+    MN__CB(cublasGemmEx((cublasHandle_t)ctx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        (int)N, (int)M, (int)K, &alpha, B, CUDA_R_16BF, (int)ldb, A, CUDA_R_16BF, (int)lda, &beta, Cm,
+                        CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return MN_OK;
+}
+
 // ---- deterministic column sums: dst (C) += sum over the rows n < N of f(n, c) ----
 // Two passes and no atomics, so every run gives the same bits. Pass 1 (mn__k_colpart): the rows
 // are cut into S slices of R rows (R >= 16, S <= 512: enough blocks to fill the chip at N = 32768);
@@ -354,10 +447,31 @@ __global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t O
     MN__FOR(i, N * OC) out[i] += bias[i % OC];
 }
 
+// bf16 mode takes a projection of these widths to the bf16 tensor cores: IC and OC multiples of 8, so
+// every bf16 row (the leading dimension of each operand is IC or OC) is a whole number of 16 bytes, the
+// tensor-core kernels' unit. Others (the Mesa gates, OC = H) stay fp32: they are thin (N x H) and cost
+// little either way.
+static int mn__bf_ok(const mn_cuda_ctx* ctx, size_t IC, size_t OC) {
+    return ctx->math == MN_CUDA_MATH_BF16 && IC > 0 && IC % 8 == 0 && OC % 8 == 0;
+}
+// out (N,OC) = inp (N,IC) W (OC,IC)^T + beta out: the product of every projection (beta 1: the model's
+// residual add), bf16 operands in bf16 mode (mn__bf_ok), else mn__gemm's fp32 / TF32
+static int mn__matmul_product(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC,
+                              size_t OC, float beta) {
+    if (!mn__bf_ok(ctx, IC, OC) || N == 0 || OC == 0)
+        return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, beta, out, OC, 0, 1);
+    __nv_bfloat16* s;
+    const __nv_bfloat16 *xb, *wb;
+    MN__TRY(mn__bf_scratch(ctx, mn__bf_need(ctx, inp, N * IC) + mn__bf_need(ctx, weight, OC * IC), &s));
+    MN__TRY(mn__bf_operand(ctx, inp, N * IC, &s, &xb));
+    MN__TRY(mn__bf_operand(ctx, weight, OC * IC, &s, &wb));
+    return mn__gemm_bf16(ctx, 0, 1, N, OC, IC, 1.f, xb, IC, wb, IC, beta, out, OC);
+}
+
 int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias,
                            size_t N, size_t IC, size_t OC) {
     // out = inp W^T: row-major (N,IC) x (OC,IC)^T
-    MN__TRY(mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, 0.f, out, OC, 0, 1));
+    MN__TRY(mn__matmul_product(ctx, out, inp, weight, N, IC, OC, 0.f));
     if (bias) { mn__k_add_bias<<<mn__grid(ctx, N * OC, 256), 256, 0, MN__STREAM>>>(out, bias, N, OC); MN__LAUNCHED(); }
     return MN_OK;
 }
@@ -365,10 +479,26 @@ int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const
 // The model's backward passes acc = 0 where it is the first writer of an activation gradient
 // (dinp = dout W, cuBLAS beta 0: the buffer needs no zeroing and is not read); the public launcher
 // accumulates like every CPU backward. The row kernels below take the same flag.
+// In bf16 mode (mn__bf_ok) dout is converted once for both products, the weight and inp only when no
+// registered image holds them; dweight accumulates in fp32 (beta 1) and dbias sums the fp32 dout.
 static int mn__matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, size_t N, size_t IC, size_t OC, int acc) {
-    if (dinp) MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, acc ? 1.f : 0.f, dinp, IC, 0, 1));
-    if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
+    if (mn__bf_ok(ctx, IC, OC) && N > 0 && (dinp || dweight)) {
+        __nv_bfloat16* s;
+        const __nv_bfloat16 *db, *wb = NULL, *xb = NULL;
+        size_t need = mn__bf_need(ctx, dout, N * OC) + (dinp ? mn__bf_need(ctx, weight, OC * IC) : 0) +
+                      (dweight ? mn__bf_need(ctx, inp, N * IC) : 0);
+        MN__TRY(mn__bf_scratch(ctx, need, &s));
+        MN__TRY(mn__bf_operand(ctx, dout, N * OC, &s, &db));
+        if (dinp) MN__TRY(mn__bf_operand(ctx, weight, OC * IC, &s, &wb));
+        if (dweight) MN__TRY(mn__bf_operand(ctx, inp, N * IC, &s, &xb));
+        if (dinp) MN__TRY(mn__gemm_bf16(ctx, 0, 0, N, IC, OC, 1.f, db, OC, wb, IC, acc ? 1.f : 0.f, dinp, IC));
+        if (dweight) MN__TRY(mn__gemm_bf16(ctx, 1, 0, OC, IC, N, 1.f, db, OC, xb, IC, 1.f, dweight, IC));
+    } else {
+        if (dinp)
+            MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, acc ? 1.f : 0.f, dinp, IC, 0, 1));
+        if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
+    }
     if (dbias) MN__TRY(mn__colsum(ctx, dbias, dout, NULL, NULL, N, OC));
     return MN_OK;
 }
@@ -5063,7 +5193,7 @@ __global__ void mn__k_cm_dlosses(float* dl, const int* targets, size_t N, float 
 // out (N,OC) += inp (N,IC) W^T: the residual add fused into a projection (beta = 1)
 static int mn__cm_matmul_add(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC,
                              size_t OC) {
-    return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, 1.f, out, OC, 0, 1);
+    return mn__matmul_product(ctx, out, inp, weight, N, IC, OC, 1.f);
 }
 #define MN__D2D(dst, src, n) \
     MN__CU(cudaMemcpyAsync((dst), (src), (size_t)(n) * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM))
@@ -5536,6 +5666,58 @@ static size_t mn__cm_work(const mn_cuda_model* cm, size_t B, size_t T) {
     return w;
 }
 
+// ---- bf16 mode: the images the projections read ----
+// The parameters' image pbf (bf16, laid out like params) is made when params_version moved since the
+// last one (so once per AdamW step; evaluation forwards reuse it) and registered in slot 0 of the
+// context's table for the length of a forward or backward; the layer input a mixer's or the MLP's
+// projections share (xn1, xn2) is converted once into abf and registered in slot 1 while they run
+// (instead of once per projection: q, k, v and the gates read the same xn1).
+static int mn__cm_bf16_alloc(mn_cuda_model* cm, size_t n_act) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    if (!cm->pbf) {
+        MN__TRY(mn_cuda_malloc(ctx, &cm->pbf, cm->n_params * sizeof(__nv_bfloat16)));
+        cm->pbf_version = 0;
+    }
+    if (n_act > cm->cap_abf) {
+        mn_cuda_dfree(cm->abf); cm->abf = NULL; cm->cap_abf = 0;
+        MN__TRY(mn_cuda_malloc(ctx, &cm->abf, n_act * sizeof(__nv_bfloat16)));
+        cm->cap_abf = n_act;
+    }
+    return MN_OK;
+}
+// at the start of a forward or backward: a current pbf, registered (nothing outside bf16 mode)
+static int mn__cm_bf16_begin(mn_cuda_model* cm) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    if (ctx->math != MN_CUDA_MATH_BF16) return MN_OK;
+    MN__TRY(mn__cm_bf16_alloc(cm, 0));
+    if (cm->pbf_version != cm->params_version + 1) {
+        MN__TRY(mn__to_bf16(ctx, (__nv_bfloat16*)cm->pbf, cm->params, cm->n_params));
+        cm->pbf_version = cm->params_version + 1;
+    }
+    mn__bf_register(ctx, 0, cm->params, cm->n_params, cm->pbf);
+    return MN_OK;
+}
+// the n floats of x (N,C), read by the projections that follow, into abf (slot 1, replacing what was there)
+static int mn__cm_bf16_pin(mn_cuda_model* cm, const float* x, size_t n) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    if (ctx->math != MN_CUDA_MATH_BF16) return MN_OK;
+    mn__bf_register(ctx, 1, NULL, 0, NULL);
+    MN__TRY(mn__cm_bf16_alloc(cm, n));
+    MN__TRY(mn__to_bf16(ctx, (__nv_bfloat16*)cm->abf, x, n));
+    mn__bf_register(ctx, 1, x, n, cm->abf);
+    return MN_OK;
+}
+static void mn__cm_bf16_unpin(mn_cuda_model* cm) {
+    if (cm->ctx->bf_img[1] == cm->abf) mn__bf_register(cm->ctx, 1, NULL, 0, NULL);
+}
+// at the end of a forward or backward (error or not): the context no longer points into this model
+static void mn__cm_bf16_end(mn_cuda_model* cm) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    if (!ctx) return;
+    if (cm->pbf && ctx->bf_img[0] == cm->pbf) mn__bf_register(ctx, 0, NULL, 0, NULL);
+    if (cm->abf && ctx->bf_img[1] == cm->abf) mn__bf_register(ctx, 1, NULL, 0, NULL);
+}
+
 // ---- lifecycle ----
 // Checks that the CPU model is one these kernels run, then allocates the device blocks and uploads
 // the parameters (and, when the CPU model has them, the AdamW moments).
@@ -5627,6 +5809,8 @@ int mn_cuda_model_load(mn_cuda_model* cm, mn_cuda_ctx* ctx, const char* dir, mn_
     return err;
 }
 void mn_cuda_model_free(mn_cuda_model* cm) {
+    mn__cm_bf16_end(cm);
+    mn_cuda_dfree(cm->pbf); mn_cuda_dfree(cm->abf);
     mn_cuda_dfree(cm->params); mn_cuda_dfree(cm->red); mn_cuda_dfree(cm->acts); mn_cuda_dfree(cm->dacts);
     mn_cuda_dfree(cm->work); mn_cuda_dfree(cm->tokens);
     if (cm->host) { mn_cuda_host_model_free(MN__HOST(cm)); free(cm->host); }
@@ -5666,6 +5850,7 @@ int mn_cuda_model_set(mn_cuda_model* cm, int which, const float* host_src) {
     float* b = mn__cm_block(cm, which);
     if (!b) return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_set",
                             "which must be MN_CUDA_PARAMS, _GRADS, _OPT_M or _OPT_V", __LINE__);
+    if (which == MN_CUDA_PARAMS) cm->params_version++;     // the bf16 image is remade at the next use
     return mn_cuda_upload(cm->ctx, b, host_src, cm->n_params * sizeof(float));
 }
 size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T) {
@@ -5673,7 +5858,8 @@ size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T) {
 }
 size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm) {
     return (4 * cm->n_params + cm->cap_acts + cm->cap_dacts + cm->cap_work) * sizeof(float) +
-           2 * cm->cap_tok * sizeof(int) + 8 * sizeof(double);
+           2 * cm->cap_tok * sizeof(int) + 8 * sizeof(double) +
+           ((cm->pbf ? cm->n_params : 0) + cm->cap_abf) * sizeof(__nv_bfloat16);
 }
 const float* mn_cuda_model_logits(const mn_cuda_model* cm) {
     mn__cm_acts a;
@@ -5716,12 +5902,21 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
         if ((k = mn__emb_tmp(N, C, V)) > need) need = k;
         MN__TRY(mn__tmp(ctx, need, NULL));
     }
+    if (ctx->math == MN_CUDA_MATH_BF16) {   // bf16 mode: the images and the operand scratch, up front
+        size_t N = B * T, w = c->d_model, k, need;
+        const size_t dims[] = { c->d_ff, c->n_head * c->head_dim, c->vocab_size };
+        for (k = 0; k < 3; k++) if (dims[k] > w) w = dims[k];
+        // a backward's largest: dout and inp (N rows of at most w) and a weight not registered (w x w)
+        need = 2 * ((N * w + 63) / 64 * 64) + (w * w + 63) / 64 * 64;
+        MN__TRY(mn__cm_bf16_alloc(cm, N * c->d_model));
+        MN__TRY(mn__bf_scratch(ctx, need, NULL));
+    }
     cm->B = B; cm->T = T;
     return MN_OK;
 }
 
 // ---- forward, backward, optimizer ----
-int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targets, size_t B, size_t T, float* loss) {
+static int mn__cm_forward(mn_cuda_model* cm, const int* tokens, const int* targets, size_t B, size_t T, float* loss) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     size_t N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer, n_valid = 0;
@@ -5740,6 +5935,7 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
         }
     }
     MN__TRY(mn_cuda_model_reserve(cm, B, T));
+    MN__TRY(mn__cm_bf16_begin(cm));
     mn__cm_layout_acts(cm, B, T, cm->acts, &a);
     mn__cm_layout_dacts(cm, B, T, cm->dacts, &d);
     MN__CU(cudaMemcpyAsync(cm->tokens, tokens, N * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
@@ -5749,11 +5945,14 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
         const mn__cm_layer* A = &a.L[l];
         float *x = a.res + l * N * C, *y = a.res + (l + 1) * N * C;
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn1, A->rstd1, x, MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C, c->norm_eps));
+        MN__TRY(mn__cm_bf16_pin(cm, A->xn1, N * C));                               // bf16 mode: xn1's image
         MN__TRY(MN__CM_MIXER(cm, l)->forward(cm, l, A, &d, x, B, T));              // x2 = x + mixer(xn1)
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->xn2, A->rstd2, A->x2, MN__PAR(cm, l, MN__CP_MLP_NORM), N, C,
                                         c->norm_eps));
+        MN__TRY(mn__cm_bf16_pin(cm, A->xn2, N * C));
         MN__TRY(mn_cuda_matmul_forward(ctx, A->gate, A->xn2, MN__PAR(cm, l, MN__CP_GATE), NULL, N, C, F));
         MN__TRY(mn_cuda_matmul_forward(ctx, A->up, A->xn2, MN__PAR(cm, l, MN__CP_UP), NULL, N, C, F));
+        mn__cm_bf16_unpin(cm);
         MN__TRY(mn_cuda_swiglu_forward(ctx, A->h, A->gate, A->up, N * F));
         MN__D2D(y, A->x2, N * C);
         MN__TRY(mn__cm_matmul_add(ctx, y, A->h, MN__PAR(cm, l, MN__CP_DOWN), N, F, C));   // y = x2 + mlp
@@ -5778,6 +5977,11 @@ int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targe
     }
     return MN_OK;
 }
+int mn_cuda_model_forward(mn_cuda_model* cm, const int* tokens, const int* targets, size_t B, size_t T, float* loss) {
+    int err = mn__cm_forward(cm, tokens, targets, B, T, loss);
+    mn__cm_bf16_end(cm);
+    return err;
+}
 
 int mn_cuda_model_zero_grad(mn_cuda_model* cm) {
     mn_cuda_ctx* ctx = cm->ctx;
@@ -5785,7 +5989,7 @@ int mn_cuda_model_zero_grad(mn_cuda_model* cm) {
     return MN_OK;
 }
 
-int mn_cuda_model_backward(mn_cuda_model* cm) {
+static int mn__cm_backward(mn_cuda_model* cm) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     size_t B = cm->B, T = cm->T, N = B * T, C = c->d_model, F = c->d_ff, V = c->vocab_size, L = c->n_layer;
@@ -5794,6 +5998,7 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
     int cur = 0;
     if (!cm->have_loss) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_backward",
                                         "needs a successful forward with targets first", __LINE__);
+    MN__TRY(mn__cm_bf16_begin(cm));
     mn__cm_layout_acts(cm, B, T, cm->acts, &a);
     mn__cm_layout_dacts(cm, B, T, cm->dacts, &d);
     MN__CU(cudaMemsetAsync(d.dlogits, 0, N * V * sizeof(float), MN__STREAM));
@@ -5815,6 +6020,7 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
         MN__TRY(mn__matmul_backward(ctx, d.dh, MN__GRD(cm, l, MN__CP_DOWN), NULL, dy, A->h, MN__PAR(cm, l, MN__CP_DOWN),
                                     N, F, C, 0));
         MN__TRY(mn__swiglu_backward(ctx, d.dgate, d.dup, d.dh, A->gate, A->up, N * F, 0));
+        MN__TRY(mn__cm_bf16_pin(cm, A->xn2, N * C));                       // bf16 mode: xn2's image
         MN__TRY(mn__matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_GATE), NULL, d.dgate, A->xn2,
                                     MN__PAR(cm, l, MN__CP_GATE), N, C, F, 0));
         MN__TRY(mn_cuda_matmul_backward(ctx, d.dxn2, MN__GRD(cm, l, MN__CP_UP), NULL, d.dup, A->xn2,
@@ -5823,13 +6029,20 @@ int mn_cuda_model_backward(mn_cuda_model* cm) {
                                          MN__PAR(cm, l, MN__CP_MLP_NORM), N, C));
         // forward: x2 = x + mixer(xn1), xn1 = norm(x): dx = dx2 + norm'(mixer'(dx2))
         MN__D2D(dx, dy, N * C);
+        MN__TRY(mn__cm_bf16_pin(cm, A->xn1, N * C));
         MN__TRY(MN__CM_MIXER(cm, l)->backward(cm, l, A, &d, d.dxn1, dy, B, T));
+        mn__cm_bf16_unpin(cm);
         MN__TRY(mn_cuda_rmsnorm_backward(ctx, dx, MN__GRD(cm, l, MN__CP_ATTN_NORM), d.dxn1, A->rstd1, a.res + l * N * C,
                                          MN__PAR(cm, l, MN__CP_ATTN_NORM), N, C));
         cur ^= 1;
     }
     return mn_cuda_embedding_backward(ctx, cm->grads + cm->tensors[h->emb_idx].offset, d.dres[cur], cm->tokens, N, C,
                                       V);
+}
+int mn_cuda_model_backward(mn_cuda_model* cm) {
+    int err = mn__cm_backward(cm);
+    mn__cm_bf16_end(cm);
+    return err;
 }
 
 int mn_cuda_model_clip_grad_norm(mn_cuda_model* cm, double max_norm, double* norm) {
@@ -5847,6 +6060,7 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
         hh.weight_decay = hp->weight_decay;     // 0 is a meaningful value here: no decay
     }
     cm->opt_step++;
+    cm->params_version++;                      // bf16 mode: the next forward remakes the weights' image
     for (size_t i = 0; i < cm->n_tensors;) {
         size_t j = i + 1, off = cm->tensors[i].offset, n = cm->tensors[i].numel;
         int decay = cm->tensors[i].decay;

@@ -36,6 +36,19 @@
        the default: results agree with the CPU to float rounding) or TF32 tensor cores
        (MN_CUDA_MATH_TF32: inputs rounded to 10 mantissa bits, ~3e-4 relative, 7x the rate on an
        H200); so do the Mesa backward's per-chunk products on the mma.sync path (below).
+     - Mixed precision (ctx->math = MN_CUDA_MATH_BF16, for training): the projections (mn_cuda_matmul_*,
+       so every Linear of the model: the mixers' q/k/v/o, the MLP, the logits) multiply bf16 operands
+       on the tensor cores with fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F) into fp32 outputs
+       and fp32 gradients (weight gradients accumulate in fp32, beta = 1); bf16 keeps fp32's exponent,
+       so nothing over- or underflows and no loss scaling is needed; its 8 significant bits round each
+       operand by up to 2^-8 relative (products ~3e-3 relative RMS, test_cuda). The parameters, AdamW's
+       moments and every checkpoint stay fp32 (master weights): the model makes a bf16 image of its
+       parameter block once per update (mn_cuda_model's params_version) and of each layer's normed input
+       once per use; any other operand is converted where it enters the product (a conversion kernel
+       into the context's scratch). A projection whose width (IC or OC) is not a multiple of 8, such as
+       the Mesa gates' N x H, stays fp32. Everything else runs as with MN_CUDA_MATH_FP32: the norms,
+       losses and optimizer in fp32, the mixer ops with their fp32-accurate states and (where a kernel
+       reads ctx->math) fp32 / 3xTF32 products.
      - Mesa states H_n, S_n and their gradients: fp32 in memory (fla keeps them in fp16/bf16; these
        states sum thousands of decaying rank-one terms and CG then inverts H_n + diag lambda, so their
        rounding error enters every solve, and fp32 keeps it near 1e-7). The chunk scan's products
@@ -104,7 +117,8 @@ enum {
     MN_ERR_CUDA = -20,    // a CUDA runtime call or kernel launch failed (ctx->msg says which)
     MN_ERR_CUBLAS = -21   // a cuBLAS call failed
 };
-enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1 };   // cuBLAS products: exact fp32 or TF32
+// projections: exact fp32, TF32, or bf16 operands with fp32 accumulation (mixed precision; see PRECISION)
+enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1, MN_CUDA_MATH_BF16 = 2 };
 // Mesa state scan: 3xTF32 or TF32 tensor cores, or fp32 FMA
 enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
@@ -113,7 +127,7 @@ typedef struct mn_cuda_ctx {
     int device;           // CUDA device ordinal
     void* stream;         // cudaStream_t all launches go to (NULL = default stream)
     void* cublas;         // cublasHandle_t, bound to stream
-    int math;             // MN_CUDA_MATH_FP32 (default) or MN_CUDA_MATH_TF32
+    int math;             // MN_CUDA_MATH_FP32 (default), MN_CUDA_MATH_TF32 or MN_CUDA_MATH_BF16
     // MN_CUDA_SCAN_TF32X3 (default) or MN_CUDA_SCAN_FFMA (both fp32-accurate), MN_CUDA_SCAN_TF32 (faster, ~3e-4)
     int mesa_scan;
     int mesa_cg;          // MN_CUDA_CG_WGMMA (default; Hopper, sm_90a: wgmma CG, fused fp16 backward) or
@@ -130,6 +144,14 @@ typedef struct mn_cuda_ctx {
     double* scratch;      // (8) device scratch for reductions
     float* tmp;           // (tmp_cap) device scratch of the deterministic column sums, grown on first need
     size_t tmp_cap;
+    // (internal, bf16 mode) fp32 arrays that have a current bf16 image: bf_src[i] (bf_n[i] floats) is
+    // read by the projections from bf_img[i] (mn_cuda_model registers its weights and the layer's normed
+    // input while it runs); bf_tmp (bf_tmp_cap bf16 values) receives every other operand's conversion
+    const float* bf_src[4];
+    size_t bf_n[4];
+    void* bf_img[4];
+    void* bf_tmp;
+    size_t bf_tmp_cap;
     char msg[256];        // last error, one line
 } mn_cuda_ctx;
 
@@ -319,6 +341,9 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
 // Precision: ctx->math picks fp32 or TF32 for every projection and the Mesa backward's products;
 // the Mesa op and attention as described above (fp16 tensor-core products, fp32 states, softmax
 // and accumulation), the GLA family's products in 3xTF32 (fp32) or TF32 by ctx->math.
+// MN_CUDA_MATH_BF16: the projections with bf16 operands and fp32 accumulation, the rest as with fp32
+// (PRECISION above); params stay the fp32 master weights (what AdamW updates and checkpoints hold),
+// their bf16 image (pbf) is remade at the first forward or backward after params_version changes.
 // LINKING: build/mesanet_cuda.o AND build/mesanet_cuda_host.o (cuda/mesanet_cuda_host.c, any C99
 // compiler), -lcublas -lcudart. The program may define MESANET_IMPLEMENTATION itself (float or
 // double): the library's copy is private.
@@ -332,6 +357,13 @@ typedef struct mn_cuda_model {
     size_t n_trainable;           // the model's parameter count (n_params minus padding)
     float *params, *grads, *opt_m, *opt_v;   // device, n_params floats each (one allocation)
     uint64_t opt_step;             // AdamW steps taken
+    // bf16 mode: params_version counts the changes of params (AdamW steps, mn_cuda_model_set of
+    // MN_CUDA_PARAMS); a program that writes params itself adds 1 so the image is remade
+    uint64_t params_version;
+    uint64_t pbf_version;          // (internal) params_version + 1 of the image in pbf (0: none yet)
+    void* pbf;                     // (n_params bf16) the parameters' bf16 image (bf16 mode only)
+    void* abf;                     // (cap_abf bf16) the image of the layer input the projections read
+    size_t cap_abf;
     // activations, laid out for (B,T) by mn_cuda_model_reserve (forward calls it): exposed so
     // tests can poison them
     size_t B, T, cap_acts, cap_dacts, cap_work, cap_tok;
