@@ -122,6 +122,43 @@ static void test_matmul(int math) {
     G.math = MN_CUDA_MATH_FP32;
 }
 
+// bf16 mode (MN_CUDA_MATH_BF16): both operands of every product rounded to bf16 (8 significant bits, so
+// a relative rounding error |d| <= u = 2^-8 each), fp32 accumulation. Each term a b of a sum then carries
+// an error of at most (2u + u^2) |a b|, and for these zero-mean random inputs the errors of the terms
+// add like the terms themselves, so RMS(error) / RMS(sum) <= 2u + u^2 = 7.8e-3: bound 8e-3. The expected
+// value is sqrt(2) x 1.66e-3 (the RMS relative rounding error of log-uniform mantissas, 0.42 u) = 2.3e-3,
+// 8x TF32's; below 1e-3 the operands were not rounded to bf16 (the bf16 path was not taken), which fails
+// too. Widths IC or OC not a multiple of 8 stay fp32 in bf16 mode: 1e-5. dbias sums the fp32 dout: 1e-5.
+// off = 1: inp, weight and dout not 16-byte aligned (the conversion's scalar path).
+static void test_matmul_bf16(size_t N, size_t IC, size_t OC, size_t off) {
+    int bf = IC % 8 == 0 && OC % 8 == 0;
+    double bound = bf ? 8e-3 : 1e-5, r;
+    char nm[192], tag[64];
+    snprintf(tag, sizeof tag, "bf16 mode, N %zu IC %zu OC %zu%s%s", N, IC, OC, off ? ", unaligned" : "",
+             bf ? "" : ": fp32");
+    G.math = MN_CUDA_MATH_BF16;
+    vf x = randn(N * IC, 0, 1), w = randn(OC * IC, 0, 0.1), b = randn(OC, 0, 1), dy = randn(N * OC, 0, 1);
+    vf px = randn(N * IC, 0, 1), pw = randn(OC * IC, 0, 1), pb = randn(OC, 0, 1);
+    vd out(N * OC), dx = tod(px), dw = tod(pw), db = tod(pb);
+    mn_matmul_forward(out.data(), tod(x).data(), tod(w).data(), tod(b).data(), N, IC, OC);
+    mn_matmul_backward(dx.data(), dw.data(), db.data(), tod(dy).data(), tod(x).data(), tod(w).data(), N, IC, OC);
+    float *gx = dev_at(x, off), *gw = dev_at(w, off), *gb = dev(b), *gdy = dev_at(dy, off), *gout = poison(N * OC);
+    float *gdx = dev(px), *gdw = dev(pw), *gdb = dev(pb);
+    CK(mn_cuda_matmul_forward(&G, gout, gx, gw, gb, N, IC, OC));
+    CK(mn_cuda_matmul_backward(&G, gdx, gdw, gdb, gdy, gx, gw, N, IC, OC));
+    snprintf(nm, sizeof nm, "matmul fwd out (%s)", tag); r = check(nm, host(gout, N * OC), out, bound);
+    if (bf) {
+        snprintf(nm, sizeof nm, "matmul fwd out rounded like bf16 operands: rms %.2e >= 1e-3 (%s)", r, tag);
+        expect(r >= 1e-3, nm);
+    }
+    snprintf(nm, sizeof nm, "matmul bwd dinp (%s)", tag); check_inc(nm, host(gdx, N * IC), px, dx, bound);
+    snprintf(nm, sizeof nm, "matmul bwd dweight (%s)", tag); check_inc(nm, host(gdw, OC * IC), pw, dw, bound);
+    snprintf(nm, sizeof nm, "matmul bwd dbias (%s)", tag); check_inc(nm, host(gdb, OC), pb, db, 1e-5);
+    mn_cuda_dfree(gx - off); mn_cuda_dfree(gw - off); mn_cuda_dfree(gb); mn_cuda_dfree(gdy - off); mn_cuda_dfree(gout);
+    mn_cuda_dfree(gdx); mn_cuda_dfree(gdw); mn_cuda_dfree(gdb);
+    G.math = MN_CUDA_MATH_FP32;
+}
+
 // The bias gradient alone (dinp, dweight NULL): the two-pass column sum of dout (N,OC), against
 // the double sum. off > 0: dout not 16-byte aligned (the scalar fallback of the float4 path).
 static void test_colsum(size_t N, size_t OC, size_t off) {
@@ -969,7 +1006,8 @@ static void test_model(const model_case* mc) {
     char nm[320];
     printf("-- model %s: pattern %s (window %zu), d_model %zu, %zu layers, %zu heads of %zu, d_ff %zu, B=%zu T=%zu, CG %d, "
            "clamp %d, softcap %g, cuBLAS %s\n", mc->name, mc->pattern, mc->window, mc->d_model, mc->layers, mc->heads,
-           mc->head_dim, mc->d_ff, B, T, mc->cg, mc->clamp, mc->softcap, mc->math == MN_CUDA_MATH_TF32 ? "tf32" : "fp32");
+           mc->head_dim, mc->d_ff, B, T, mc->cg, mc->clamp, mc->softcap,
+           mc->math == MN_CUDA_MATH_TF32 ? "tf32" : mc->math == MN_CUDA_MATH_BF16 ? "bf16" : "fp32");
     G.math = mc->math;
     mn_cuda_model gm;
     mn_model cm;
@@ -1029,7 +1067,12 @@ static void test_model(const model_case* mc) {
         vf lgts = host(mn_cuda_model_logits(&gm), N * V);
         const double* cl = mn_logits(&cm);
         snprintf(nm, sizeof nm, "model logits (%s)", mc->name);
-        check(nm, lgts, vd(cl, cl + N * V), mc->b_logits);
+        double rl = check(nm, lgts, vd(cl, cl + N * V), mc->b_logits);
+        if (mc->math == MN_CUDA_MATH_BF16) {   // the lm_head alone rounds its operands by ~2.3e-3 (test_matmul_bf16)
+            snprintf(nm, sizeof nm, "model logits carry bf16 rounding: rms %.2e >= 1e-3, the bf16 path ran (%s)", rl,
+                     mc->name);
+            expect(rl >= 1e-3, nm);
+        }
     }
     // backward
     mn_zero_grad(&cm);
@@ -1103,6 +1146,16 @@ static void test_model(const model_case* mc) {
             vf pg(P), mg(P), vg(P);
             CK(mn_cuda_model_save(&gm, dir, &meta));
             CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, pg.data()));
+            if (mc->math == MN_CUDA_MATH_BF16) {   // the saved values are the fp32 masters, not their bf16 image
+                size_t nz = 0, wide = 0;
+                for (size_t i = 0; i < P; i++) {
+                    uint32_t u; memcpy(&u, &pg[i], 4);
+                    nz += pg[i] != 0.f; wide += (u & 0xffffu) != 0;   // more than bf16's 8 significant bits
+                }
+                snprintf(nm, sizeof nm, "bf16 training keeps fp32 master weights: %zu of %zu nonzero parameters are "
+                         "not bf16 values (%s)", wide, nz, mc->name);
+                expect(wide > nz / 2, nm);
+            }
             CK(mn_cuda_model_get(&gm, MN_CUDA_OPT_M, mg.data()));
             CK(mn_cuda_model_get(&gm, MN_CUDA_OPT_V, vg.data()));
             mn_model lm; mn_train_meta lmeta;
@@ -1267,6 +1320,15 @@ int main(int argc, char** argv) {
 #endif
             { "sgla,mesa H2x128 cg10", "sgla,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,
               6e-3, 1e-2, 2e-2 },
+            // bf16 mode (every projection with bf16 operands, fp32 accumulation; the mixers as in fp32): the TF32
+            // rows' bounds times 8, the ratio of the two unit roundoffs (2^-8 / 2^-11), as each projection's error
+            // scales with it (the TF32 rows measured logits 9.1e-4, worst gradient 5.6e-3: 8x is 7e-3 / 4.5e-2)
+            { "mesa H2x128 cg30 bf16", "mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_BF16, 0.0, 2.4e-3,
+              8e-2, 1.6e-1, 2.4e-1 },
+            { "attn H2x64 bf16", "attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_BF16, 30.0, 2.4e-3, 8e-2,
+              1.6e-1, 2.4e-1 },
+            { "gla H2x128 bf16", "gla", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_BF16, 0.0, 2.4e-3, 8e-2,
+              1.6e-1, 2.4e-1 },
         };
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
@@ -1306,6 +1368,9 @@ int main(int argc, char** argv) {
     if (!mesa) {          // "mesa": only the chunkwise Mesa cases below
     test_errors();
     test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
+    // bf16 mode: N, IC, OC, offset (the projections' shapes: d_model -> heads, d_ff -> d_model, thin gates)
+    test_matmul_bf16(300, 96, 200, 0); test_matmul_bf16(4096, 64, 128, 0); test_matmul_bf16(257, 200, 56, 1);
+    test_matmul_bf16(300, 96, 5, 0);    // OC = 5 (a Mesa gate's width): the fp32 path
     // bias gradients (two-pass column sums): N rows, OC columns, dout offset
     test_colsum(32768, 5, 0);     // the gate projections' biases (OC = H): scalar path, 512 slices of 64 rows
     test_colsum(40000, 5, 0);     // 507 slices of 79 rows, the last one 26 (the 4-row loop's tail)

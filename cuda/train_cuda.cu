@@ -6,6 +6,7 @@
 //   ./build/train_cuda --resume runs/gpu --steps 4000                   # continue where it stopped
 //   ./build/generate --ckpt runs/gpu --prompt "This License "           # sample on the CPU
 //   ./build/train_cuda --gpus 2 --anchor --data text.txt                # the same run on 2 GPUs
+//   ./build/train_cuda --anchor --math bf16 --data text.txt --out runs/bf16   # mixed precision
 //
 // Data: the bytes of a text file, or of every regular file of a folder in name order (default
 // /usr/share/common-licenses, which Debian-based machines have; a GPU machine may not: pass
@@ -20,6 +21,9 @@
 // config.json, optimizer.safetensors - the CPU build's files (build/generate reads them). Then the
 // CPU (this program's own float mesanet.h) loads the checkpoint, compares its loss on one held-out
 // window with the GPU's (--cpu_check tokens) and samples --sample bytes from it.
+// Arithmetic (--math): the projections (every Linear: the mixers', the MLP, the logits) in TF32 (the
+// default), fp32, or bf16 operands with fp32 accumulation (ctx->math = MN_CUDA_MATH_BF16: the parameters,
+// gradients, AdamW moments and checkpoints stay fp32; the mixer ops run as in fp32 mode).
 // FLOPs: mn_flops_per_token(T) counts a forward: 2 per multiply-add of every Linear (lm_head
 // included, the embedding lookup not) plus the Mesa op's own count per layer (the count the
 // bench programs use: per head and token 2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV, n = CG steps, C = chunk); a
@@ -81,7 +85,7 @@ typedef struct {
     size_t d_model, layers, heads, head_dim, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, log_every, save_every;
     size_t sample_len, top_k, cpu_check;
     double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol, seconds, peak_tflops;
-    int cg, cg_decode, clamp, fp32, device;
+    int cg, cg_decode, clamp, math, device;   // math: MN_CUDA_MATH_* of the projections (--math, --fp32)
     uint64_t seed;
     // multi-GPU
     size_t gpus;             // --gpus N: launch N ranks (1: this process)
@@ -100,10 +104,12 @@ static void usage(void) {
     printf("usage: train_cuda [--anchor] [--data FILE|DIR] [--out DIR] [--resume DIR] [--pattern mesa,attn,swa,...] [--window W]\n"
            "             [--d_model N] [--layers N] [--heads N] [--head_dim 64|128] [--d_ff N] [--seq T] [--batch B]\n"
            "             [--steps N] [--seconds S] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X] [--seed N]\n"
-           "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--fp32 (cuBLAS fp32, default TF32)]\n"
+           "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--math fp32|tf32|bf16] [--fp32]\n"
            "             [--log_every N] [--eval_every N] [--eval_batches N] [--save_every N] [--device N] [--peak_tflops X]\n"
            "             [--cpu_check T] [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n"
            "             [--gpus N | --nccl_id FILE [--rank R --world W] | --nccl_self] [--dist_check [--check_steps N]] [--bench N [--bench_steps N]]\n"
+           "  --math: the projections' arithmetic: tf32 (default), fp32, or bf16 (bf16 operands, fp32 accumulation,\n"
+           "          fp32 master weights and AdamW); --fp32 is --math fp32\n"
            "  --anchor: fla's anchor, hidden 640, 8 layers, 5 heads of 128, MLP 1792, vocab 256, B 16, T 2048, CG 30,\n"
            "            and --seconds 300 unless given (options after it override it)\n"
            "  --gpus N: data parallel over N GPUs of this host (one process each, NCCL; --batch is the global batch)\n"
@@ -111,6 +117,12 @@ static void usage(void) {
            "  --dist_check: the multi-GPU gradient and a short run against one process; --bench N: tokens/s on 1..N GPUs\n"
            "  --nccl_self: one process, but through an NCCL communicator of one (the multi-GPU code path on one GPU)\n"
            "  NCCL is loaded at run time (libnccl.so.2 on LD_LIBRARY_PATH, or MN_NCCL_LIB); NCCL_NVLS_ENABLE=0 is set\n");
+}
+
+// the projections' arithmetic, as the progress lines name it
+static const char* math_name(int m) {
+    return m == MN_CUDA_MATH_FP32 ? "fp32" : m == MN_CUDA_MATH_BF16 ? "bf16 (fp32 accumulation, fp32 master weights)"
+                                                                    : "TF32";
 }
 
 static int parse(opts* o, int argc, char** argv) {
@@ -137,7 +149,14 @@ static int parse(opts* o, int argc, char** argv) {
         if (!strcmp(a, "--rank") && v) { o->rank = atoi(v); i++; continue; }
         if (!strcmp(a, "--world") && v) { o->world = atoi(v); i++; continue; }
         if (!strcmp(a, "--nccl_fd") && v) { o->nccl_fd = atoi(v); i++; continue; }
-        if (!strcmp(a, "--fp32")) { o->fp32 = 1; continue; }
+        if (!strcmp(a, "--fp32")) { o->math = MN_CUDA_MATH_FP32; continue; }
+        if (!strcmp(a, "--math") && v) {
+            if (!strcmp(v, "fp32")) o->math = MN_CUDA_MATH_FP32;
+            else if (!strcmp(v, "tf32")) o->math = MN_CUDA_MATH_TF32;
+            else if (!strcmp(v, "bf16")) o->math = MN_CUDA_MATH_BF16;
+            else { fprintf(stderr, "train_cuda: --math takes fp32, tf32 or bf16, not %s\n", v); return -1; }
+            i++; continue;
+        }
         if (!strcmp(a, "--dist_check")) { o->dist_check = 1; continue; }
         if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
         if (!strcmp(a, "--nccl_self")) { o->nccl_self = 1; continue; }
@@ -347,7 +366,7 @@ static int rank_env_init(rank_env* E, opts* o, int rank, int world, int device, 
     while (o->eval_batches > 1 && (E->len - E->split) / o->eval_batches <= o->seq + 2) o->eval_batches--;
     if (mn_cuda_init(&E->ctx, device) != MN_OK) { say_err("no usable CUDA device %d: %s\n", device, E->ctx.msg); return 1; }
     E->have_ctx = 1;
-    E->ctx.math = o->fp32 ? MN_CUDA_MATH_FP32 : MN_CUDA_MATH_TF32;
+    E->ctx.math = o->math;
     if (world > 1 || id) {   // NCCL beside the legacy default stream risks implicit synchronisation: a stream of our own
         if (cudaStreamCreateWithFlags(&E->stream, cudaStreamNonBlocking) != cudaSuccess ||
             cublasSetStream((cublasHandle_t)E->ctx.cublas, E->stream) != CUBLAS_STATUS_SUCCESS) {
@@ -391,7 +410,7 @@ static int run_train(opts o, int rank, int world, int device, const mn_nccl_id* 
     double fpt = (double)mn_cuda_model_flops_per_token(&gm, T), peak = o.peak_tflops * 1e12;
     if (talk) {
         printf("device: %s (%d SMs), cuBLAS %s, Mesa CG on fp16 tensor cores, states fp32 | model on the GPU: %.2f GB\n", prop.name, ctx->sm_count,
-               o.fp32 ? "fp32" : "TF32", mn_cuda_model_device_bytes(&gm) / 1e9);
+               math_name(o.math), mn_cuda_model_device_bytes(&gm) / 1e9);
         if (E.d.comm) {
             char ver[32]; mn_nccl_version_string(mn__nccl.version, ver, sizeof ver);
             printf("data parallel: %d process(es), one GPU each (this one: device %d), NCCL %s (%s), NCCL_NVLS_ENABLE=%s | global batch %zu = %d x %zu\n",
@@ -583,7 +602,7 @@ static int check_report(const opts* o, mn_cuda_ctx* ctx, const mn_config* c, con
         check("gradient norm: relative difference", fabs(norm_dist - norm_ref) / norm_ref, 1e-4);
         worst = compare_grads(&gm, g_dist, g_ref, &wname, &global);
         printf("  split-vs-whole gradient bounds: whole block %.0e, worst tensor %.0e (cuBLAS %s; the Mesa CG's fp16 rounding depends on the shard)\n",
-               b_block, b_tensor, o->fp32 ? "fp32" : "TF32");
+               b_block, b_tensor, math_name(o->math));
         check("gradient, whole block: ||g_dist - g_1|| / ||g_1||", global, b1_block);
         check("gradient, worst tensor: ||g_dist - g_1|| / ||g_1||", worst, b1_tensor);
         printf("  (worst tensor: %s)\n", wname);
@@ -674,7 +693,7 @@ static int run_dist_check(opts o, int rank, int world, int device, const mn_nccl
         }
         if (rank == 0) {
             printf("dist_check: %d process%s (rank 0 on device %d), %zu parameters, global batch %zu x %zu (%zu per rank), cuBLAS %s, CG %d",
-                   world, world > 1 ? "es" : "", device, gm.n_trainable, B, T, Bl, o.fp32 ? "fp32" : "TF32", o.cg);
+                   world, world > 1 ? "es" : "", device, gm.n_trainable, B, T, Bl, math_name(o.math), o.cg);
             if (d->comm) { char ver[32]; mn_nccl_version_string(mn__nccl.version, ver, sizeof ver); printf(", through NCCL %s (%s), NCCL_NVLS_ENABLE=%s", ver, mn__nccl.name, getenv("NCCL_NVLS_ENABLE")); }
             printf("\n");
             fflush(stdout);
@@ -831,7 +850,7 @@ static int bench(int argc, char** argv, const opts* o) {
     if (G < 1 || G > 64) { fprintf(stderr, "train_cuda: --bench takes 1 to 64 GPUs\n"); return 2; }
     snprintf(steps, sizeof steps, "%zu", o->bench_steps);
     printf("bench: %zu steps per row (the first excluded), T %zu, CG %d, cuBLAS %s; global batch %zu split over the GPUs (strong), "
-           "then %zu per GPU (weak); NCCL_NVLS_ENABLE=0\n", o->bench_steps, o->seq, o->cg, o->fp32 ? "fp32" : "TF32", B, B);
+           "then %zu per GPU (weak); NCCL_NVLS_ENABLE=0\n", o->bench_steps, o->seq, o->cg, math_name(o->math), B, B);
     fflush(stdout);
     for (int weak = 0; weak < 2; weak++)
         for (int w = weak ? 2 : 1; w <= G; w++) {
@@ -941,6 +960,7 @@ int main(int argc, char** argv) {
     o.log_every = 10; o.eval_every = 200; o.eval_batches = 4; o.sample_len = 200; o.cpu_check = 128;
     o.temp = 0.8; o.top_p = 0.95; o.seed = 1; o.peak_tflops = 989.4; o.seconds = -1;
     o.device = -1; o.rank = -1; o.nccl_fd = -1; o.check_steps = 20; o.bench_steps = 30;
+    o.math = MN_CUDA_MATH_TF32;   // the default: TF32 projections (bf16 is --math bf16)
     if (anchor) {   // fla's anchor (the issue): 318,851 tokens/s on one H200
         o.d_model = 640; o.layers = 8; o.heads = 5; o.head_dim = 128; o.d_ff = 1792; o.batch = 16; o.seq = 2048; o.cg = 30;
         o.steps = 1000000; o.eval_every = 100; o.eval_batches = 2;
