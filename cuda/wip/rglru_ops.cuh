@@ -12,7 +12,11 @@
 //   - the forward scan (mn__k_rglru_fwd): adds the biases, takes the sigmoids (saved in place, as the
 //     CPU saves the gates), and runs the recurrence. Threads are consecutive channels, so every load
 //     and store of a step is one coalesced row segment. Only the h chain is sequential: each thread
-//     first loads MN__RGLRU_U steps' inputs (independent loads, all in flight), then computes them;
+//     first loads MN__RGLRU_U steps' inputs (independent loads, all in flight), then computes them.
+//     The parallelism is B W threads (10240 at the anchor's Hawk layer: 160 blocks of 64, ~1.2 per SM),
+//     so the bandwidth comes from the loads each thread keeps in flight, not from occupancy; a
+//     time-chunked two-level scan (chunk products, then a carry pass) would add parallelism for small
+//     B W at the price of a second read, and is left for when a profile asks for it;
 //   - the backward (mn__k_rglru_bwd): the reverse scan with d = dy_t + a_{t+1} d_{t+1}, the same
 //     tiling walking t down; it writes dx's direct term and the gates' pre-activation gradients
 //     dZx, dZa (workspace) and a per-(sequence, channel) partial of the a_param gradient; then the
@@ -27,8 +31,8 @@
 // thread in double; the a_param gradient's sum over time in double. The square root's derivative is
 // clipped as the reference's (1 / sqrt(max(4u, 1e-6))). cuBLAS products fp32 or TF32 by ctx->math.
 
-#define MN__RGLRU_THREADS 128   // threads per block of the scans: consecutive channels
-#define MN__RGLRU_U 8           // time steps loaded ahead per tile of a scan
+#define MN__RGLRU_THREADS 64    // threads per block of the scans: consecutive channels (B W / 64 blocks)
+#define MN__RGLRU_U 16          // time steps loaded ahead per tile of a scan
 #define MN__RGLRU_BB 8          // sequences per block of the decode step
 
 __device__ __forceinline__ float mn__rglru_sigmoid(float z) { return 1.f / (1.f + expf(-z)); }

@@ -34,7 +34,8 @@ static void test_rglru(const rglru_case* c) {
     double bo = tf ? 3e-3 : 2e-5, bg = tf ? 1e-2 : 1e-4, bp = tf ? 1e-2 : 2e-4, cc = MN__RGLRU_C;
     char nm[200], tag[128];
     snprintf(tag, sizeof tag, "%s: B %zu T %zu W %zu NH %zu%s%s%s, %s", c->name, B, T, W, NH,
-             c->state ? ", states" : "", c->seg ? ", resets" : "", c->clip ? ", clipped sqrt'" : "", tf ? "tf32" : "fp32");
+             c->state ? ", states" : "", c->seg ? ", resets" : "", c->clip ? ", clipped sqrt'" : "",
+             tf ? "tf32" : "fp32");
     G.math = c->math;
     double sdw = 1.0 / sqrt((double)bw);
     vf x = randn(n, 0, 1), ap = rglru_aparam(W, c->clip), wx = randn(nw, 0, sdw), wa = randn(nw, 0, sdw);
