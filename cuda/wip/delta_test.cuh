@@ -1,2 +1,183 @@
-static void test_delta_all(void) {}
-#define MN__TEST_MODELS_DELTA
+// ---- the delta rule (DeltaNet / Gated DeltaNet): mn_cuda_delta_rule_* against mesanet.h's naive
+// (recurrent) form in double ----
+// The GPU runs fp32 end to end; the CPU accumulates in double. Inputs as the layers make them: q, k
+// unit rows (the layers l2-normalise them), beta = m sigmoid(N(0,1)) with m = 1, or 2 for the
+// negative-eigenvalue range, g = -gmul softplus(N(0,1)) (the layer's g is -e^{A_log} softplus(.)).
+// Bounds (RMS relative, as check): out, ht, hs 2e-5: fp32 rounding of a contracting recurrence (each
+// step multiplies by e^g (I - beta k k^T), norm <= 1, so rounding does not grow; set before the first
+// GPU run); dq, dk, dv, dh0 1e-4 (the reverse recurrence adds one more fp32 pass and the partials' sums);
+// dbeta, dg 3e-4: one number per token from sums over Dk x Dv terms that largely cancel.
+typedef struct delta_case {
+    const char* name;
+    size_t B, T, H, Dk, Dv;
+    int gated, neg, state;   // g given; beta in (0,2); initial state and final-state gradient
+    size_t chunk;            // the checkpoint interval of hs
+    double gmul;             // g = -gmul softplus(N(0,1))
+} delta_case;
+static void test_delta(const delta_case* c) {
+    size_t B = c->B, T = c->T, H = c->H, Dk = c->Dk, Dv = c->Dv, C = c->chunk, NC = (T + C - 1) / C;
+    size_t nk = B * T * H * Dk, nv = B * T * H * Dv, nh = B * T * H, ns = B * H * Dk * Dv;
+    double scale = 1.0 / sqrt((double)Dk);
+    char nm[240], tag[160];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu Dk %zu Dv %zu chunk %zu%s%s%s", c->name, B, T, H, Dk, Dv, C,
+             c->gated ? ", gated" : "", c->neg ? ", beta in (0,2)" : "", c->state ? ", states" : "");
+    vf q = randn(nk, 0, 1), k = randn(nk, 0, 1), v = randn(nv, 0, 1), dy = randn(nv, 0, 1), be(nh), g(nh);
+    unit_rows(q, B * T * H, Dk); unit_rows(k, B * T * H, Dk);
+    for (size_t i = 0; i < nh; i++) {
+        double x = mn_rng_normal(&R), y = mn_rng_normal(&R);
+        be[i] = (float)((c->neg ? 2.0 : 1.0) / (1.0 + exp(-x)));
+        g[i] = (float)(-c->gmul * (y > 20 ? y : log1p(exp(y))));
+    }
+    vf h0 = c->state ? randn(ns, 0, 1) : vf(), dht = c->state ? randn(ns, 0, 1) : vf();
+    vf pq = randn(nk, 0, 1), pk = randn(nk, 0, 1), pv = randn(nv, 0, 1), pb = randn(nh, 0, 1), pg = randn(nh, 0, 1);
+    vf ph = randn(ns, 0, 1);
+    vd Q = tod(q), K = tod(k), Vd = tod(v), Bd = tod(be), Gd = tod(g), H0 = tod(h0), DHT = tod(dht), DY = tod(dy);
+    vd out(nv), ht(ns), states(ns * T), dstate(ns);
+    vd dq = tod(pq), dk = tod(pk), dv = tod(pv), db = tod(pb), dg = tod(pg), dh0 = tod(ph);
+    const double* Gp = c->gated ? Gd.data() : NULL;
+    mn_delta_rule_forward_naive(out.data(), ht.data(), states.data(), Q.data(), K.data(), Vd.data(), Bd.data(), Gp,
+                                c->state ? H0.data() : NULL, B, T, H, Dk, Dv, scale);
+    mn_delta_rule_backward_naive(dq.data(), dk.data(), dv.data(), db.data(), c->gated ? dg.data() : NULL, dh0.data(),
+                                 dstate.data(), DY.data(), c->state ? DHT.data() : NULL, states.data(), Q.data(),
+                                 K.data(), Vd.data(), Bd.data(), Gp, B, T, H, Dk, Dv, scale);
+    vd hs(B * H * NC * Dk * Dv);                     // the chunk-start states, from the naive form's S_{t-1}
+    for (size_t bh = 0; bh < B * H; bh++)
+        for (size_t ci = 0; ci < NC; ci++)
+            memcpy(hs.data() + (bh * NC + ci) * Dk * Dv, states.data() + (bh * T + ci * C) * Dk * Dv,
+                   Dk * Dv * sizeof(double));
+    size_t wn = mn_cuda_delta_rule_work_size(B, T, H, Dk, Dv, C);
+    float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gb = dev(be), *gg = c->gated ? dev(g) : NULL, *gdy = dev(dy);
+    float *gh0 = c->state ? dev(h0) : NULL, *gdht = c->state ? dev(dht) : NULL;
+    float *gout = poison(nv), *ght = poison(ns), *ghs = poison(B * H * NC * Dk * Dv), *gw = poison(wn);
+    float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdb = dev(pb), *gdg = dev(pg), *gdh = dev(ph);
+    CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, NULL));
+    snprintf(nm, sizeof nm, "delta fwd out (%s)", tag); check(nm, host(gout, nv), out, 2e-5);
+    snprintf(nm, sizeof nm, "delta fwd ht (%s)", tag); check(nm, host(ght, ns), ht, 2e-5);
+    snprintf(nm, sizeof nm, "delta fwd hs (%s)", tag); check(nm, host(ghs, hs.size()), hs, 2e-5);
+    CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H, Dk, Dv,
+                                   C, scale, gw));
+    vf r1[6] = { host(gdq, nk), host(gdk, nk), host(gdv, nv), host(gdb, nh), host(gdg, nh), host(gdh, ns) };
+    snprintf(nm, sizeof nm, "delta bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 1e-4);
+    snprintf(nm, sizeof nm, "delta bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 1e-4);
+    snprintf(nm, sizeof nm, "delta bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 1e-4);
+    snprintf(nm, sizeof nm, "delta bwd dbeta (%s)", tag); check_inc(nm, r1[3], pb, db, 3e-4);
+    if (c->gated) { snprintf(nm, sizeof nm, "delta bwd dg (%s)", tag); check_inc(nm, r1[4], pg, dg, 3e-4); }
+    else {        // DeltaNet: dg untouched
+        size_t diff = 0;
+        for (size_t i = 0; i < nh; i++) diff += memcmp(&r1[4][i], &pg[i], sizeof(float)) != 0;
+        snprintf(nm, sizeof nm, "delta bwd leaves dg alone without g (%s)", tag); expect(diff == 0, nm);
+    }
+    snprintf(nm, sizeof nm, "delta bwd dh0 (%s)", tag); check_inc(nm, r1[5], ph, dh0, 1e-4);
+    {   // no atomics: a second backward from the same priors gives the same bits
+        CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+        CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+        CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+        cudaMemset(gw, 0xFF, wn * sizeof(float));
+        CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H, Dk,
+                                       Dv, C, scale, gw));
+        vf a, r, x;
+        const float* outs[6] = { gdq, gdk, gdv, gdb, gdg, gdh };
+        const size_t ns6[6] = { nk, nk, nv, nh, nh, ns };
+        for (int i = 0; i < 6; i++) {
+            x = host(outs[i], ns6[i]);
+            a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[i].begin(), r1[i].end());
+        }
+        snprintf(nm, sizeof nm, "delta bwd (%s)", tag); same_twice(nm, r, a);
+    }
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg); mn_cuda_dfree(gdy);
+    mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(ghs);
+    mn_cuda_dfree(gw); mn_cuda_dfree(gdq); mn_cuda_dfree(gdk); mn_cuda_dfree(gdv); mn_cuda_dfree(gdb);
+    mn_cuda_dfree(gdg); mn_cuda_dfree(gdh);
+}
+
+// The decode step, batched, against mn_delta_rule_step in double from a random state, P consecutive
+// tokens: the worst output, then the state. fp32 against double, one step at a time: 1e-5.
+static void test_delta_step(size_t B, size_t H, size_t Dk, size_t Dv, int gated, int neg, size_t P) {
+    char nm[200];
+    double scale = 1.0 / sqrt((double)Dk), worst = 0;
+    size_t ns = B * H * Dk * Dv, no = B * H * Dv;
+    vf s0 = randn(ns, 0, 1);
+    vd S = tod(s0), ref(no);
+    float *gs = dev(s0), *gout = poison(no);
+    int fin = 1;
+    for (size_t p = 0; p < P; p++) {
+        vf q = randn(B * H * Dk, 0, 1), k = randn(B * H * Dk, 0, 1), v = randn(B * H * Dv, 0, 1), be(B * H), g(B * H);
+        unit_rows(q, B * H, Dk); unit_rows(k, B * H, Dk);
+        for (size_t i = 0; i < B * H; i++) {
+            double x = mn_rng_normal(&R), y = mn_rng_normal(&R);
+            be[i] = (float)((neg ? 2.0 : 1.0) / (1.0 + exp(-x)));
+            g[i] = (float)(-0.3 * log1p(exp(y)));
+        }
+        vd Qd = tod(q), Kd = tod(k), Vd = tod(v), Bd = tod(be), Gd = tod(g);
+        mn_delta_rule_step(ref.data(), S.data(), Qd.data(), Kd.data(), Vd.data(), Bd.data(), gated ? Gd.data() : NULL,
+                           B, H, Dk, Dv, scale);
+        float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gb = dev(be), *gg = gated ? dev(g) : NULL;
+        cudaMemset(gout, 0xFF, no * sizeof(float));
+        CK(mn_cuda_delta_rule_step(&G, gout, gs, gq, gk, gv, gb, gg, B, H, Dk, Dv, scale));
+        vf ho = host(gout, no);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < no; i++) {
+            if (!isfinite(ho[i])) fin = 0;
+            se += (ho[i] - ref[i]) * (ho[i] - ref[i]); sr += ref[i] * ref[i];
+        }
+        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg);
+    }
+    snprintf(nm, sizeof nm, "delta step: %zu tokens, B %zu H %zu Dk %zu Dv %zu%s%s, worst out rms %.2e (bound 1e-5)",
+             P, B, H, Dk, Dv, gated ? " gated" : "", neg ? " neg" : "", worst);
+    expect(fin && worst <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "delta step: state (B %zu H %zu Dk %zu Dv %zu%s%s)", B, H, Dk, Dv, gated ? " gated" : "",
+             neg ? " neg" : "");
+    check(nm, host(gs, ns), S, 1e-5);
+    mn_cuda_dfree(gs); mn_cuda_dfree(gout);
+}
+
+static void test_delta_all(void) {
+    static const delta_case cases[] = {
+        //  name                  B  T     H  Dk   Dv   gated neg state chunk gmul
+        { "deltanet",             2, 100,  3, 64,  64,  0,    0,  1,    16,   0 },
+        { "deltanet_neg D128",    1, 150,  2, 128, 128, 0,    1,  1,    16,   0 },
+        { "gdn",                  2, 100,  2, 64,  64,  1,    0,  1,    16,   0.3 },
+        { "gdn_neg D128 chunk 64", 1, 203, 2, 128, 128, 1,    1,  0,    64,   0.3 },
+        { "gdn D32 chunk 7",      3, 77,   4, 32,  32,  1,    0,  1,    7,    0.3 },
+        { "gdn_neg D16 Dv48 chunk 1", 2, 50, 2, 16, 48, 1,    1,  1,    1,    0.3 },
+        { "gdn D96 Dv128 strong", 1, 120,  2, 96,  128, 1,    0,  1,    16,   3 },    // decays to e^-50 in a chunk
+        { "deltanet D48 Dv24 T5", 1, 5,    1, 48,  24,  0,    0,  1,    16,   0 },    // T shorter than a chunk
+        { "gdn D128 T1024",       1, 1024, 1, 128, 128, 1,    0,  0,    16,   0.05 },
+        { "deltanet_neg D80 Dv8", 2, 64,   2, 80,  8,   0,    1,  1,    32,   0 },    // one column slice
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_delta(&cases[i]);
+    test_delta_step(3, 2, 64, 64, 0, 0, 20);
+    test_delta_step(2, 3, 128, 128, 1, 0, 20);
+    test_delta_step(64, 2, 128, 128, 1, 1, 5);
+    test_delta_step(2, 2, 32, 48, 0, 1, 10);
+    test_delta_step(1, 3, 112, 16, 1, 0, 10);
+    {   // what the kernels do not take
+        float* p = poison(4096);
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 40, 40, 16, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with Dk = 40 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 144, 64, 16, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with Dk = 144 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 64, 12, 16, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with Dv = 12 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 64, 64, 65, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with chunk 65 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_backward(&G, p, p, p, p, NULL, NULL, p, NULL, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 64,
+                                           16, 1.0, p) == MN_ERR_CONFIG,
+               "delta rule backward without hs returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_step(&G, p, p, p, p, p, p, NULL, 1, 1, 8, 64, 1.0) == MN_ERR_CONFIG,
+               "delta rule step with Dk = 8 returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+}
+
+// the whole model (fp32 cuBLAS; the op fp32): the GLA family's bounds; a Mesa hybrid with Mesa's
+#define MN__TEST_MODELS_DELTA                                                                                       \
+    { "deltanet H2x64", "deltanet", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3,    \
+      3e-3 },                                                                                                       \
+    { "gdn_neg H2x128", "gdn_neg", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3,    \
+      3e-3 },                                                                                                       \
+    { "deltanet_neg,gdn H4x32 cap", "deltanet_neg,gdn", 0, 128, 2, 4, 32, 352, 3, 101, 30, 0, MN_CUDA_MATH_FP32, 30.0, \
+      1e-5, 1e-4, 1e-3, 3e-3 },                                                                                     \
+    { "gdn,mesa H2x128 cg10", "gdn,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3,  \
+      1e-2, 2e-2 },
