@@ -169,6 +169,19 @@ static void test_delta_all(void) {
                "delta rule step with Dk = 8 returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
     }
+    {   // the model takes the delta layers at head_dim 32 and refuses 40 (not a multiple of 16)
+        mn_config c; memset(&c, 0, sizeof c);
+        mn_cuda_model gm;
+        c.vocab_size = 256; c.d_model = 64; c.n_layer = 2; c.n_head = 2; c.head_dim = 32; c.d_ff = 128;
+        c.max_seq_len = 64; c.pattern = "gdn,deltanet_neg"; c.seed = 1;
+        int e = mn_cuda_model_init(&gm, &G, &c);
+        expect(e == MN_OK, "mn_cuda_model_init of gdn,deltanet_neg with head_dim 32 succeeds");
+        if (e == MN_OK) mn_cuda_model_free(&gm);
+        c.d_model = 80; c.head_dim = 40;
+        e = mn_cuda_model_init(&gm, &G, &c);
+        expect(e == MN_ERR_CONFIG, "mn_cuda_model_init of gdn,deltanet_neg with head_dim 40 returns MN_ERR_CONFIG");
+        if (e == MN_OK) mn_cuda_model_free(&gm);
+    }
 }
 
 // the whole model (fp32 cuBLAS; the op fp32): the GLA family's bounds; a Mesa hybrid with Mesa's
