@@ -235,7 +235,7 @@ NVFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xcomp
 CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
 
 .PHONY: cuda
-cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda
+cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda $(BUILD)/synth_cuda
 $(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h $(wildcard cuda/wip/*) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. -c $< -o $@
 # the library's private float copy of mesanet.h (mn_model_init, mn_save, mn_load for the GPU model)
@@ -245,5 +245,13 @@ $(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h 
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp
 $(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h $(wildcard cuda/wip/*) | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. $< $(CUDA_LIB) -o $@ -lcublas
+# build/synth_cuda: examples/synth.c (-DSYNTH_CUDA) with every cell trained and evaluated on the GPU by mn_cuda_model,
+# one process per cell; C99, linked by nvcc; no BLAS, OpenMP or stb, so the GPU machine needs the CUDA libraries only
+# (the report and heatmaps come from build/synth). The wip skips of NVFLAGS apply to its view of the header too.
+SYNTH_DEPS = examples/synth.c examples/common.h mesanet.h cuda/mesanet_cuda.h $(wildcard cuda/wip/*)
+$(BUILD)/synth_cuda.o: $(SYNTH_DEPS) | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(filter -DMN_WIP_SKIP_%,$(NVFLAGS)) -DSYNTH_CUDA -DSYNTH_NO_PNG -c $< -o $@
+$(BUILD)/synth_cuda: $(BUILD)/synth_cuda.o $(CUDA_LIB) | $(BUILD)
+	$(NVCC) $(NVFLAGS) $< $(CUDA_LIB) -o $@ -lcublas -lm
 $(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h cuda/dist_cuda.h mesanet.h examples/common.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp -ldl

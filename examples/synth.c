@@ -14,6 +14,7 @@
 //   ./build/synth --report results/synth.csv      # results/synth.md + one heatmap PNG per length
 //                  (the tables go between the .md's synth-table markers; the text around them is kept)
 //   ./build/synth --list                          # the tasks and models it knows
+//   ./build/synth_cuda --jobs 16 --stop 420       # the gpu tier on the GPU; cells still training at 420 s pause
 //
 // Two protocols (--tier):
 //   published (default): per task, the training budget of the paper whose numbers ours are set beside;
@@ -32,6 +33,9 @@
 //     and stops at 99 % validation accuracy, we draw fresh examples every step and train the full budget;
 //     Grazzi et al. train at lengths 3-40, we at <= 128 as the subquadratic paper does; their DeltaNet and Mamba
 //     parity configs use no weight decay, we use 0.1 everywhere.
+//   gpu: the published budgets, evaluation and seeds with 2 heads of 64 (d_model 128) for every model: the GPU
+//     kernels of Mesa, attention and the GLA family take head dims 64 and 128 only. Its own protocol (tier "gpu" in
+//     the CSV, default --out results/synth_gpu.csv), so its rows never mix with the 4-head published tier's.
 //   quick: the small-CPU tier of results/synth.csv and tests/test_synth.sh: d_model 64, 4 heads of 16, lr 3e-3,
 //     warm-up 5 % then cosine to 1e-5, 256 evaluation sequences, Mesa CG 16 (with d_k = 16 the exact solve),
 //     seed 1, the steps x batch of its table times --budget (default 0.1: about 1 % of the published budgets).
@@ -39,6 +43,20 @@
 // training lengths (one length drawn per batch, so a step costs what its length costs). --budget X scales the
 // steps and warm-up of either tier (a smoke test of the published tier: --budget 0.001). Each cell runs in its
 // own process (fork), --jobs at a time, single-threaded inside: tiny models scale better over cells than threads.
+//
+// The GPU build (build/synth_cuda: this file compiled with -DSYNTH_CUDA, `make build/synth_cuda`) is the same
+// program with each cell trained and evaluated by mn_cuda_model (cuda/mesanet_cuda.h) instead of mn_model: the
+// same config, initial parameters, training stream, loss, clipping, AdamW, evaluation sets and CSV. Its cells
+// are processes sharing the GPU (--jobs at a time); its default tier is gpu, and a tier whose head dim the
+// kernels lack is refused before anything runs; a pattern without GPU kernels fails its cell (--supported
+// lists the models this build can train).
+//
+// Pausing (both builds): a cell's training state (model, AdamW moments, step, the training stream's generator)
+// can be saved in <--state>/<task>.<model>.<seed>/ (default: --out without .csv, plus .state) at its 50-step
+// boundaries: with --stop S, cells still training S seconds after the start save and exit (no cell starts after
+// S); --save_every S saves every S seconds of a cell's training (a killed run loses at most that); --pause_step N
+// stops each cell after step N (tests). The next run with the same --out resumes the cell where it stopped,
+// with the same numbers as an uninterrupted run; a state saved at another protocol is not resumed.
 //
 // Baselines, stored in every row beside the accuracy: the constant predictor (the one answer that scores best on
 // the evaluation set, read from its labels), the task's trivial baseline (synth_base below) and uniform chance,
@@ -56,6 +74,109 @@
 #include <sys/wait.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+
+// ---- the network a cell trains: mesanet.h's mn_model on the CPU, or (SYNTH_CUDA) the GPU model mn_cuda_model,
+// which is the same model op for op (same config, parameter table and initial values, loss, AdamW, checkpoints).
+// The rest of the program sees only these functions. ----
+#ifdef SYNTH_CUDA
+#ifdef MESANET_DOUBLE
+#error "the GPU build of synth is a float build (the GPU model computes in float)"
+#endif
+#include "cuda/mesanet_cuda.h"
+#define SYNTH_EVAL_TOKENS 65536   // tokens per evaluation forward: the GPU wants large batches
+typedef struct {
+    mn_cuda_ctx ctx; mn_cuda_model m;
+    float* logits; size_t cap;   // (cap) host copy of the last evaluation forward's logits
+    int ctx_up, m_up;
+} synth_net;
+static const char* net_strerror(int err) { return mn_cuda_strerror(err); }
+static int net_ctx(synth_net* n) {
+    int err;
+    if (n->ctx_up) return MN_OK;
+    if ((err = mn_cuda_init(&n->ctx, 0)) != MN_OK) return err;
+    n->ctx_up = 1;
+    return MN_OK;
+}
+static int net_init(synth_net* n, const mn_config* c) {
+    int err = net_ctx(n);
+    if (err == MN_OK && (err = mn_cuda_model_init(&n->m, &n->ctx, c)) == MN_OK) n->m_up = 1;
+    return err;
+}
+// a model and its AdamW state from a state folder (meta receives the caller's fields)
+static int net_load(synth_net* n, const char* dir, mn_train_meta* meta) {
+    int err = net_ctx(n);
+    if (err == MN_OK && (err = mn_cuda_model_load(&n->m, &n->ctx, dir, meta)) == MN_OK) n->m_up = 1;
+    return err;
+}
+static void net_free(synth_net* n) {
+    if (n->m_up) mn_cuda_model_free(&n->m);
+    if (n->ctx_up) mn_cuda_free(&n->ctx);
+    free(n->logits);
+    memset(n, 0, sizeof *n);
+}
+// forward with targets (the mean loss), zeroed gradients, backward, clip to max_norm; *gn the norm before clipping
+static int net_grad(synth_net* n, const int* x, const int* y, size_t B, size_t T, double* loss, double* gn) {
+    float l = NAN;
+    int err = mn_cuda_model_forward(&n->m, x, y, B, T, &l);
+    *loss = l; *gn = NAN;
+    if (err == MN_OK) err = mn_cuda_model_zero_grad(&n->m);
+    if (err == MN_OK) err = mn_cuda_model_backward(&n->m);
+    if (err == MN_OK) err = mn_cuda_model_clip_grad_norm(&n->m, 1.0, gn);
+    return err;
+}
+static int net_adamw(synth_net* n, double lr, const mn_adamw* hp) { return mn_cuda_model_adamw_step(&n->m, lr, hp); }
+// the logits (B,T,V) of x (B,T), on the host
+static int net_logits(synth_net* n, const int* x, size_t B, size_t T, const mn_real** logits) {
+    size_t need = B * T * n->m.cfg.vocab_size;
+    int err = mn_cuda_model_forward(&n->m, x, NULL, B, T, NULL);
+    if (err != MN_OK) return err;
+    if (need > n->cap) {
+        free(n->logits);
+        if (!(n->logits = (float*)malloc(need * sizeof(float)))) { n->cap = 0; return MN_ERR_ALLOC; }
+        n->cap = need;
+    }
+    if ((err = mn_cuda_download(&n->ctx, n->logits, mn_cuda_model_logits(&n->m), need * sizeof(float))) != MN_OK)
+        return err;
+    *logits = n->logits;
+    return MN_OK;
+}
+static int net_save(synth_net* n, const char* dir, const mn_train_meta* meta) {
+    return mn_cuda_model_save(&n->m, dir, meta);
+}
+#else
+#define SYNTH_EVAL_TOKENS 16384
+typedef struct { mn_model m; int m_up; } synth_net;
+static const char* net_strerror(int err) { return mn_strerror(err); }
+static int net_init(synth_net* n, const mn_config* c) {
+    int err = mn_model_init(&n->m, c);
+    n->m_up = err == MN_OK;
+    return err;
+}
+static int net_load(synth_net* n, const char* dir, mn_train_meta* meta) {
+    int err = mn_load(&n->m, dir, meta);
+    n->m_up = err == MN_OK;
+    return err;
+}
+static void net_free(synth_net* n) {
+    if (n->m_up) mn_model_free(&n->m);
+    n->m_up = 0;
+}
+static int net_grad(synth_net* n, const int* x, const int* y, size_t B, size_t T, double* loss, double* gn) {
+    mn_real l = NAN;
+    int err = mn_forward(&n->m, x, y, B, T, &l);
+    *loss = l;
+    if (err == MN_OK) { mn_zero_grad(&n->m); err = mn_backward(&n->m); }
+    *gn = err == MN_OK ? mn_clip_grad_norm(&n->m, 1.0) : NAN;
+    return err;
+}
+static int net_adamw(synth_net* n, double lr, const mn_adamw* hp) { return mn_adamw_step(&n->m, lr, hp); }
+static int net_logits(synth_net* n, const int* x, size_t B, size_t T, const mn_real** logits) {
+    int err = mn_forward(&n->m, x, NULL, B, T, NULL);
+    *logits = err == MN_OK ? mn_logits(&n->m) : NULL;
+    return err;
+}
+static int net_save(synth_net* n, const char* dir, const mn_train_meta* meta) { return mn_save(&n->m, dir, meta); }
 #endif
 
 // ---- the models of the grid: name, mixer pattern (cycled over the layers), label as in the papers, and the
@@ -124,33 +245,44 @@ static const synth_pub published[] = {
 };
 
 typedef struct {
-    const char *tier, *tasks, *models, *seeds, *out, *report, *readme, *eval_lens_s, *cells, *shard, *merge;
+    const char *tier, *tasks, *models, *seeds, *out, *report, *readme, *eval_lens_s, *cells, *shard, *merge, *state;
     const char* inputs[64];   // --merge: the CSVs to merge
     size_t n_inputs;
     size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens, curriculum;
-    size_t shard_i, shard_n;
-    double lr, budget, deadline;
-    int cg, list, plan, pub_tier;   // pub_tier: 1 the published tier, 0 quick
+    size_t shard_i, shard_n, pause_step;
+    double lr, budget, deadline, stop, save_every, t_start;   // t_start: when the run began (ex_now)
+    int cg, list, plan, supported;
+    int pub_tier;   // 1: the published budgets (tiers published and gpu), 0: quick
+    int gpu_tier;   // 1: tier gpu (2 heads of 64)
+    char state_buf[1024];   // the default --state: --out without .csv, plus .state
 } opts;
 
 static void usage(void) {
-    printf("usage: synth [--tier published|quick (default published)] [--tasks all|t1,t2] [--models all|m1,m2]\n"
+    printf("usage: synth [--tier published|gpu|quick (default published; synth_cuda: gpu)] [--tasks all|t1,t2]\n"
+           "             [--models all|m1,m2]\n"
            "             [--seeds 1,2,3] [--cells FILE (\"task model seed\" per line, instead of tasks x models x\n"
            "             seeds)]\n"
            "             [--shard I/N (the cells whose index in the list is I mod N)] [--plan (print, run nothing)]\n"
-           "             [--out CSV (published: results/synth_published.csv, quick: results/synth.csv)]\n"
+           "             [--out CSV (published: results/synth_published.csv, gpu: results/synth_gpu.csv, quick:\n"
+           "             results/synth.csv)]\n"
            "             [--jobs N (cells at a time, default 2)] [--budget X (scales the per-task steps and warm-up;\n"
            "             published 1, quick 0.1)] [--steps N --batch B (override the per-task table)] [--lr X]\n"
            "             [--train_len L] [--eval_lens 128,512,2048] [--eval_n N (sequences per evaluation length)]\n"
            "             [--d_model N] [--layers N] [--heads N] [--cg N (Mesa CG steps)]\n"
            "             [--deadline S (start no cell after S seconds; running cells finish)]\n"
+           "             [--stop S (start no cell after S seconds; cells still training then save their state and\n"
+           "             exit: the next run resumes them)] [--save_every S (save a cell's state every S seconds)]\n"
+           "             [--pause_step N (each cell saves and exits after step N)] [--state DIR (where the states\n"
+           "             go; default: --out without .csv, plus .state)]\n"
            "             [--curriculum L0 (longest training length grows from L0 to --train_len over the first half;\n"
            "             write to its own --out)]\n"
            "       synth --merge OUT IN.csv... (appends to OUT the rows of each IN it does not hold yet)\n"
            "       synth --report results/synth.csv [--readme FILE]   (writes results/synth_L<len>.png and the tables\n"
            "             between the synth-table markers of results/synth.md, keeping the text around them;\n"
            "             --readme: also the summary tables between FILE's markers)\n"
-           "       synth --list\n");
+           "       synth --list\n"
+           "       synth --supported [--tier T] (the models this build can train at the tier's shape,\n"
+           "             comma-separated; synth_cuda tries each on the GPU)\n");
 }
 
 static int parse_list(const char* s, size_t* out, size_t cap) {
@@ -176,9 +308,12 @@ static int parse(opts* o, int argc, char** argv) {
         EX_OPT_U("--train_len", train_len) EX_OPT_U("--eval_n", eval_n) EX_OPT_U("--steps", steps)
         EX_OPT_U("--batch", batch) EX_OPT_U("--jobs", jobs) EX_OPT_U("--curriculum", curriculum)
         EX_OPT_D("--lr", lr) EX_OPT_D("--budget", budget) EX_OPT_D("--deadline", deadline)
+        EX_OPT_D("--stop", stop) EX_OPT_D("--save_every", save_every) EX_OPT_U("--pause_step", pause_step)
+        EX_OPT_S("--state", state)
         if (!strcmp(a, "--cg") && v) { if (ex_parse_int("--cg", v, -1, 1000, &o->cg)) return -1; i++; continue; }
         if (!strcmp(a, "--list")) { o->list = 1; continue; }
         if (!strcmp(a, "--plan")) { o->plan = 1; continue; }
+        if (!strcmp(a, "--supported")) { o->supported = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); exit(0); }
         if (o->merge && a[0] != '-' && o->n_inputs < 64) { o->inputs[o->n_inputs++] = a; continue; }
         fprintf(stderr, "synth: unknown or incomplete option %s\n", a);
@@ -190,16 +325,28 @@ static int parse(opts* o, int argc, char** argv) {
         return 0;
     }
     // the tier's defaults for what the command line left unset
+#ifdef SYNTH_CUDA
+    if (!o->tier) o->tier = "gpu";
+#else
     if (!o->tier) o->tier = "published";
-    if (strcmp(o->tier, "published") && strcmp(o->tier, "quick")) {
-        fprintf(stderr, "synth: --tier must be published or quick (got '%s')\n", o->tier);
+#endif
+    if (strcmp(o->tier, "published") && strcmp(o->tier, "gpu") && strcmp(o->tier, "quick")) {
+        fprintf(stderr, "synth: --tier must be published, gpu or quick (got '%s')\n", o->tier);
         return -1;
     }
-    o->pub_tier = !strcmp(o->tier, "published");
-    if (!o->out) o->out = o->pub_tier ? "results/synth_published.csv" : "results/synth.csv";
+    o->gpu_tier = !strcmp(o->tier, "gpu");
+    o->pub_tier = o->gpu_tier || !strcmp(o->tier, "published");
+    if (!o->out) o->out = o->gpu_tier ? "results/synth_gpu.csv" : o->pub_tier ? "results/synth_published.csv"
+                                                                          : "results/synth.csv";
+    if (!o->state) {   // beside the CSV: results/synth_gpu.csv -> results/synth_gpu.state
+        size_t l = strlen(o->out);
+        if (l > 4 && !strcmp(o->out + l - 4, ".csv")) l -= 4;
+        snprintf(o->state_buf, sizeof o->state_buf, "%.*s.state", (int)(l < 1000 ? l : 1000), o->out);
+        o->state = o->state_buf;
+    }
     if (!o->d_model) o->d_model = o->pub_tier ? 128 : 64;
     if (!o->layers) o->layers = 2;
-    if (!o->heads) o->heads = 4;
+    if (!o->heads) o->heads = o->gpu_tier ? 2 : 4;
     if (!o->train_len) o->train_len = 128;
     if (!o->eval_n) o->eval_n = o->pub_tier ? 2048 : 256;
     if (!o->jobs) o->jobs = 2;
@@ -226,11 +373,20 @@ static int parse(opts* o, int argc, char** argv) {
         o->shard_i = (size_t)a; o->shard_n = (size_t)b;
     }
     if (o->jobs > 256 || o->heads == 0 || o->d_model % o->heads || o->train_len < 8 || !(o->budget > 0) ||
-        (o->lr == o->lr && !(o->lr > 0))) {
+        (o->lr == o->lr && !(o->lr > 0)) || !(o->stop >= 0) || !(o->save_every >= 0) || !(o->deadline >= 0)) {
         fprintf(stderr, "synth: --jobs must be 1..256, --heads must divide --d_model, --budget and --lr > 0, "
-                        "--train_len >= 8\n");
+                        "--train_len >= 8, --stop, --save_every and --deadline >= 0\n");
         return -1;
     }
+#ifdef SYNTH_CUDA
+    // the GPU Mesa, attention and GLA kernels take head dims 64 and 128 only: refused here, before any cell runs,
+    // rather than failing every cell of those mixers (the gpu tier's 2 heads of 64 are what they take)
+    if (o->d_model / o->heads != 64 && o->d_model / o->heads != 128) {
+        fprintf(stderr, "synth_cuda: head dim d_model / heads = %zu / %zu = %zu: the GPU kernels take 64 or 128 "
+                        "(--tier gpu: 2 heads of 64)\n", o->d_model, o->heads, o->d_model / o->heads);
+        return -1;
+    }
+#endif
     return 0;
 }
 
@@ -492,8 +648,8 @@ typedef struct { double acc, token_acc, seq_acc, final_acc, se, const_acc, trivi
 // Accuracy at the scored positions of n_eval fixed sequences of length len, the baselines of the same set, and
 // the standard error of the accuracy: binomial over sequences for FINAL and SEQUENCE; for TOKEN the ratio
 // estimator's over sequences (a sequence's positions are not independent draws).
-static int evaluate(mn_model* m, const mn_task* task, size_t len, size_t n_eval, synth_eval* r) {
-    size_t eb = 16384 / len ? 16384 / len : 1, done = 0, V = m->cfg.vocab_size, b, t, v;
+static int evaluate(synth_net* net, size_t V, const mn_task* task, size_t len, size_t n_eval, synth_eval* r) {
+    size_t eb = SYNTH_EVAL_TOKENS / len ? SYNTH_EVAL_TOKENS / len : 1, done = 0, b, t, v;
     size_t tok_ok = 0, tok_n = 0, seq_ok = 0, fin_ok = 0, nseq = 0;
     double scc = 0, scn = 0, snn = 0;   // sums of c^2, c n, n^2 over sequences (c right of n scored)
     int *x = (int*)malloc(eb * len * sizeof(int)), *y = (int*)malloc(eb * len * sizeof(int));
@@ -509,8 +665,8 @@ static int evaluate(mn_model* m, const mn_task* task, size_t len, size_t n_eval,
             mn_task_sample(task, &rng, len, x + b * len, y + b * len);
             base_add(&base, x + b * len, y + b * len, len);
         }
-        if ((err = mn_forward(m, x, NULL, nb, len, NULL)) != MN_OK) break;
-        const mn_real* logits = mn_logits(m);
+        const mn_real* logits;
+        if ((err = net_logits(net, x, nb, len, &logits)) != MN_OK) break;
         for (b = 0; b < nb; b++) {
             int all = 1, last = -1;
             size_t c = 0, ns = 0;
@@ -584,36 +740,103 @@ static int upgrade_header(const char* path) {
     return bad ? -1 : 0;
 }
 
-static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, size_t seed, int show) {
-    mn_config c; memset(&c, 0, sizeof c);
-    mn_model m;
-    synth_protocol pr;
-    size_t step, i, maxlen = o->train_len;
+// The model of a cell: the task's vocabulary, the run's shape, the model's pattern and gate bias; max_seq_len the
+// longest of the training and evaluation lengths; the parameters seeded by the seed.
+static void cell_config(const opts* o, const mn_task* task, const synth_model* sm, size_t seed, mn_config* c) {
+    size_t i, maxlen = o->train_len;
     for (i = 0; i < o->n_eval_lens; i++) if (o->eval_lens[i] > maxlen) maxlen = o->eval_lens[i];
-    cell_protocol(o, task, sm, &pr);
-    const size_t steps = pr.steps, batch = pr.batch, warm = pr.warmup;
-    c.vocab_size = (size_t)task->vocab_size; c.d_model = o->d_model; c.n_layer = o->layers; c.n_head = o->heads;
-    c.max_seq_len = maxlen; c.pattern = sm->pattern; c.seed = 1000 + seed;
+    memset(c, 0, sizeof *c);
+    c->vocab_size = (size_t)task->vocab_size; c->d_model = o->d_model; c->n_layer = o->layers; c->n_head = o->heads;
+    c->max_seq_len = maxlen; c->pattern = sm->pattern; c->seed = 1000 + seed;
     // quick tier: d_k = 16, so CG reaches the exact solve in at most 16 steps (in exact arithmetic): --cg 16 is
     // MesaNet with an exact linear solve at CG's cost; published: fla's 30 training steps (d_k = 32)
-    c.mesa_cg_train = o->cg; c.mesa_cg_decode = o->cg;
-    c.mesa_gate_bias = sm->gate_bias;
-    int err = mn_model_init(&m, &c);
-    if (err != MN_OK) {
-        fprintf(stderr, "synth: %s/%s: bad config: %s\n", task->name, sm->name, mn_strerror(err));
-        return 1;
+    c->mesa_cg_train = o->cg; c->mesa_cg_decode = o->cg;
+    c->mesa_gate_bias = sm->gate_bias;
+}
+
+// ---- a cell's training state between runs: <--state>/<task>.<model>.<seed>/ holds mn_save's set (the model,
+// the AdamW moments) with, as its metadata, the next step, the training stream's generator, and in extra[] the
+// tokens trained on, the last logged loss and the training seconds so far. The notes hold everything that
+// shapes the training (the protocol and the model): a state whose notes differ is not resumed. States are saved
+// only where the loss window has just closed (every 50 steps), so nothing else needs keeping. ----
+static void state_dir(const opts* o, const mn_task* task, const synth_model* sm, size_t seed, char* dir, size_t cap) {
+    snprintf(dir, cap, "%s/%s.%s.%zu", o->state, task->name, sm->name, seed);
+}
+static void state_notes(const synth_protocol* p, const mn_config* c, const char* task, const char* model, size_t seed,
+                        char* notes, size_t cap) {
+    snprintf(notes, cap, "synth state 1: %s %s seed %zu tier %s steps %zu batch %zu lr %.17g warm-up %zu "
+             "lr_min %.17g train_len %zu curriculum %zu cg %d gate_bias %.17g d_model %zu layers %zu heads %zu "
+             "vocab %zu max_len %zu pattern %s", task, model, seed, p->tier, p->steps, p->batch, p->lr, p->warmup,
+             p->lr_min, p->train_len, p->curriculum, p->cg, p->gate_bias, c->d_model, c->n_layer, c->n_head,
+             c->vocab_size, c->max_seq_len, c->pattern);
+}
+// removes a state folder (mn_save's set: plain files only)
+static void state_remove(const char* dir) {
+    DIR* d = opendir(dir);
+    struct dirent* e;
+    char path[1400];
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
     }
-    int *x = (int*)malloc(batch * o->train_len * sizeof(int)), *y = (int*)malloc(batch * o->train_len * sizeof(int));
-    if (!x || !y) { free(x); free(y); mn_model_free(&m); return 1; }
+    closedir(d);
+    rmdir(dir);
+}
+
+// Trains and evaluates one cell and appends its rows: 0; a failure: 1; paused (its state saved, no rows): 3.
+static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, size_t seed, int show) {
+    mn_config c;
+    synth_net net; memset(&net, 0, sizeof net);
+    synth_protocol pr;
+    mn_train_meta meta; memset(&meta, 0, sizeof meta);
+    char sdir[1200], notes[sizeof meta.notes];
+    size_t step = 0, i;
+    cell_protocol(o, task, sm, &pr);
+    cell_config(o, task, sm, seed, &c);
+    const size_t steps = pr.steps, batch = pr.batch, warm = pr.warmup;
+    state_dir(o, task, sm, seed, sdir, sizeof sdir);
+    state_notes(&pr, &c, task->name, sm->name, seed, notes, sizeof notes);
     // the training stream depends on (task, seed) only, not on the model: every mixer sees the same data
     mn_rng rng; const char* p; uint64_t h = 0;
     for (p = task->name; *p; p++) h = h * 131 + (unsigned char)*p;
     mn_rng_seed(&rng, h * 0x9E3779B97F4A7C15ull + seed);
-    mn_adamw hp = { 0.9, 0.99, 1e-8, 0.1 };
     size_t tokens = 0;
-    double t0 = ex_now(), tlast = t0, loss_acc = 0, train_loss = NAN; size_t nacc = 0;
+    double train_before = 0, train_loss = NAN;   // from a saved state: training seconds before this run
+    int err = MN_ERR_IO;
+    {   // a saved state of this cell at this protocol: resume it; another protocol's or a broken one: start afresh
+        char cfgp[1300]; struct stat st;
+        snprintf(cfgp, sizeof cfgp, "%s/config.json", sdir);
+        if (stat(cfgp, &st) == 0) {
+            err = net_load(&net, sdir, &meta);
+            if (err == MN_OK && (strcmp(meta.notes, notes) || meta.step == 0 || meta.step >= steps)) {
+                fprintf(stderr, "synth: %s holds another protocol's state; %s/%s seed %zu starts afresh\n", sdir,
+                        task->name, sm->name, seed);
+                err = MN_ERR_CONFIG;
+            } else if (err != MN_OK) {
+                fprintf(stderr, "synth: cannot resume from %s (%s); %s/%s seed %zu starts afresh\n", sdir,
+                        net_strerror(err), task->name, sm->name, seed);
+            }
+            if (err != MN_OK) net_free(&net);
+        }
+        if (err == MN_OK) {
+            step = (size_t)meta.step; rng.s = meta.rng_state;
+            tokens = (size_t)meta.extra[0]; train_loss = meta.extra[1]; train_before = meta.extra[2];
+        } else if ((err = net_init(&net, &c)) != MN_OK) {
+            fprintf(stderr, "synth: %s/%s: %s: %s\n", task->name, sm->name, net_strerror(err),
+                    err == MN_ERR_CONFIG ? "bad config or no kernels for it" : "cannot build the model");
+            net_free(&net);
+            return 1;
+        }
+    }
+    int *x = (int*)malloc(batch * o->train_len * sizeof(int)), *y = (int*)malloc(batch * o->train_len * sizeof(int));
+    if (!x || !y) { free(x); free(y); net_free(&net); return 1; }
+    mn_adamw hp = { 0.9, 0.99, 1e-8, 0.1 };
+    double t0 = ex_now() - train_before, tlast = t0, tsave = ex_now(), loss_acc = 0; size_t nacc = 0;
     long diverged = -1;
-    for (step = 0; step < steps; step++) {
+    int paused = 0;
+    for (; step < steps; step++) {
         // length curriculum (--curriculum L0): the longest training length grows linearly from L0 to
         // --train_len over the first half of the steps, then stays; 0 = off (every step up to train_len)
         size_t Lmax = o->train_len;
@@ -621,34 +844,59 @@ static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, s
             Lmax = o->curriculum + (o->train_len - o->curriculum) * step / (steps / 2);
         size_t T = mn_task_train_len(task, &rng, Lmax), b;
         if (T == 0) T = mn_task_train_len(task, &rng, o->train_len);   // Lmax below the task's shortest length
-        mn_real loss;
+        double loss, gn;
         for (b = 0; b < batch; b++) mn_task_sample(task, &rng, T, x + b * T, y + b * T);
-        err = mn_forward(&m, x, y, batch, T, &loss);
-        if (err == MN_OK) { mn_zero_grad(&m); err = mn_backward(&m); }
-        double gn = err == MN_OK ? mn_clip_grad_norm(&m, 1.0) : NAN;
+        err = net_grad(&net, x, y, batch, T, &loss, &gn);
         if (err != MN_OK || gn != gn || loss != loss) { diverged = (long)step; break; }   // keep the last finite ones
-        mn_adamw_step(&m, mn_lr_schedule(step, warm, steps, pr.lr, pr.lr_min), &hp);
+        if ((err = net_adamw(&net, mn_lr_schedule(step, warm, steps, pr.lr, pr.lr_min), &hp)) != MN_OK) {
+            diverged = (long)step; break;
+        }
         tokens += batch * T;
         loss_acc += loss; nacc++;
         if (step + 1 == steps || nacc == 50) { train_loss = loss_acc / (double)nacc; loss_acc = 0; nacc = 0; }
         double now = ex_now();
         if (show && (now - tlast > 0.3 || step + 1 == steps)) {
             fprintf(stderr, "\r  %s %s seed %zu: step %zu/%zu | loss %.4f | %.0f tok/s   ", task->name, sm->name, seed,
-                    step + 1, steps, (double)loss, (double)tokens / (now - t0));
+                    step + 1, steps, loss, (double)tokens / (now - t0));
             tlast = now;
+        }
+        // at a closed loss window (not the last step): pause (--pause_step, --stop) or save (--save_every)
+        if (nacc == 0 && step + 1 < steps) {
+            int pause = (o->pause_step && step + 1 >= o->pause_step) || (o->stop > 0 && now - o->t_start > o->stop);
+            if (pause || (o->save_every > 0 && now - tsave > o->save_every)) {
+                meta.step = step + 1; meta.rng_state = rng.s;
+                meta.extra[0] = (double)tokens; meta.extra[1] = train_loss; meta.extra[2] = now - t0;
+                snprintf(meta.notes, sizeof meta.notes, "%s", notes);
+                if (ex_mkdirs(sdir) != 0 || (err = net_save(&net, sdir, &meta)) != MN_OK) {
+                    fprintf(stderr, "synth: %s/%s seed %zu: cannot save its state in %s%s\n", task->name, sm->name,
+                            seed, sdir, pause ? ": it goes on training" : "");
+                    pause = 0;
+                }
+                tsave = ex_now();
+                if (pause) { paused = 1; step++; break; }
+            }
         }
     }
     if (show) fprintf(stderr, "\n");
+    if (paused) {
+        printf("  %s %s seed %zu: paused after step %zu of %zu (state in %s)\n", task->name, sm->name, seed, step,
+               steps, sdir);
+        fflush(stdout);
+        free(x); free(y); net_free(&net);
+        return 3;
+    }
     double train_s = ex_now() - t0;
     char rows[8192], pat[128]; size_t off = 0;
     rows[0] = 0;
     snprintf(pat, sizeof pat, "%s", sm->pattern);
     for (i = 0; pat[i]; i++) if (pat[i] == ',') pat[i] = '+';   // CSV-safe: mlstm,slstm -> mlstm+slstm
+    err = MN_OK;
     for (i = 0; i < o->n_eval_lens && err != MN_ERR_ALLOC; i++) {
         synth_eval r;
         size_t L = o->eval_lens[i];
-        if ((err = evaluate(&m, task, L, o->eval_n, &r)) != MN_OK) {
-            fprintf(stderr, "synth: %s/%s: evaluation at %zu failed: %s\n", task->name, sm->name, L, mn_strerror(err));
+        if ((err = evaluate(&net, c.vocab_size, task, L, o->eval_n, &r)) != MN_OK) {
+            fprintf(stderr, "synth: %s/%s: evaluation at %zu failed: %s\n", task->name, sm->name, L,
+                    net_strerror(err));
             break;
         }
         double scaled = (r.acc - task->chance) / (1.0 - task->chance);
@@ -663,9 +911,10 @@ static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, s
                                 o->tier, o->d_model, o->layers, o->heads, warm, pr.lr_min, sm->gate_bias, r.const_acc,
                                 r.trivial_acc, r.se);
     }
-    free(x); free(y); mn_model_free(&m);
+    free(x); free(y); net_free(&net);
     if (i < o->n_eval_lens) return 1;
     if (append_rows(o->out, rows) != 0) { fprintf(stderr, "synth: cannot append to %s\n", o->out); return 1; }
+    state_remove(sdir);   // the cell is in the CSV: its state is not needed any more
     return 0;
 }
 
@@ -812,30 +1061,28 @@ static int run_grid(const opts* o) {
     for (i = 0; i < o->n_eval_lens; i++) printf(" %zu", o->eval_lens[i]);
     printf(" (%zu sequences each)\n", o->eval_n);
     fflush(stdout);
+    // no cell starts after --deadline or --stop, whichever comes first (seconds since the run began)
+    double limit = o->deadline > 0 && (o->stop == 0 || o->deadline < o->stop) ? o->deadline : o->stop;
+    size_t n_ok = 0, n_paused = 0, n_failed = 0, n_all_cells = n;
     if (o->jobs == 1) {   // in-process, with a live progress line
-        int bad = 0; double t1 = ex_now();
         for (i = 0; i < n; i++) {
             double t = ex_now();
-            if (o->deadline > 0 && t - t1 > o->deadline) {
-                printf("synth: deadline reached, %zu cells left\n", n - i);
+            if (limit > 0 && t - o->t_start > limit) {
+                printf("synth: time limit of %.0f s reached, %zu cells left for the next run\n", limit, n - i);
                 break;
             }
-            bad |= run_cell(o, cells[i].task, cells[i].model, cells[i].seed, isatty(2));
-            printf("[%zu/%zu] %s %s seed %zu: %.1f s\n", i + 1, n, cells[i].task->name, cells[i].model->name,
-                   cells[i].seed,
-                   ex_now() - t);
+            int r = run_cell(o, cells[i].task, cells[i].model, cells[i].seed, isatty(2));
+            n_ok += r == 0; n_paused += r == 3; n_failed += r != 0 && r != 3;
+            printf("[%zu/%zu] %s %s seed %zu: %s in %.1f s\n", i + 1, n, cells[i].task->name, cells[i].model->name,
+                   cells[i].seed, r == 0 ? "done" : r == 3 ? "paused" : "FAILED", ex_now() - t);
             fflush(stdout);
         }
-        rc = bad ? 1 : 0;
-        goto done;
-    }
-    {
+    } else {
         pid_t pids[256]; size_t who[256], running = 0, next = 0, ndone = 0;
         double started[256], t0 = ex_now(), cell_s = 0;
-        int bad = 0;
         while (ndone < n) {
-            if (o->deadline > 0 && ex_now() - t0 > o->deadline && next < n) {
-                printf("synth: deadline of %.0f s reached, %zu cells left for the next run\n", o->deadline, n - next);
+            if (limit > 0 && ex_now() - o->t_start > limit && next < n) {
+                printf("synth: time limit of %.0f s reached, %zu cells left for the next run\n", limit, n - next);
                 n = next;   // the loop ends once the running cells finish
                 if (ndone >= n) break;
             }
@@ -861,16 +1108,18 @@ static int run_grid(const opts* o) {
             size_t c = who[i]; double el = ex_now() - started[i];
             pids[i] = pids[running - 1]; who[i] = who[running - 1]; started[i] = started[running - 1]; running--;
             ndone++; cell_s += el;
-            int ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-            bad |= !ok;
+            int r = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+            n_ok += r == 0; n_paused += r == 3; n_failed += r != 0 && r != 3;
             double eta = cell_s / (double)ndone * (double)(n - ndone) / (double)o->jobs;
             printf("[%zu/%zu] %-18s %-13s seed %zu: %s in %.0f s | elapsed %.0f s, ETA %.0f min\n", ndone, n,
-                   cells[c].task->name, cells[c].model->name, cells[c].seed, ok ? "done" : "FAILED", el, ex_now() - t0,
-                   eta / 60.0);
+                   cells[c].task->name, cells[c].model->name, cells[c].seed,
+                   r == 0 ? "done" : r == 3 ? "paused" : "FAILED", el, ex_now() - t0, eta / 60.0);
             fflush(stdout);
         }
-        rc = bad ? 1 : 0;
     }
+    printf("synth: %zu done, %zu paused (their states in %s), %zu failed, %zu not started; the same command "
+           "continues\n", n_ok, n_paused, o->state, n_failed, n_all_cells - n_ok - n_paused - n_failed);
+    rc = n_failed ? 1 : 0;
 done:
     free(rows); free(csv);
     return rc;
@@ -1264,9 +1513,25 @@ static int report(const opts* o) {
     return rc;
 }
 
+// --supported: the models whose model this build can build at the tier's shape (the CPU: all of them; the GPU
+// build tries each on the GPU, and the library says on stderr why one is refused), comma-separated on one line
+static int list_supported(const opts* o) {
+    size_t i, n = 0;
+    const mn_task* task = mn_task_find("parity");
+    for (i = 0; i < N_MODELS; i++) {
+        mn_config c; synth_net net; memset(&net, 0, sizeof net);
+        cell_config(o, task, &models[i], 1, &c);
+        if (net_init(&net, &c) == MN_OK) { printf("%s%s", n ? "," : "", models[i].name); n++; }
+        net_free(&net);
+    }
+    printf("\n");
+    return n ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
     opts o; memset(&o, 0, sizeof o);
     o.cg = -1000; o.budget = NAN; o.lr = NAN;   // unset: the tier's
+    o.t_start = ex_now();
     if (parse(&o, argc, argv) != 0) return 2;
     if (o.list) {
         size_t n, i; const mn_task* t = mn_task_list(&n);
@@ -1283,5 +1548,6 @@ int main(int argc, char** argv) {
     }
     if (o.merge) return merge(&o);
     if (o.report) return report(&o);
+    if (o.supported) return list_supported(&o);
     return run_grid(&o);
 }

@@ -10,7 +10,10 @@
 #   * every row carries its baselines (constant predictor, trivial baseline, standard error) and the
 #     report marks untrained/constant cells;
 #   * the pieces a large (GPU) run needs, on cells of a few steps: --plan, --shard, --merge (resumable,
-#     protocol-checked), --cells, the protocol check on resume, a CSV of the first grid's 23 columns.
+#     protocol-checked), --cells, the protocol check on resume, a CSV of the first grid's 23 columns;
+#   * pausing (the GPU runner's time limits use it): a cell paused at step 50 and at 100 and resumed gives the
+#     rows of the uninterrupted run, number for number; a state of another protocol is not resumed; --stop
+#     starts nothing once passed; the gpu tier's protocol (2 heads of 64) and --supported.
 # Single-threaded inside each cell, so every number is reproducible on this machine.
 . "$(dirname "$0")/lib.sh"
 q="--tier quick --tasks parity --train_len 64 --eval_lens 64,256 --d_model 32 --steps 600 --batch 32 --eval_n 128
@@ -126,7 +129,7 @@ head -1 "$W/old2.csv" | grep -q ',acc_se$' && [ "$(awk -F, 'NF==23' "$W/old2.csv
     || bad "unknown model (rc $rc)"
 
 "$B/synth" --tier nope > "$W/e" 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "tier must be published or quick" "$W/e" && ok "unknown tier: clear error" \
+[ $rc -eq 2 ] && grep -q "tier must be published, gpu or quick" "$W/e" && ok "unknown tier: clear error" \
     || bad "unknown tier (rc $rc)"
 "$B/synth" --shard 2/2 > "$W/e" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "0 <= I < N" "$W/e" && ok "bad --shard: clear error" || bad "bad --shard (rc $rc)"
@@ -137,5 +140,38 @@ printf 'parity mesa 1\nparity nope 1\n' > "$W/badcells"
 "$B/synth" --tier quick --cells "$W/badcells" --out "$W/y.csv" > "$W/e" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "badcells line 2" "$W/e" && [ ! -e "$W/y.csv" ] && ok "bad --cells line: clear error, no CSV" \
     || bad "bad --cells (rc $rc)"
+
+# pausing and resuming: the same rows as one uninterrupted run (all but the two timing columns, 20 and 21)
+R="--tier quick --tasks parity --models transformer,mesa --seeds 1 --train_len 16 --eval_lens 16,32 --d_model 16
+   --heads 2 --steps 120 --batch 4 --eval_n 32 --jobs 2"
+"$B/synth" $R --out "$W/u.csv" > "$W/log11" 2>&1 || { bad "uninterrupted run"; cat "$W/log11"; }
+"$B/synth" $R --out "$W/pz.csv" --pause_step 50 > "$W/log12" 2>&1; rc1=$?
+n50=$(grep -c "paused after step 50 of 120" "$W/log12")
+"$B/synth" $R --out "$W/pz.csv" --pause_step 100 > "$W/log13" 2>&1; rc2=$?
+n100=$(grep -c "paused after step 100 of 120" "$W/log13")
+[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$n50" -eq 2 ] && [ "$n100" -eq 2 ] && [ ! -s "$W/pz.csv" ] \
+    && [ -s "$W/pz.state/parity.mesa.1/optimizer.safetensors" ] && grep -q "2 paused" "$W/log13" \
+    && ok "--pause_step: both cells paused at 50, resumed and paused at 100, states saved, no rows yet" \
+    || { bad "pause (rc $rc1 $rc2, $n50 $n100)"; cat "$W/log12" "$W/log13"; }
+"$B/synth" $R --out "$W/pz.csv" > "$W/log14" 2>&1
+cut -d, -f1-19,22- "$W/u.csv" | sort > "$W/u.cut"; cut -d, -f1-19,22- "$W/pz.csv" | sort > "$W/pz.cut"
+[ "$(wc -l < "$W/u.cut")" -eq 5 ] && cmp -s "$W/u.cut" "$W/pz.cut" && [ ! -e "$W/pz.state/parity.mesa.1" ] \
+    && ok "resumed twice: the rows of the uninterrupted run (loss, accuracies), states removed" \
+    || { bad "resumed rows differ from the uninterrupted run"; cat "$W/log14"; diff "$W/u.cut" "$W/pz.cut"; }
+"$B/synth" $R --out "$W/pq.csv" --pause_step 50 --models mesa > "$W/log15" 2>&1
+"$B/synth" ${R/--steps 120/--steps 130} --models mesa --out "$W/pq.csv" > "$W/log16" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "another protocol's state; parity/mesa seed 1 starts afresh" "$W/log16" \
+    && [ "$(awk -F, 'NR>1 && $15==130' "$W/pq.csv" | wc -l)" -eq 2 ] \
+    && ok "a state saved at another protocol (steps 120 vs 130): not resumed, the cell starts afresh" \
+    || { bad "state of another protocol (rc $rc)"; cat "$W/log16"; }
+"$B/synth" $R --out "$W/st.csv" --stop 0.000001 > "$W/log17" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "time limit of 0 s reached, 2 cells left" "$W/log17" && [ ! -e "$W/st.csv" ] \
+    && ok "--stop already passed: no cell starts, nothing written" || { bad "--stop (rc $rc)"; cat "$W/log17"; }
+"$B/synth" --tier gpu --tasks parity --models mesa --plan > "$W/gp" 2>&1
+grep -q "tier gpu, d_model 128, 2 layers, 2 heads, .* out results/synth_gpu.csv" "$W/gp" \
+    && grep -q "^# parity  *20000  *256 " "$W/gp" && ok "--tier gpu: the published budgets with 2 heads of 64" \
+    || { bad "--tier gpu plan"; cat "$W/gp"; }
+[ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
+    || bad "--supported"
 
 finish test_synth
