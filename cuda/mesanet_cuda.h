@@ -39,12 +39,12 @@
      - Mixed precision (ctx->math = MN_CUDA_MATH_BF16, for training): the projections (mn_cuda_matmul_*,
        so every Linear of the model: the mixers' q/k/v/o, the MLP, the logits) multiply bf16 operands
        on the tensor cores with fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F) into fp32 outputs
-       and fp32 gradients (weight gradients accumulate in fp32, beta = 1); bf16 keeps fp32's exponent,
-       so nothing over- or underflows and no loss scaling is needed; its 8 significant bits round each
-       operand by up to 2^-8 relative (products ~3e-3 relative RMS, test_cuda). The parameters, AdamW's
-       moments and every checkpoint stay fp32 (master weights): the model makes a bf16 image of its
-       parameter block once per update (mn_cuda_model's params_version) and of each layer's normed input
-       once per use; any other operand is converted where it enters the product (a conversion kernel
+       and fp32 gradients (weight gradients accumulate in fp32, beta = 1); bf16 keeps fp32's exponent
+       range, so no loss scaling is needed; its 8 significant bits round each operand by up to 2^-8
+       relative (a product's expected error ~2.3e-3 relative RMS, bound 8e-3 in test_cuda). The parameters,
+       AdamW's moments and every checkpoint stay fp32 (master weights): the model makes a bf16 image of
+       its parameter block once per update (mn_cuda_model's params_version) and of each layer's normed
+       inputs (xn1, xn2) once per pass, shared by the projections reading them; any other operand is converted where it enters the product (a conversion kernel
        into the context's scratch). A projection whose width (IC or OC) is not a multiple of 8, such as
        the Mesa gates' N x H, stays fp32. Everything else runs as with MN_CUDA_MATH_FP32: the norms,
        losses and optimizer in fp32, the mixer ops with their fp32-accurate states and (where a kernel
