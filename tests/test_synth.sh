@@ -173,5 +173,17 @@ grep -q "tier gpu, d_model 128, 2 layers, 2 heads, .* out results/synth_gpu.csv"
     || { bad "--tier gpu plan"; cat "$W/gp"; }
 [ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
     || bad "--supported"
+# the GPU build (make cuda), where built: what it does before touching a GPU - the head-dim refusal, and its plan
+# is the CPU build's plan of the gpu tier (one copy of the logic)
+if [ -x "$B/synth_cuda" ]; then
+    "$B/synth_cuda" --tier published --plan > "$W/e" 2>&1; rc=$?
+    [ $rc -eq 2 ] && grep -q "head dim d_model / heads = 128 / 4 = 32: the GPU kernels take 64 or 128" "$W/e" \
+        && ok "synth_cuda: a head dim the GPU kernels lack is refused before anything runs" \
+        || { bad "synth_cuda head dim (rc $rc)"; cat "$W/e"; }
+    "$B/synth_cuda" --plan --tasks parity,mqar > "$W/pc" 2>&1 \
+        && "$B/synth" --tier gpu --plan --tasks parity,mqar > "$W/pg" 2>&1 && cmp -s "$W/pc" "$W/pg" \
+        && ok "synth_cuda --plan: the CPU build's gpu-tier plan" \
+        || { bad "synth_cuda plan"; diff "$W/pc" "$W/pg" | head; }
+else echo "  (no $B/synth_cuda: its GPU-free checks skipped; make cuda builds it)"; fi
 
 finish test_synth
