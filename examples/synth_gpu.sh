@@ -28,7 +28,8 @@
 # MiB at most; a paused cell's state is ~3 floats per parameter, a few MB at d_model 128): carry the pieces to
 # the next call in a folder and name it with --states. TIME counts from synth_cuda's start; leave it 60-120 s
 # below the call's limit: the cells that finish training evaluate at 128, 512 and 2048 before they end.
-# plan uses build/synth (the CPU build: the same protocol, every model unless --models) and needs no GPU.
+# plan uses build/synth (the CPU build: the same protocol, every model unless --models) and needs no GPU; plan,
+# merge and report bring it up to date first (make build/synth), or use $SYNTH when set.
 # Log: DEST/synth_gpu.log, one line per cell (done, paused or FAILED) and any error; the progress of a cell
 # is not logged. Exit status: 0 (also when cells paused or were left), 1 a cell failed, 2 a bad command line.
 set -uo pipefail
@@ -59,6 +60,11 @@ done
 case $jobs$time in *[!0-9]*) echo "synth_gpu.sh: --jobs and --time take whole numbers" >&2; exit 2 ;; esac
 [ -n "$dest" ] || dest=${OUT:-results}
 name=$(basename "$csv" .csv)
+cpu_synth() {   # the CPU build for plan, merge and report: $SYNTH, else build/synth made up to date
+    if [ -n "${SYNTH:-}" ]; then echo "$SYNTH"; return 0; fi
+    make --no-print-directory build/synth >&2 || exit 1
+    echo build/synth
+}
 
 # the GPU build, built here when it was not carried (the GPU machine has nvcc)
 need_bin() {
@@ -83,8 +89,8 @@ plan_cells() {  # plan_cells CSV STATE_DIR
 
 case $cmd in
 plan)
-    [ -x build/synth ] || make --no-print-directory build/synth || exit 1
-    bin=build/synth plan_cells "$csv" "${csv%.csv}.state"
+    bin=$(cpu_synth) || exit 1
+    plan_cells "$csv" "${csv%.csv}.state"
     ;;
 run)
     mkdir -p "$dest" || exit 1
@@ -132,12 +138,12 @@ run)
     ;;
 merge)
     [ -n "$file" ] || { echo "synth_gpu.sh: merge FILE.csv" >&2; exit 2; }
-    [ -x build/synth ] || make --no-print-directory build/synth || exit 1
-    ./build/synth --merge "$csv" "$file"
+    s=$(cpu_synth) || exit 1
+    "$s" --merge "$csv" "$file"
     ;;
 report)
-    [ -x build/synth ] || make --no-print-directory build/synth || exit 1
-    if [ -n "$readme" ]; then ./build/synth --report "$csv" --readme "$readme"; else ./build/synth --report "$csv"; fi
+    s=$(cpu_synth) || exit 1
+    if [ -n "$readme" ]; then "$s" --report "$csv" --readme "$readme"; else "$s" --report "$csv"; fi
     ;;
 *)
     sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
