@@ -15,6 +15,7 @@
 #   --dest DIR (where run writes; default $OUT when set, else results) --mps (start an MPS server for the
 #   run and stop it after, if nvidia-cuda-mps-control exists: kernels of different processes then share the
 #   GPU at once instead of taking turns; off by default) --dry-run (print the synth_cuda command only)
+#   --pack_mb N (run in a device call: the paused states packed, at most N MiB, default 40; see below)
 #   --extra "ARGS" (more synth options for plan and run, e.g. a smoke test's "--steps 100 --eval_n 64": another
 #   protocol, so give another --csv).
 #
@@ -26,7 +27,9 @@
 # the states stay in DEST/synth_gpu.state, where the next run finds them; with $OUT (a device call) they are
 # kept in /tmp and packed as $OUT/synth_gpu.state.tar.part* (15 MiB pieces: a call brings back 8 files of 16
 # MiB at most; a paused cell's state is ~3 floats per parameter, a few MB at d_model 128): carry the pieces to
-# the next call in a folder and name it with --states. TIME counts from synth_cuda's start; leave it 60-120 s
+# the next call in a folder and name it with --states. A call also carries at most 64 MiB (the tree included),
+# so at most --pack_mb MiB of states are packed: those of the cells furthest along; a cell whose state is left
+# out (named in the log) starts afresh next time. TIME counts from synth_cuda's start; leave it 60-120 s
 # below the call's limit: the cells that finish training evaluate at 128, 512 and 2048 before they end.
 # plan uses build/synth (the CPU build: the same protocol, every model unless --models) and needs no GPU; plan,
 # merge and report bring it up to date first (make build/synth), or use $SYNTH when set.
@@ -37,7 +40,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 cmd=${1:-}; [ $# -gt 0 ] && shift
 tasks=all models="" seeds=1,2,3 jobs=16 time=0 csv=results/synth_gpu.csv bin=build/synth_cuda states="" dest=""
-readme="" mps=0 dry=0 file="" extra=""
+readme="" mps=0 dry=0 file="" extra="" pack_mb=40
 while [ $# -gt 0 ]; do
     case $1 in
         --tasks) tasks=$2; shift 2 ;;
@@ -51,13 +54,16 @@ while [ $# -gt 0 ]; do
         --dest) dest=$2; shift 2 ;;
         --readme) readme=$2; shift 2 ;;
         --extra) extra=$2; shift 2 ;;
+        --pack_mb) pack_mb=$2; shift 2 ;;
         --mps) mps=1; shift ;;
         --dry-run) dry=1; shift ;;
         -*) echo "synth_gpu.sh: unknown option $1" >&2; exit 2 ;;
         *) [ -z "$file" ] && file=$1 && shift || { echo "synth_gpu.sh: unexpected $1" >&2; exit 2; } ;;
     esac
 done
-case $jobs$time in *[!0-9]*) echo "synth_gpu.sh: --jobs and --time take whole numbers" >&2; exit 2 ;; esac
+case $jobs$time$pack_mb in
+    *[!0-9]*) echo "synth_gpu.sh: --jobs, --time and --pack_mb take whole numbers" >&2; exit 2 ;;
+esac
 [ -n "$dest" ] || dest=${OUT:-results}
 name=$(basename "$csv" .csv)
 cpu_synth() {   # the CPU build for plan, merge and report: $SYNTH, else build/synth made up to date
@@ -129,10 +135,26 @@ run)
     # a device call: the states of paused cells in pieces small enough to come back
     rm -f "$st.cells" "$st.supported"
     if [ $pack -eq 1 ] && [ -n "$(ls -A "$st")" ]; then
-        tar -cf - -C "$st" . | split -b 15M - "$dest/$name.state.tar.part"
-        n=$(ls "$dest/$name".state.tar.part* | wc -l)
-        echo "synth_gpu.sh: $(ls "$st" | wc -l) paused cells: states in $n piece(s) $dest/$name.state.tar.part*"
-        [ "$n" -le 6 ] || echo "synth_gpu.sh: more than 6 pieces: they will not all come back (run fewer --jobs)"
+        # the cells furthest along first (the step in the optimizer file's metadata), while they fit in pack_mb
+        for d in "$st"/*/; do
+            c=$(basename "$d")
+            step=$(head -c 65536 "$d/optimizer.safetensors" 2> /dev/null | grep -ao '"step":"[0-9]*"' | head -1 |
+                   tr -dc 0-9)
+            echo "${step:-0} $(du -sb "$d" | cut -f1) $c"
+        done | sort -rn > "$st.sizes"
+        keep=() total=0
+        while read -r step size c; do
+            if [ $((total + size)) -le $((pack_mb * 1048576)) ]; then keep+=("$c"); total=$((total + size))
+            else echo "synth_gpu.sh: $c (step $step) left out of the packed states: it starts afresh next time" |
+                 tee -a "$log"; fi
+        done < "$st.sizes"
+        if [ ${#keep[@]} -gt 0 ]; then
+            tar -cf - -C "$st" "${keep[@]}" | split -b 15M - "$dest/$name.state.tar.part"
+            n=$(ls "$dest/$name".state.tar.part* | wc -l)
+            echo "synth_gpu.sh: ${#keep[@]} paused cells' states ($total bytes) in $n piece(s)" \
+                 "$dest/$name.state.tar.part*" | tee -a "$log"
+        fi
+        rm -f "$st.sizes"
     fi
     exit $rc
     ;;
