@@ -32,6 +32,6 @@ int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, floa
                          const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, int amode,
                          float* work);
 // One token for B sequences: y (B,H,P) written; state (B,H,P,N) read and updated; X (B,H,P), A (B,H),
-// Bm, Cm (B,H,N). fp32; any P, N >= 1 up to 1024 (N) ; no workspace.
+// Bm, Cm (B,H,N). fp32; any P, N >= 1 (one warp per state row); no workspace.
 int mn_cuda_ssd_step(mn_cuda_ctx* ctx, float* y, float* state, const float* X, const float* A, const float* Bm,
                      const float* Cm, size_t B, size_t H, size_t P, size_t N, int amode);

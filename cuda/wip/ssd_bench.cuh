@@ -74,7 +74,8 @@ static void bench_ssd(void) {
     bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 0);
     bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 1);
     bench_ssd_shape(B, T, H, 128, 128, MN_SSD_TRANSITION, 1);
-    printf("\n| decode | head | batch | us | tokens/s | GB/s (state r+w) | of 4.3 TB/s |\n|---|---|---|---|---|---|---|\n");
+    printf("\n| decode | head | batch | us | tokens/s | GB/s (state r+w) | of 4.3 TB/s |\n");
+    printf("|---|---|---|---|---|---|---|\n");
     for (size_t Bd : { (size_t)1, (size_t)64 }) {
         bench_ssd_step(Bd, 16, 64, 128, MN_SSD_LOG_DECAY);
         bench_ssd_step(Bd, 16, 128, 128, MN_SSD_TRANSITION);

@@ -61,7 +61,9 @@ static void test_ssd_op(const ssd_case* c) {
     snprintf(nm, sizeof nm, "ssd bwd dA (%s)", tag); check_inc(nm, host(gdA, na), pA, dA, ba);
     snprintf(nm, sizeof nm, "ssd bwd dB (%s)", tag); check_inc(nm, host(gdB, nb), pB, dB, bg);
     snprintf(nm, sizeof nm, "ssd bwd dC (%s)", tag); check_inc(nm, host(gdC, nb), pC, dC, bg);
-    if (c->form || c->state) { snprintf(nm, sizeof nm, "ssd bwd dh0 (%s)", tag); check_inc(nm, host(gdh, ns), ph, dh0, bg); }
+    if (c->form || c->state) {
+        snprintf(nm, sizeof nm, "ssd bwd dh0 (%s)", tag); check_inc(nm, host(gdh, ns), ph, dh0, bg);
+    }
     mn_cuda_dfree(gX); mn_cuda_dfree(gA); mn_cuda_dfree(gB); mn_cuda_dfree(gC); mn_cuda_dfree(gdy);
     mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gy); mn_cuda_dfree(ght); mn_cuda_dfree(gw);
     mn_cuda_dfree(gdX); mn_cuda_dfree(gdA); mn_cuda_dfree(gdB); mn_cuda_dfree(gdC); mn_cuda_dfree(gdh);
