@@ -1,11 +1,12 @@
 // mLSTM (mn_cuda_mlstm_*) at B=4, T=4096, H=16, D=128 (the issue's shape) and at the anchor's layer shape
 // (B=16, T=2048, H=5, D=128), fp32 in and out, median of REPS. FLOPs counted are those the recurrent kernels
-// do: per token and head 4 Dk Dv for the forward's state update and read-out (plus n: 4 Dk per 16-column
-// block, since each block carries n itself), and for the backward the forward again plus three scans (dq,
-// dv, dk) of 4 Dk Dv each. Bytes: what the kernels must move at least (q, k, v, the gates, out; the
-// backward's reads of q, k, v, dout, the gates and its recomputed output, its writes of dq, dk, dv, di, df)
-// as a lower bound of the traffic (each column block also rereads q, k from L2). The decode step at batch 1
-// and 64: state bytes read and written (C and n), against the H200's 4.3 TB/s.
+// do: per token and head 4 Dk Dv for the forward's state update and read-out (2 + 2, the GLA convention)
+// plus 4 Dk Dv for n, which every state column carries itself (its update and n.q), and for the backward
+// the forward again plus three scans (dq, dv, dk) of 4 Dk Dv each. Bytes: what the kernels must move at
+// least (q, k, v, the gates, out; the backward's reads of q, k, v, dout, the gates and its recomputed
+// output, its writes of dq, dk, dv, di, df), a lower bound of the traffic (each column block also rereads
+// q, k from L2). The decode step at batch 1 and 64: state bytes read and written (C and n), against the
+// H200's 4.3 TB/s.
 static void bench_mlstm_shape(size_t B, size_t T, size_t H, size_t D) {
     const size_t n = B * T * H * D, ng = B * T * H;
     std::vector<float> hf(ng), hi(ng);
@@ -18,7 +19,7 @@ static void bench_mlstm_shape(size_t B, size_t T, size_t H, size_t D) {
     CK(mn_cuda_malloc(&G, (void**)&di, ng * 4)); CK(mn_cuda_malloc(&G, (void**)&df, ng * 4));
     CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
     const double sc = 1.0 / sqrt((double)D), tok = (double)ng, dd = (double)D;
-    const double ff = tok * (4 * dd * dd + 4 * dd * (dd / 16)), fb = ff + tok * 12 * dd * dd;
+    const double ff = tok * 8 * dd * dd, fb = ff + tok * (8 + 12) * dd * dd;
     const double bf = 4.0 * (tok * (4 * dd + 2)), bb = bf + 4.0 * (tok * (7 * dd + 6));
     auto fwd = [&] {
         CK(mn_cuda_mlstm_forward(&G, out, NULL, NULL, NULL, NULL, NULL, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D,

@@ -38,12 +38,17 @@
 //     k_t.dk_t), plus (exact) dmu back through m_t = max(lf_t + m_{t-1}, i_t), the larger branch taking
 //     it (what reaches m0 is dropped). Both are suffix recurrences (a sum, and dmc -> s (dmu + dmc) with
 //     s in {0,1}, affine), so the same lane runs and warp scan (reversed) as the forward gates; double.
+//   - mn__k_mlstm_step: the decode step, one block per (sequence, head) streaming its Dk x Dv state once.
 // Precision: fp32 states and products (FMA), gates, stabiliser and the gate gradients' sums in double;
-// ~1e-6 relative against the float64 CPU (test_cuda mlstm). Deterministic: every output element has one
+// test_cuda mlstm holds them to 2e-5 (outputs) and 1e-4 / 3e-4 (gradients) against the float64 CPU (see
+// the bounds there; not yet run on a GPU). Deterministic: every output element has one
 // writer, the k.dk partial sums are added in a fixed order.
-// Cost: per token and head 4 Dk Dv (+ 4 Dk per column slice for n) FLOPs forward, 16 Dk Dv backward (the
-// forward again, dq, dv, dk); latency-bound (one token after the other), so this is the simple first
-// version: the chunkwise form on the tensor cores (issue 16) is left for a later session.
+// Cost: per token and head 4 Dk Dv FLOPs forward, plus 4 Dk Dv for n (each column's 8 lanes carry all of
+// n: simple, and the n.q of every token is at hand), 20 Dk Dv backward (the forward again, dq, dv, dk).
+// Latency-bound (one token after the other), so this is the simple first version: the chunkwise form on
+// the tensor cores (issue 16) is left for a later session. With Dk = 128 a scan thread holds ~120
+// registers (state, this token's and the next token's operands), 4 blocks per SM: at the anchor shape
+// (B*H = 80, 640 blocks) the scans run in two waves.
 
 #define MN__MLSTM_RG 8        // lanes sharing one state column (the row groups)
 #define MN__MLSTM_COLS 16     // state columns per block (4 warps x 4 columns)
