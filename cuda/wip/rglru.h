@@ -5,7 +5,7 @@
 // Resets as on the CPU: segment_pos (B,T) (device ints) given: wherever it is 0; NULL: at t = 0 only
 // when h0 is NULL. The gates' block products go through cuBLAS (fp32 or TF32 by ctx->math); the scan
 // and its reverse run in fp32, one thread per (sequence, channel) (the CPU: double). Any W, NH with
-// W % NH == 0 (MN_ERR_CONFIG otherwise); the step also needs bw <= 1024.
+// W % NH == 0 (MN_ERR_CONFIG otherwise); the step also needs bw <= 512.
 // Floats of the backward's workspace: the two gates' pre-activation gradients (B,T,W) each, and the
 // per-sequence sums of the a_param gradient (B,W).
 size_t mn_cuda_rglru_work_size(size_t B, size_t T, size_t W);

@@ -23,9 +23,10 @@
 //     block products dx += dZ w^T, dw += X^T dZ (batched cuBLAS again), the bias gradients as
 //     deterministic column sums (mn__colsum), and the a_param gradient summed over the sequences in a
 //     fixed order (mn__k_rglru_dparam): no atomics, the same bits every run;
-//   - the decode step (mn__k_rglru_step): one launch, a block per (gate block, 8 sequences): the 8
-//     sequences' inputs of the block in shared memory, each thread a column of both gate matrices
-//     (coalesced across threads), so a block reads each weight once for its 8 sequences.
+//   - the decode step (mn__k_rglru_step): one launch, a block per (gate block, 32 of its columns, 8
+//     sequences): the 8 sequences' inputs of the block in shared memory, a warp per slice of the rows
+//     (its 32 lanes the columns: coalesced), so a block reads each of its weights once for its 8
+//     sequences; at batch 1 the step moves the gate weights (2 W bw floats), not the state (W).
 // Precision: fp32 throughout (the CPU: double). 1 - a^2 is formed as -expm1(2 log a) (no cancellation
 // as a -> 1, where the CPU's 1 - exp(2 log a) in double is exact enough), softplus(a_param) once per
 // thread in double; the a_param gradient's sum over time in double. The square root's derivative is
@@ -157,30 +158,40 @@ __global__ void mn__k_rglru_dparam(float* da_param, const float* part, const flo
     }
 }
 
-// Decode step: block (h, s) takes gate block h for sequences s BB .. s BB + nb - 1; xs (BB,bw) their
-// inputs of the block (zero rows past nb); thread j (looping by blockDim) owns column j of both gate
-// matrices: z[bb] = sum_i xs[bb,i] w[h,i,j] (weights read once per block, coalesced over j), then the
-// recurrence's one step for its channel w = h bw + j of each sequence. y, state (B,W); gates (2,B,W)
-// or NULL; x (B,W); segpos (B) or NULL.
-__global__ void mn__k_rglru_step(float* __restrict__ y, float* __restrict__ state, float* __restrict__ gates,
-                                 const float* __restrict__ x, const float* __restrict__ a_param,
-                                 const float* __restrict__ wx, const float* __restrict__ bx,
-                                 const float* __restrict__ wa, const float* __restrict__ ba,
-                                 const int* __restrict__ segpos, size_t B, size_t W, size_t bw, float c) {
+// Decode step: block (h, tile, s) takes columns tile 32 .. tile 32 + 31 of gate block h for sequences
+// s BB .. s BB + nb - 1. xs (BB,bw): those sequences' inputs of the block (zero rows past nb). Thread
+// (lane, slice) sums the rows i = slice, slice + SL, .. of its column j = tile 32 + lane for both gates:
+// z[bb] = sum_i xs[bb,i] w[h,i,j] (a warp reads 32 consecutive weights of a row: coalesced; each weight
+// read once per block); the SL slices' partials meet in shared memory, slice 0 adds them in order
+// (deterministic) and takes the recurrence's one step for channel w = h bw + j of each sequence.
+// y, state (B,W); gates (2,B,W) or NULL; x (B,W); segpos (B) or NULL.
+#define MN__RGLRU_SL 8          // row slices of the decode step's block (blockDim 32 x SL)
+__global__ void __launch_bounds__(32 * MN__RGLRU_SL) mn__k_rglru_step(float* __restrict__ y, float* __restrict__ state,
+                                                                     float* __restrict__ gates,
+                                                                     const float* __restrict__ x,
+                                                                     const float* __restrict__ a_param,
+                                                                     const float* __restrict__ wx,
+                                                                     const float* __restrict__ bx,
+                                                                     const float* __restrict__ wa,
+                                                                     const float* __restrict__ ba,
+                                                                     const int* __restrict__ segpos, size_t B,
+                                                                     size_t W, size_t bw, float c) {
     extern __shared__ float mn__rglru_xs[];
-    const size_t h = blockIdx.x, b0 = blockIdx.y * (size_t)MN__RGLRU_BB;
+    __shared__ float red[2][MN__RGLRU_SL][MN__RGLRU_BB][32];
+    const size_t tiles = (bw + 31) / 32, h = blockIdx.x / tiles, j = blockIdx.x % tiles * 32 + threadIdx.x;
+    const size_t b0 = blockIdx.y * (size_t)MN__RGLRU_BB;
     const size_t nb = B - b0 < MN__RGLRU_BB ? B - b0 : MN__RGLRU_BB;
-    for (size_t k = threadIdx.x; k < MN__RGLRU_BB * bw; k += blockDim.x) {
+    for (size_t k = threadIdx.y * 32 + threadIdx.x; k < MN__RGLRU_BB * bw; k += 32 * MN__RGLRU_SL) {
         size_t bb = k / bw, ii = k % bw;
         mn__rglru_xs[k] = bb < nb ? x[(b0 + bb) * W + h * bw + ii] : 0.f;
     }
     __syncthreads();
-    for (size_t j = threadIdx.x; j < bw; j += blockDim.x) {
-        float zx[MN__RGLRU_BB], za[MN__RGLRU_BB];
+    float zx[MN__RGLRU_BB], za[MN__RGLRU_BB];
 #pragma unroll
-        for (int bb = 0; bb < MN__RGLRU_BB; bb++) zx[bb] = za[bb] = 0.f;
+    for (int bb = 0; bb < MN__RGLRU_BB; bb++) zx[bb] = za[bb] = 0.f;
+    if (j < bw) {
         const float *wxc = wx + h * bw * bw + j, *wac = wa + h * bw * bw + j;   // w[h,i,j] at i bw
-        for (size_t ii = 0; ii < bw; ii++) {
+        for (size_t ii = threadIdx.y; ii < bw; ii += MN__RGLRU_SL) {
             float wxi = wxc[ii * bw], wai = wac[ii * bw];
 #pragma unroll
             for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
@@ -188,22 +199,32 @@ __global__ void mn__k_rglru_step(float* __restrict__ y, float* __restrict__ stat
                 zx[bb] += xi * wxi; za[bb] += xi * wai;
             }
         }
-        const size_t w = h * bw + j;
-        const float csp = c * (float)mn__rglru_softplus(a_param[w]), bxw = bx[w], baw = ba[w];
+    }
 #pragma unroll
-        for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
-            if ((size_t)bb >= nb) break;
-            size_t k = (b0 + bb) * W + w;
-            float g = mn__rglru_sigmoid(zx[bb] + bxw), r = mn__rglru_sigmoid(za[bb] + baw);
-            float xg = mn__rglru_xs[bb * bw + j] * g, hn;
-            if (segpos && segpos[b0 + bb] == 0) hn = xg;
-            else {
-                float la = -csp * r;
-                hn = expf(la) * state[k] + sqrtf(-expm1f(2.f * la)) * xg;
-            }
-            y[k] = hn; state[k] = hn;
-            if (gates) { gates[k] = g; gates[B * W + k] = r; }
+    for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
+        red[0][threadIdx.y][bb][threadIdx.x] = zx[bb]; red[1][threadIdx.y][bb][threadIdx.x] = za[bb];
+    }
+    __syncthreads();
+    if (threadIdx.y != 0 || j >= bw) return;
+    const size_t w = h * bw + j;
+    const float csp = c * (float)mn__rglru_softplus(a_param[w]), bxw = bx[w], baw = ba[w];
+#pragma unroll
+    for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
+        if ((size_t)bb >= nb) break;
+        float sx = 0.f, sa = 0.f;
+        for (int sl = 0; sl < MN__RGLRU_SL; sl++) {
+            sx += red[0][sl][bb][threadIdx.x]; sa += red[1][sl][bb][threadIdx.x];
         }
+        size_t k = (b0 + bb) * W + w;
+        float g = mn__rglru_sigmoid(sx + bxw), r = mn__rglru_sigmoid(sa + baw);
+        float xg = mn__rglru_xs[bb * bw + j] * g, hn;
+        if (segpos && segpos[b0 + bb] == 0) hn = xg;
+        else {
+            float la = -csp * r;
+            hn = expf(la) * state[k] + sqrtf(-expm1f(2.f * la)) * xg;
+        }
+        y[k] = hn; state[k] = hn;
+        if (gates) { gates[k] = g; gates[B * W + k] = r; }
     }
 }
 
@@ -278,14 +299,14 @@ int mn_cuda_rglru_step(mn_cuda_ctx* ctx, float* y, float* state, const float* x,
                        const float* wx, const float* bx, const float* wa, const float* ba, const int* segment_pos,
                        size_t B, size_t W, size_t NH, double c, float* work) {
     MN__TRY(mn__rglru_check(ctx, "mn_cuda_rglru_step", W, NH));
-    size_t bw = W / NH, nblk = (B + MN__RGLRU_BB - 1) / MN__RGLRU_BB;
-    if (bw > 1024) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rglru_step", "gate blocks wider than 1024", __LINE__);
-    if (nblk > 65535 || NH > 0x7fffffff)
+    size_t bw = W / NH, tiles = (bw + 31) / 32, nblk = (B + MN__RGLRU_BB - 1) / MN__RGLRU_BB;
+    // the inputs' tile (BB bw floats, 16 KB at bw 512) and the partials (16 KB) within the 48 KB default
+    if (bw > 512) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rglru_step", "gate blocks wider than 512", __LINE__);
+    if (nblk > 65535 || NH * tiles > 0x7fffffff)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rglru_step", "more than 524280 sequences", __LINE__);
     if (B * W == 0) return MN_OK;
-    unsigned threads = bw >= 128 ? 128 : (unsigned)((bw + 31) / 32 * 32);
-    dim3 grid((unsigned)NH, (unsigned)nblk);
-    mn__k_rglru_step<<<grid, threads, MN__RGLRU_BB * bw * sizeof(float), MN__STREAM>>>(
+    dim3 grid((unsigned)(NH * tiles), (unsigned)nblk), block(32, MN__RGLRU_SL);
+    mn__k_rglru_step<<<grid, block, MN__RGLRU_BB * bw * sizeof(float), MN__STREAM>>>(
         y, state, work, x, a_param, wx, bx, wa, ba, segment_pos, B, W, bw, (float)c);
     MN__LAUNCHED();
     return MN_OK;

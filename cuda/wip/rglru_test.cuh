@@ -196,6 +196,8 @@ static void test_rglru_all(void) {
     test_rglru_step(3, 256, 2, 20, 1);     // bw 128
     test_rglru_step(11, 96, 3, 12, 1);     // two blocks of sequences, the second of 3
     test_rglru_step(2, 640, 5, 10, 0);     // the anchor's width, bw 128
+    test_rglru_step(3, 1000, 2, 6, 1);     // bw 500: sixteen column tiles, the last of 20 columns
+    test_rglru_step(2, 60, 4, 6, 0);       // bw 15: one partial tile
     test_rglru_step(64, 512, 4, 4, 1);     // batch 64: eight blocks of sequences
     {   // what the kernels do not take
         float* p = poison(64);
@@ -208,8 +210,8 @@ static void test_rglru_all(void) {
                "rglru backward with W = 10, NH = 4 returns MN_ERR_CONFIG");
         expect(mn_cuda_rglru_step(&G, p, p, p, p, p, p, p, p, NULL, 1, 10, 3, 8.0, NULL) == MN_ERR_CONFIG,
                "rglru step with W = 10, NH = 3 returns MN_ERR_CONFIG");
-        expect(mn_cuda_rglru_step(&G, p, p, p, p, p, p, p, p, NULL, 1, 2048, 1, 8.0, NULL) == MN_ERR_CONFIG,
-               "rglru step with gate blocks of 2048 returns MN_ERR_CONFIG");
+        expect(mn_cuda_rglru_step(&G, p, p, p, p, p, p, p, p, NULL, 1, 1024, 1, 8.0, NULL) == MN_ERR_CONFIG,
+               "rglru step with gate blocks of 1024 (> 512) returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
     }
 }
