@@ -452,13 +452,13 @@ __global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t O
 // tensor-core kernels' unit. Others (the Mesa gates, OC = H) stay fp32: they are thin (N x H) and cost
 // little either way.
 static int mn__bf_ok(const mn_cuda_ctx* ctx, size_t IC, size_t OC) {
-    return ctx->math == MN_CUDA_MATH_BF16 && IC > 0 && IC % 8 == 0 && OC % 8 == 0;
+    return ctx->math == MN_CUDA_MATH_BF16 && IC > 0 && OC > 0 && IC % 8 == 0 && OC % 8 == 0;
 }
 // out (N,OC) = inp (N,IC) W (OC,IC)^T + beta out: the product of every projection (beta 1: the model's
 // residual add), bf16 operands in bf16 mode (mn__bf_ok), else mn__gemm's fp32 / TF32
 static int mn__matmul_product(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC,
                               size_t OC, float beta) {
-    if (!mn__bf_ok(ctx, IC, OC) || N == 0 || OC == 0)
+    if (!mn__bf_ok(ctx, IC, OC) || N == 0)
         return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, beta, out, OC, 0, 1);
     __nv_bfloat16* s;
     const __nv_bfloat16 *xb, *wb;
