@@ -5,7 +5,8 @@
 // (index g*Hd + h*Dh + j, g = i, f, z, o); R,dR (NH,4Dh,Dh) R[h][g*Dh+j][i]; b,db (4Hd); y,c,n,m (B,T,Hd)
 // the states after each step; y0,c0,n0,m0 (B,Hd) initial states or NULL (zeros).
 // Workspace in floats of the backward: the recomputed pre-activations (B,T,4Hd), overwritten in place
-// by their gradients, and the shifted outputs y_{t-1} (B,T,Hd). The forward and the step need none.
+// by their gradients, the shifted outputs y_{t-1} (B,T,Hd) and each sequence's bias gradient (B,4Hd).
+// The forward and the step need none.
 size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh);
 // y, c, n, m written; one launch, one thread block per (sequence, head) walking the T steps
 int mn_cuda_slstm_forward(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x, const float* R,

@@ -7,7 +7,7 @@
 //   pre-activations, R^T draw and dR (3 x 8 Dh);
 //   bytes (floats x 4): forward x read (4), y c n m written (4); backward: y_{t-1} built (2), x + b (8),
 //   the recompute product (read y_{t-1} 1, raw read + written 8), the walk (raw 4, dx 4, dy y c n m 5 read;
-//   raw 4, dx 4 written), db's column sum (4), dR's product (5): 49.
+//   raw 4, dx 4 written), dR's product (5): 45.
 // Then the decode step (mn_cuda_slstm_step) at batch 1 and 64, 16 heads of 128: the state traffic is x
 // (4 Hd) read and y, c, n, m (4 Hd) read and written per sequence; every (sequence, head) block also
 // reads its head's R (4 Dh^2 floats), which dominates: both are printed, the share of 4.3 TB/s with R.
@@ -22,7 +22,7 @@ static void bench_slstm_op(size_t B, size_t T, size_t NH, size_t Dh, const char*
     CK(mn_cuda_malloc(&G, (void**)&db, 4 * Hd * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
     cudaMemset(dx, 0, nx * 4); cudaMemset(dR, 0, nR * 4); cudaMemset(db, 0, 4 * Hd * 4);
     const double u = (double)N * Hd, ff = 8.0 * u * Dh, fb = ff + 24.0 * u * Dh;   // FLOPs
-    const double bf = 8.0 * u * 4, bb = bf + 49.0 * u * 4;                             // bytes
+    const double bf = 8.0 * u * 4, bb = bf + 45.0 * u * 4;                             // bytes
     auto fwd = [&] { CK(mn_cuda_slstm_forward(&G, y, c, n, m, x, R, b, NULL, NULL, NULL, NULL, B, T, NH, Dh)); };
     double ms = time_ms(fwd);
     printf("| %s | fwd | - | %.3f | %.2f | %.2f | %.2f | %.0f |\n", label, ms, ff / 1e9, ff / (ms * 1e-3) / 1e12,

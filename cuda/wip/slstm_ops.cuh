@@ -21,9 +21,10 @@
 // backwards: thread p = g Dh + i owns column i of gate block g of R (registers + shared memory as
 // above), the unit threads compute the four gate gradients of their unit (written over the
 // recomputed pre-activations and into dx), and every thread forms its share of R^T draw, the carry
-// into y_{t-1} (the four gate blocks' partial sums added by the unit threads). dR = sum_t draw_t^T
-// y_{t-1} and db = sum_t draw_t are then one batched cuBLAS product per gate and one deterministic
-// column sum over the saved gradients: no atomics, the same bits every run.
+// into y_{t-1} (the four gate blocks' partial sums added by the unit threads); each unit thread also sums
+// its gate gradients over the steps (db's share of its sequence). dR = sum_t draw_t^T y_{t-1} is then one
+// batched cuBLAS product per gate over the saved gradients, db a deterministic column sum of the
+// sequences' shares: no atomics, the same bits every run.
 // The decode step has its own kernel (one block per head and group of 8 sequences: R read once for the
 // group, see mn__k_slstm_step).
 // Precision: fp32 throughout (exp, tanh, logsigmoid in float; the carries in registers); the two
@@ -44,7 +45,8 @@ static int mn__slstm_check(mn_cuda_ctx* ctx, const char* what, size_t B, size_t 
     return MN_OK;
 }
 
-size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh) { return 5 * B * T * NH * Dh; }
+// the recomputed pre-activations (B,T,4Hd), y_{t-1} (B,T,Hd), the sequences' bias gradients (B,4Hd)
+size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh) { return (5 * T + 4) * B * NH * Dh; }
 
 __device__ __forceinline__ float mn__slstm_logsig(float x) { return fminf(x, 0.f) - log1pf(expf(-fabsf(x))); }
 __device__ __forceinline__ float mn__slstm_sig(float x) { return 1.f / (1.f + expf(-x)); }
@@ -142,16 +144,17 @@ __device__ __forceinline__ void mn__slstm_bload(mn__slstm_bv* v, const float* ra
 
 // The backward walk (mesanet.h's mn_slstm_backward, step for step): block = (b, h), 4 Dh threads.
 // raw (B,T,4Hd): in, the recomputed pre-activations x + b + R y_{t-1}; out, their gradients draw.
-// dx (B,T,4Hd) += draw (acc 1) or = draw (acc 0); dy0, dc0, dn0 (B,Hd) += the carries past t = 0, or
-// NULL; dy, y, c, n, m (B,T,Hd); R (NH,4Dh,Dh); c0, n0, m0 (B,Hd) or NULL. Walking t backwards, with
+// dx (B,T,4Hd) += draw (acc 1) or = draw (acc 0); dbp (B,4Hd) = sum over t of draw (written); dy0, dc0,
+// dn0 (B,Hd) += the carries past t = 0, or NULL; dy, y, c, n, m (B,T,Hd); R (NH,4Dh,Dh); c0, n0, m0 (B,Hd)
+// or NULL. Walking t backwards, with
 // dyt = dy_t + (R^T draw_{t+1}) and the carries dc, dn:
 //   y = sig(~o) c / n:  d~o = dyt c / n sig' ; dc += dyt sig / n ; dn -= dyt y / n
 //   c = f c_{t-1} + i tanh(~z), n = f n_{t-1} + i:  d~z = dc i (1 - tanh^2) ; d~i = (dc tanh(~z) + dn) i ;
 //   d~f = (dc c_{t-1} + dn n_{t-1}) f sigmoid(-~f) ; dc <- dc f ; dn <- dn f
 // (m held fixed: y does not depend on it while the clamps do not bind, as on the CPU).
 template <int DH>
-__global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dy0, float* dc0, float* dn0, float* raw,
-                                                          const float* dy, const float* y, const float* c,
+__global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+                                                          float* raw, const float* dy, const float* y, const float* c,
                                                           const float* n, const float* m, const float* R,
                                                           const float* c0, const float* n0, const float* m0,
                                                           unsigned NH, size_t T, int acc) {
@@ -168,6 +171,7 @@ __global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dy0,
     for (int k = 0; k < KS; k++) Rs[k * G4 + p] = Rc[(size_t)(KR + k) * DH];
     const size_t s0 = b * Hd + h * DH + p;        // unit p's index into (B,Hd) (p < DH)
     float dcs = 0.f, dns = 0.f, dyr = 0.f;        // the carries dc, dn and R^T draw of the step after
+    float dbs[4] = { 0.f, 0.f, 0.f, 0.f };        // unit p's gate gradients summed over the steps
     mn__slstm_bv cur, nxt;
     if (p < DH) {
         const size_t t = T - 1;
@@ -196,6 +200,7 @@ __global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dy0,
                 raw[q + k * Hd] = d[k];
                 dx[q + k * Hd] = cur.dx[k] + d[k];
                 dr[k * DH + p] = d[k];
+                dbs[k] += d[k];
             }
         }
         __syncthreads();
@@ -206,6 +211,8 @@ __global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dy0,
         if (p < DH) dyr = (part[p] + part[DH + p]) + (part[2 * DH + p] + part[3 * DH + p]);
     }
     if (p < DH) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) dbp[b * G + k * Hd + h * DH + p] = dbs[k];
         if (dy0) dy0[s0] += dyr;
         if (dc0) dc0[s0] += dcs;
         if (dn0) dn0[s0] += dns;
@@ -237,15 +244,15 @@ static int mn__slstm_fwd_launch(mn_cuda_ctx* ctx, float* y, float* c, float* n, 
     return MN_OK;
 }
 template <int DH>
-static int mn__slstm_bwd_launch(mn_cuda_ctx* ctx, float* dx, float* dy0, float* dc0, float* dn0, float* raw,
-                                const float* dy, const float* y, const float* c, const float* n, const float* m,
-                                const float* R, const float* c0, const float* n0, const float* m0, size_t B, size_t T,
-                                size_t NH, int acc) {
+static int mn__slstm_bwd_launch(mn_cuda_ctx* ctx, float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+                                float* raw, const float* dy, const float* y, const float* c, const float* n,
+                                const float* m, const float* R, const float* c0, const float* n0, const float* m0,
+                                size_t B, size_t T, size_t NH, int acc) {
     const size_t smem = mn__slstm_smem(DH);
     if (smem > 48 * 1024)
         MN__CU(cudaFuncSetAttribute(mn__k_slstm_bwd<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    mn__k_slstm_bwd<DH><<<(unsigned)(B * NH), 4 * DH, smem, MN__STREAM>>>(dx, dy0, dc0, dn0, raw, dy, y, c, n, m, R,
-                                                                          c0, n0, m0, (unsigned)NH, T, acc);
+    mn__k_slstm_bwd<DH><<<(unsigned)(B * NH), 4 * DH, smem, MN__STREAM>>>(dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m,
+                                                                          R, c0, n0, m0, (unsigned)NH, T, acc);
     MN__LAUNCHED();
     return MN_OK;
 }
@@ -258,11 +265,12 @@ static int mn__slstm_bwd_launch(mn_cuda_ctx* ctx, float* dx, float* dy0, float* 
     case 112: return F<112>(__VA_ARGS__); default: return F<128>(__VA_ARGS__); \
     }
 
-static int mn__slstm_bwd_launch_any(mn_cuda_ctx* ctx, float* dx, float* dy0, float* dc0, float* dn0, float* raw,
-                                    const float* dy, const float* y, const float* c, const float* n, const float* m,
-                                    const float* R, const float* c0, const float* n0, const float* m0, size_t B,
-                                    size_t T, size_t NH, size_t Dh, int acc) {
-    MN__SLSTM_DISPATCH(mn__slstm_bwd_launch, ctx, dx, dy0, dc0, dn0, raw, dy, y, c, n, m, R, c0, n0, m0, B, T, NH, acc);
+static int mn__slstm_bwd_launch_any(mn_cuda_ctx* ctx, float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+                                    float* raw, const float* dy, const float* y, const float* c, const float* n,
+                                    const float* m, const float* R, const float* c0, const float* n0, const float* m0,
+                                    size_t B, size_t T, size_t NH, size_t Dh, int acc) {
+    MN__SLSTM_DISPATCH(mn__slstm_bwd_launch, ctx, dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m, R, c0, n0, m0, B, T, NH,
+                       acc);
 }
 
 int mn_cuda_slstm_forward(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x, const float* R,
@@ -284,15 +292,17 @@ static int mn__slstm_backward(mn_cuda_ctx* ctx, float* dx, float* dR, float* db,
     const size_t Hd = NH * Dh, G = 4 * Hd, N = B * T, DD = Dh * Dh;
     float* raw = work;                           // (N,G) pre-activations, then their gradients
     float* yp = work + N * G;                    // (N,Hd) y_{t-1}
+    float* dbp = yp + N * Hd;                    // (B,G) each sequence's share of db
     mn__k_slstm_prev<<<mn__grid(ctx, N * Hd, 256), 256, 0, MN__STREAM>>>(yp, y, y0, B, T, Hd); MN__LAUNCHED();
     mn__k_slstm_xb<<<mn__grid(ctx, N * G, 256), 256, 0, MN__STREAM>>>(raw, x, b, N, G); MN__LAUNCHED();
     // raw[:, g Hd + h Dh + j] += sum_i yp[:, h Dh + i] R[h][g Dh + j][i]: per gate, batched over heads
     for (size_t g = 0; g < 4; g++)
         MN__TRY(mn__gemm(ctx, 0, 1, N, Dh, Dh, 1.f, yp, Hd, Dh, R + g * DD, Dh, 4 * DD, 1.f, raw + g * Hd, G, Dh, NH));
-    MN__TRY(mn__slstm_bwd_launch_any(ctx, dx, dy0, dc0, dn0, raw, dy, y, c, n, m, R, c0, n0, m0, B, T, NH, Dh, acc));
-    // forward: raw = x + b + R y_{t-1}, so: db += sum over rows of draw ; dR[h][g Dh + j][i] += sum over
-    // rows of draw[:, g Hd + h Dh + j] yp[:, h Dh + i]
-    MN__TRY(mn__colsum(ctx, db, raw, NULL, NULL, N, G));
+    MN__TRY(mn__slstm_bwd_launch_any(ctx, dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m, R, c0, n0, m0, B, T, NH, Dh,
+                                     acc));
+    // forward: raw = x + b + R y_{t-1}, so: db += sum over rows of draw (the sequences' shares summed) ;
+    // dR[h][g Dh + j][i] += sum over rows of draw[:, g Hd + h Dh + j] yp[:, h Dh + i]
+    MN__TRY(mn__colsum(ctx, db, dbp, NULL, NULL, B, G));
     for (size_t g = 0; g < 4; g++)
         MN__TRY(mn__gemm(ctx, 1, 0, Dh, Dh, N, 1.f, raw + g * Hd, G, Dh, yp, Hd, Dh, 1.f, dR + g * DD, Dh, 4 * DD, NH));
     return MN_OK;
