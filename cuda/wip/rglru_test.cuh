@@ -186,7 +186,7 @@ static void test_rglru_all(void) {
         { "states",        3, 150,  96,   3,  1, 0,  0,   1,   MN_CUDA_MATH_FP32 },   // bw 32, T not a tile multiple
         { "resets",        2, 301,  256,  2,  1, 1,  0,   0,   MN_CUDA_MATH_FP32 },   // bw 128, segment_pos
         { "clipped",       2, 200,  128,  1,  1, 0,  1,   0,   MN_CUDA_MATH_FP32 },   // one block of 128
-        { "T1024 bw64",    1, 1024, 320,  5,  0, 0,  0,   0,   MN_CUDA_MATH_FP32 },   // W not a multiple of 128
+        { "T1024 bw64",    1, 1024, 320,  5,  0, 0,  0,   0,   MN_CUDA_MATH_FP32 },   // a long scan, W = 5 x 64
         { "T5",            2, 5,    48,   3,  1, 0,  0,   0,   MN_CUDA_MATH_FP32 },   // shorter than one tile; bw 16
         { "odd bw",        2, 77,   60,   4,  1, 1,  0,   0,   MN_CUDA_MATH_FP32 },   // bw 15, W not a multiple of 4
         { "tf32",          2, 200,  256,  2,  1, 0,  0,   0,   MN_CUDA_MATH_TF32 },
