@@ -1,9 +1,9 @@
-// The delta rule (DeltaNet, Gated DeltaNet) at B=4, T=4096, H=16, Dk=Dv=128, checkpoints every 16
+// The delta rule (DeltaNet, Gated DeltaNet) at B=4, T=4096, H=16, Dk=Dv=128, checkpoints every 8
 // tokens (the layers' MN__DELTA_GC), fp32; forward and forward+backward median ms, the FLOPs the
 // recurrent kernels do and the bytes they move (counted from the kernels, see below), and the decode
 // step at batch 1 and 64 against the state traffic.
 static void bench_delta(void) {
-    const size_t B = 4, T = 4096, H = 16, D = 128, C = 16, nk = B * T * H * D, nh = B * T * H;
+    const size_t B = 4, T = 4096, H = 16, D = 128, C = 8, nk = B * T * H * D, nh = B * T * H;
     const size_t ns = B * H * D * D, NC = (T + C - 1) / C;
     float *q = dev_randn(nk, 1), *k = dev_randn(nk, 1), *v = dev_randn(nk, 1), *dout = dev_randn(nk, 1), *be, *g;
     {   // unit q, k rows (the layers l2-normalise them); beta = sigmoid(N(0,1)); g = -0.3 softplus(N(0,1))
@@ -25,8 +25,9 @@ static void bench_delta(void) {
     CK(mn_cuda_malloc(&G, (void**)&dq, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&dk, nk * 4));
     CK(mn_cuda_malloc(&G, (void**)&dv, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&db, nh * 4));
     CK(mn_cuda_malloc(&G, (void**)&dg, nh * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
-    printf("\nDelta rule (recurrent fp32 kernels), B=%zu T=%zu H=%zu Dk=Dv=%zu, checkpoints every %zu tokens, median of "
-           "%d; hs %.2f GB, workspace %.2f GB\n\n", B, T, H, D, C, REPS, B * H * NC * D * D * 4.0 / 1e9, wn * 4.0 / 1e9);
+    printf("\nDelta rule (recurrent fp32 kernels), B=%zu T=%zu H=%zu Dk=Dv=%zu, checkpoints every %zu tokens, "
+           "median of %d; hs %.2f GB, workspace %.2f GB\n\n", B, T, H, D, C, REPS, B * H * NC * D * D * 4.0 / 1e9,
+           wn * 4.0 / 1e9);
     printf("| op | ms | counted TFLOP | TF/s | counted GB | GB/s |\n|---|---|---|---|---|---|\n");
     // FLOPs per token, head and state entry: forward 7 (decay 1, p 2, write 2, read 2); backward 5 to
     // recompute the state and 23 in the reverse step (the kernel's FMAs and multiplies, 2 per FMA).
@@ -61,8 +62,8 @@ static void bench_delta(void) {
     mn_cuda_dfree(out); mn_cuda_dfree(hs); mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(db);
     mn_cuda_dfree(dg); mn_cuda_dfree(work);
     (void)ns;
-    printf("\n| delta decode step, H=%zu D=%zu | | batch | us per step | tokens/s | state GB/s (read + write) | of 4.3 TB/s "
-           "|\n|---|---|---|---|---|---|---|\n", H, D);
+    printf("\n| delta decode step, H=%zu D=%zu | | batch | us per step | tokens/s | state GB/s (read + write) "
+           "| of 4.3 TB/s |\n|---|---|---|---|---|---|---|\n", H, D);
     const size_t bs[2] = { 1, 64 };
     for (int gi = 0; gi < 2; gi++)
         for (int bi = 0; bi < 2; bi++) {

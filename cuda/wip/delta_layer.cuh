@@ -8,7 +8,11 @@
 // the recurrence is the same for any interval).
 #define MN__DELTA_NEG 1     // mesanet.h's MN__DELTA_RULE_NEG: beta in (0,2)
 #define MN__DELTA_GATED 2   // mesanet.h's MN__DELTA_RULE_GATED: Gated DeltaNet
-#define MN__DELTA_GC 16     // the GPU op's checkpoint interval
+// The GPU op's checkpoint interval: the backward writes and reads back a chunk's states per warp
+// (Dk x 8 columns x GC floats): 42 MB over all warps at the anchor shape (B=16, T=2048, 5 heads of
+// 128) for GC = 8, small enough that much of it may stay in L2 (50 MB; not measured); hs costs
+// Dk Dv / GC floats per token and head (1.3 GB a layer there).
+#define MN__DELTA_GC 8
 // parameter slots, in mesanet.h's mn__delta_rule_par_walk order
 enum { MN__CD_Q = MN__CP_MIX, MN__CD_K, MN__CD_V, MN__CD_B, MN__CD_QC, MN__CD_KC, MN__CD_VC, MN__CD_NORM, MN__CD_O,
        MN__CD_END, MN__CD_A = MN__CD_END, MN__CD_ALOG, MN__CD_DT, MN__CD_G, MN__CD_GEND };

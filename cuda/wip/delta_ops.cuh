@@ -17,25 +17,36 @@
 //              dbeta += du.(v - p) ; dp = -beta du ; dS' = dS + k dp^T ; dk += S' dp ;
 //              dg += <dS', S'> ; dS <- a dS'.
 //            dv is one column's: the lane adds it directly. dq, dk, dbeta and dg are sums over all Dv
-//            columns: each warp reduces its 8 (shuffles) and writes one partial per token, and a
-//            second kernel adds the Dv/8 partials in a fixed order (deterministic, no atomics).
+//            columns: each warp reduces its 8 (shuffles), the up to 4 warps of a block add theirs in
+//            shared memory (8 tokens at a time), each block writes one partial per token, and a
+//            second kernel adds the blocks' partials in a fixed order (deterministic, no atomics).
 //   step     one token, the forward's arithmetic, the state read and written once.
-// Precision: fp32 throughout (the CPU accumulates in double); expf for the decay. Measured bounds
-// are in test_delta_all. Shapes: Dk a multiple of 16 up to 128 (the rows per lane a template
+// Precision: fp32 throughout (the CPU accumulates in double); expf for the decay. The tests' bounds
+// (test_delta_all) say what to expect. Shapes: Dk a multiple of 16 up to 128 (the rows per lane a template
 // parameter: 4..32 registers of state, as many of dS), Dv a multiple of 8, chunk 1..64.
 // This is the recurrent form; the chunkwise WY/UT form of the CPU (tensor-core products per chunk) is
 // left for a later session: here the FLOPs are FFMA and the backward reads its states back once.
 
 #define MN__DELTA_COLS 8        // value columns per warp
 #define MN__DELTA_MAXC 64       // the longest checkpoint interval (the backward's workspace grows with it)
+#define MN__DELTA_TG 8          // tokens whose partials the backward's warps add in shared memory at once
 
+// sum_r x[r] y[r] over the lane's R rows (R a multiple of 4) in four running sums: a dependency
+// chain of R/4 FMAs instead of R (the order is fixed, so still deterministic)
+template <int R>
+__device__ __forceinline__ float mn__delta_dot(const float* x, const float* y) {
+    float s[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r & 3] = fmaf(x[r], y[r], s[r & 3]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
 // one token of one lane's column slice: S (R rows of column j) <- a S + k u^T; returns u_j. kk: the
 // lane's rows of k. Shared by the forward, the backward's recomputation and the step.
 template <int R>
 __device__ __forceinline__ float mn__delta_col_token(float* S, const float* kk, float a, float bt, float vj) {
-    float p = 0.f;
 #pragma unroll
-    for (int r = 0; r < R; r++) { S[r] *= a; p = fmaf(S[r], kk[r], p); }
+    for (int r = 0; r < R; r++) S[r] *= a;
+    float p = mn__delta_dot<R>(S, kk);
     p += __shfl_xor_sync(0xffffffffu, p, 1);          // p_j = sum over the quad's four row sets
     p += __shfl_xor_sync(0xffffffffu, p, 2);
     const float u = bt * (vj - p);
@@ -64,25 +75,35 @@ __global__ void __launch_bounds__(32) mn__k_delta_fwd(float* out, float* ht, flo
     const int Dk = 4 * R, bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x, r4 = lane & 3;
     const int j = blockIdx.y * MN__DELTA_COLS + (lane >> 2), NC = (T + C - 1) / C - z0;
     const size_t ns = (size_t)Dk * Dv, sb = (size_t)bh * ns;
-    float S[R], kk[R], qq[R];
+    float S[R], kk[R], qq[R], kn[R], qn[R];
 #pragma unroll
     for (int r = 0; r < R; r++) S[r] = h0 ? h0[sb + (size_t)(4 * r + r4) * Dv + j] : 0.f;
+    // token t's inputs are loaded during token t-1 (their latency hidden behind its arithmetic)
+    size_t row = (size_t)b * T * H + h;                      // (b,0,h) in (B,T,H)
+    mn__delta_rows<R>(kk, k + row * Dk, r4);
+    mn__delta_rows<R>(qq, q + row * Dk, r4);
+    float gt = g ? g[row] : 0.f, bt = beta[row], vj = v[row * Dv + j];
     for (int t = 0; t < T; t++) {
-        const size_t row = ((size_t)b * T + t) * H + h;      // (b,t,h) in (B,T,H)
+        const size_t rn = row + H;                           // (b,t+1,h)
+        float gn = 0.f, bn = 0.f, vn = 0.f;
+        if (t + 1 < T) {
+            mn__delta_rows<R>(kn, k + rn * Dk, r4);
+            mn__delta_rows<R>(qn, q + rn * Dk, r4);
+            gn = g ? g[rn] : 0.f; bn = beta[rn]; vn = v[rn * Dv + j];
+        }
         if (hs && t % C == 0 && (t > 0 || !z0)) {            // the chunk-start state S_{t-1}
             float* dst = hs + ((size_t)bh * NC + t / C - z0) * ns + j;
 #pragma unroll
             for (int r = 0; r < R; r++) dst[(size_t)(4 * r + r4) * Dv] = S[r];
         }
-        mn__delta_rows<R>(kk, k + row * Dk, r4);
-        mn__delta_rows<R>(qq, q + row * Dk, r4);
-        const float a = g ? expf(g[row]) : 1.f;
-        mn__delta_col_token<R>(S, kk, a, beta[row], v[row * Dv + j]);
-        float o = 0.f;
-#pragma unroll
-        for (int r = 0; r < R; r++) o = fmaf(S[r], qq[r], o);
-        o = mn__delta_quad_sum(o);
+        mn__delta_col_token<R>(S, kk, g ? expf(gt) : 1.f, bt, vj);
+        const float o = mn__delta_quad_sum(mn__delta_dot<R>(S, qq));
         if (r4 == 0) out[row * Dv + j] = scale * o;
+        if (t + 1 < T) {
+#pragma unroll
+            for (int r = 0; r < R; r++) { kk[r] = kn[r]; qq[r] = qn[r]; }
+            gt = gn; bt = bn; vj = vn; row = rn;
+        }
     }
     if (ht) {
 #pragma unroll
@@ -90,20 +111,25 @@ __global__ void __launch_bounds__(32) mn__k_delta_fwd(float* out, float* ht, flo
     }
 }
 
-// Backward. grid (B*H, Dv/8), 32 threads. dv (B,T,H,Dv), dh0 (B,H,Dk,Dv) or NULL accumulated; part
-// (Dv/8, B*T*H, 2 Dk + 2) written: per column slice and token the partial dq (Dk), dk (Dk), dbeta,
-// dg (0 when g is NULL); stash (B*H*Dv/8, C, R, 32): the chunk's states, lane-interleaved; dout
-// (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL; hs (B,H,NC,Dk,Dv); the inputs as the forward's.
+// Backward. grid (B*H, Dv/(8 NW)), NW warps of 32 threads (NW = 1, 2 or 4: warp w takes the 8 columns
+// of slice NW y + w), dynamic shared memory MN__DELTA_TG NW (2 Dk + 2) floats. dv (B,T,H,Dv), dh0
+// (B,H,Dk,Dv) or NULL accumulated; part (Dv/(8 NW), B*T*H, 2 Dk + 2) written: per block and token the
+// partial dq (Dk), dk (Dk), dbeta, dg (0 when g is NULL) of its 8 NW columns; stash (B*H*Dv/8, C, R, 32):
+// the chunk's states per warp, lane-interleaved; dout (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL; hs
+// (B,H,NC,Dk,Dv); the inputs as the forward's. The warps' partials of MN__DELTA_TG tokens at a time
+// meet in shared memory and are added there (warp order: deterministic), one barrier pair per group.
 template <int R>
-__global__ void __launch_bounds__(32) mn__k_delta_bwd(float* part, float* dv, float* dh0, float* stash,
+__global__ void __launch_bounds__(128) mn__k_delta_bwd(float* part, float* dv, float* dh0, float* stash,
                                                       const float* dout, const float* dht, const float* hs,
                                                       const float* q, const float* k, const float* v,
                                                       const float* beta, const float* g, int T, int H, int Dv, int C,
                                                       int z0, float scale) {
-    const int Dk = 4 * R, W = 2 * Dk + 2, bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x;
-    const int r4 = lane & 3, j = blockIdx.y * MN__DELTA_COLS + (lane >> 2), NC = (T + C - 1) / C;
+    extern __shared__ float mn__delta_red[];                 // (MN__DELTA_TG, NW, W) the warps' partials
+    const int Dk = 4 * R, W = 2 * Dk + 2, bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x & 31;
+    const int NW = blockDim.x / 32, w = threadIdx.x / 32, sl = blockIdx.y * NW + w;
+    const int r4 = lane & 3, j = sl * MN__DELTA_COLS + (lane >> 2), NC = (T + C - 1) / C;
     const size_t ns = (size_t)Dk * Dv, sb = (size_t)bh * ns, NH = (size_t)gridDim.x / H * T * H;
-    float* st = stash + ((size_t)bh * gridDim.y + blockIdx.y) * (size_t)C * R * 32 + lane;
+    float* st = stash + ((size_t)bh * gridDim.y * NW + sl) * (size_t)C * R * 32 + lane;
     float* pslice = part + (size_t)blockIdx.y * NH * W;
     float S[R], dS[R], kk[R], qq[R], dqp[R], dkp[R];
 #pragma unroll
@@ -132,11 +158,11 @@ __global__ void __launch_bounds__(32) mn__k_delta_bwd(float* part, float* dv, fl
             mn__delta_rows<R>(kk, k + row * Dk, r4);
             mn__delta_rows<R>(qq, q + row * Dk, r4);
             const float a = g ? expf(g[row]) : 1.f, bt = beta[row], doj = dout[row * Dv + j];
-            float p = 0.f;
+            float p[4] = { 0.f, 0.f, 0.f, 0.f };
 #pragma unroll
-            for (int r = 0; r < R; r++) p = fmaf(a * S[r], kk[r], p);
-            p = mn__delta_quad_sum(p);
-            const float rj = v[row * Dv + j] - p, u = bt * rj;
+            for (int r = 0; r < R; r++) p[r & 3] = fmaf(a * S[r], kk[r], p[r & 3]);
+            const float pj = mn__delta_quad_sum((p[0] + p[1]) + (p[2] + p[3]));
+            const float rj = v[row * Dv + j] - pj, u = bt * rj;
             // the read o = scale S_t^T q (S_t = a S_{t-1} + k u^T): dq += scale S_t do ; dS += scale q do^T
 #pragma unroll
             for (int r = 0; r < R; r++) {
@@ -144,10 +170,9 @@ __global__ void __launch_bounds__(32) mn__k_delta_bwd(float* part, float* dv, fl
                 dS[r] = fmaf(scale * qq[r], doj, dS[r]);
             }
             // the write S_t = S' + k u^T: du = dS^T k ; dk += dS u
-            float du = 0.f;
 #pragma unroll
-            for (int r = 0; r < R; r++) { du = fmaf(dS[r], kk[r], du); dkp[r] = dS[r] * u; }
-            du = mn__delta_quad_sum(du);
+            for (int r = 0; r < R; r++) dkp[r] = dS[r] * u;
+            const float du = mn__delta_quad_sum(mn__delta_dot<R>(dS, kk));
             if (r4 == 0) dv[row * Dv + j] += bt * du;
             // the delta u = beta (v - p): dbeta += du (v - p) ; dp = -beta du ; then the read p = S'^T k
             // and the decay S' = a S_{t-1}: dS' = dS + k dp^T ; dk += S' dp ; dg += <dS', S'> ; dS = a dS'
@@ -171,11 +196,23 @@ __global__ void __launch_bounds__(32) mn__k_delta_bwd(float* part, float* dv, fl
                 dbp += __shfl_xor_sync(0xffffffffu, dbp, o);
                 dgp += __shfl_xor_sync(0xffffffffu, dgp, o);
             }
-            if (lane < 4) {                                  // column 0's quad holds the slice's sums
-                float* P = pslice + row * W;
+            const int m = c - 1 - tt, slot = m % MN__DELTA_TG;   // the m-th token of the chunk's reverse pass
+            if (lane < 4) {                                  // column 0's quad holds the warp's sums
+                float* P = mn__delta_red + ((size_t)slot * NW + w) * W;
 #pragma unroll
                 for (int r = 0; r < R; r++) { P[4 * r + r4] = dqp[r]; P[Dk + 4 * r + r4] = dkp[r]; }
                 if (lane == 0) { P[2 * Dk] = dbp; P[2 * Dk + 1] = dgp; }
+            }
+            if (slot == MN__DELTA_TG - 1 || tt == 0) {       // flush tokens m - slot .. m: sum over the warps
+                __syncthreads();
+                for (int e = threadIdx.x; e < (slot + 1) * W; e += blockDim.x) {
+                    const int s = e / W, col = e % W;        // slot s is the token tt' = c - 1 - (m - slot + s)
+                    const size_t rs = ((size_t)b * T + t0 + (c - 1 - (m - slot + s))) * H + h;
+                    float acc = 0.f;
+                    for (int x = 0; x < NW; x++) acc += mn__delta_red[((size_t)s * NW + x) * W + col];
+                    pslice[rs * W + col] = acc;
+                }
+                __syncthreads();
             }
         }
     }
@@ -216,10 +253,9 @@ __global__ void __launch_bounds__(32) mn__k_delta_step(float* out, float* state,
     mn__delta_rows<R>(kk, k + (size_t)bh * Dk, r4);
     mn__delta_rows<R>(qq, q + (size_t)bh * Dk, r4);
     mn__delta_col_token<R>(S, kk, g ? expf(g[bh]) : 1.f, beta[bh], v[(size_t)bh * Dv + j]);
-    float o = 0.f;
 #pragma unroll
-    for (int r = 0; r < R; r++) { o = fmaf(S[r], qq[r], o); s[(size_t)(4 * r + r4) * Dv] = S[r]; }
-    o = mn__delta_quad_sum(o);
+    for (int r = 0; r < R; r++) s[(size_t)(4 * r + r4) * Dv] = S[r];
+    const float o = mn__delta_quad_sum(mn__delta_dot<R>(S, qq));
     if (r4 == 0) out[(size_t)bh * Dv + j] = scale * o;
 }
 
@@ -249,10 +285,15 @@ static int mn__delta_check(mn_cuda_ctx* ctx, const char* what, size_t B, size_t 
     default: KERNEL<32><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                         \
     }
 
-// the backward's workspace: stash (B*H*Dv*Dk*chunk) then the partials (Dv/8, B*T*H, 2 Dk + 2)
+// warps per backward block: 4, 2 or 1, the most that divide the Dv/8 column slices
+static size_t mn__delta_warps(size_t Dv) {
+    const size_t s = Dv / MN__DELTA_COLS;
+    return s % 4 == 0 ? 4 : s % 2 == 0 ? 2 : 1;
+}
+// the backward's workspace: stash (B*H*Dv*Dk*chunk) then the partials (Dv/(8 NW), B*T*H, 2 Dk + 2)
 size_t mn_cuda_delta_rule_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
     size_t stash = (B * H * Dv * Dk * chunk + 63) / 64 * 64;
-    return stash + Dv / MN__DELTA_COLS * B * T * H * (2 * Dk + 2);
+    return stash + Dv / MN__DELTA_COLS / mn__delta_warps(Dv) * B * T * H * (2 * Dk + 2);
 }
 // The op's internal forms: z0 = 1 (the layers: h0 = zeros) leaves the first chunk's state, zero, out of
 // hs: hs (B,H,NC-1,Dk,Dv), at most B T / chunk states, which the model's layout can bound from B T alone.
@@ -294,11 +335,25 @@ static int mn__delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float
     }
     if ((!hs && !(z0 && T <= chunk)) || !work)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_delta_rule_backward", "needs hs and work", __LINE__);
-    const size_t NS = Dv / MN__DELTA_COLS, stash = (B * H * Dv * Dk * chunk + 63) / 64 * 64;
+    const size_t NW = mn__delta_warps(Dv), NS = Dv / MN__DELTA_COLS / NW;
+    const size_t stash = (B * H * Dv * Dk * chunk + 63) / 64 * 64, smem = MN__DELTA_TG * NW * (2 * Dk + 2) * 4;
     float* part = work + stash;
     dim3 grid((unsigned)(B * H), (unsigned)NS);
-    MN__DELTA_DISPATCH(Dk, mn__k_delta_bwd, grid, part, dv, dh0, work, dout, dht, hs, q, k, v, beta, g, (int)T,
-                       (int)H, (int)Dv, (int)chunk, z0, (float)scale);
+    const unsigned nt = (unsigned)(32 * NW);
+    switch (Dk / 16) {
+#define MN__DELTA_BWD(RR)                                                                                 \
+    mn__k_delta_bwd<RR><<<grid, nt, smem, MN__STREAM>>>(part, dv, dh0, work, dout, dht, hs, q, k, v, beta, g, \
+                                                        (int)T, (int)H, (int)Dv, (int)chunk, z0, (float)scale)
+    case 1: MN__DELTA_BWD(4); break;
+    case 2: MN__DELTA_BWD(8); break;
+    case 3: MN__DELTA_BWD(12); break;
+    case 4: MN__DELTA_BWD(16); break;
+    case 5: MN__DELTA_BWD(20); break;
+    case 6: MN__DELTA_BWD(24); break;
+    case 7: MN__DELTA_BWD(28); break;
+    default: MN__DELTA_BWD(32); break;
+#undef MN__DELTA_BWD
+    }
     MN__LAUNCHED();
     mn__k_delta_bwd_sum<<<mn__grid(ctx, B * T * H * (2 * Dk + 2), 256), 256, 0, MN__STREAM>>>(
         dq, dk, dbeta, g ? dg : NULL, part, B * T * H, (int)Dk, (int)NS);
