@@ -3,9 +3,9 @@
 //   xc = silu(conv4(x) + b_conv) ; i, f pre-activations from xc and z, o from x, each through a
 //   block-diagonal per-head linear W[h] (Dh,Dh) ; (y, c, n, m) = the sLSTM cell (R, b) ;
 //   x2 = res + RMSNorm_head(y) (no output projection, as the CPU layer)
-enum { MN__CSL_CONV = MN__CP_MIX, MN__CSL_CONVB, MN__CSL_WI, MN__CSL_WF, MN__CSL_WZ, MN__CSL_WO, MN__CSL_R,
-       MN__CSL_B, MN__CSL_NORM, MN__CSL_END };
-static const char* const mn__cp_slstm[MN__CSL_END - MN__CP_MIX] = {
+enum { MN__CSLSTM_CONV = MN__CP_MIX, MN__CSLSTM_CONVB, MN__CSLSTM_WI, MN__CSLSTM_WF, MN__CSLSTM_WZ, MN__CSLSTM_WO,
+       MN__CSLSTM_R, MN__CSLSTM_B, MN__CSLSTM_NORM, MN__CSLSTM_END };
+static const char* const mn__cp_slstm[MN__CSLSTM_END - MN__CP_MIX] = {
     "attn.conv1d.weight", "attn.conv1d.bias", "attn.igate.weight", "attn.fgate.weight", "attn.zgate.weight",
     "attn.ogate.weight", "attn.slstm_cell.recurrent_kernel", "attn.slstm_cell.bias", "attn.group_norm.weight" };
 
@@ -66,17 +66,17 @@ static int mn__cm_slstm_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
     const mn__cm_slstm_dacts* D = &DD->slstm;
     size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH;
     const float* in = Y->xn1;
-    MN__TRY(mn_cuda_shortconv_forward(ctx, A->xcp, in, MN__PAR(cm, l, MN__CSL_CONV), B, T, C, 4, 0));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->xcp, in, MN__PAR(cm, l, MN__CSLSTM_CONV), B, T, C, 4, 0));
     mn__k_cm_slstm_act<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(A->xcp, A->xc,
-                                                                          MN__PAR(cm, l, MN__CSL_CONVB), N, C);
+                                                                          MN__PAR(cm, l, MN__CSLSTM_CONVB), N, C);
     MN__LAUNCHED();
-    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 0 * C, 4 * C, A->xc, MN__PAR(cm, l, MN__CSL_WI), N, NH, Dh));
-    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 1 * C, 4 * C, A->xc, MN__PAR(cm, l, MN__CSL_WF), N, NH, Dh));
-    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 2 * C, 4 * C, in, MN__PAR(cm, l, MN__CSL_WZ), N, NH, Dh));
-    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 3 * C, 4 * C, in, MN__PAR(cm, l, MN__CSL_WO), N, NH, Dh));
-    MN__TRY(mn_cuda_slstm_forward(ctx, A->y, A->c, A->n, A->m, A->x, MN__PAR(cm, l, MN__CSL_R),
-                                  MN__PAR(cm, l, MN__CSL_B), NULL, NULL, NULL, NULL, B, T, NH, Dh));
-    MN__TRY(mn_cuda_rmsnorm_forward(ctx, D->dy, A->rs, A->y, MN__PAR(cm, l, MN__CSL_NORM), N * NH, Dh,
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 0 * C, 4 * C, A->xc, MN__PAR(cm, l, MN__CSLSTM_WI), N, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 1 * C, 4 * C, A->xc, MN__PAR(cm, l, MN__CSLSTM_WF), N, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 2 * C, 4 * C, in, MN__PAR(cm, l, MN__CSLSTM_WZ), N, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 3 * C, 4 * C, in, MN__PAR(cm, l, MN__CSLSTM_WO), N, NH, Dh));
+    MN__TRY(mn_cuda_slstm_forward(ctx, A->y, A->c, A->n, A->m, A->x, MN__PAR(cm, l, MN__CSLSTM_R),
+                                  MN__PAR(cm, l, MN__CSLSTM_B), NULL, NULL, NULL, NULL, B, T, NH, Dh));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, D->dy, A->rs, A->y, MN__PAR(cm, l, MN__CSLSTM_NORM), N * NH, Dh,
                                     c->norm_eps));
     mn__k_cm_slstm_add<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(Y->x2, res, D->dy, N * C);
     MN__LAUNCHED();
@@ -92,26 +92,26 @@ static int mn__cm_slstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
     const mn__cm_slstm_dacts* D = &DD->slstm;
     size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH;
     const float* in = Y->xn1;
-    MN__TRY(mn__rmsnorm_backward(ctx, D->dy, MN__GRD(cm, l, MN__CSL_NORM), dout, A->rs, A->y,
-                                 MN__PAR(cm, l, MN__CSL_NORM), N * NH, Dh, 0));
-    MN__TRY(mn__slstm_backward(ctx, D->dx, MN__GRD(cm, l, MN__CSL_R), MN__GRD(cm, l, MN__CSL_B), NULL, NULL, NULL,
-                               D->dy, A->y, A->c, A->n, A->m, A->x, MN__PAR(cm, l, MN__CSL_R),
-                               MN__PAR(cm, l, MN__CSL_B), NULL, NULL, NULL, NULL, B, T, NH, Dh, cm->work, 0));
-    MN__TRY(mn__cm_slstm_bd_backward(ctx, D->dxc, MN__GRD(cm, l, MN__CSL_WI), D->dx + 0 * C, 4 * C, A->xc,
-                                     MN__PAR(cm, l, MN__CSL_WI), N, NH, Dh, 0));
-    MN__TRY(mn__cm_slstm_bd_backward(ctx, D->dxc, MN__GRD(cm, l, MN__CSL_WF), D->dx + 1 * C, 4 * C, A->xc,
-                                     MN__PAR(cm, l, MN__CSL_WF), N, NH, Dh, 1));
-    MN__TRY(mn__cm_slstm_bd_backward(ctx, din, MN__GRD(cm, l, MN__CSL_WZ), D->dx + 2 * C, 4 * C, in,
-                                     MN__PAR(cm, l, MN__CSL_WZ), N, NH, Dh, 0));
-    MN__TRY(mn__cm_slstm_bd_backward(ctx, din, MN__GRD(cm, l, MN__CSL_WO), D->dx + 3 * C, 4 * C, in,
-                                     MN__PAR(cm, l, MN__CSL_WO), N, NH, Dh, 1));
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dy, MN__GRD(cm, l, MN__CSLSTM_NORM), dout, A->rs, A->y,
+                                 MN__PAR(cm, l, MN__CSLSTM_NORM), N * NH, Dh, 0));
+    MN__TRY(mn__slstm_backward(ctx, D->dx, MN__GRD(cm, l, MN__CSLSTM_R), MN__GRD(cm, l, MN__CSLSTM_B), NULL, NULL, NULL,
+                               D->dy, A->y, A->c, A->n, A->m, A->x, MN__PAR(cm, l, MN__CSLSTM_R),
+                               MN__PAR(cm, l, MN__CSLSTM_B), NULL, NULL, NULL, NULL, B, T, NH, Dh, cm->work, 0));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, D->dxc, MN__GRD(cm, l, MN__CSLSTM_WI), D->dx + 0 * C, 4 * C, A->xc,
+                                     MN__PAR(cm, l, MN__CSLSTM_WI), N, NH, Dh, 0));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, D->dxc, MN__GRD(cm, l, MN__CSLSTM_WF), D->dx + 1 * C, 4 * C, A->xc,
+                                     MN__PAR(cm, l, MN__CSLSTM_WF), N, NH, Dh, 1));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, din, MN__GRD(cm, l, MN__CSLSTM_WZ), D->dx + 2 * C, 4 * C, in,
+                                     MN__PAR(cm, l, MN__CSLSTM_WZ), N, NH, Dh, 0));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, din, MN__GRD(cm, l, MN__CSLSTM_WO), D->dx + 3 * C, 4 * C, in,
+                                     MN__PAR(cm, l, MN__CSLSTM_WO), N, NH, Dh, 1));
     mn__k_cm_slstm_act_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(D->dxcp, D->dxc, A->xcp, N * C);
     MN__LAUNCHED();
-    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSL_CONVB), D->dxcp, NULL, NULL, N, C));
-    return mn__shortconv_backward(ctx, din, MN__GRD(cm, l, MN__CSL_CONV), D->dxcp, in, MN__PAR(cm, l, MN__CSL_CONV),
-                                  B, T, C, 4, 0, 1);
+    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSLSTM_CONVB), D->dxcp, NULL, NULL, N, C));
+    return mn__shortconv_backward(ctx, din, MN__GRD(cm, l, MN__CSLSTM_CONV), D->dxcp, in,
+                                  MN__PAR(cm, l, MN__CSLSTM_CONV), B, T, C, 4, 0, 1);
 }
 
 #define MN__CM_ROWS_SLSTM                                                                                        \
-    { "slstm", 0, MN__CSL_END - MN__CP_MIX, mn__cp_slstm, mn__cm_slstm_check, mn__cm_slstm_acts_layout,          \
+    { "slstm", 0, MN__CSLSTM_END - MN__CP_MIX, mn__cp_slstm, mn__cm_slstm_check, mn__cm_slstm_acts_layout,          \
       mn__cm_slstm_dacts_layout, mn__cm_slstm_work, mn__cm_slstm_forward, mn__cm_slstm_backward },
