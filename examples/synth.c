@@ -847,9 +847,16 @@ static int run_cell(const opts* o, const mn_task* task, const synth_model* sm, s
         double loss, gn;
         for (b = 0; b < batch; b++) mn_task_sample(task, &rng, T, x + b * T, y + b * T);
         err = net_grad(&net, x, y, batch, T, &loss, &gn);
-        if (err != MN_OK || gn != gn || loss != loss) { diverged = (long)step; break; }   // keep the last finite ones
-        if ((err = net_adamw(&net, mn_lr_schedule(step, warm, steps, pr.lr, pr.lr_min), &hp)) != MN_OK) {
-            diverged = (long)step; break;
+        // a non-finite loss or norm is divergence (a result: the row says where); any other error (out of memory,
+        // a CUDA fault) fails the cell, which leaves no rows and runs again next time
+        if (err == MN_OK && !(gn == gn && loss == loss)) err = MN_ERR_NAN;
+        if (err == MN_OK) err = net_adamw(&net, mn_lr_schedule(step, warm, steps, pr.lr, pr.lr_min), &hp);
+        if (err == MN_ERR_NAN) { diverged = (long)step; break; }   // keep the last finite ones
+        if (err != MN_OK) {
+            fprintf(stderr, "synth: %s/%s seed %zu: training step %zu failed: %s\n", task->name, sm->name, seed, step,
+                    net_strerror(err));
+            free(x); free(y); net_free(&net);
+            return 1;
         }
         tokens += batch * T;
         loss_acc += loss; nacc++;
