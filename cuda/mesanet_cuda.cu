@@ -4745,7 +4745,7 @@ static int mn__gla_launch(mn_cuda_ctx* ctx, int which, const mn__gla_args& a, fl
 template <int D>
 static int mn__gla_run_d(mn_cuda_ctx* ctx, int which, int gm, const mn__gla_args& a, float* P, const float* Qp,
                          const float* Kp) {
-    const bool x3 = ctx->math != MN_CUDA_MATH_TF32;
+    const bool x3 = ctx->math == MN_CUDA_MATH_FP32;   // 3xTF32 in fp32 mode; plain TF32 in the TF32 and bf16 modes
     switch (gm * 2 + x3) {
     case 0: return mn__gla_launch<D, 0, false>(ctx, which, a, P, Qp, Kp);
     case 1: return mn__gla_launch<D, 0, true>(ctx, which, a, P, Qp, Kp);

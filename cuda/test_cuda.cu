@@ -1203,9 +1203,9 @@ static void test_model(const model_case* mc) {
 static void test_model_errors(void) {
     mn_config c; memset(&c, 0, sizeof c);
     mn_cuda_model gm;
-    c.d_model = 128; c.n_layer = 2; c.n_head = 2; c.pattern = "mesa,deltanet";
+    c.d_model = 128; c.n_layer = 2; c.n_head = 2; c.pattern = "mesa,lstm";
     expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG,
-           "mn_cuda_model_init with a deltanet layer returns MN_ERR_CONFIG (mesa, attn, swa, GLA family so far)");
+           "mn_cuda_model_init with a mixer no table has ('lstm') returns MN_ERR_CONFIG");
     c.pattern = "gla"; c.n_head = 4;   // head_dim 32
     expect(mn_cuda_model_init(&gm, &G, &c) == MN_ERR_CONFIG,
            "mn_cuda_model_init of gla with head_dim 32 returns MN_ERR_CONFIG");

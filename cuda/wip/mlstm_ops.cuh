@@ -52,7 +52,8 @@
 
 #define MN__MLSTM_RG 8        // lanes sharing one state column (the row groups)
 #define MN__MLSTM_COLS 16     // state columns per block (4 warps x 4 columns)
-#define MN__MLSTM_PIECE(p, n) do { w->p = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+#define MN__MLSTM_PIECE(p, n) \
+    do { if (w) w->p = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)   // w NULL: size
 
 // the workspace: per token and head (B,T,H) m, f', i', bt, den, dbt, dmu, q.dq; the k.dk partials
 // (B,T,H,Dk/4); the backward's recomputed output o (B,T,H,Dv); a copy of n0 (B,H,Dk) (nt may alias it)

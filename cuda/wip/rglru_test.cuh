@@ -225,5 +225,11 @@ static void test_rglru_all(void) {
     { "hawk H4 tf32", "hawk", 0, 256, 3, 4, 64, 512, 2, 100, 30, 0, MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },  \
     { "hawk,mesa H2x128 cg10", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
       6e-3, 1e-2, 2e-2 },                                                                                             \
+    { "hawk,mesa H2x128 no solve", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, -1, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4, \
+      6e-3, 1e-2, 3e-2 },                                                                                             \
+    { "hawk,mesa H2x128 cg30", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
+      6e-3, 1e-2, 2e-2 },                                                                                             \
+    { "hawk,mesa H2x64 cg10", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,       \
+      6e-3, 1e-2, 2e-2 },                                                                                             \
     { "hawk,attn H2x64", "hawk,attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3, 1e-2, \
       2e-2 },
