@@ -1,12 +1,15 @@
 // ---- Mamba-2's SSD core (bench_cuda ssd) -------------------------------------------------------------
 // B=4, T=4096, H=16 at Mamba-2's own head (P = 64, state N = 128: the recurrent kernels, both transitions)
-// and at the layer's (P = N = head_dim = 128: the default form on the chunkwise GLA op for log-decays,
-// and the recurrent kernels). Inputs: X, B, C ~ N(0,1); log-decays -U(0,1) (transitions 2 e^that - 1).
+// and at the layer's (P = N = head_dim = 128: the default form, i.e. the chunk form on the GLA op, for
+// log-decays and signed transitions, and the recurrent kernels); then the default form at the anchor's
+// shape (B=16, T=2048, 10 heads of 128: a Mamba-2 layer of d_model 640). Inputs: X, B, C ~ N(0,1);
+// log-decays -U(0,1) (transitions 2 e^that - 1: about 0.8 % of them under the chunk form's 2^-8).
 // TF/s counts the flops the kernels do: recurrent forward 5 P N a token and head (a S + x b, then the
 // read-out), backward 3 P N (checkpoint pass) + 3 P N (the chunk's sub-chunk states) + 3 P N 3.5 (S_{t-1}
 // recomputed, 3.5 steps on average) + 14 P N (the gradient terms); the chunkwise form its products (64-token
 // chunks: states 2 C N P, read-out 2 C N P, scores 2 C^2 N, intra-chunk output 2 C^2 P per chunk; the
-// backward 2.5 times that, as its eleven products). GB/s: the tensors' bytes read and written once (B, C,
+// backward 2.5 times that, as its eleven products; the signed transition's sign scan, flips and dA fix are
+// not counted). GB/s: the tensors' bytes read and written once (B, C,
 // X, A, y; the backward's inputs, its outputs read and written, the checkpoints written and read), the
 // least the op can move. The decode step: batch 1 and 64, GB/s of the state read and written.
 static void bench_ssd_shape(size_t B, size_t T, size_t H, size_t P, size_t N, int amode, int form) {
@@ -72,8 +75,14 @@ static void bench_ssd(void) {
     bench_ssd_shape(B, T, H, 64, 128, MN_SSD_LOG_DECAY, 1);
     bench_ssd_shape(B, T, H, 64, 128, MN_SSD_TRANSITION, 1);
     bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 0);
+    bench_ssd_shape(B, T, H, 128, 128, MN_SSD_TRANSITION, 0);
     bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 1);
     bench_ssd_shape(B, T, H, 128, 128, MN_SSD_TRANSITION, 1);
+    printf("\nthe anchor's shape, B=16 T=2048 H=10 (one Mamba-2 layer of d_model 640)\n\n");
+    printf("| op | head | fwd ms | fwd+bwd ms | fwd TF/s | fwd+bwd TF/s | fwd GB/s | fwd+bwd GB/s |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_LOG_DECAY, 0);
+    bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_TRANSITION, 0);
     printf("\n| decode | head | batch | us | tokens/s | GB/s (state r+w) | of 4.3 TB/s |\n");
     printf("|---|---|---|---|---|---|---|\n");
     for (size_t Bd : { (size_t)1, (size_t)64 }) {

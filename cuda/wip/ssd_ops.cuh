@@ -1,14 +1,25 @@
 // >>ssd
-// defines: mn_cuda_ssd_{forward,backward}[_recurrent], mn_cuda_ssd_step, mn_cuda_ssd_work_size[_recurrent]
+// defines: mn_cuda_ssd_{forward,backward,work_size}[_recurrent|_chunk], mn_cuda_ssd_step
 // Mamba-2's SSD core as mesanet.h's >>ssd: per head h_t = a_t h_{t-1} + X_t B_t^T (P,N), y_t = h_t C_t,
 // with a_t = exp(A_t) (MN_SSD_LOG_DECAY) or a_t = A_t of any sign (MN_SSD_TRANSITION, the [-1,1] variant).
 //
-// Default form. With log-decays the core is simple GLA (q = C, k = B, v = X, one gate per head and
-// token, scale 1), so mn_cuda_ssd_forward / _backward run the chunkwise tensor-core GLA op (3xTF32
-// products with ctx->math = MN_CUDA_MATH_FP32: fp32-level; deterministic) wherever its shapes allow
-// (P == N in {64, 128}, no initial or final state); everything else, and every signed transition,
-// goes to the recurrent form (a chunkwise form built on cumulative products cannot carry a transition
-// that is negative or zero: see mesanet.h).
+// Default form: the chunkwise form (mn_cuda_ssd_forward_chunk / _backward_chunk) wherever its shapes allow
+// (P == N in {64, 128}, no initial or final state, 16-byte aligned tensors, B*H <= 65535), else the
+// recurrent form. The chunkwise form runs the tensor-core GLA op (G = 1, q = C, k = B, v = X, scale 1;
+// deterministic) in 3xTF32 whatever ctx->math:
+//   log-decays: the core is simple GLA with the gate g = A as it stands;
+//   signed transitions a_t (any sign, |a| <= 1 as Mamba-2's; larger works while the state stays finite):
+//     with the running sign sg_t = prod_{l<=t} sign(a_l) (+-1) and b_t = sum_{l<=t} log|a_l|, a span's
+//     product is prod_{j<l<=i} a_l = sg_i sg_j e^{b_i - b_j}, so y_i = sum_{j<=i} prod (C_i.B_j) X_j is the
+//     log-decay core on C' = sg C, B' = sg B, g = log|a| exactly (then S_t = sg_t S'_t, dS_t = sg_t dS'_t).
+//     Backward: dC = sg dC', dB = sg dB', dX as it comes; the signs are piecewise constant, so
+//     dA_t = dg_t d log|a_t| / da_t = dg_t / a_t. The op's dg_t is a sum over the rest of the sequence that
+//     cancels down to a_t <S_{t-1}, dS_t>: its absolute error (~1e-6 of the terms) over a small |a_t| would
+//     grow without bound, so for |a_t| < 2^-8 (MN__SSD_TINY) dA_t is computed instead as <S_{t-1}, dS_t>
+//     from the op's saved chunk states (mn__k_ssd_sfix: no division; a chunk without such a token costs
+//     nothing). log|a| is floored at -40 (MN__SSD_GMIN): a transition of exactly 0 decays by e^-40 ~ 4e-18
+//     instead of 0, far below fp32's resolution of the terms it meets. Cost over the log-decay path: the
+//     sign scan, B' and C' written (forward and backward), dB and dC flipped twice in place, dA's division.
 //
 // Recurrent form. Every entry h[p,n] is its own scalar recurrence, so the state can be cut anywhere:
 // one block of 128 threads per (sequence, head, 16 rows of P); warp w holds rows p0 + 4w + i (i < 4),
@@ -308,6 +319,116 @@ __global__ void mn__k_ssd_step(float* y, float* state, const float* X, const flo
     if (lane == 0) y[bh * P + p] = acc;
 }
 
+// ---- the chunkwise form's signed-transition kernels (see the top of the section) ------------------
+#define MN__SSD_GMIN (-40.f)       // floor of log|a|: a transition of 0 decays by e^-40
+#define MN__SSD_TINY 0.00390625f   // |a| < 2^-8: dA by mn__k_ssd_sfix, not dg / a
+
+// The running sign sg (B,T,H) = prod_{l<=t} sign(a_l) (a < 0 a flip; 0 counts as +) and g (B,T,H) =
+// max(log|a|, MN__SSD_GMIN) (NaN stays NaN). One block of 256 threads per (sequence, head), tiles of 256
+// tokens: the flips' parity up to each token from a warp ballot, the earlier warps' and tiles' parities.
+__global__ void __launch_bounds__(256) mn__k_ssd_sign(float* sg, float* g, const float* A, unsigned T_, unsigned H_) {
+    __shared__ unsigned wpar[8], carry;
+    const size_t T = T_, H = H_, bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const unsigned le = lane == 31 ? 0xffffffffu : (2u << lane) - 1u;   // the lanes up to this one
+    if (threadIdx.x == 0) carry = 0;
+    for (size_t t0 = 0; t0 < T; t0 += 256) {
+        const size_t t = t0 + threadIdx.x, r = (b * T + t) * H + h;
+        const float a = t < T ? A[r] : 1.f;
+        const unsigned neg = __ballot_sync(0xffffffffu, a < 0.f);
+        if (lane == 0) wpar[w] = __popc(neg) & 1u;
+        __syncthreads();                            // wpar and carry published
+        unsigned par = carry ^ (__popc(neg & le) & 1u);
+        for (int v = 0; v < w; v++) par ^= wpar[v];
+        if (t < T) {
+            const float l = logf(fabsf(a));         // -inf for 0, NaN for NaN
+            sg[r] = par ? -1.f : 1.f;
+            g[r] = l < MN__SSD_GMIN ? MN__SSD_GMIN : l;
+        }
+        __syncthreads();                            // every read of wpar and carry done
+        if (threadIdx.x == 0) {
+            unsigned c = carry;
+            for (int v = 0; v < 8; v++) c ^= wpar[v];
+            carry = c;
+        }
+        __syncthreads();                            // before the next tile's wpar
+    }
+}
+// o1 = sg i1, o2 = sg i2 over n entries, sg one value per N of them (per (b,t,h)): B' and C' (out of
+// place), dB and dC (in place: o == i)
+__global__ void mn__k_ssd_flip(float* o1, float* o2, const float* i1, const float* i2, const float* sg, size_t n,
+                               size_t N) {
+    MN__FOR(i, n) {
+        const float s = sg[i / N];
+        o1[i] = s * i1[i];
+        o2[i] = s * i2[i];
+    }
+}
+// dA (B,T,H) += dg / a where |a| >= MN__SSD_TINY (NaN too: it propagates); the others by mn__k_ssd_sfix
+__global__ void mn__k_ssd_sda(float* dA, const float* dg, const float* A, size_t n) {
+    MN__FOR(r, n) {
+        const float a = A[r];
+        if (!(fabsf(a) < MN__SSD_TINY)) dA[r] += dg[r] / a;
+    }
+}
+// dA (B,T,H) += <S_{t-1}, dS_t> for the tokens with |a_t| < MN__SSD_TINY, from the GLA op's workspace
+// after its backward: S (B H, NT+1, D, D) the state entering each chunk, dS (B H, NT, D, D) the gradient
+// leaving it (from the later chunks), gam (B,T,H) the cumulative log-gates from each chunk's start. In the
+// sign-flipped system (q = C', k = B', v = X, dout = dy), for token t = row r of chunk n (gam_{-1} = 0, L
+// the chunk's last row):
+//   S'_{t-1} = e^{gam_{r-1}} S_n + sum_{s<r} e^{gam_{r-1} - gam_s} k_s v_s^T
+//   dS'_t   = e^{gam_L - gam_r} dS_n + sum_{r<=i<=L} e^{gam_i - gam_r} q_i dout_i^T
+// (every exponent <= 0 for |a| <= 1, and the one of token t itself, log|a_t|, is in none), and
+// <S_{t-1}, dS_t> = sg_{t-1} sg_t <S'_{t-1}, dS'_t> = sign(a_t) <S'_{t-1}, dS'_t>. One block of 512 threads
+// per (chunk, sequence x head); a chunk without a tiny |a| returns at once. The chunk's q, k, v, dout
+// are staged in shared memory (4 x 64 x D floats); thread entries idx = d D + e of the state (key d,
+// value e: a warp's 32 share d). fp32, sums of <= 64 terms per entry, then a block sum.
+static size_t mn__ssd_sfix_smem(size_t D) { return 4 * MN__GC * D * sizeof(float); }
+__global__ void __launch_bounds__(512) mn__k_ssd_sfix(float* dA, const float* A, const float* q, const float* k,
+                                                     const float* v, const float* dout, const float* S,
+                                                     const float* dS, const float* gam, unsigned T_, unsigned H_,
+                                                     unsigned NT_, unsigned D_) {
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __shared__ float sgam[MN__GC], swt[MN__GC], red[32];
+    __shared__ int sfl[MN__GC];
+    const size_t T = T_, H = H_, NT = NT_, D = D_, n = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H;
+    const size_t t0 = n * MN__GC, E = D * D;
+    const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), tid = threadIdx.x;
+    int fl = 0;
+    if (tid < MN__GC) {
+        fl = tid < nr && fabsf(A[(b * T + t0 + tid) * H + h]) < MN__SSD_TINY;
+        sfl[tid] = fl;
+        sgam[tid] = tid < nr ? gam[(b * T + t0 + tid) * H + h] : 0.f;
+    }
+    if (!__syncthreads_or(fl)) return;              // the whole block: no tiny |a| in this chunk
+    float *sq = (float*)mn__smem, *sk = sq + MN__GC * D, *sv = sk + MN__GC * D, *so = sv + MN__GC * D;
+    for (size_t e = tid; e < (size_t)nr * D; e += blockDim.x) {
+        const size_t s = e / D, c = e % D, at = ((b * T + t0 + s) * H + h) * D + c;
+        sq[e] = q[at]; sk[e] = k[at]; sv[e] = v[at]; so[e] = dout[at];
+    }
+    const float *Sn = S + (bh * (NT + 1) + n) * E, *Dn = dS + (bh * NT + n) * E, gL = sgam[nr - 1];
+    for (int r = 0; r < nr; r++) {
+        if (!sfl[r]) continue;                      // the same for every thread
+        const float gr1 = r ? sgam[r - 1] : 0.f, gr = sgam[r], eS = expf(gr1), eD = expf(gL - gr);
+        __syncthreads();                            // the staging, or the previous token's weights, consumed
+        if (tid < nr) swt[tid] = tid < r ? expf(gr1 - sgam[tid]) : expf(sgam[tid] - gr);
+        __syncthreads();
+        float acc = 0.f;
+        for (size_t idx = tid; idx < E; idx += blockDim.x) {
+            const size_t d = idx / D, c = idx % D;
+            float st = eS * Sn[idx], ds = eD * Dn[idx];
+            for (int s = 0; s < r; s++) st = fmaf(swt[s] * sk[s * D + d], sv[s * D + c], st);
+            for (int i = r; i < nr; i++) ds = fmaf(swt[i] * sq[i * D + d], so[i * D + c], ds);
+            acc = fmaf(st, ds, acc);
+        }
+        acc = mn__block_sum(acc, red);
+        if (tid == 0) {
+            const size_t at = (b * T + t0 + r) * H + h;
+            dA[at] += A[at] < 0.f ? -acc : acc;
+        }
+    }
+}
+
 // ---- drivers ----------------------------------------------------------------------------------
 static int mn__ssd_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t H, size_t P, size_t N, int amode) {
     if (amode != MN_SSD_LOG_DECAY && amode != MN_SSD_TRANSITION)
@@ -329,11 +450,26 @@ static mn__ssd_args mn__ssd_args_of(const float* X, const float* A, const float*
 size_t mn_cuda_ssd_work_size_recurrent(size_t B, size_t T, size_t H, size_t P, size_t N) {
     return B * H * mn__ssd_nck(T) * P * N;
 }
+// the chunkwise form's workspace: the GLA op's, then (signed transitions) B', C' (B,T,H,N) and sg, g,
+// dg (B,T,H), each from a 64-float boundary (16-byte aligned for the GLA op's loads)
+typedef struct mn__ssd_sws { float *bs, *cs, *sg, *g, *dg; } mn__ssd_sws;
+static size_t mn__ssd_slayout(mn__ssd_sws* w, float* base, size_t B, size_t T, size_t H, size_t N) {
+    size_t off = mn_cuda_gla_work_size(B, T, H, N, N, MN__GC), nb = B * T * H * N, na = B * T * H;
+#define MN__SSP(ptr, n) do { w->ptr = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+    MN__SSP(bs, nb); MN__SSP(cs, nb); MN__SSP(sg, na); MN__SSP(g, na); MN__SSP(dg, na);
+#undef MN__SSP
+    return off;
+}
+size_t mn_cuda_ssd_work_size_chunk(size_t B, size_t T, size_t H, size_t P, size_t N) {
+    mn__ssd_sws w;
+    (void)P;
+    return mn__ssd_slayout(&w, NULL, B, T, H, N);
+}
 size_t mn_cuda_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
     size_t r = mn_cuda_ssd_work_size_recurrent(B, T, H, P, N);
     (void)C;
     if (P == N && (P == 64 || P == 128)) {
-        size_t g = mn_cuda_gla_work_size(B, T, H, P, P, MN__GC);
+        size_t g = mn_cuda_ssd_work_size_chunk(B, T, H, P, N);
         if (g > r) r = g;
     }
     return r;
@@ -373,22 +509,107 @@ int mn_cuda_ssd_backward_recurrent(mn_cuda_ctx* ctx, float* dX, float* dA, float
     MN__LAUNCHED();
     return MN_OK;
 }
-// whether the default form runs the chunkwise GLA op: log-decays, P == N in {64, 128}, no states,
-// 16-byte aligned tensors (p, np), and the GLA op's grid limits
-static int mn__ssd_chunked(int amode, size_t B, size_t T, size_t H, size_t P, size_t N, int states,
-                           const void* const* p, int np) {
-    if (amode != MN_SSD_LOG_DECAY || P != N || (P != 64 && P != 128) || states || T == 0 || B * H > 65535) return 0;
-    for (int i = 0; i < np; i++)
-        if ((uintptr_t)p[i] % 16) return 0;
-    return 1;
+// what the chunkwise form takes: either amode, P == N in {64, 128}, T > 0, B*H <= 65535, the tensors in
+// p (np of them) 16-byte aligned; writes the reason into *why when it does not (NULL: none)
+static int mn__ssd_chunked(int amode, size_t B, size_t T, size_t H, size_t P, size_t N, const void* const* p, int np,
+                           const char** why) {
+    const char* r = NULL;
+    if (amode != MN_SSD_LOG_DECAY && amode != MN_SSD_TRANSITION)
+        r = "amode must be MN_SSD_LOG_DECAY or MN_SSD_TRANSITION";
+    else if (P != N || (P != 64 && P != 128)) r = "needs P == N in {64, 128}";
+    else if (T == 0 || B * H == 0 || B * H > 65535) r = "needs T > 0 and 0 < B*H <= 65535";
+    for (int i = 0; !r && i < np; i++)
+        if ((uintptr_t)p[i] % 16) r = "tensors must be 16-byte aligned";
+    if (why) *why = r;
+    return r == NULL;
+}
+// The chunkwise form runs in 3xTF32 whatever ctx->math: Mamba-2's decays (dt A, down to ~ -2 per token) make
+// A's gradient a sum over the sequence that largely cancels; with plain TF32 products it measured 17x its size
+// (H200 run 1, the TF32 model case). ctx->math is set to FP32 for the call and restored on every path.
+static int mn__ssd_fwd_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
+                             const float* Cm, size_t B, size_t T, size_t H, size_t N, int amode, float* work) {
+    if (amode == MN_SSD_LOG_DECAY)                  // simple GLA: q = C, k = B, v = X, g = A
+        return mn_cuda_gla_forward(ctx, y, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
+    mn__ssd_sws w;
+    mn__ssd_slayout(&w, work, B, T, H, N);
+    const size_t nb = B * T * H * N;
+    mn__k_ssd_sign<<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(w.sg, w.g, A, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__k_ssd_flip<<<mn__grid(ctx, nb, 256), 256, 0, MN__STREAM>>>(w.bs, w.cs, Bm, Cm, w.sg, nb, N);
+    MN__LAUNCHED();
+    return mn_cuda_gla_forward(ctx, y, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
+}
+static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
+                             const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
+                             size_t H, size_t N, int amode, float* work) {
+    static int smem_set = 0;
+    if (amode == MN_SSD_LOG_DECAY)
+        return mn_cuda_gla_backward(ctx, dC, dB, dX, dA, NULL, dy, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0,
+                                    MN__GC, work);
+    mn__ssd_sws w;
+    mn__ssd_slayout(&w, work, B, T, H, N);
+    const size_t nb = B * T * H * N, na = B * T * H, NT = (T + MN__GC - 1) / MN__GC;
+    const unsigned gb = mn__grid(ctx, nb, 256);
+    mn__k_ssd_sign<<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(w.sg, w.g, A, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(w.bs, w.cs, Bm, Cm, w.sg, nb, N);
+    MN__LAUNCHED();
+    // dB, dC flipped in place, the op adds dB', dC', flipped back: dB + sg dB' (sg^2 = 1 exactly)
+    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
+    MN__LAUNCHED();
+    if (dA) MN__CU(cudaMemsetAsync(w.dg, 0, na * sizeof(float), MN__STREAM));
+    MN__TRY(mn_cuda_gla_backward(ctx, dC, dB, dX, dA ? w.dg : NULL, NULL, dy, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H,
+                                 N, N, 1, 1.0, MN__GC, work));
+    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
+    MN__LAUNCHED();
+    if (!dA) return MN_OK;
+    mn__k_ssd_sda<<<mn__grid(ctx, na, 256), 256, 0, MN__STREAM>>>(dA, w.dg, A, na);
+    MN__LAUNCHED();
+    if (!smem_set) {   // the largest shape's (N = 128)
+        MN__CU(cudaFuncSetAttribute(mn__k_ssd_sfix, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)mn__ssd_sfix_smem(128)));
+        smem_set = 1;
+    }
+    mn__gla_ws gw;                                  // the op's states, state gradients and cumulative gates
+    mn__gla_layout(&gw, work, B, T, H, N);
+    mn__k_ssd_sfix<<<dim3((unsigned)NT, (unsigned)(B * H)), 512, mn__ssd_sfix_smem(N), MN__STREAM>>>(
+        dA, A, w.cs, w.bs, X, dy, gw.S, gw.dS, gw.gam, (unsigned)T, (unsigned)H, (unsigned)NT, (unsigned)N);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_ssd_forward_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
+                              const float* Cm, size_t B, size_t T, size_t H, size_t P, size_t N, int amode,
+                              float* work) {
+    const void* al[5] = { y, X, Bm, Cm, work };
+    const char* why;
+    if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward_chunk", why, __LINE__);
+    const int math = ctx->math;
+    ctx->math = MN_CUDA_MATH_FP32;
+    const int r = mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work);
+    ctx->math = math;
+    return r;
+}
+int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
+                               const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
+                               size_t H, size_t P, size_t N, int amode, float* work) {
+    const void* al[5] = { dy, X, Bm, Cm, work };
+    const char* why;
+    if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward_chunk", why, __LINE__);
+    const int math = ctx->math;
+    ctx->math = MN_CUDA_MATH_FP32;
+    const int r = mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work);
+    ctx->math = math;
+    return r;
 }
 int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
                         const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
                         int amode, float* work) {
     const void* al[5] = { y, X, Bm, Cm, work };
     if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward", "chunk length C must be >= 1", __LINE__);
-    if (mn__ssd_chunked(amode, B, T, H, P, N, ht || h0, al, 5))   // simple GLA: q = C, k = B, v = X, g = A
-        return mn_cuda_gla_forward(ctx, y, NULL, Cm, Bm, X, A, NULL, B, T, H, N, P, 1, 1.0, MN__GC, work);
+    if (!ht && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
+        return mn_cuda_ssd_forward_chunk(ctx, y, X, A, Bm, Cm, B, T, H, P, N, amode, work);
     return mn_cuda_ssd_forward_recurrent(ctx, y, ht, X, A, Bm, Cm, h0, B, T, H, P, N, amode);
 }
 int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0, const float* dy,
@@ -397,9 +618,8 @@ int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, floa
                          float* work) {
     const void* al[5] = { dy, X, Bm, Cm, work };
     if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward", "chunk length C must be >= 1", __LINE__);
-    if (mn__ssd_chunked(amode, B, T, H, P, N, dht || dh0 || h0, al, 5))
-        return mn_cuda_gla_backward(ctx, dC, dB, dX, dA, NULL, dy, NULL, Cm, Bm, X, A, NULL, B, T, H, N, P, 1, 1.0,
-                                    MN__GC, work);
+    if (!dht && !dh0 && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
+        return mn_cuda_ssd_backward_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, P, N, amode, work);
     return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, dh0, dy, dht, X, A, Bm, Cm, h0, B, T, H, P, N, amode,
                                           work);
 }
