@@ -1010,6 +1010,8 @@ static void test_model(const model_case* mc) {
            mc->head_dim, mc->d_ff, B, T, mc->cg, mc->clamp, mc->softcap,
            mc->math == MN_CUDA_MATH_TF32 ? "tf32" : mc->math == MN_CUDA_MATH_BF16 ? "bf16" : "fp32");
     G.math = mc->math;
+    // a name with "mma.sync": the Mesa op on its mma.sync CG kernel and fp32 cuBLAS backward (no fp16 B2/B5)
+    G.mesa_cg = strstr(mc->name, "mma.sync") ? MN_CUDA_CG_MMA : MN_CUDA_CG_WGMMA;
     mn_cuda_model gm;
     mn_model cm;
     if (mn_cuda_model_init(&gm, &G, &cfg) != MN_OK) { printf("FAIL mn_cuda_model_init: %s\n", G.msg); n_fail++; G.math = MN_CUDA_MATH_FP32; return; }
@@ -1197,7 +1199,7 @@ static void test_model(const model_case* mc) {
     }
     mn_cuda_model_free(&gm);
     mn_model_free(&cm);
-    G.math = MN_CUDA_MATH_FP32;
+    G.math = MN_CUDA_MATH_FP32; G.mesa_cg = MN_CUDA_CG_WGMMA;
 }
 
 static void test_model_errors(void) {
