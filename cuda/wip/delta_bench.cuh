@@ -1,10 +1,10 @@
-// The delta rule (DeltaNet, Gated DeltaNet) at B=4, T=4096, H=16, Dk=Dv=128, checkpoints every 8
-// tokens (the layers' MN__DELTA_GC), fp32; forward and forward+backward median ms, the FLOPs the
-// recurrent kernels do and the bytes they move (counted from the kernels, see below), and the decode
-// step at batch 1 and 64 against the state traffic.
-static void bench_delta(void) {
-    const size_t B = 4, T = 4096, H = 16, D = 128, C = 8, nk = B * T * H * D, nh = B * T * H;
-    const size_t ns = B * H * D * D, NC = (T + C - 1) / C;
+// The delta rule (DeltaNet, Gated DeltaNet) at B=4, T=4096, H=16, Dk=Dv=128 and at the anchor layer
+// (B=16, T=2048, H=5), fp32: the chunkwise form at chunk 64 (the layers' MN__DELTA_GC) and the recurrent
+// form at checkpoints every 8 tokens; forward and forward+backward median ms, the FLOPs each form does
+// and the bytes it moves (counted as below), and the decode step at batch 1 and 64 against the state
+// traffic.
+static void bench_delta_seq(size_t B, size_t T, size_t H, int chunked) {
+    const size_t D = 128, C = chunked ? 64 : 8, nk = B * T * H * D, nh = B * T * H, NC = (T + C - 1) / C;
     float *q = dev_randn(nk, 1), *k = dev_randn(nk, 1), *v = dev_randn(nk, 1), *dout = dev_randn(nk, 1), *be, *g;
     {   // unit q, k rows (the layers l2-normalise them); beta = sigmoid(N(0,1)); g = -0.3 softplus(N(0,1))
         std::vector<float> hq(nk), hk(nk), hb(nh), hg(nh);
@@ -25,43 +25,71 @@ static void bench_delta(void) {
     CK(mn_cuda_malloc(&G, (void**)&dq, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&dk, nk * 4));
     CK(mn_cuda_malloc(&G, (void**)&dv, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&db, nh * 4));
     CK(mn_cuda_malloc(&G, (void**)&dg, nh * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
-    printf("\nDelta rule (recurrent fp32 kernels), B=%zu T=%zu H=%zu Dk=Dv=%zu, checkpoints every %zu tokens, "
-           "median of %d; hs %.2f GB, workspace %.2f GB\n\n", B, T, H, D, C, REPS, B * H * NC * D * D * 4.0 / 1e9,
-           wn * 4.0 / 1e9);
-    printf("| op | ms | counted TFLOP | TF/s | counted GB | GB/s |\n|---|---|---|---|---|---|\n");
-    // FLOPs per token, head and state entry: forward 7 (decay 1, p 2, write 2, read 2); backward 5 to
-    // recompute the state and 23 in the reverse step (the kernel's FMAs and multiplies, 2 per FMA).
-    // Bytes: the forward reads q, k once per 8-column slice (Dv/8 times) and v, writes out, writes hs
-    // (Dk Dv per chunk); the backward reads hs, q, k twice per slice, v, dout, writes and reads back
-    // the stash (the states, 2 Dk Dv per token) and the partials (Dv/8 x (2 Dk + 2) per token, written
-    // and read once), and dv; the partials' sum adds dq, dk, dbeta, dg (read + write).
-    const double tok = (double)nh, dd = (double)D, sl = dd / 8;
-    const double ff = tok * 7 * dd * dd, fb = ff + tok * 28 * dd * dd;
-    const double bf = 4 * (tok * (sl * 2 * dd + 2 * dd) + tok / C * dd * dd);
-    const double bb = bf + 4 * (tok / C * dd * dd + tok * (sl * 4 * dd + 3 * dd) + tok * 2 * dd * dd +
-                                tok * 2 * sl * (2 * dd + 2) + tok * 2 * (2 * dd + 2));
+    const double tok = (double)nh, dd = (double)D, sl = dd / 8, cc = (double)C;
+    double ff, fb, bf, bb;
+    if (chunked) {
+        // FLOPs per token and head as mesanet.h's chunkwise form counts them: forward 6 C Dk + 4 C Dv +
+        // 6 Dk Dv + C^2/3, backward (recomputing the forward's passes 1-4) 18 C Dk + 10 C Dv + 14 Dk Dv +
+        // C^2/3. Bytes: q, k, v (and dout) read, out (dq, dk, dv) written, hs written (read), and every
+        // workspace array the pass fills counted written once and read twice (per chunk: forward 6 C Dk +
+        // 5 C Dv + 4 C^2 + 4 C + Dk Dv floats, backward all 12 C Dk + 9 C Dv + 6 C^2 + 6 C + 3 Dk Dv).
+        ff = tok * (6 * cc * dd + 4 * cc * dd + 6 * dd * dd + cc * cc / 3);
+        fb = ff + tok * (18 * cc * dd + 10 * cc * dd + 14 * dd * dd + cc * cc / 3);
+        bf = 4 * (tok * 4 * dd + tok / cc * dd * dd + 3 * tok / cc * (11 * cc * dd + 4 * cc * cc + 4 * cc + dd * dd));
+        bb = bf + 4 * (tok * 7 * dd + tok / cc * dd * dd + 3 * tok / cc * (21 * cc * dd + 6 * cc * cc + 6 * cc +
+                                                                             3 * dd * dd));
+    } else {
+        // FLOPs per token, head and state entry: forward 7 (decay 1, p 2, write 2, read 2); backward 5 to
+        // recompute the state and 23 in the reverse step (the kernel's FMAs and multiplies, 2 per FMA).
+        // Bytes: the forward reads q, k once per 8-column slice (Dv/8 times) and v, writes out, writes hs
+        // (Dk Dv per chunk); the backward reads hs, q, k twice per slice, v, dout, writes and reads back
+        // the stash (the states, 2 Dk Dv per token) and the partials (Dv/8 x (2 Dk + 2) per token, written
+        // and read once), and dv; the partials' sum adds dq, dk, dbeta, dg (read + write).
+        ff = tok * 7 * dd * dd; fb = ff + tok * 28 * dd * dd;
+        bf = 4 * (tok * (sl * 2 * dd + 2 * dd) + tok / cc * dd * dd);
+        bb = bf + 4 * (tok / cc * dd * dd + tok * (sl * 4 * dd + 3 * dd) + tok * 2 * dd * dd +
+                       tok * 2 * sl * (2 * dd + 2) + tok * 2 * (2 * dd + 2));
+    }
     const char* names[2] = { "deltanet (g NULL)", "gdn (g)" };
     const double sc = 1.0 / sqrt(dd);
     for (int gi = 0; gi < 2; gi++) {
         const float* gp = gi ? g : NULL;
         auto fwd = [&] {
-            CK(mn_cuda_delta_rule_forward(&G, out, NULL, hs, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc, NULL));
+            if (chunked) CK(mn_cuda_delta_rule_forward(&G, out, NULL, hs, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc,
+                                                       work));
+            else CK(mn_cuda_delta_rule_forward_recurrent(&G, out, NULL, hs, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc,
+                                                         NULL));
         };
+        auto bwd = [&] {
+            if (chunked) CK(mn_cuda_delta_rule_backward(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, hs, q, k,
+                                                        v, be, gp, B, T, H, D, D, C, sc, work));
+            else CK(mn_cuda_delta_rule_backward_recurrent(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, hs, q,
+                                                          k, v, be, gp, B, T, H, D, D, C, sc, work));
+        };
+        const char* form = chunked ? "chunkwise C 64" : "recurrent, checkpoints 8";
         double ms = time_ms(fwd);
-        printf("| %s fwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", names[gi], ms, ff / 1e12, ff / (ms * 1e-3) / 1e12,
-               bf / 1e9, bf / (ms * 1e-3) / 1e9);
-        ms = time_ms([&] {
-            fwd();
-            CK(mn_cuda_delta_rule_backward(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, hs, q, k, v, be, gp, B,
-                                           T, H, D, D, C, sc, work));
-        });
-        printf("| %s fwd+bwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", names[gi], ms, fb / 1e12,
-               fb / (ms * 1e-3) / 1e12, bb / 1e9, bb / (ms * 1e-3) / 1e9);
+        printf("| B=%zu T=%zu H=%zu | %s | %s fwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", B, T, H, form, names[gi], ms,
+               ff / 1e12, ff / (ms * 1e-3) / 1e12, bf / 1e9, bf / (ms * 1e-3) / 1e9);
+        ms = time_ms([&] { fwd(); bwd(); });
+        printf("| B=%zu T=%zu H=%zu | %s | %s fwd+bwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", B, T, H, form, names[gi],
+               ms, fb / 1e12, fb / (ms * 1e-3) / 1e12, bb / 1e9, bb / (ms * 1e-3) / 1e9);
     }
     mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(be); mn_cuda_dfree(g);
     mn_cuda_dfree(out); mn_cuda_dfree(hs); mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(db);
     mn_cuda_dfree(dg); mn_cuda_dfree(work);
-    (void)ns;
+}
+static void bench_delta(void) {
+    const size_t H = 16, D = 128;
+    const double sc = 1.0 / sqrt((double)D);
+    const char* names[2] = { "deltanet (g NULL)", "gdn (g)" };
+    printf("\nDelta rule, Dk=Dv=128, fp32 (ctx math %s), median of %d\n\n",
+           G.math == MN_CUDA_MATH_TF32 ? "tf32" : "fp32", REPS);
+    printf("| shape | form | op | ms | counted TFLOP | TF/s | counted GB | GB/s |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (int f = 0; f < 2; f++) {
+        bench_delta_seq(4, 4096, 16, !f);
+        bench_delta_seq(16, 2048, 5, !f);
+    }
     printf("\n| delta decode step, H=%zu D=%zu | | batch | us per step | tokens/s | state GB/s (read + write) "
            "| of 4.3 TB/s |\n|---|---|---|---|---|---|---|\n", H, D);
     const size_t bs[2] = { 1, 64 };

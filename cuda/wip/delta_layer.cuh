@@ -8,11 +8,10 @@
 // the recurrence is the same for any interval).
 #define MN__DELTA_NEG 1     // mesanet.h's MN__DELTA_RULE_NEG: beta in (0,2)
 #define MN__DELTA_GATED 2   // mesanet.h's MN__DELTA_RULE_GATED: Gated DeltaNet
-// The GPU op's checkpoint interval: the backward writes and reads back a chunk's states per warp
-// (Dk x 8 columns x GC floats): 42 MB over all warps at the anchor shape (B=16, T=2048, 5 heads of
-// 128) for GC = 8, small enough that much of it may stay in L2 (50 MB; not measured); hs costs
-// Dk Dv / GC floats per token and head (1.3 GB a layer there).
-#define MN__DELTA_GC 8
+// The GPU op's chunk length (its checkpoint interval): 64 takes the chunkwise form (products of 64-row
+// blocks, batched over all chunks); hs costs Dk Dv / GC floats per token and head (164 MB a layer at the
+// anchor shape B=16, T=2048, 5 heads of 128), the op's workspace about 15 KB per token and head there.
+#define MN__DELTA_GC 64
 // parameter slots, in mesanet.h's mn__delta_rule_par_walk order
 enum { MN__CD_Q = MN__CP_MIX, MN__CD_K, MN__CD_V, MN__CD_B, MN__CD_QC, MN__CD_KC, MN__CD_VC, MN__CD_NORM, MN__CD_O,
        MN__CD_END, MN__CD_A = MN__CD_END, MN__CD_ALOG, MN__CD_DT, MN__CD_G, MN__CD_GEND };
@@ -122,7 +121,7 @@ static int mn__cm_delta_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
         MN__LAUNCHED();
     }
     MN__TRY(mn__delta_rule_forward(ctx, A->o, NULL, A->hs, A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, NULL, B,
-                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), 1));
+                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work, 1));
     if (gated) return mn__cm_gated_out_forward(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, Y, A->gl, A->on, A->ro, A->o,
                                                res, N);
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CD_NORM), N * H, Dh, c->norm_eps));

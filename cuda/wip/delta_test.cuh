@@ -3,12 +3,16 @@
 // The GPU runs fp32 end to end; the CPU accumulates in double. Inputs as the layers make them: q, k
 // unit rows (the layers l2-normalise them), beta = m sigmoid(N(0,1)) with m = 1, or 2 for the
 // negative-eigenvalue range, g = -gmul softplus(N(0,1)) (the layer's g is -e^{A_log} softplus(.)).
+// Every case runs the default form (chunkwise where it applies: chunk >= 16 and Dv a multiple of 16)
+// and the recurrent form, each against the CPU's naive form, and where the default is chunkwise the two
+// against each other at the same bounds.
 // Bounds (RMS relative, as check): out, ht, hs 2e-5: fp32 rounding of a contracting recurrence (each
 // step multiplies by e^g (I - beta k k^T), norm <= 1, so rounding does not grow; set before the first
 // GPU run: a CPU emulation of the kernels, 32 threads a warp meeting at barriers for the shuffles,
-// gave ~1e-7 on every tensor at T <= 37); dq, dk, dv, dh0 1e-4 (the reverse recurrence adds one
+// gave ~1e-7 on every tensor at T <= 37; the chunkwise form's kernels, emulated likewise with the
+// products in double, gave 1e-7 .. 3e-6 at T <= 130); dq, dk, dv, dh0 1e-4 (the reverse recurrence adds one
 // more fp32 pass and the partials' sums); dbeta, dg 3e-4: one number per token from sums over Dk x Dv
-// terms that largely cancel.
+// terms that largely cancel. The chunkwise form's products are fp32 cuBLAS GEMMs (G.math is fp32 here).
 typedef struct delta_case {
     const char* name;
     size_t B, T, H, Dk, Dv;
@@ -52,39 +56,76 @@ static void test_delta(const delta_case* c) {
     float *gh0 = c->state ? dev(h0) : NULL, *gdht = c->state ? dev(dht) : NULL;
     float *gout = poison(nv), *ght = poison(ns), *ghs = poison(B * H * NC * Dk * Dv), *gw = poison(wn);
     float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdb = dev(pb), *gdg = dev(pg), *gdh = dev(ph);
-    CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, NULL));
-    snprintf(nm, sizeof nm, "delta fwd out (%s)", tag); check(nm, host(gout, nv), out, 2e-5);
-    snprintf(nm, sizeof nm, "delta fwd ht (%s)", tag); check(nm, host(ght, ns), ht, 2e-5);
-    snprintf(nm, sizeof nm, "delta fwd hs (%s)", tag); check(nm, host(ghs, hs.size()), hs, 2e-5);
-    CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H, Dk,
-                                   Dv, C, scale, gw));
-    vf r1[6] = { host(gdq, nk), host(gdk, nk), host(gdv, nv), host(gdb, nh), host(gdg, nh), host(gdh, ns) };
-    snprintf(nm, sizeof nm, "delta bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 1e-4);
-    snprintf(nm, sizeof nm, "delta bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 1e-4);
-    snprintf(nm, sizeof nm, "delta bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 1e-4);
-    snprintf(nm, sizeof nm, "delta bwd dbeta (%s)", tag); check_inc(nm, r1[3], pb, db, 3e-4);
-    if (c->gated) { snprintf(nm, sizeof nm, "delta bwd dg (%s)", tag); check_inc(nm, r1[4], pg, dg, 3e-4); }
-    else {        // DeltaNet: dg untouched
-        size_t diff = 0;
-        for (size_t i = 0; i < nh; i++) diff += memcmp(&r1[4][i], &pg[i], sizeof(float)) != 0;
-        snprintf(nm, sizeof nm, "delta bwd leaves dg alone without g (%s)", tag); expect(diff == 0, nm);
-    }
-    snprintf(nm, sizeof nm, "delta bwd dh0 (%s)", tag); check_inc(nm, r1[5], ph, dh0, 1e-4);
-    {   // no atomics: a second backward from the same priors gives the same bits
-        CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
-        CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
-        CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
-        cudaMemset(gw, 0xFF, wn * sizeof(float));
-        CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H,
-                                       Dk, Dv, C, scale, gw));
-        vf a, r, x;
-        const float* outs[6] = { gdq, gdk, gdv, gdb, gdg, gdh };
-        const size_t ns6[6] = { nk, nk, nv, nh, nh, ns };
-        for (int i = 0; i < 6; i++) {
-            x = host(outs[i], ns6[i]);
-            a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[i].begin(), r1[i].end());
+    float* const outs[6] = { gdq, gdk, gdv, gdb, gdg, gdh };
+    const size_t ns6[6] = { nk, nk, nv, nh, nh, ns };
+    // the default form (chunkwise where it applies: chunk >= 16 and Dv a multiple of 16, work given), then
+    // the recurrent form; each against the CPU, then the two against each other
+    const int chunked = C >= 16 && Dv % 16 == 0;
+    vf fw[2][3], bw[2][6];
+    for (int f = 0; f < 2; f++) {
+        const char* form = f ? "recurrent" : chunked ? "chunkwise" : "default = recurrent";
+        if (f) {                                     // fresh poison and priors for the second form
+            cudaMemset(gout, 0xFF, nv * 4); cudaMemset(ght, 0xFF, ns * 4); cudaMemset(ghs, 0xFF, hs.size() * 4);
+            cudaMemset(gw, 0xFF, wn * 4);
+            CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+            CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+            CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
         }
-        snprintf(nm, sizeof nm, "delta bwd (%s)", tag); same_twice(nm, r, a);
+        if (f) CK(mn_cuda_delta_rule_forward_recurrent(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C,
+                                                       scale, NULL));
+        else CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
+        fw[f][0] = host(gout, nv); fw[f][1] = host(ght, ns); fw[f][2] = host(ghs, hs.size());
+        snprintf(nm, sizeof nm, "delta fwd %s out (%s)", form, tag); check(nm, fw[f][0], out, 2e-5);
+        snprintf(nm, sizeof nm, "delta fwd %s ht (%s)", form, tag); check(nm, fw[f][1], ht, 2e-5);
+        snprintf(nm, sizeof nm, "delta fwd %s hs (%s)", form, tag); check(nm, fw[f][2], hs, 2e-5);
+        auto bwd = [&] {
+            if (f) CK(mn_cuda_delta_rule_backward_recurrent(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk,
+                                                            gv, gb, gg, B, T, H, Dk, Dv, C, scale, gw));
+            else CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B,
+                                                T, H, Dk, Dv, C, scale, gw));
+        };
+        bwd();
+        vf* r1 = bw[f];
+        for (int i = 0; i < 6; i++) r1[i] = host(outs[i], ns6[i]);
+        snprintf(nm, sizeof nm, "delta bwd %s dq (%s)", form, tag); check_inc(nm, r1[0], pq, dq, 1e-4);
+        snprintf(nm, sizeof nm, "delta bwd %s dk (%s)", form, tag); check_inc(nm, r1[1], pk, dk, 1e-4);
+        snprintf(nm, sizeof nm, "delta bwd %s dv (%s)", form, tag); check_inc(nm, r1[2], pv, dv, 1e-4);
+        snprintf(nm, sizeof nm, "delta bwd %s dbeta (%s)", form, tag); check_inc(nm, r1[3], pb, db, 3e-4);
+        if (c->gated) {
+            snprintf(nm, sizeof nm, "delta bwd %s dg (%s)", form, tag); check_inc(nm, r1[4], pg, dg, 3e-4);
+        } else {      // DeltaNet: dg untouched
+            size_t diff = 0;
+            for (size_t i = 0; i < nh; i++) diff += memcmp(&r1[4][i], &pg[i], sizeof(float)) != 0;
+            snprintf(nm, sizeof nm, "delta bwd %s leaves dg alone without g (%s)", form, tag); expect(diff == 0, nm);
+        }
+        snprintf(nm, sizeof nm, "delta bwd %s dh0 (%s)", form, tag); check_inc(nm, r1[5], ph, dh0, 1e-4);
+        {   // no atomics: a second backward from the same priors gives the same bits
+            CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+            CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+            CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+            cudaMemset(gw, 0xFF, wn * sizeof(float));
+            bwd();
+            vf a, r, x;
+            for (int i = 0; i < 6; i++) {
+                x = host(outs[i], ns6[i]);
+                a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[i].begin(), r1[i].end());
+            }
+            snprintf(nm, sizeof nm, "delta bwd %s (%s)", form, tag); same_twice(nm, r, a);
+        }
+    }
+    if (chunked) {   // the chunkwise form against the recurrent one: both are within the bounds above of the CPU
+        const char* fn[3] = { "out", "ht", "hs" };
+        const char* bn[6] = { "dq", "dk", "dv", "dbeta", "dg", "dh0" };
+        const double bb[6] = { 1e-4, 1e-4, 1e-4, 3e-4, 3e-4, 1e-4 };
+        for (int i = 0; i < 3; i++) {
+            snprintf(nm, sizeof nm, "delta fwd chunkwise vs recurrent %s (%s)", fn[i], tag);
+            check(nm, fw[0][i], tod(fw[1][i]), 2e-5);
+        }
+        for (int i = 0; i < 6; i++) {
+            if (i == 4 && !c->gated) continue;
+            snprintf(nm, sizeof nm, "delta bwd chunkwise vs recurrent %s (%s)", bn[i], tag);
+            check(nm, bw[0][i], tod(bw[1][i]), bb[i]);
+        }
     }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg); mn_cuda_dfree(gdy);
     mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(ghs);
@@ -147,6 +188,12 @@ static void test_delta_all(void) {
         { "deltanet D48 Dv24 T5", 1, 5,    1, 48,  24,  0,    0,  1,    16,   0 },    // T shorter than a chunk
         { "gdn D128 T1024",       1, 1024, 1, 128, 128, 1,    0,  0,    16,   0.05 },
         { "deltanet_neg D80 Dv8", 2, 64,   2, 80,  8,   0,    1,  1,    32,   0 },    // one column slice
+        // the chunkwise form: chunk lengths that are not powers of 2, a last chunk of one row, T one chunk
+        { "gdn D32 Dv48 chunk 20", 2, 77,  3, 32,  48,  1,    0,  1,    20,   0.3 },
+        { "gdn_neg D64 chunk 32 T33", 2, 33, 2, 64, 64,  1,    1,  1,    32,   0.3 },
+        { "deltanet_neg D128 T64 chunk 64", 1, 64, 2, 128, 128, 0, 1, 1,  64,   0 },
+        { "gdn D16 chunk 16 T300", 1, 300, 2, 16,  16,  1,    0,  1,    16,   0.3 },
+        { "gdn D112 Dv32 chunk 48 strong", 2, 100, 1, 112, 32, 1, 0, 1,  48,   3 },   // e^gam underflows
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_delta(&cases[i]);
     test_delta_step(3, 2, 64, 64, 0, 0, 20);
@@ -167,6 +214,11 @@ static void test_delta_all(void) {
         expect(mn_cuda_delta_rule_backward(&G, p, p, p, p, NULL, NULL, p, NULL, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 64,
                                            16, 1.0, p) == MN_ERR_CONFIG,
                "delta rule backward without hs returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_backward_recurrent(&G, p, p, p, p, NULL, NULL, p, NULL, NULL, p, p, p, p, NULL, 1, 8,
+                                                     1, 64, 64, 16, 1.0, p) == MN_ERR_CONFIG,
+               "delta rule backward (recurrent) without hs returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 144, 64, 16, 1.0, p) ==
+               MN_ERR_CONFIG, "delta rule (chunkwise: work given) with Dk = 144 returns MN_ERR_CONFIG");
         expect(mn_cuda_delta_rule_step(&G, p, p, p, p, p, p, NULL, 1, 1, 8, 64, 1.0) == MN_ERR_CONFIG,
                "delta rule step with Dk = 8 returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
