@@ -17,8 +17,11 @@
 //     cancels down to a_t <S_{t-1}, dS_t>: its absolute error (~1e-6 of the terms) over a small |a_t| would
 //     grow without bound, so for |a_t| < 2^-8 (MN__SSD_TINY) dA_t is computed instead as <S_{t-1}, dS_t>
 //     from the op's saved chunk states (mn__k_ssd_sfix: no division; a chunk without such a token costs
-//     nothing). log|a| is floored at -40 (MN__SSD_GMIN): a transition of exactly 0 decays by e^-40 ~ 4e-18
-//     instead of 0, far below fp32's resolution of the terms it meets. Cost over the log-decay path: the
+//     nothing). log|a| is floored at -24 (MN__SSD_GMIN): a transition of exactly 0 decays by e^-24 ~ 4e-11
+//     instead of 0, far below fp32's resolution (6e-8) of the terms it meets; the floor is no lower because
+//     the op's cumulative gates from the chunk start would grow with it, and the differences it forms of
+//     them lose ~1 ulp of that size per token (fp32 ulp 1.5e-5 past 128); natural |a| >= ~1e-7 (the
+//     resolution of 2 e^x - 1) stay above it anyway. Cost over the log-decay path: the
 //     sign scan, B' and C' written (forward and backward), dB and dC flipped twice in place, dA's division.
 //
 // Recurrent form. Every entry h[p,n] is its own scalar recurrence, so the state can be cut anywhere:
@@ -320,7 +323,7 @@ __global__ void mn__k_ssd_step(float* y, float* state, const float* X, const flo
 }
 
 // ---- the chunkwise form's signed-transition kernels (see the top of the section) ------------------
-#define MN__SSD_GMIN (-40.f)       // floor of log|a|: a transition of 0 decays by e^-40
+#define MN__SSD_GMIN (-24.f)       // floor of log|a|: a transition of 0 decays by e^-24
 #define MN__SSD_TINY 0.00390625f   // |a| < 2^-8: dA by mn__k_ssd_sfix, not dg / a
 
 // The running sign sg (B,T,H) = prod_{l<=t} sign(a_l) (a < 0 a flip; 0 counts as +) and g (B,T,H) =
