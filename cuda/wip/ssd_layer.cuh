@@ -2,8 +2,9 @@
 //   [z | x | B | C | dt] = xn W_in^T ;  [x | B | C] = silu(conv4([x | B | C]) + b_conv)
 //   Delta = softplus(dt + dt_bias), A = -exp(A_log) ;  SSD on X = x Delta, log-decay A Delta, B, C per head
 //   y = SSD + D x ;  x2 = res + RMSNorm(y silu(z)) W_out^T
-// "mamba2_neg" (variant 1): the transition a = 2 exp(A Delta) - 1 in (-1,1), which only the recurrent form
-// takes; "mamba2" passes the log-decay to mn_cuda_ssd_forward (the chunkwise GLA op for head_dim 64, 128).
+// "mamba2_neg" (variant 1): the transition a = 2 exp(A Delta) - 1 in (-1,1), a signed transition; "mamba2"
+// the log-decay A Delta. Both through mn_cuda_ssd_forward / _backward: the chunk form on the GLA op for
+// head_dim 64, 128 (the signed one as log|a| on sign-flipped B, C), else the recurrent kernels.
 // Softplus, exp and the transition in double, as the CPU.
 enum { MN__CSSD_IN = MN__CP_MIX, MN__CSSD_CONV, MN__CSSD_CONVB, MN__CSSD_DTB, MN__CSSD_ALOG, MN__CSSD_D,
        MN__CSSD_NORM, MN__CSSD_OUT, MN__CSSD_END };
