@@ -1323,15 +1323,18 @@ int main(int argc, char** argv) {
 #endif
             { "sgla,mesa H2x128 cg10", "sgla,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,
               6e-3, 1e-2, 2e-2 },
-            // bf16 mode (every projection with bf16 operands, fp32 accumulation; the mixers as in fp32): the TF32
-            // rows' bounds times 8, the ratio of the two unit roundoffs (2^-8 / 2^-11), as each projection's error
-            // scales with it (the TF32 rows measured logits 9.1e-4, worst gradient 5.6e-3: 8x is 7e-3 / 4.5e-2)
-            { "mesa H2x128 cg30 bf16", "mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_BF16, 0.0, 2.4e-3,
-              8e-2, 1.6e-1, 2.4e-1 },
-            { "attn H2x64 bf16", "attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_BF16, 30.0, 2.4e-3, 8e-2,
-              1.6e-1, 2.4e-1 },
-            { "gla H2x128 bf16", "gla", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_BF16, 0.0, 2.4e-3, 8e-2,
-              1.6e-1, 2.4e-1 },
+            // bf16 mode (every projection with bf16 operands, fp32 accumulation; the mixers as in fp32). Measured
+            // on the H200 (run 19): logits rms 4.2e-3 .. 1.0e-2, the worst gradient 7.5e-3 .. 1.75e-2, the small
+            // tensors 1.55e-2, loss 8e-5 relative; bounds about 3x those: loss 5e-4, logits 3e-2, gradients 5e-2,
+            // small tensors 5e-2 (the TF32 rows' 3e-4 / 1e-2 / 2e-2 / 3e-2 scaled by bf16's coarser rounding)
+            { "mesa H2x128 cg30 bf16", "mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_BF16, 0.0, 5e-4,
+              3e-2, 5e-2, 5e-2 },
+            { "attn H2x64 bf16", "attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_BF16, 30.0, 5e-4, 3e-2,
+              5e-2, 5e-2 },
+            { "gla H2x128 bf16", "gla", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2,
+              5e-2, 5e-2 },
+            { "hawk,gdn,mamba2,mlstm,slstm bf16", "hawk,gdn,mamba2,mlstm,slstm", 0, 128, 5, 2, 64, 352, 2, 100, 30, 0,
+              MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2, 5e-2, 5e-2 },
         };
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
