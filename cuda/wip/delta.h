@@ -36,7 +36,12 @@ int mn_cuda_delta_rule_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk
                                           const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
                                           size_t chunk, double scale, float* work);
 // One token for B sequences: state (B,H,Dk,Dv) updated in place, out (B,H,Dv) written; q,k (B,H,Dk),
-// v (B,H,Dv), beta, g (B,H) (g NULL: DeltaNet). fp32; the shapes of the forward; no workspace.
+// v (B,H,Dv), beta, g (B,H) (g NULL: DeltaNet). fp32; the shapes of the forward; no workspace. The
+// default reads the state in whole rows (8 warps a block); the _recurrent step is the recurrent forward's
+// own arithmetic (stepping through a sequence gives its outputs bit for bit).
 int mn_cuda_delta_rule_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
                             const float* v, const float* beta, const float* g, size_t B, size_t H, size_t Dk,
                             size_t Dv, double scale);
+int mn_cuda_delta_rule_step_recurrent(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
+                                      const float* v, const float* beta, const float* g, size_t B, size_t H,
+                                      size_t Dk, size_t Dv, double scale);

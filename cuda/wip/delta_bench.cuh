@@ -90,23 +90,29 @@ static void bench_delta(void) {
         bench_delta_seq(4, 4096, 16, !f);
         bench_delta_seq(16, 2048, 5, !f);
     }
-    printf("\n| delta decode step, H=%zu D=%zu | | batch | us per step | tokens/s | state GB/s (read + write) "
+    printf("\n| delta decode step, H=%zu D=%zu | step | batch | us per step | tokens/s | state GB/s (read + write) "
            "| of 4.3 TB/s |\n|---|---|---|---|---|---|---|\n", H, D);
     const size_t bs[2] = { 1, 64 };
     for (int gi = 0; gi < 2; gi++)
-        for (int bi = 0; bi < 2; bi++) {
-            const size_t Bd = bs[bi], nsd = Bd * H * D * D;
-            // unit-free inputs: the cost does not depend on the values; beta small and g ~ 0 keep the state finite
-            float *st = dev_randn(nsd, 1), *sq = dev_randn(Bd * H * D, 0.09), *sk = dev_randn(Bd * H * D, 0.09);
-            float *sv = dev_randn(Bd * H * D, 1), *sb = dev_randn(Bd * H, 0.01), *sg = dev_randn(Bd * H, 0.01), *so;
-            CK(mn_cuda_malloc(&G, (void**)&so, Bd * H * D * 4));
-            double ms = time_ms([&] {
-                CK(mn_cuda_delta_rule_step(&G, so, st, sq, sk, sv, sb, gi ? sg : NULL, Bd, H, D, D, sc));
-            });
-            double gbs = 2.0 * nsd * 4 / (ms * 1e-3) / 1e9;
-            printf("| | %s | %zu | %.1f | %.0f | %.0f | %.0f %% |\n", names[gi], Bd, ms * 1e3, Bd / (ms * 1e-3), gbs,
-                   gbs / 4300 * 100);
-            mn_cuda_dfree(st); mn_cuda_dfree(sq); mn_cuda_dfree(sk); mn_cuda_dfree(sv); mn_cuda_dfree(sb);
-            mn_cuda_dfree(sg); mn_cuda_dfree(so);
-        }
+        for (int f = 0; f < 2; f++)
+            for (int bi = 0; bi < 2; bi++) {
+                const size_t Bd = bs[bi], nsd = Bd * H * D * D;
+                // unit-free inputs: the cost does not depend on the values; beta small and g ~ 0 keep the state
+                // finite
+                float *st = dev_randn(nsd, 1), *sq = dev_randn(Bd * H * D, 0.09), *sk = dev_randn(Bd * H * D, 0.09);
+                float *sv = dev_randn(Bd * H * D, 1), *sb = dev_randn(Bd * H, 0.01), *sg = dev_randn(Bd * H, 0.01);
+                float* so;
+                CK(mn_cuda_malloc(&G, (void**)&so, Bd * H * D * 4));
+                double ms = time_ms([&] {
+                    if (f) CK(mn_cuda_delta_rule_step_recurrent(&G, so, st, sq, sk, sv, sb, gi ? sg : NULL, Bd, H, D, D,
+                                                                sc));
+                    else CK(mn_cuda_delta_rule_step(&G, so, st, sq, sk, sv, sb, gi ? sg : NULL, Bd, H, D, D, sc));
+                });
+                double gbs = 2.0 * nsd * 4 / (ms * 1e-3) / 1e9;
+                printf("| %s | %s | %zu | %.1f | %.0f | %.0f | %.0f %% |\n", names[gi],
+                       f ? "recurrent (warp per 8 columns)" : "default (rows per warp)", Bd, ms * 1e3,
+                       Bd / (ms * 1e-3), gbs, gbs / 4300 * 100);
+                mn_cuda_dfree(st); mn_cuda_dfree(sq); mn_cuda_dfree(sk); mn_cuda_dfree(sv); mn_cuda_dfree(sb);
+                mn_cuda_dfree(sg); mn_cuda_dfree(so);
+            }
 }

@@ -1,5 +1,5 @@
 // >>delta_rule
-// defines: mn_cuda_delta_rule_{forward,backward,step,work_size}
+// defines: mn_cuda_delta_rule_{forward,backward,step,work_size}, mn_cuda_delta_rule_{forward,backward,step}_recurrent
 //
 // The gated delta rule (mesanet.h's >>delta_rule) on the GPU, recurrent form. Per head the state S
 // (Dk,Dv) goes token by token through
@@ -24,8 +24,8 @@
 // Precision: fp32 throughout (the CPU accumulates in double); expf for the decay. The tests' bounds
 // (test_delta_all) say what to expect. Shapes: Dk a multiple of 16 up to 128 (the rows per lane a template
 // parameter: 4..32 registers of state, as many of dS), Dv a multiple of 8, chunk 1..64.
-// This is the recurrent form; the chunkwise WY/UT form of the CPU (tensor-core products per chunk) is
-// left for a later session: here the FLOPs are FFMA and the backward reads its states back once.
+// This recurrent form is the reference (mn_cuda_delta_rule_{forward,backward}_recurrent) and the default
+// only where the chunkwise form below does not apply (chunk < 16, Dv not a multiple of 16, no workspace).
 
 #define MN__DELTA_COLS 8        // value columns per warp
 #define MN__DELTA_MAXC 64       // the longest checkpoint interval (the backward's workspace grows with it)
@@ -370,12 +370,85 @@ int mn_cuda_delta_rule_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk
     return mn__delta_rule_backward_rec(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H, Dk,
                                        Dv, chunk, scale, work, 0);
 }
+// the recurrent form's step: one warp per 8 columns, the forward's arithmetic (mn__delta_col_token), so
+// stepping through a sequence gives mn_cuda_delta_rule_forward_recurrent's outputs bit for bit
+int mn_cuda_delta_rule_step_recurrent(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
+                                      const float* v, const float* beta, const float* g, size_t B, size_t H,
+                                      size_t Dk, size_t Dv, double scale) {
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_step_recurrent", B, 1, H, Dk, Dv, 1));
+    dim3 grid((unsigned)(B * H), (unsigned)(Dv / MN__DELTA_COLS));
+    MN__DELTA_DISPATCH(Dk, mn__k_delta_step, grid, out, state, q, k, v, beta, g, (int)Dv, (float)scale);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// The decode step for batches, bound by the state's traffic (read and written once): grid (B H,
+// ceil(Dv/32)), 256 threads (8 warps); lane = value column j = 32 y + lane, warp w the rows i = w + 8 r
+// (r < R = Dk/8), so every load and store of S is a whole 128-byte row segment (the recurrent step's
+// warps touch 32 bytes of each of 128 rows). The sums over rows, p = S'^T k and o = S^T q, meet in shared
+// memory (8 partials per column, added in warp order). out (B,H,Dv), state (B,H,Dk,Dv) in/out, q,k (B,H,Dk),
+// v (B,H,Dv), beta, g (B,H) (g NULL: a = 1).
+template <int R>
+__global__ void __launch_bounds__(256) mn__k_delta_step_rows(float* out, float* state, const float* q,
+                                                             const float* k, const float* v, const float* beta,
+                                                             const float* g, int Dv, float scale) {
+    __shared__ float red[8][32];
+    const int Dk = 8 * R, bh = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int j = blockIdx.y * 32 + lane;
+    const bool on = j < Dv;                                  // the columns past Dv only meet the barriers
+    float* s = state + (size_t)bh * Dk * Dv + (on ? j : 0);
+    const float *kb = k + (size_t)bh * Dk + w, *qb = q + (size_t)bh * Dk + w;
+    float S[R], kk[R], ps[2] = { 0.f, 0.f };
+#pragma unroll
+    for (int r = 0; r < R; r++) S[r] = on ? s[(size_t)(w + 8 * r) * Dv] : 0.f;
+#pragma unroll
+    for (int r = 0; r < R; r++) kk[r] = __ldg(kb + 8 * r);
+    const float a = g ? expf(g[bh]) : 1.f, bt = beta[bh], vj = on ? v[(size_t)bh * Dv + j] : 0.f;
+#pragma unroll
+    for (int r = 0; r < R; r++) {                            // the decay and the read p = S'^T k, this warp's rows
+        S[r] *= a;
+        ps[r & 1] = fmaf(S[r], kk[r], ps[r & 1]);
+    }
+    red[w][lane] = ps[0] + ps[1];
+    __syncthreads();
+    float p = 0.f;
+#pragma unroll
+    for (int x = 0; x < 8; x++) p += red[x][lane];
+    const float u = bt * (vj - p);                           // the delta, then the write S = S' + k u^T and o
+    float os[2] = { 0.f, 0.f };
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        S[r] = fmaf(kk[r], u, S[r]);
+        if (on) s[(size_t)(w + 8 * r) * Dv] = S[r];
+        os[r & 1] = fmaf(S[r], __ldg(qb + 8 * r), os[r & 1]);
+    }
+    __syncthreads();                                         // every read of p's partials done
+    red[w][lane] = os[0] + os[1];
+    __syncthreads();
+    if (w == 0 && on) {
+        float o = 0.f;
+#pragma unroll
+        for (int x = 0; x < 8; x++) o += red[x][lane];
+        out[(size_t)bh * Dv + j] = scale * o;
+    }
+}
 int mn_cuda_delta_rule_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
                             const float* v, const float* beta, const float* g, size_t B, size_t H, size_t Dk,
                             size_t Dv, double scale) {
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_step", B, 1, H, Dk, Dv, 1));
-    dim3 grid((unsigned)(B * H), (unsigned)(Dv / MN__DELTA_COLS));
-    MN__DELTA_DISPATCH(Dk, mn__k_delta_step, grid, out, state, q, k, v, beta, g, (int)Dv, (float)scale);
+    dim3 grid((unsigned)(B * H), (unsigned)((Dv + 31) / 32));
+    switch (Dk / 16) {
+#define MN__DELTA_STEP(RR)                                                                                         \
+    mn__k_delta_step_rows<RR><<<grid, 256, 0, MN__STREAM>>>(out, state, q, k, v, beta, g, (int)Dv, (float)scale)
+    case 1: MN__DELTA_STEP(2); break;
+    case 2: MN__DELTA_STEP(4); break;
+    case 3: MN__DELTA_STEP(6); break;
+    case 4: MN__DELTA_STEP(8); break;
+    case 5: MN__DELTA_STEP(10); break;
+    case 6: MN__DELTA_STEP(12); break;
+    case 7: MN__DELTA_STEP(14); break;
+    default: MN__DELTA_STEP(16); break;
+#undef MN__DELTA_STEP
+    }
     MN__LAUNCHED();
     return MN_OK;
 }

@@ -134,14 +134,17 @@ static void test_delta(const delta_case* c) {
 }
 
 // The decode step, batched, against mn_delta_rule_step in double from a random state, P consecutive
-// tokens: the worst output, then the state. fp32 against double, one step at a time: 1e-5.
+// tokens: the default step (rows of the state per warp) and the recurrent form's step, each from its own
+// copy of the state: the worst output of each against the CPU, the two against each other, then the
+// states. fp32 against double, one step at a time: 1e-5.
 static void test_delta_step(size_t B, size_t H, size_t Dk, size_t Dv, int gated, int neg, size_t P) {
-    char nm[200];
-    double scale = 1.0 / sqrt((double)Dk), worst = 0;
+    char nm[200], tag[120];
+    double scale = 1.0 / sqrt((double)Dk), worst[3] = { 0, 0, 0 };
     size_t ns = B * H * Dk * Dv, no = B * H * Dv;
+    snprintf(tag, sizeof tag, "B %zu H %zu Dk %zu Dv %zu%s%s", B, H, Dk, Dv, gated ? " gated" : "", neg ? " neg" : "");
     vf s0 = randn(ns, 0, 1);
     vd S = tod(s0), ref(no);
-    float *gs = dev(s0), *gout = poison(no);
+    float *gs[2] = { dev(s0), dev(s0) }, *gout[2] = { poison(no), poison(no) };
     int fin = 1;
     for (size_t p = 0; p < P; p++) {
         vf q = randn(B * H * Dk, 0, 1), k = randn(B * H * Dk, 0, 1), v = randn(B * H * Dv, 0, 1), be(B * H), g(B * H);
@@ -155,24 +158,35 @@ static void test_delta_step(size_t B, size_t H, size_t Dk, size_t Dv, int gated,
         mn_delta_rule_step(ref.data(), S.data(), Qd.data(), Kd.data(), Vd.data(), Bd.data(), gated ? Gd.data() : NULL,
                            B, H, Dk, Dv, scale);
         float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gb = dev(be), *gg = gated ? dev(g) : NULL;
-        cudaMemset(gout, 0xFF, no * sizeof(float));
-        CK(mn_cuda_delta_rule_step(&G, gout, gs, gq, gk, gv, gb, gg, B, H, Dk, Dv, scale));
-        vf ho = host(gout, no);
-        double se = 0, sr = 0;
-        for (size_t i = 0; i < no; i++) {
-            if (!isfinite(ho[i])) fin = 0;
-            se += (ho[i] - ref[i]) * (ho[i] - ref[i]); sr += ref[i] * ref[i];
+        vf ho[2];
+        for (int f = 0; f < 2; f++) {
+            cudaMemset(gout[f], 0xFF, no * sizeof(float));
+            if (f) CK(mn_cuda_delta_rule_step_recurrent(&G, gout[f], gs[f], gq, gk, gv, gb, gg, B, H, Dk, Dv, scale));
+            else CK(mn_cuda_delta_rule_step(&G, gout[f], gs[f], gq, gk, gv, gb, gg, B, H, Dk, Dv, scale));
+            ho[f] = host(gout[f], no);
         }
-        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        double se[3] = { 0, 0, 0 }, sr = 0;
+        for (size_t i = 0; i < no; i++) {
+            if (!isfinite(ho[0][i]) || !isfinite(ho[1][i])) fin = 0;
+            se[0] += (ho[0][i] - ref[i]) * (ho[0][i] - ref[i]); se[1] += (ho[1][i] - ref[i]) * (ho[1][i] - ref[i]);
+            se[2] += (ho[0][i] - ho[1][i]) * (ho[0][i] - ho[1][i]); sr += ref[i] * ref[i];
+        }
+        for (int x = 0; x < 3; x++) if (sqrt(se[x] / sr) > worst[x]) worst[x] = sqrt(se[x] / sr);
         mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg);
     }
-    snprintf(nm, sizeof nm, "delta step: %zu tokens, B %zu H %zu Dk %zu Dv %zu%s%s, worst out rms %.2e (bound 1e-5)",
-             P, B, H, Dk, Dv, gated ? " gated" : "", neg ? " neg" : "", worst);
-    expect(fin && worst <= 1e-5, nm);
-    snprintf(nm, sizeof nm, "delta step: state (B %zu H %zu Dk %zu Dv %zu%s%s)", B, H, Dk, Dv, gated ? " gated" : "",
-             neg ? " neg" : "");
-    check(nm, host(gs, ns), S, 1e-5);
-    mn_cuda_dfree(gs); mn_cuda_dfree(gout);
+    snprintf(nm, sizeof nm, "delta step: %zu tokens, %s, worst out rms %.2e (bound 1e-5)", P, tag, worst[0]);
+    expect(fin && worst[0] <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "delta step recurrent: %zu tokens, %s, worst out rms %.2e (bound 1e-5)", P, tag,
+             worst[1]);
+    expect(fin && worst[1] <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "delta step vs recurrent step: %zu tokens, %s, worst out rms %.2e (bound 1e-5)", P, tag,
+             worst[2]);
+    expect(fin && worst[2] <= 1e-5, nm);
+    vf st[2] = { host(gs[0], ns), host(gs[1], ns) };
+    snprintf(nm, sizeof nm, "delta step: state (%s)", tag); check(nm, st[0], S, 1e-5);
+    snprintf(nm, sizeof nm, "delta step recurrent: state (%s)", tag); check(nm, st[1], S, 1e-5);
+    snprintf(nm, sizeof nm, "delta step vs recurrent step: state (%s)", tag); check(nm, st[0], tod(st[1]), 1e-5);
+    mn_cuda_dfree(gs[0]); mn_cuda_dfree(gs[1]); mn_cuda_dfree(gout[0]); mn_cuda_dfree(gout[1]);
 }
 
 static void test_delta_all(void) {
@@ -201,6 +215,8 @@ static void test_delta_all(void) {
     test_delta_step(64, 2, 128, 128, 1, 1, 5);
     test_delta_step(2, 2, 32, 48, 0, 1, 10);
     test_delta_step(1, 3, 112, 16, 1, 0, 10);
+    test_delta_step(2, 2, 48, 40, 1, 1, 8);         // a partial 32-column block (Dv 40)
+    test_delta_step(3, 1, 16, 72, 0, 0, 8);
     {   // what the kernels do not take
         float* p = poison(4096);
         expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 40, 40, 16, 1.0, NULL) ==
@@ -221,6 +237,8 @@ static void test_delta_all(void) {
                MN_ERR_CONFIG, "delta rule (chunkwise: work given) with Dk = 144 returns MN_ERR_CONFIG");
         expect(mn_cuda_delta_rule_step(&G, p, p, p, p, p, p, NULL, 1, 1, 8, 64, 1.0) == MN_ERR_CONFIG,
                "delta rule step with Dk = 8 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_step_recurrent(&G, p, p, p, p, p, p, NULL, 1, 1, 64, 12, 1.0) == MN_ERR_CONFIG,
+               "delta rule step (recurrent) with Dv = 12 returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
     }
     {   // the model takes the delta layers at head_dim 32 and refuses 40 (not a multiple of 16)
