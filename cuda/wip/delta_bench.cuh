@@ -66,7 +66,8 @@ static void bench_delta_seq(size_t B, size_t T, size_t H, int chunked) {
             else CK(mn_cuda_delta_rule_backward_recurrent(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, hs, q,
                                                           k, v, be, gp, B, T, H, D, D, C, sc, work));
         };
-        const char* form = chunked ? "chunkwise C 64" : "recurrent, checkpoints 8";
+        const char* form = !chunked ? "recurrent, checkpoints 8"
+                           : G.math == MN_CUDA_MATH_TF32 ? "chunkwise C 64, TF32 products" : "chunkwise C 64, fp32";
         double ms = time_ms(fwd);
         printf("| B=%zu T=%zu H=%zu | %s | %s fwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", B, T, H, form, names[gi], ms,
                ff / 1e12, ff / (ms * 1e-3) / 1e12, bf / 1e9, bf / (ms * 1e-3) / 1e9);
@@ -82,13 +83,15 @@ static void bench_delta(void) {
     const size_t H = 16, D = 128;
     const double sc = 1.0 / sqrt((double)D);
     const char* names[2] = { "deltanet (g NULL)", "gdn (g)" };
-    printf("\nDelta rule, Dk=Dv=128, fp32 (ctx math %s), median of %d\n\n",
-           G.math == MN_CUDA_MATH_TF32 ? "tf32" : "fp32", REPS);
+    printf("\nDelta rule, Dk=Dv=128, median of %d (the chunkwise form's products follow ctx->math)\n\n", REPS);
     printf("| shape | form | op | ms | counted TFLOP | TF/s | counted GB | GB/s |\n"
            "|---|---|---|---|---|---|---|---|\n");
-    for (int f = 0; f < 2; f++) {
-        bench_delta_seq(4, 4096, 16, !f);
-        bench_delta_seq(16, 2048, 5, !f);
+    for (int f = 0; f < 3; f++) {                 // chunkwise in fp32, chunkwise with TF32 products, recurrent
+        const int math = G.math;
+        if (f == 1) G.math = MN_CUDA_MATH_TF32;
+        bench_delta_seq(4, 4096, 16, f < 2);
+        bench_delta_seq(16, 2048, 5, f < 2);
+        G.math = math;
     }
     printf("\n| delta decode step, H=%zu D=%zu | step | batch | us per step | tokens/s | state GB/s (read + write) "
            "| of 4.3 TB/s |\n|---|---|---|---|---|---|---|\n", H, D);

@@ -602,7 +602,8 @@ __global__ void mn__k_delta_scale(float* Kg, float* Qg, float* Kd, float* Vb, co
     MN__FOR(e, ZC * Dv) Vb[e] = bc[e / Dv] * Vc[e];
 }
 // The chunk-to-chunk recurrence, one block per (sequence and head, 16 value columns): grid (B H,
-// Dv/16), 256 threads (16 columns x 16 row groups), dynamic shared memory (Dk + C) 16 floats. Per
+// Dv/16), exactly 256 threads (16 columns x 16 row groups: a thread takes the rows rw + 16 m, up to 4 of
+// O1 and 8 of St, in registers), dynamic shared memory (Dk + C) 16 floats. Per
 // chunk n (ascending, or descending when rev), z = bh NC + n:
 //   Sst[z] = St (the state entering the chunk) ; O1 = A1 + s1 M1 St ; St <- e_last St + Y + s2 M2^T O1
 // O1, A1 (Z,C,Dv); M1, M2 (Z,C,Dk); Y (Z,Dk,Dv) or NULL; eg (Z,C) (e_last its last entry); s0 (B H,Dk,Dv)
@@ -613,31 +614,55 @@ __global__ void __launch_bounds__(256) mn__k_delta_chain(float* O1, float* Sst, 
                                                          int Dv, float s1, float s2, int rev, int acc) {
     extern __shared__ float mn__delta_chs[];                 // St (Dk,16), then O1's slice (C,16)
     float *St = mn__delta_chs, *Ob = mn__delta_chs + (size_t)Dk * MN__DELTA_CW;
-    const int cj = threadIdx.x % MN__DELTA_CW, rw = threadIdx.x / MN__DELTA_CW, RG = blockDim.x / MN__DELTA_CW;
+    const int cj = threadIdx.x % MN__DELTA_CW, rw = threadIdx.x / MN__DELTA_CW, RG = 256 / MN__DELTA_CW;
     const size_t bh = blockIdx.x, col = (size_t)blockIdx.y * MN__DELTA_CW + cj, ns = (size_t)Dk * Dv;
     for (int d = rw; d < Dk; d += RG) St[d * MN__DELTA_CW + cj] = s0 ? s0[bh * ns + (size_t)d * Dv + col] : 0.f;
     __syncthreads();
     for (int it = 0; it < NC; it++) {
         const size_t z = bh * NC + (rev ? NC - 1 - it : it);
         for (int d = rw; d < Dk; d += RG) Sst[z * ns + (size_t)d * Dv + col] = St[d * MN__DELTA_CW + cj];
-        for (int r = rw; r < C; r += RG) {                   // O1 row r = A1 row r + s1 (M1 row r) St
-            const float* m = M1 + (z * C + r) * Dk;
-            float a = 0.f;
-            for (int d = 0; d < Dk; d++) a = fmaf(__ldg(m + d), St[d * MN__DELTA_CW + cj], a);
-            const size_t o = (z * C + r) * Dv + col;
-            const float x = fmaf(s1, a, A1[o]);
-            Ob[r * MN__DELTA_CW + cj] = x;
-            O1[o] = x;
+        // O1 rows r = rw + 16 m (m < 4 covers C <= 64) = A1 + s1 M1 St: each St value read once for 4 rows
+        float a[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
+        for (int d = 0; d < Dk; d++) {
+            const float sv = St[d * MN__DELTA_CW + cj];
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const int r = rw + RG * m;
+                if (r < C) a[m] = fmaf(__ldg(M1 + (z * C + r) * Dk + d), sv, a[m]);
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            const int r = rw + RG * m;
+            if (r < C) {
+                const size_t o = (z * C + r) * Dv + col;
+                const float x = fmaf(s1, a[m], A1[o]);
+                Ob[r * MN__DELTA_CW + cj] = x;
+                O1[o] = x;
+            }
         }
         __syncthreads();                                     // Ob complete; every read of St done
         const float el = eg[z * C + C - 1];
-        for (int d = rw; d < Dk; d += RG) {                  // St row d <- e_last St + Y + s2 (M2^T O1) row d
-            const float* m = M2 + z * C * Dk + d;
-            float a = 0.f;
-            for (int r = 0; r < C; r++) a = fmaf(__ldg(m + (size_t)r * Dk), Ob[r * MN__DELTA_CW + cj], a);
-            float x = el * St[d * MN__DELTA_CW + cj];
-            if (Y) x += Y[z * ns + (size_t)d * Dv + col];
-            St[d * MN__DELTA_CW + cj] = fmaf(s2, a, x);
+        // St rows d = rw + 16 m (m < 8 covers Dk <= 128) <- e_last St + Y + s2 (M2^T O1): each O1 value read once
+#pragma unroll
+        for (int m = 0; m < 8; m++) a[m] = 0.f;
+        for (int r = 0; r < C; r++) {
+            const float ov = Ob[r * MN__DELTA_CW + cj];
+            const float* m2 = M2 + (z * C + r) * Dk;
+#pragma unroll
+            for (int m = 0; m < 8; m++) {
+                const int d = rw + RG * m;
+                if (d < Dk) a[m] = fmaf(__ldg(m2 + d), ov, a[m]);
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int d = rw + RG * m;
+            if (d < Dk) {
+                float x = el * St[d * MN__DELTA_CW + cj];
+                if (Y) x += Y[z * ns + (size_t)d * Dv + col];
+                St[d * MN__DELTA_CW + cj] = fmaf(s2, a[m], x);
+            }
         }
         __syncthreads();                                     // St updated before the next chunk reads it
     }
