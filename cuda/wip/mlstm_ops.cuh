@@ -1,5 +1,5 @@
 // >>cuda_mlstm
-// defines: mn_cuda_mlstm_{work_size,forward,backward,step}
+// defines: mn_cuda_mlstm_{work_size,forward,backward,step}, mn_cuda_mlstm_{forward,backward}_{recurrent,chunk}
 //
 // xLSTM's mLSTM (mesanet.h >>mlstm) on the GPU: the recurrent form, token by token, which computes the
 // chunkwise form's sums (the CPU's mn_mlstm_forward / _backward: the same m_t, the same stabilised
@@ -57,14 +57,29 @@
 
 // the workspace: per token and head (B,T,H) m, f', i', bt, den, dbt, dmu, q.dq; the k.dk partials
 // (B,T,H,Dk/4); the backward's recomputed output o (B,T,H,Dv); a copy of n0 (B,H,Dk) (nt may alias it)
+// The chunk form's pieces (only where it can apply, Dk == Dv in {64, 128}): the per-head shift c (B,H) and
+// the range flag, k' = e^{i - c} k and its gradient (B,T,H,Dk), lf = logsigmoid(f), the normaliser b' and
+// the per-token factor of its gradient (B,T,H), the chunk summaries (B,H,NT,Dk) with their decays
+// (B,H,NT), and the GLA op's own workspace.
 typedef struct mn__mlstm_ws {
     float *m, *fp, *ip, *bt, *den, *dbt, *dmu, *qdq, *kdkp, *o, *n0c;
+    float *cb, *flag, *kp, *dkp, *lg, *bp, *sc, *nsum, *nA, *gla;
 } mn__mlstm_ws;
+#define MN__MLSTM_NC 64       // the chunk form's chunk length (the GLA op's)
 static size_t mn__mlstm_layout(mn__mlstm_ws* w, float* base, size_t B, size_t T, size_t H, size_t Dk, size_t Dv) {
     size_t N = B * T * H, off = 0;
     MN__MLSTM_PIECE(m, N); MN__MLSTM_PIECE(fp, N); MN__MLSTM_PIECE(ip, N); MN__MLSTM_PIECE(bt, N);
     MN__MLSTM_PIECE(den, N); MN__MLSTM_PIECE(dbt, N); MN__MLSTM_PIECE(dmu, N); MN__MLSTM_PIECE(qdq, N);
     MN__MLSTM_PIECE(kdkp, N * (Dk / 4)); MN__MLSTM_PIECE(o, N * Dv); MN__MLSTM_PIECE(n0c, B * H * Dk);
+    if (Dk == Dv && (Dk == 64 || Dk == 128)) {
+        const size_t NT = (T + MN__MLSTM_NC - 1) / MN__MLSTM_NC;
+        MN__MLSTM_PIECE(cb, B * H); MN__MLSTM_PIECE(flag, 1); MN__MLSTM_PIECE(kp, N * Dk);
+        MN__MLSTM_PIECE(dkp, N * Dk); MN__MLSTM_PIECE(lg, N); MN__MLSTM_PIECE(bp, N); MN__MLSTM_PIECE(sc, N);
+        MN__MLSTM_PIECE(nsum, B * H * NT * Dk); MN__MLSTM_PIECE(nA, B * H * NT);
+        MN__MLSTM_PIECE(gla, mn_cuda_gla_work_size(B, T, H, Dk, Dv, MN__MLSTM_NC));
+    } else if (w) {
+        w->cb = w->flag = w->kp = w->dkp = w->lg = w->bp = w->sc = w->nsum = w->nA = w->gla = NULL;
+    }
     return off;
 }
 size_t mn_cuda_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
@@ -394,10 +409,11 @@ static int mn__mlstm_fwd(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* out, fl
     p.scale = (float)scale; p.eps = (float)eps;
     return mn__mlstm_scan_launch<0>(ctx, p, BH);
 }
-int mn_cuda_mlstm_forward(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt, float* mt,
-                          const float* q, const float* k, const float* v, const float* ig, const float* fg,
-                          const float* C0, const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
-                          size_t Dv, double scale, double eps, size_t C, float* work) {
+int mn_cuda_mlstm_forward_recurrent(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt,
+                                    float* mt, const float* q, const float* k, const float* v, const float* ig,
+                                    const float* fg, const float* C0, const float* n0, const float* m0, size_t B,
+                                    size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                                    float* work) {
     MN__TRY(mn__mlstm_check(ctx, "mn_cuda_mlstm_forward", B, T, H, Dk, Dv, C));
     mn__mlstm_ws w;
     mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
@@ -405,11 +421,11 @@ int mn_cuda_mlstm_forward(mn_cuda_ctx* ctx, float* out, float* norm, float* stab
                          eps);
 }
 // acc = 0 overwrites dq, dk, dv, di, df, dC0, dn0 (the model's first writer), 1 accumulates
-static int mn__mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
-                              float* dn0, const float* dout, const float* q, const float* k, const float* v,
-                              const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
-                              size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
-                              int mode, float* work, int acc) {
+static int mn__mlstm_backward_rec(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                  float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                  const float* v, const float* ig, const float* fg, const float* C0, const float* n0,
+                                  const float* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale,
+                                  double eps, size_t C, int mode, float* work, int acc) {
     MN__TRY(mn__mlstm_check(ctx, "mn_cuda_mlstm_backward", B, T, H, Dk, Dv, C));
     if (mode != MN_MLSTM_BW_EXACT && mode != MN_MLSTM_BW_DETACH)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mlstm_backward", "mode must be EXACT or DETACH", __LINE__);
@@ -439,13 +455,365 @@ static int mn__mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv,
     MN__LAUNCHED();
     return MN_OK;
 }
+int mn_cuda_mlstm_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                     float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                     const float* v, const float* ig, const float* fg, const float* C0,
+                                     const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                                     size_t Dv, double scale, double eps, size_t C, int mode, float* work) {
+    return mn__mlstm_backward_rec(ctx, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk,
+                                  Dv, scale, eps, C, mode, work, 1);
+}
+// ---- the chunk form (the default where it applies): the numerator through the GLA op ----
+// Without an initial state, the unstabilised numerator and normaliser of token t are sums over j <= t of
+// e^{F_t - F_j + i_j} (q^_t.k_j) v_j and e^{F_t - F_j + i_j} q^_t.k_j, F the running sum of lf = logsigmoid(f).
+// With a constant c per head (the largest input gate of the sequence), k'_j = e^{i_j - c} k_j turns the first
+// into e^c times the GLA op's output with one log-decay lf per token and head (G = 1: chunks of 64 on the
+// tensor cores, 3xTF32 in fp32 mode), o'_t; the second is e^c b'_t, b'_t = q^_t.n'_t with
+// n'_t = e^{lf_t} n'_{t-1} + k'_t, a Dk-vector scan run here chunkwise (a summary pass per chunk, then each
+// chunk replays its 64 tokens from the state its predecessors hand it). With E_t = e^{c - m_t}:
+//   bt_t = b'_t E_t ; den_t = max(|bt_t|, e^{-m_t}) + eps ; out_t = o'_t E_t / den_t       (c cancels)
+// the recurrent form's quantities exactly, so its per-token prep and gate-gradient kernels are reused.
+// Backward: dO' = dout E / den into the GLA op's backward (dq, dk', dv), dB' = dbt E into the vector scan's
+// backward (dq += scale dB' n', dk'_j += scale sum_{t>=j} e^{F_t - F_j} dB'_t q_t, the reverse scan),
+// dk = e^{i - c} dk', and the gates by the identity of the recurrent form (di = k.dk, dlf from q.dq - k.dk,
+// plus the stabiliser's branch). Range: every k' is e^{i_j - c} >= e^{-(max i - min i)} times k, and the
+// terms that matter at token t are ~e^{m_t - c} >= e^{-(max i - min i)} (m_t >= i_t) of their natural size,
+// so with max i - min i <= 40 per head (the layer's soft cap 15 keeps it <= 30) nothing that counts comes
+// near float's underflow (e^{-87}); past that (or non-finite gates) the default falls back to the recurrent
+// kernels. The check needs the gates' range on the host: one stream synchronisation per call.
+#define MN__MLSTM_RANGE 40.0
+
+// Per (b,h): cb = max_t i_t; flag set when max - min > RANGE (or not finite). One warp per (b,h).
+__global__ void __launch_bounds__(128) mn__k_mlstm_range(float* cb, unsigned* flag, const float* ig, unsigned BH,
+                                                         unsigned T, unsigned H) {
+    const unsigned bh = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (bh >= BH) return;
+    const unsigned b = bh / H, h = bh % H;
+    float mx = -INFINITY, mn = INFINITY;
+    for (unsigned t = lane; t < T; t += 32) {
+        const float i = ig[((size_t)b * T + t) * H + h];
+        mx = fmaxf(mx, i);
+        mn = fminf(mn, i);
+        if (i != i) mn = -INFINITY;                   // NaN: out of range
+    }
+    for (int o = 16; o; o >>= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+    }
+    if (lane == 0) {
+        cb[bh] = mx;
+        if (!((double)mx - (double)mn <= MN__MLSTM_RANGE)) atomicOr(flag, 1u);   // a flag: order does not matter
+    }
+}
+// Per row r = (b,t,h) of NR (one warp each): kp = e^{i - c} k (B,T,H,Dk), lg = logsigmoid(f) (B,T,H).
+__global__ void __launch_bounds__(256) mn__k_mlstm_kprep(float* kp, float* lg, const float* k, const float* ig,
+                                                         const float* fg, const float* cb, size_t NR, unsigned T,
+                                                         unsigned H, unsigned Dk) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const float e = (float)exp((double)ig[r] - (double)cb[bh]);
+    for (unsigned d = lane; d < Dk; d += 32) kp[r * Dk + d] = e * k[r * Dk + d];
+    if (lane == 0) lg[r] = (float)mn__mlstm_logsig((double)fg[r]);
+}
+
+// the arguments of mn__k_mlstm_nrm
+typedef struct mn__mlstm_nargs {
+    const float *x, *sc, *lg, *q;   // x (B,T,H,Dk) the scanned vectors (k' forward, q reverse), sc (B,T,H) their
+                                    // factor (reverse; dq's in MODE 2), lg (B,T,H), q (B,T,H,Dk) (MODE 1)
+    float *sum, *A;                 // the chunk summaries (B,H,NT,Dk) and decays e^{sum of the chunk's lf} (B,H,NT)
+    float* y;                       // MODE 1 b' (B,T,H) written; MODE 2 dq, MODE 4 dk' (B,T,H,Dk) accumulated
+    unsigned T, H, Dk, NT;
+    float scale;
+} mn__mlstm_nargs;
+// The normaliser's vector scan, chunkwise: block (chunk, b*h), thread d one channel (blockDim = Dk <= 128).
+//   forward  n'_t = e^{lf_t} n'_{t-1} + k'_t          MODE 0: the chunk's end value from zero -> sum, A
+//                                                    MODE 1: b'_t = scale q_t.n'_t (MODE 2: dq_t += sc_t n'_t)
+//   reverse  z_j = sc_j q_j + e^{lf_{j+1}} z_{j+1}   MODE 3: e^{lf_first} z_first from zero -> sum, A
+//                                                    MODE 4: dk'_j += z_j
+// A chunk's entering state is its predecessors' (successors') summaries, each decayed by the chunks between.
+template <int MODE>
+__global__ void __launch_bounds__(128) mn__k_mlstm_nrm(mn__mlstm_nargs p) {
+    __shared__ float prod[MODE == 1 ? MN__MLSTM_NC : 1][129];   // MODE 1: q_t[d] n'_t[d], padded (no conflicts)
+    const unsigned c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x, Dk = p.Dk, H = p.H, T = p.T, NT = p.NT;
+    const unsigned b = bh / H, h = bh % H, t0 = c * MN__MLSTM_NC;
+    const unsigned L = T - t0 < MN__MLSTM_NC ? T - t0 : MN__MLSTM_NC;
+    const float* sum = p.sum + (size_t)bh * NT * Dk;
+    const float* A = p.A + (size_t)bh * NT;
+    float z = 0.f;
+    if (MODE == 1 || MODE == 2) {                     // N_c = sum_{c' < c} (prod of A between) s_{c'}
+        float P = 1.f;
+        for (unsigned cc = c; cc-- > 0;) { z = fmaf(P, sum[(size_t)cc * Dk + d], z); P *= A[cc]; }
+    } else if (MODE == 4) {                           // R_c = sum_{c' > c} (prod of A between) rho_{c'}
+        float P = 1.f;
+        for (unsigned cc = c + 1; cc < NT; cc++) { z = fmaf(P, sum[(size_t)cc * Dk + d], z); P *= A[cc]; }
+    }
+    double G = 0.0;                                   // the chunk's sum of lf (MODE 0, 3)
+    if (MODE <= 2) {
+#pragma unroll 4
+        for (unsigned j = 0; j < L; j++) {
+            const size_t r = ((size_t)b * T + t0 + j) * H + h;
+            const float lf = p.lg[r];
+            z = fmaf(expf(lf), z, p.x[r * Dk + d]);
+            if (MODE == 0) G += lf;
+            if (MODE == 1) prod[j][d] = z * p.q[r * Dk + d];
+            if (MODE == 2) p.y[r * Dk + d] += p.sc[r] * z;
+        }
+    } else {
+#pragma unroll 4
+        for (unsigned j = L; j-- > 0;) {
+            const size_t r = ((size_t)b * T + t0 + j) * H + h;
+            const float lf = p.lg[r], zz = fmaf(p.sc[r], p.x[r * Dk + d], z);
+            if (MODE == 4) p.y[r * Dk + d] += zz;
+            z = expf(lf) * zz;                        // what token j hands token j - 1
+            if (MODE == 3) G += lf;
+        }
+    }
+    if (MODE == 0 || MODE == 3) {
+        p.sum[((size_t)bh * NT + c) * Dk + d] = z;
+        if (d == 0) p.A[(size_t)bh * NT + c] = (float)exp(G);
+    }
+    if (MODE == 1) {
+        __syncthreads();
+        if (d < L) {                                  // thread d sums token d's row (Dk >= 64 >= L threads)
+            float s = 0.f;
+            for (unsigned e = 0; e < Dk; e++) s += prod[d][e];
+            p.y[((size_t)b * T + t0 + d) * H + h] = p.scale * s;
+        }
+    }
+}
+// Per row (one warp each): E = e^{c - m}, bt = b' E, nrm = max(|bt|, e^{-m}), den = nrm + eps, out = o' E / den
+// in place; norm (B,T,H) written when not NULL, bt, den (B,T,H) written (the backward's).
+__global__ void __launch_bounds__(256) mn__k_mlstm_fin(float* out, float* norm, float* bt, float* den, const float* bp,
+                                                       const float* m, const float* cb, size_t NR, unsigned T,
+                                                       unsigned H, unsigned Dv, double eps) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const double mm = m[r], E = exp((double)cb[bh] - mm), btv = (double)bp[r] * E;
+    const double nrm = fmax(fabs(btv), exp(-mm)), dn = nrm + eps;
+    const float f = (float)(E / dn);
+    for (unsigned j = lane; j < Dv; j += 32) out[r * Dv + j] *= f;
+    if (lane == 0) {
+        if (norm) norm[r] = (float)nrm;
+        bt[r] = (float)btv;
+        den[r] = (float)dn;
+    }
+}
+// Per row (after mn__k_mlstm_prep): dop = dout E / den (B,T,H,Dv) the GLA op's output gradient, sc = scale dbt E
+// (B,T,H) the vector scan's (dbt the gradient of the stabilised bt = b' E).
+__global__ void __launch_bounds__(256) mn__k_mlstm_dprep(float* dop, float* sc, const float* dout, const float* dbt,
+                                                         const float* den, const float* m, const float* cb,
+                                                         size_t NR, unsigned T, unsigned H, unsigned Dv, float scale) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const double E = exp((double)cb[bh] - (double)m[r]);
+    const float f = (float)(E / (double)den[r]);
+    for (unsigned j = lane; j < Dv; j += 32) dop[r * Dv + j] = f * dout[r * Dv + j];
+    if (lane == 0) sc[r] = (float)((double)scale * dbt[r] * E);
+}
+// Per row: dk = e^{i - c} dk' (B,T,H,Dk) accumulated (acc) or written; kdk (B,T,H) = k'.dk' (= k.dk) written.
+__global__ void __launch_bounds__(256) mn__k_mlstm_kfin(float* dk, float* kdk, const float* dkp, const float* kp,
+                                                        const float* ig, const float* cb, size_t NR, unsigned T,
+                                                        unsigned H, unsigned Dk, int acc) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const float e = (float)exp((double)ig[r] - (double)cb[bh]);
+    float part = 0.f;
+    for (unsigned d = lane; d < Dk; d += 32) {
+        const float g = dkp[r * Dk + d], v1 = e * g;
+        part = fmaf(kp[r * Dk + d], g, part);
+        dk[r * Dk + d] = acc ? dk[r * Dk + d] + v1 : v1;
+    }
+    part = mn__warp_sum(part);
+    if (lane == 0) kdk[r] = part;
+}
+
+template <int MODE>
+static int mn__mlstm_nrm_launch(mn_cuda_ctx* ctx, const mn__mlstm_nargs& p, size_t BH) {
+    mn__k_mlstm_nrm<MODE><<<dim3(p.NT, (unsigned)BH), p.Dk, 0, MN__STREAM>>>(p);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// whether the chunk form takes the shapes and pointers (the gates' range is the device's check)
+static int mn__mlstm_chunk_fits(size_t B, size_t H, size_t Dk, size_t Dv, const void* const* p, int np) {
+    if (Dk != Dv || (Dk != 64 && Dk != 128) || B * H > 65535) return 0;
+    for (int i = 0; i < np; i++)
+        if ((uintptr_t)p[i] % 16) return 0;
+    return 1;
+}
+// the per-head shift c into w->cb; *ok = 1 when every head's input gates span at most MN__MLSTM_RANGE
+static int mn__mlstm_range(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, const float* ig, size_t B, size_t T, size_t H,
+                           int* ok) {
+    const size_t BH = B * H;
+    unsigned f = 1;
+    MN__CU(cudaMemsetAsync(w->flag, 0, sizeof(unsigned), MN__STREAM));
+    mn__k_mlstm_range<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(w->cb, (unsigned*)w->flag, ig, (unsigned)BH,
+                                                                      (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    MN__CU(cudaMemcpyAsync(&f, w->flag, sizeof f, cudaMemcpyDeviceToHost, MN__STREAM));
+    MN__CU(cudaStreamSynchronize(MN__STREAM));
+    *ok = f == 0;
+    return MN_OK;
+}
+// The chunk form's forward (after mn__mlstm_range): the gates (m; stab, mt when not NULL), k', lf, the GLA
+// op's o' into out, b', then out, norm, w->bt, w->den; the forward summaries stay in w->nsum, w->nA.
+static int mn__mlstm_fwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* out, float* norm, float* stab,
+                               float* mt, const float* q, const float* k, const float* v, const float* ig,
+                               const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t D, double scale,
+                               double eps) {
+    const size_t BH = B * H, NR = B * T * H;
+    const unsigned rb = (unsigned)((NR + 7) / 8);
+    mn__k_mlstm_gates<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(w->m, w->fp, w->ip, stab, mt, ig, fg, m0,
+                                                                      (unsigned)BH, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__k_mlstm_kprep<<<rb, 256, 0, MN__STREAM>>>(w->kp, w->lg, k, ig, fg, w->cb, NR, (unsigned)T, (unsigned)H,
+                                                   (unsigned)D);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_gla_forward(ctx, out, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1, scale, MN__MLSTM_NC,
+                                w->gla));
+    mn__mlstm_nargs p;
+    memset(&p, 0, sizeof p);
+    p.x = w->kp; p.lg = w->lg; p.q = q; p.sum = w->nsum; p.A = w->nA; p.y = w->bp;
+    p.T = (unsigned)T; p.H = (unsigned)H; p.Dk = (unsigned)D; p.NT = (unsigned)((T + MN__MLSTM_NC - 1) / MN__MLSTM_NC);
+    p.scale = (float)scale;
+    MN__TRY(mn__mlstm_nrm_launch<0>(ctx, p, BH));
+    MN__TRY(mn__mlstm_nrm_launch<1>(ctx, p, BH));
+    mn__k_mlstm_fin<<<rb, 256, 0, MN__STREAM>>>(out, norm, w->bt, w->den, w->bp, w->m, w->cb, NR, (unsigned)T,
+                                                 (unsigned)H, (unsigned)D, eps);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// form 0: the chunk form where it applies, else the recurrent one; 2: the chunk form or MN_ERR_CONFIG
+static int mn__mlstm_forward_form(mn_cuda_ctx* ctx, int form, float* out, float* norm, float* stab, float* Ct,
+                                  float* nt, float* mt, const float* q, const float* k, const float* v,
+                                  const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
+                                  size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps,
+                                  size_t C, float* work) {
+    const char* who = form ? "mn_cuda_mlstm_forward_chunk" : "mn_cuda_mlstm_forward";
+    MN__TRY(mn__mlstm_check(ctx, who, B, T, H, Dk, Dv, C));
+    const void* al[5] = { out, q, k, v, work };
+    const int fits = !Ct && !nt && !C0 && !n0 && mn__mlstm_chunk_fits(B, H, Dk, Dv, al, 5);
+    if (!fits && form)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk == Dv in {64, 128}, no C0, n0, Ct, nt, aligned tensors",
+                        __LINE__);
+    mn__mlstm_ws w;
+    mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
+    int ok = 0;
+    if (fits) MN__TRY(mn__mlstm_range(ctx, &w, ig, B, T, H, &ok));
+    if (!ok && form) return mn__fail(ctx, MN_ERR_CONFIG, who, "input gates span more than 40 in a head", __LINE__);
+    if (!ok)
+        return mn__mlstm_fwd(ctx, &w, out, norm, stab, Ct, nt, mt, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv,
+                             scale, eps);
+    return mn__mlstm_fwd_chunk(ctx, &w, out, norm, stab, mt, q, k, v, ig, fg, m0, B, T, H, Dk, scale, eps);
+}
+int mn_cuda_mlstm_forward(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt, float* mt,
+                          const float* q, const float* k, const float* v, const float* ig, const float* fg,
+                          const float* C0, const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                          size_t Dv, double scale, double eps, size_t C, float* work) {
+    return mn__mlstm_forward_form(ctx, 0, out, norm, stab, Ct, nt, mt, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv,
+                                  scale, eps, C, work);
+}
+int mn_cuda_mlstm_forward_chunk(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* mt, const float* q,
+                                const float* k, const float* v, const float* ig, const float* fg, const float* m0,
+                                size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                                float* work) {
+    return mn__mlstm_forward_form(ctx, 2, out, norm, stab, NULL, NULL, mt, q, k, v, ig, fg, NULL, NULL, m0, B, T, H,
+                                  Dk, Dv, scale, eps, C, work);
+}
+// The chunk form's backward (after mn__mlstm_range; see the section comment); acc as mn__mlstm_backward_rec.
+static int mn__mlstm_bwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* dq, float* dk, float* dv, float* di,
+                               float* df, const float* dout, const float* q, const float* k, const float* v,
+                               const float* ig, const float* fg, const float* m0, size_t B, size_t T, size_t H,
+                               size_t D, double scale, double eps, int mode, int acc) {
+    const size_t BH = B * H, NR = B * T * H;
+    const unsigned rb = (unsigned)((NR + 7) / 8);
+    // the forward again: o into w->o, with m, bt, den, k', lf and the forward summaries
+    MN__TRY(mn__mlstm_fwd_chunk(ctx, w, w->o, NULL, NULL, NULL, q, k, v, ig, fg, m0, B, T, H, D, scale, eps));
+    mn__k_mlstm_prep<<<rb, 256, 0, MN__STREAM>>>(w->dbt, w->dmu, w->qdq, dout, w->o, w->bt, w->den, w->m, NR,
+                                                  (unsigned)D, (float)eps, mode == MN_MLSTM_BW_EXACT);
+    MN__LAUNCHED();
+    mn__k_mlstm_dprep<<<rb, 256, 0, MN__STREAM>>>(w->o, w->sc, dout, w->dbt, w->den, w->m, w->cb, NR, (unsigned)T,
+                                                   (unsigned)H, (unsigned)D, (float)scale);   // w->o now dO'
+    MN__LAUNCHED();
+    if (acc) MN__CU(cudaMemsetAsync(w->dkp, 0, NR * D * sizeof(float), MN__STREAM));   // dk' always starts at 0
+    MN__TRY(mn__gla_backward(ctx, dq, w->dkp, dv, NULL, NULL, w->o, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1,
+                             scale, MN__MLSTM_NC, w->gla, acc));
+    if (mode == MN_MLSTM_BW_EXACT) {                  // the normaliser's part (detach: dbt = 0, nothing to add)
+        mn__mlstm_nargs p;
+        memset(&p, 0, sizeof p);
+        p.x = w->kp; p.sc = w->sc; p.lg = w->lg; p.sum = w->nsum; p.A = w->nA; p.y = dq;
+        p.T = (unsigned)T; p.H = (unsigned)H; p.Dk = (unsigned)D;
+        p.NT = (unsigned)((T + MN__MLSTM_NC - 1) / MN__MLSTM_NC); p.scale = (float)scale;
+        MN__TRY(mn__mlstm_nrm_launch<2>(ctx, p, BH));  // reads the forward summaries before MODE 3 replaces them
+        p.x = q; p.y = w->dkp;
+        MN__TRY(mn__mlstm_nrm_launch<3>(ctx, p, BH));
+        MN__TRY(mn__mlstm_nrm_launch<4>(ctx, p, BH));
+    }
+    mn__k_mlstm_kfin<<<rb, 256, 0, MN__STREAM>>>(dk, w->kdkp, w->dkp, w->kp, ig, w->cb, NR, (unsigned)T, (unsigned)H,
+                                                  (unsigned)D, acc);
+    MN__LAUNCHED();
+    mn__k_mlstm_gates_bwd<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(di, df, ig, fg, w->m, m0, w->qdq, w->dmu,
+                                                                          w->kdkp, (unsigned)BH, (unsigned)T,
+                                                                          (unsigned)H, 1u, acc);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// form 0: the chunk form where it applies (no C0, n0, dC0, dn0; Dk == Dv in {64, 128}; the gates' range), else
+// the recurrent one; 2: the chunk form or MN_ERR_CONFIG. acc = 0 overwrites the gradients (the model's).
+static int mn__mlstm_backward_form(mn_cuda_ctx* ctx, int form, float* dq, float* dk, float* dv, float* di, float* df,
+                                   float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                   const float* v, const float* ig, const float* fg, const float* C0,
+                                   const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                                   size_t Dv, double scale, double eps, size_t C, int mode, float* work, int acc) {
+    const char* who = form ? "mn_cuda_mlstm_backward_chunk" : "mn_cuda_mlstm_backward";
+    MN__TRY(mn__mlstm_check(ctx, who, B, T, H, Dk, Dv, C));
+    if (mode != MN_MLSTM_BW_EXACT && mode != MN_MLSTM_BW_DETACH)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "mode must be EXACT or DETACH", __LINE__);
+    const void* al[8] = { dq, dk, dv, dout, q, k, v, work };
+    const int fits = !C0 && !n0 && !dC0 && !dn0 && mn__mlstm_chunk_fits(B, H, Dk, Dv, al, 8);
+    if (!fits && form)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk == Dv in {64, 128}, no C0, n0, dC0, dn0, aligned tensors",
+                        __LINE__);
+    mn__mlstm_ws w;
+    mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
+    int ok = 0;
+    if (fits) MN__TRY(mn__mlstm_range(ctx, &w, ig, B, T, H, &ok));
+    if (!ok && form) return mn__fail(ctx, MN_ERR_CONFIG, who, "input gates span more than 40 in a head", __LINE__);
+    if (!ok)
+        return mn__mlstm_backward_rec(ctx, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
+                                      Dk, Dv, scale, eps, C, mode, work, acc);
+    return mn__mlstm_bwd_chunk(ctx, &w, dq, dk, dv, di, df, dout, q, k, v, ig, fg, m0, B, T, H, Dk, scale, eps, mode,
+                               acc);
+}
+static int mn__mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
+                              float* dn0, const float* dout, const float* q, const float* k, const float* v,
+                              const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
+                              size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                              int mode, float* work, int acc) {
+    return mn__mlstm_backward_form(ctx, 0, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
+                                   Dk, Dv, scale, eps, C, mode, work, acc);
+}
 int mn_cuda_mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
                            float* dn0, const float* dout, const float* q, const float* k, const float* v,
                            const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
                            size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
                            int mode, float* work) {
-    return mn__mlstm_backward(ctx, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv,
-                              scale, eps, C, mode, work, 1);
+    return mn__mlstm_backward_form(ctx, 0, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
+                                   Dk, Dv, scale, eps, C, mode, work, 1);
+}
+int mn_cuda_mlstm_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                 const float* dout, const float* q, const float* k, const float* v, const float* ig,
+                                 const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                 double scale, double eps, size_t C, int mode, float* work) {
+    return mn__mlstm_backward_form(ctx, 2, dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL, NULL, m0, B, T,
+                                   H, Dk, Dv, scale, eps, C, mode, work, 1);
 }
 
 // The decode step: one block of 256 threads per (sequence, head); warp w takes the state rows w, w+8, ...,
