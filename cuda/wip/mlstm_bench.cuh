@@ -1,12 +1,14 @@
 // mLSTM (mn_cuda_mlstm_*) at B=4, T=4096, H=16, D=128 (the issue's shape) and at the anchor's layer shape
-// (B=16, T=2048, H=5, D=128), fp32 in and out, median of REPS. FLOPs counted are those the recurrent kernels
-// do: per token and head 4 Dk Dv for the forward's state update and read-out (2 + 2, the GLA convention)
+// (B=16, T=2048, H=5, D=128), fp32 in and out, median of REPS, both forms. FLOPs counted, per token and head:
+// the recurrent form's kernels 4 Dk Dv forward for the state update and read-out (2 + 2, the GLA convention)
 // plus 4 Dk Dv for n, which every state column carries itself (its update and n.q), and for the backward
-// the forward again plus three scans (dq, dv, dk) of 4 Dk Dv each. Bytes: what the kernels must move at
-// least (q, k, v, the gates, out; the backward's reads of q, k, v, dout, the gates and its recomputed
-// output, its writes of dq, dk, dv, di, df), a lower bound of the traffic (each column block also rereads
-// q, k from L2). The decode step at batch 1 and 64: state bytes read and written (C and n), against the
-// H200's 4.3 TB/s.
+// the forward again plus three scans (dq, dv, dk) of 4 Dk Dv each; the chunk form's (C = 64, every
+// intra-chunk block counted in full) 4 D^2 + 4 C D forward (chunk states and their read-out, the scores and
+// their weighted sum), 10 D^2 + 10 C D for the GLA op's backward, so 18 D^2 + 18 C D forward and backward
+// (the forward recomputed), the normaliser's vector scans not counted (O(D) a token). Bytes: what the
+// kernels must move at least (q, k, v, the gates, out; the backward's reads of q, k, v, dout, the gates and
+// its recomputed output, its writes of dq, dk, dv, di, df), a lower bound of the traffic. The decode step
+// at batch 1 and 64: state bytes read and written (C and n), against the H200's 4.3 TB/s.
 static void bench_mlstm_shape(size_t B, size_t T, size_t H, size_t D) {
     const size_t n = B * T * H * D, ng = B * T * H;
     std::vector<float> hf(ng), hi(ng);
@@ -21,26 +23,40 @@ static void bench_mlstm_shape(size_t B, size_t T, size_t H, size_t D) {
     const double sc = 1.0 / sqrt((double)D), tok = (double)ng, dd = (double)D;
     const double ff = tok * 8 * dd * dd, fb = ff + tok * (8 + 12) * dd * dd;
     const double bf = 4.0 * (tok * (4 * dd + 2)), bb = bf + 4.0 * (tok * (7 * dd + 6));
-    auto fwd = [&] {
-        CK(mn_cuda_mlstm_forward(&G, out, NULL, NULL, NULL, NULL, NULL, q, k, v, ig, fg, NULL, NULL, NULL, B, T, H, D,
-                                 D, sc, 1e-6, 64, work));
-    };
-    double ms = time_ms(fwd);
-    printf("| mlstm fwd, B %zu T %zu H %zu D %zu | %.3f | %.3f | %.2f | %.0f |\n", B, T, H, D, ms, ff / 1e12,
-           ff / (ms * 1e-3) / 1e12, bf / (ms * 1e-3) / 1e9);
-    ms = time_ms([&] {
-        fwd();
-        CK(mn_cuda_mlstm_backward(&G, dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL, NULL, NULL, B, T,
-                                  H, D, D, sc, 1e-6, 64, MN_MLSTM_BW_EXACT, work));
-    });
-    printf("| mlstm fwd+bwd, B %zu T %zu H %zu D %zu | %.3f | %.3f | %.2f | %.0f |\n", B, T, H, D, ms, fb / 1e12,
-           fb / (ms * 1e-3) / 1e12, bb / (ms * 1e-3) / 1e9);
+    const double cf = tok * (4 * dd * dd + 4 * 64 * dd), cb = tok * (18 * dd * dd + 18 * 64 * dd);
+    for (int chunk = 0; chunk < 2; chunk++) {
+        const char* fm = chunk ? "chunk" : "recurrent";
+        const double f1 = chunk ? cf : ff, f2 = chunk ? cb : fb;
+        auto fwd = [&] {
+            if (chunk)
+                CK(mn_cuda_mlstm_forward_chunk(&G, out, NULL, NULL, NULL, q, k, v, ig, fg, NULL, B, T, H, D, D, sc,
+                                               1e-6, 64, work));
+            else
+                CK(mn_cuda_mlstm_forward_recurrent(&G, out, NULL, NULL, NULL, NULL, NULL, q, k, v, ig, fg, NULL, NULL,
+                                                   NULL, B, T, H, D, D, sc, 1e-6, 64, work));
+        };
+        double ms = time_ms(fwd);
+        printf("| mlstm fwd %s, B %zu T %zu H %zu D %zu | %.3f | %.3f | %.2f | %.0f |\n", fm, B, T, H, D, ms,
+               f1 / 1e12, f1 / (ms * 1e-3) / 1e12, bf / (ms * 1e-3) / 1e9);
+        ms = time_ms([&] {
+            fwd();
+            if (chunk)
+                CK(mn_cuda_mlstm_backward_chunk(&G, dq, dk, dv, di, df, dout, q, k, v, ig, fg, NULL, B, T, H, D, D, sc,
+                                                1e-6, 64, MN_MLSTM_BW_EXACT, work));
+            else
+                CK(mn_cuda_mlstm_backward_recurrent(&G, dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL,
+                                                    NULL, NULL, B, T, H, D, D, sc, 1e-6, 64, MN_MLSTM_BW_EXACT,
+                                                    work));
+        });
+        printf("| mlstm fwd+bwd %s, B %zu T %zu H %zu D %zu | %.3f | %.3f | %.2f | %.0f |\n", fm, B, T, H, D, ms,
+               f2 / 1e12, f2 / (ms * 1e-3) / 1e12, bb / (ms * 1e-3) / 1e9);
+    }
     mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(fg); mn_cuda_dfree(ig);
     mn_cuda_dfree(out); mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(di); mn_cuda_dfree(df);
     mn_cuda_dfree(work);
 }
 static void bench_mlstm(void) {
-    printf("\nmLSTM (recurrent kernels, fp32), median of %d\n\n", REPS);
+    printf("\nmLSTM (recurrent and chunk forms, fp32 math: 3xTF32 in the chunk form), median of %d\n\n", REPS);
     printf("| op | ms | counted TFLOP | TF/s | GB/s (lower bound) |\n|---|---|---|---|---|\n");
     bench_mlstm_shape(4, 4096, 16, 128);
     bench_mlstm_shape(16, 2048, 5, 128);            // one layer at the anchor configuration
