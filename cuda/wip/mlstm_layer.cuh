@@ -115,7 +115,7 @@ static int mn__cm_mlstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
                                  MN__PAR(cm, l, MN__CM_MLSTM_NORM), N * H, Dh, 0));
     MN__TRY(mn__mlstm_backward(ctx, D->dq, D->dk, D->dv, D->dig, D->dfg, NULL, NULL, D->dh, A->q, A->k, A->v, A->ig,
                                A->fg, NULL, NULL, NULL, B, T, H, Dh, Dh, 1.0 / sqrt((double)Dh), MN__CM_MLSTM_EPS, 1,
-                               MN_MLSTM_BW_EXACT, cm->work, 0));
+                               MN_MLSTM_BW_EXACT, cm->work, 0, A->h));   // A->h: the op's output, kept
     mn__k_mlstm_cap_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dil, D->dfl, D->dig, D->dfg, A->il,
                                                                          A->fl, N * H);
     MN__LAUNCHED();

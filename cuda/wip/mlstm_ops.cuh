@@ -590,7 +590,7 @@ __global__ void __launch_bounds__(128) mn__k_mlstm_nrm(mn__mlstm_nargs p) {
     }
 }
 // Per row (one warp each): E = e^{c - m}, bt = b' E, nrm = max(|bt|, e^{-m}), den = nrm + eps, out = o' E / den
-// in place; norm (B,T,H) written when not NULL, bt, den (B,T,H) written (the backward's).
+// in place (out NULL: skipped); norm (B,T,H) written when not NULL, bt, den (B,T,H) written (the backward's).
 __global__ void __launch_bounds__(256) mn__k_mlstm_fin(float* out, float* norm, float* bt, float* den, const float* bp,
                                                        const float* m, const float* cb, size_t NR, unsigned T,
                                                        unsigned H, unsigned Dv, double eps) {
@@ -601,7 +601,8 @@ __global__ void __launch_bounds__(256) mn__k_mlstm_fin(float* out, float* norm, 
     const double mm = m[r], E = exp((double)cb[bh] - mm), btv = (double)bp[r] * E;
     const double nrm = fmax(fabs(btv), exp(-mm)), dn = nrm + eps;
     const float f = (float)(E / dn);
-    for (unsigned j = lane; j < Dv; j += 32) out[r * Dv + j] *= f;
+    if (out)
+        for (unsigned j = lane; j < Dv; j += 32) out[r * Dv + j] *= f;
     if (lane == 0) {
         if (norm) norm[r] = (float)nrm;
         bt[r] = (float)btv;
@@ -669,7 +670,8 @@ static int mn__mlstm_range(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, const float*
     return MN_OK;
 }
 // The chunk form's forward (after mn__mlstm_range): the gates (m; stab, mt when not NULL), k', lf, the GLA
-// op's o' into out, b', then out, norm, w->bt, w->den; the forward summaries stay in w->nsum, w->nA.
+// op's o' into out (out NULL: no output, the rest only), b', then out, norm, w->bt, w->den; the forward
+// summaries stay in w->nsum, w->nA.
 static int mn__mlstm_fwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* out, float* norm, float* stab,
                                float* mt, const float* q, const float* k, const float* v, const float* ig,
                                const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t D, double scale,
@@ -682,8 +684,9 @@ static int mn__mlstm_fwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* o
     mn__k_mlstm_kprep<<<rb, 256, 0, MN__STREAM>>>(w->kp, w->lg, k, ig, fg, w->cb, NR, (unsigned)T, (unsigned)H,
                                                    (unsigned)D);
     MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward(ctx, out, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1, scale, MN__MLSTM_NC,
-                                w->gla));
+    if (out)                                          // NULL: the backward given the forward's output
+        MN__TRY(mn_cuda_gla_forward(ctx, out, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1, scale, MN__MLSTM_NC,
+                                    w->gla));
     mn__mlstm_nargs p;
     memset(&p, 0, sizeof p);
     p.x = w->kp; p.lg = w->lg; p.q = q; p.sum = w->nsum; p.A = w->nA; p.y = w->bp;
@@ -733,16 +736,20 @@ int mn_cuda_mlstm_forward_chunk(mn_cuda_ctx* ctx, float* out, float* norm, float
     return mn__mlstm_forward_form(ctx, 2, out, norm, stab, NULL, NULL, mt, q, k, v, ig, fg, NULL, NULL, m0, B, T, H,
                                   Dk, Dv, scale, eps, C, work);
 }
-// The chunk form's backward (after mn__mlstm_range; see the section comment); acc as mn__mlstm_backward_rec.
+// The chunk form's backward (after mn__mlstm_range; see the section comment); acc as mn__mlstm_backward_rec;
+// osaved (B,T,H,Dv) the forward's output of these arguments (the layer keeps it) or NULL (recomputed).
 static int mn__mlstm_bwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* dq, float* dk, float* dv, float* di,
                                float* df, const float* dout, const float* q, const float* k, const float* v,
                                const float* ig, const float* fg, const float* m0, size_t B, size_t T, size_t H,
-                               size_t D, double scale, double eps, int mode, int acc) {
+                               size_t D, double scale, double eps, int mode, int acc, const float* osaved) {
     const size_t BH = B * H, NR = B * T * H;
     const unsigned rb = (unsigned)((NR + 7) / 8);
-    // the forward again: o into w->o, with m, bt, den, k', lf and the forward summaries
-    MN__TRY(mn__mlstm_fwd_chunk(ctx, w, w->o, NULL, NULL, NULL, q, k, v, ig, fg, m0, B, T, H, D, scale, eps));
-    mn__k_mlstm_prep<<<rb, 256, 0, MN__STREAM>>>(w->dbt, w->dmu, w->qdq, dout, w->o, w->bt, w->den, w->m, NR,
+    // the forward again: o into w->o (unless given: the forward's output, bitwise what this would give), with
+    // m, bt, den, k', lf and the forward summaries
+    MN__TRY(mn__mlstm_fwd_chunk(ctx, w, osaved ? NULL : w->o, NULL, NULL, NULL, q, k, v, ig, fg, m0, B, T, H, D, scale,
+                                eps));
+    const float* o = osaved ? osaved : w->o;
+    mn__k_mlstm_prep<<<rb, 256, 0, MN__STREAM>>>(w->dbt, w->dmu, w->qdq, dout, o, w->bt, w->den, w->m, NR,
                                                   (unsigned)D, (float)eps, mode == MN_MLSTM_BW_EXACT);
     MN__LAUNCHED();
     mn__k_mlstm_dprep<<<rb, 256, 0, MN__STREAM>>>(w->o, w->sc, dout, w->dbt, w->den, w->m, w->cb, NR, (unsigned)T,
@@ -772,18 +779,20 @@ static int mn__mlstm_bwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* d
     return MN_OK;
 }
 // form 0: the chunk form where it applies (no C0, n0, dC0, dn0; Dk == Dv in {64, 128}; the gates' range), else
-// the recurrent one; 2: the chunk form or MN_ERR_CONFIG. acc = 0 overwrites the gradients (the model's).
+// the recurrent one; 2: the chunk form or MN_ERR_CONFIG. acc = 0 overwrites the gradients (the model's);
+// osaved (B,T,H,Dv) the forward's output or NULL, as in mn__mlstm_bwd_chunk (the recurrent form ignores it).
 static int mn__mlstm_backward_form(mn_cuda_ctx* ctx, int form, float* dq, float* dk, float* dv, float* di, float* df,
                                    float* dC0, float* dn0, const float* dout, const float* q, const float* k,
                                    const float* v, const float* ig, const float* fg, const float* C0,
                                    const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
-                                   size_t Dv, double scale, double eps, size_t C, int mode, float* work, int acc) {
+                                   size_t Dv, double scale, double eps, size_t C, int mode, float* work, int acc,
+                                   const float* osaved) {
     const char* who = form ? "mn_cuda_mlstm_backward_chunk" : "mn_cuda_mlstm_backward";
     MN__TRY(mn__mlstm_check(ctx, who, B, T, H, Dk, Dv, C));
     if (mode != MN_MLSTM_BW_EXACT && mode != MN_MLSTM_BW_DETACH)
         return mn__fail(ctx, MN_ERR_CONFIG, who, "mode must be EXACT or DETACH", __LINE__);
-    const void* al[8] = { dq, dk, dv, dout, q, k, v, work };
-    const int fits = !C0 && !n0 && !dC0 && !dn0 && mn__mlstm_chunk_fits(B, H, Dk, Dv, al, 8);
+    const void* al[9] = { dq, dk, dv, dout, q, k, v, work, osaved };
+    const int fits = !C0 && !n0 && !dC0 && !dn0 && mn__mlstm_chunk_fits(B, H, Dk, Dv, al, 9);
     if (!fits && form)
         return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk == Dv in {64, 128}, no C0, n0, dC0, dn0, aligned tensors",
                         __LINE__);
@@ -796,15 +805,15 @@ static int mn__mlstm_backward_form(mn_cuda_ctx* ctx, int form, float* dq, float*
         return mn__mlstm_backward_rec(ctx, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
                                       Dk, Dv, scale, eps, C, mode, work, acc);
     return mn__mlstm_bwd_chunk(ctx, &w, dq, dk, dv, di, df, dout, q, k, v, ig, fg, m0, B, T, H, Dk, scale, eps, mode,
-                               acc);
+                               acc, osaved);
 }
 static int mn__mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
                               float* dn0, const float* dout, const float* q, const float* k, const float* v,
                               const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
                               size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
-                              int mode, float* work, int acc) {
+                              int mode, float* work, int acc, const float* osaved) {
     return mn__mlstm_backward_form(ctx, 0, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
-                                   Dk, Dv, scale, eps, C, mode, work, acc);
+                                   Dk, Dv, scale, eps, C, mode, work, acc, osaved);
 }
 int mn_cuda_mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
                            float* dn0, const float* dout, const float* q, const float* k, const float* v,
@@ -812,14 +821,14 @@ int mn_cuda_mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, fl
                            size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
                            int mode, float* work) {
     return mn__mlstm_backward_form(ctx, 0, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
-                                   Dk, Dv, scale, eps, C, mode, work, 1);
+                                   Dk, Dv, scale, eps, C, mode, work, 1, NULL);
 }
 int mn_cuda_mlstm_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
                                  const float* dout, const float* q, const float* k, const float* v, const float* ig,
                                  const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
                                  double scale, double eps, size_t C, int mode, float* work) {
     return mn__mlstm_backward_form(ctx, 2, dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL, NULL, m0, B, T,
-                                   H, Dk, Dv, scale, eps, C, mode, work, 1);
+                                   H, Dk, Dv, scale, eps, C, mode, work, 1, NULL);
 }
 
 // The decode step: one block of 256 threads per (sequence, head); warp w takes the state rows w, w+8, ...,
