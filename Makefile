@@ -236,19 +236,19 @@ CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
 
 .PHONY: cuda
 cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda $(BUILD)/synth_cuda
-$(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h $(wildcard cuda/wip/*) | $(BUILD)
+$(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. -c $< -o $@
 # the library's private float copy of mesanet.h (mn_model_init, mn_save, mn_load for the GPU model)
 $(BUILD)/mesanet_cuda_host.o: cuda/mesanet_cuda_host.c mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -c $< -o $@
-$(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h $(wildcard cuda/wip/*) | $(BUILD)
+$(BUILD)/test_cuda: cuda/test_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h mesanet.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp
-$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h $(wildcard cuda/wip/*) | $(BUILD)
+$(BUILD)/bench_cuda: cuda/bench_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. $< $(CUDA_LIB) -o $@ -lcublas
 # build/synth_cuda: examples/synth.c (-DSYNTH_CUDA) with every cell trained and evaluated on the GPU by mn_cuda_model,
 # one process per cell; C99, linked by nvcc; no BLAS, OpenMP or stb, so the GPU machine needs the CUDA libraries only
-# (the report and heatmaps come from build/synth). The wip skips of NVFLAGS apply to its view of the header too.
-SYNTH_DEPS = examples/synth.c examples/common.h mesanet.h cuda/mesanet_cuda.h $(wildcard cuda/wip/*)
+# (the report and heatmaps come from build/synth).
+SYNTH_DEPS = examples/synth.c examples/common.h mesanet.h cuda/mesanet_cuda.h
 $(BUILD)/synth_cuda.o: $(SYNTH_DEPS) | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(filter -DMN_WIP_SKIP_%,$(NVFLAGS)) -DSYNTH_CUDA -DSYNTH_NO_PNG -c $< -o $@
 $(BUILD)/synth_cuda: $(BUILD)/synth_cuda.o $(CUDA_LIB) | $(BUILD)

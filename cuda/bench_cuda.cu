@@ -276,22 +276,443 @@ static void bench_gla(int profile) {
         }
 }
 
-// (in progress) the benchmarks of the wip mixer families: bench_<family>()
-#ifndef MN_WIP_SKIP_DELTA
-#include "wip/delta_bench.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SSD
-#include "wip/ssd_bench.cuh"
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
-#include "wip/rglru_bench.cuh"
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
-#include "wip/mlstm_bench.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
-#include "wip/slstm_bench.cuh"
-#endif
+// ---- the mixers after the GLA family: bench_<family>() (`bench_cuda delta|ssd|rglru|mlstm|slstm`) ----
+// The delta rule (DeltaNet, Gated DeltaNet) at B=4, T=4096, H=16, Dk=Dv=128 and at the anchor layer
+// (B=16, T=2048, H=5), fp32: the chunkwise form at chunk 64 (the layers' MN__DELTA_GC) and the recurrent
+// form at checkpoints every 8 tokens; forward and forward+backward median ms, the FLOPs each form does
+// and the bytes it moves (counted as below), and the decode step at batch 1 and 64 against the state
+// traffic.
+static void bench_delta_seq(size_t B, size_t T, size_t H, int chunked) {
+    const size_t D = 128, C = chunked ? 64 : 8, nk = B * T * H * D, nh = B * T * H, NC = (T + C - 1) / C;
+    float *q = dev_randn(nk, 1), *k = dev_randn(nk, 1), *v = dev_randn(nk, 1), *dout = dev_randn(nk, 1), *be, *g;
+    {   // unit q, k rows (the layers l2-normalise them); beta = sigmoid(N(0,1)); g = -0.3 softplus(N(0,1))
+        std::vector<float> hq(nk), hk(nk), hb(nh), hg(nh);
+        for (size_t i = 0; i < nk; i++) { hq[i] = (float)nrand(); hk[i] = (float)nrand(); }
+        for (size_t r = 0; r < nh; r++) {
+            double sq = 0, sk = 0;
+            for (size_t d = 0; d < D; d++) { sq += hq[r * D + d] * hq[r * D + d]; sk += hk[r * D + d] * hk[r * D + d]; }
+            for (size_t d = 0; d < D; d++) { hq[r * D + d] /= (float)sqrt(sq); hk[r * D + d] /= (float)sqrt(sk); }
+            hb[r] = (float)(1.0 / (1.0 + exp(-nrand())));
+            hg[r] = (float)(-0.3 * log1p(exp(nrand())));
+        }
+        CK(mn_cuda_upload(&G, q, hq.data(), nk * 4)); CK(mn_cuda_upload(&G, k, hk.data(), nk * 4));
+        be = dev_from(hb); g = dev_from(hg);
+    }
+    float *out, *hs, *dq, *dk, *dv, *db, *dg, *work;
+    size_t wn = mn_cuda_delta_rule_work_size(B, T, H, D, D, C);
+    CK(mn_cuda_malloc(&G, (void**)&out, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&hs, B * H * NC * D * D * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dq, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&dk, nk * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dv, nk * 4)); CK(mn_cuda_malloc(&G, (void**)&db, nh * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dg, nh * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    const double tok = (double)nh, dd = (double)D, sl = dd / 8, cc = (double)C;
+    double ff, fb, bf, bb;
+    if (chunked) {
+        // FLOPs per token and head as mesanet.h's chunkwise form counts them: forward 6 C Dk + 4 C Dv +
+        // 6 Dk Dv + C^2/3, backward (recomputing the forward's passes 1-4) 18 C Dk + 10 C Dv + 14 Dk Dv +
+        // C^2/3. Bytes: q, k, v (and dout) read, out (dq, dk, dv) written, hs written (read), and every
+        // workspace array the pass fills counted written once and read twice (per chunk: forward 6 C Dk +
+        // 5 C Dv + 4 C^2 + 4 C + Dk Dv floats, backward all 12 C Dk + 9 C Dv + 6 C^2 + 6 C + 3 Dk Dv).
+        ff = tok * (6 * cc * dd + 4 * cc * dd + 6 * dd * dd + cc * cc / 3);
+        fb = ff + tok * (18 * cc * dd + 10 * cc * dd + 14 * dd * dd + cc * cc / 3);
+        bf = 4 * (tok * 4 * dd + tok / cc * dd * dd + 3 * tok / cc * (11 * cc * dd + 4 * cc * cc + 4 * cc + dd * dd));
+        bb = bf + 4 * (tok * 7 * dd + tok / cc * dd * dd + 3 * tok / cc * (21 * cc * dd + 6 * cc * cc + 6 * cc +
+                                                                             3 * dd * dd));
+    } else {
+        // FLOPs per token, head and state entry: forward 7 (decay 1, p 2, write 2, read 2); backward 5 to
+        // recompute the state and 23 in the reverse step (the kernel's FMAs and multiplies, 2 per FMA).
+        // Bytes: the forward reads q, k once per 8-column slice (Dv/8 times) and v, writes out, writes hs
+        // (Dk Dv per chunk); the backward reads hs, q, k twice per slice, v, dout, writes and reads back
+        // the stash (the states, 2 Dk Dv per token) and the partials (Dv/8 x (2 Dk + 2) per token, written
+        // and read once), and dv; the partials' sum adds dq, dk, dbeta, dg (read + write).
+        ff = tok * 7 * dd * dd; fb = ff + tok * 28 * dd * dd;
+        bf = 4 * (tok * (sl * 2 * dd + 2 * dd) + tok / cc * dd * dd);
+        bb = bf + 4 * (tok / cc * dd * dd + tok * (sl * 4 * dd + 3 * dd) + tok * 2 * dd * dd +
+                       tok * 2 * sl * (2 * dd + 2) + tok * 2 * (2 * dd + 2));
+    }
+    const char* names[2] = { "deltanet (g NULL)", "gdn (g)" };
+    const double sc = 1.0 / sqrt(dd);
+    for (int gi = 0; gi < 2; gi++) {
+        const float* gp = gi ? g : NULL;
+        auto fwd = [&] {
+            if (chunked) CK(mn_cuda_delta_rule_forward(&G, out, NULL, hs, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc,
+                                                       work));
+            else CK(mn_cuda_delta_rule_forward_recurrent(&G, out, NULL, hs, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc,
+                                                         NULL));
+        };
+        auto bwd = [&] {
+            if (chunked) CK(mn_cuda_delta_rule_backward(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, hs, q, k,
+                                                        v, be, gp, B, T, H, D, D, C, sc, work));
+            else CK(mn_cuda_delta_rule_backward_recurrent(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, hs, q,
+                                                          k, v, be, gp, B, T, H, D, D, C, sc, work));
+        };
+        const char* form = !chunked ? "recurrent, checkpoints 8"
+                           : G.math == MN_CUDA_MATH_TF32 ? "chunkwise C 64, TF32 products" : "chunkwise C 64, fp32";
+        double ms = time_ms(fwd);
+        printf("| B=%zu T=%zu H=%zu | %s | %s fwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", B, T, H, form, names[gi], ms,
+               ff / 1e12, ff / (ms * 1e-3) / 1e12, bf / 1e9, bf / (ms * 1e-3) / 1e9);
+        ms = time_ms([&] { fwd(); bwd(); });
+        printf("| B=%zu T=%zu H=%zu | %s | %s fwd+bwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", B, T, H, form, names[gi],
+               ms, fb / 1e12, fb / (ms * 1e-3) / 1e12, bb / 1e9, bb / (ms * 1e-3) / 1e9);
+    }
+    mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(be); mn_cuda_dfree(g);
+    mn_cuda_dfree(out); mn_cuda_dfree(hs); mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(db);
+    mn_cuda_dfree(dg); mn_cuda_dfree(work);
+}
+static void bench_delta(void) {
+    const size_t H = 16, D = 128;
+    const double sc = 1.0 / sqrt((double)D);
+    const char* names[2] = { "deltanet (g NULL)", "gdn (g)" };
+    printf("\nDelta rule, Dk=Dv=128, median of %d (the chunkwise form's products follow ctx->math)\n\n", REPS);
+    printf("| shape | form | op | ms | counted TFLOP | TF/s | counted GB | GB/s |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (int f = 0; f < 3; f++) {                 // chunkwise in fp32, chunkwise with TF32 products, recurrent
+        const int math = G.math;
+        if (f == 1) G.math = MN_CUDA_MATH_TF32;
+        bench_delta_seq(4, 4096, 16, f < 2);
+        bench_delta_seq(16, 2048, 5, f < 2);
+        G.math = math;
+    }
+    printf("\n| delta decode step, H=%zu D=%zu | step | batch | us per step | tokens/s | state GB/s (read + write) "
+           "| of 4.3 TB/s |\n|---|---|---|---|---|---|---|\n", H, D);
+    const size_t bs[2] = { 1, 64 };
+    for (int gi = 0; gi < 2; gi++)
+        for (int f = 0; f < 2; f++)
+            for (int bi = 0; bi < 2; bi++) {
+                const size_t Bd = bs[bi], nsd = Bd * H * D * D;
+                // unit-free inputs: the cost does not depend on the values; beta small and g ~ 0 keep the state
+                // finite
+                float *st = dev_randn(nsd, 1), *sq = dev_randn(Bd * H * D, 0.09), *sk = dev_randn(Bd * H * D, 0.09);
+                float *sv = dev_randn(Bd * H * D, 1), *sb = dev_randn(Bd * H, 0.01), *sg = dev_randn(Bd * H, 0.01);
+                float* so;
+                CK(mn_cuda_malloc(&G, (void**)&so, Bd * H * D * 4));
+                double ms = time_ms([&] {
+                    if (f) CK(mn_cuda_delta_rule_step_recurrent(&G, so, st, sq, sk, sv, sb, gi ? sg : NULL, Bd, H, D, D,
+                                                                sc));
+                    else CK(mn_cuda_delta_rule_step(&G, so, st, sq, sk, sv, sb, gi ? sg : NULL, Bd, H, D, D, sc));
+                });
+                double gbs = 2.0 * nsd * 4 / (ms * 1e-3) / 1e9;
+                printf("| %s | %s | %zu | %.1f | %.0f | %.0f | %.0f %% |\n", names[gi],
+                       f ? "recurrent (warp per 8 columns)" : "default (rows per warp)", Bd, ms * 1e3,
+                       Bd / (ms * 1e-3), gbs, gbs / 4300 * 100);
+                mn_cuda_dfree(st); mn_cuda_dfree(sq); mn_cuda_dfree(sk); mn_cuda_dfree(sv); mn_cuda_dfree(sb);
+                mn_cuda_dfree(sg); mn_cuda_dfree(so);
+            }
+}
+// ---- Mamba-2's SSD core (bench_cuda ssd) -------------------------------------------------------------
+// B=4, T=4096, H=16 at Mamba-2's own head (P = 64, state N = 128: the recurrent kernels, both transitions)
+// and at the layer's (P = N = head_dim = 128: the default form, i.e. the chunk form on the GLA op, for
+// log-decays and signed transitions, and the recurrent kernels); then the default form at the anchor's
+// shape (B=16, T=2048, 10 heads of 128: a Mamba-2 layer of d_model 640). Inputs: X, B, C ~ N(0,1);
+// log-decays -U(0,1) (transitions 2 e^that - 1: about 0.8 % of them under the chunk form's 2^-8).
+// TF/s counts the flops the kernels do: recurrent forward 5 P N a token and head (a S + x b, then the
+// read-out), backward 3 P N (checkpoint pass) + 3 P N (the chunk's sub-chunk states) + 3 P N 3.5 (S_{t-1}
+// recomputed, 3.5 steps on average) + 14 P N (the gradient terms); the chunkwise form its products (64-token
+// chunks: states 2 C N P, read-out 2 C N P, scores 2 C^2 N, intra-chunk output 2 C^2 P per chunk; the
+// backward 2.5 times that, as its eleven products; the signed transition's sign scan, flips and dA fix are
+// not counted). GB/s: the tensors' bytes read and written once (B, C,
+// X, A, y; the backward's inputs, its outputs read and written, the checkpoints written and read), the
+// least the op can move. The decode step: batch 1 and 64, GB/s of the state read and written.
+static void bench_ssd_shape(size_t B, size_t T, size_t H, size_t P, size_t N, int amode, int form) {
+    size_t nx = B * T * H * P, na = B * T * H, nb = B * T * H * N, BTH = B * T * H;
+    std::vector<float> ah(na);
+    for (size_t i = 0; i < na; i++) {
+        double la = -urand();
+        ah[i] = (float)(amode == MN_SSD_TRANSITION ? 2.0 * exp(la) - 1.0 : la);
+    }
+    float *X = dev_randn(nx, 1), *Bm = dev_randn(nb, 1), *Cm = dev_randn(nb, 1), *dy = dev_randn(nx, 1);
+    float *A = dev_from(ah), *y, *dX, *dA, *dB, *dC, *work;
+    size_t wn = form ? mn_cuda_ssd_work_size_recurrent(B, T, H, P, N) : mn_cuda_ssd_work_size(B, T, H, P, N, 64);
+    CK(mn_cuda_malloc(&G, (void**)&y, nx * 4)); CK(mn_cuda_malloc(&G, (void**)&dX, nx * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dA, na * 4)); CK(mn_cuda_malloc(&G, (void**)&dB, nb * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dC, nb * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    cudaMemset(dX, 0, nx * 4); cudaMemset(dA, 0, na * 4); cudaMemset(dB, 0, nb * 4); cudaMemset(dC, 0, nb * 4);
+    auto fwd = [&]() {
+        if (form) CK(mn_cuda_ssd_forward_recurrent(&G, y, NULL, X, A, Bm, Cm, NULL, B, T, H, P, N, amode));
+        else CK(mn_cuda_ssd_forward(&G, y, NULL, X, A, Bm, Cm, NULL, B, T, H, P, N, 64, amode, work));
+    };
+    auto bwd = [&]() {
+        if (form) CK(mn_cuda_ssd_backward_recurrent(&G, dX, dA, dB, dC, NULL, dy, NULL, X, A, Bm, Cm, NULL, B, T, H,
+                                                    P, N, amode, work));
+        else CK(mn_cuda_ssd_backward(&G, dX, dA, dB, dC, NULL, dy, NULL, X, A, Bm, Cm, NULL, B, T, H, P, N, 64,
+                                     amode, work));
+    };
+    double tf = time_ms(fwd), tfb = time_ms([&]() { fwd(); bwd(); });
+    double pn = (double)P * N, ff, fb, C = 64;
+    if (form) { ff = 5 * pn * BTH; fb = (3 + 3 + 3 * 3.5 + 14) * pn * BTH; }
+    else { ff = (4 * pn + 2 * C * (double)(N + P)) * BTH; fb = 2.5 * ff; }
+    double bf = 4.0 * BTH * (2.0 * P + 2.0 * N + 1);                                   // X, A, B, C in; y out
+    double bb = 4.0 * BTH * (2.0 * P + 2.0 * N + 1) + 4.0 * BTH * 2 * (P + 2.0 * N + 1)    // in; dX..dC r+w
+                + (form ? 2.0 * 4 * B * H * ((T + 63) / 64) * pn : 0);                 // checkpoints w+r
+    printf("| ssd %s %s | P %zu N %zu | %.3f | %.3f | %.2f | %.2f | %.0f | %.0f |\n",
+           form ? "recurrent" : "default", amode == MN_SSD_TRANSITION ? "transition" : "log-decay", P, N, tf, tfb,
+           ff / (tf * 1e-3) / 1e12, (ff + fb) / (tfb * 1e-3) / 1e12, bf / (tf * 1e-3) / 1e9,
+           (bf + bb) / (tfb * 1e-3) / 1e9);
+    mn_cuda_dfree(X); mn_cuda_dfree(Bm); mn_cuda_dfree(Cm); mn_cuda_dfree(dy); mn_cuda_dfree(A); mn_cuda_dfree(y);
+    mn_cuda_dfree(dX); mn_cuda_dfree(dA); mn_cuda_dfree(dB); mn_cuda_dfree(dC); mn_cuda_dfree(work);
+}
+static void bench_ssd_step(size_t Bd, size_t H, size_t P, size_t N, int amode) {
+    size_t ns = Bd * H * P * N;
+    std::vector<float> ah(Bd * H);
+    for (size_t i = 0; i < ah.size(); i++) {
+        double la = -urand();
+        ah[i] = (float)(amode == MN_SSD_TRANSITION ? 2.0 * exp(la) - 1.0 : la);
+    }
+    float *st = dev_randn(ns, 1), *x = dev_randn(Bd * H * P, 1), *b = dev_randn(Bd * H * N, 1);
+    float *c = dev_randn(Bd * H * N, 1), *a = dev_from(ah), *yo;
+    CK(mn_cuda_malloc(&G, (void**)&yo, Bd * H * P * 4));
+    double ms = time_ms([&]() { CK(mn_cuda_ssd_step(&G, yo, st, x, a, b, c, Bd, H, P, N, amode)); });
+    double gbs = 2.0 * ns * 4 / (ms * 1e-3) / 1e9;
+    printf("| ssd step %s | H %zu P %zu N %zu | %zu | %.1f | %.0f | %.0f | %.1f %% |\n",
+           amode == MN_SSD_TRANSITION ? "transition" : "log-decay", H, P, N, Bd, ms * 1e3, Bd / (ms * 1e-3), gbs,
+           gbs / 4300.0 * 100.0);
+    mn_cuda_dfree(st); mn_cuda_dfree(x); mn_cuda_dfree(b); mn_cuda_dfree(c); mn_cuda_dfree(a); mn_cuda_dfree(yo);
+}
+static void bench_ssd(void) {
+    const size_t B = 4, T = 4096, H = 16;
+    printf("Mamba-2 SSD core, B=%zu T=%zu H=%zu (fp32 math: 3xTF32 on the GLA op)\n\n", B, T, H);
+    printf("| op | head | fwd ms | fwd+bwd ms | fwd TF/s | fwd+bwd TF/s | fwd GB/s | fwd+bwd GB/s |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    bench_ssd_shape(B, T, H, 64, 128, MN_SSD_LOG_DECAY, 1);
+    bench_ssd_shape(B, T, H, 64, 128, MN_SSD_TRANSITION, 1);
+    bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 0);
+    bench_ssd_shape(B, T, H, 128, 128, MN_SSD_TRANSITION, 0);
+    bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 1);
+    bench_ssd_shape(B, T, H, 128, 128, MN_SSD_TRANSITION, 1);
+    printf("\nthe anchor's shape, B=16 T=2048 H=10 (one Mamba-2 layer of d_model 640)\n\n");
+    printf("| op | head | fwd ms | fwd+bwd ms | fwd TF/s | fwd+bwd TF/s | fwd GB/s | fwd+bwd GB/s |\n");
+    printf("|---|---|---|---|---|---|---|---|\n");
+    bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_LOG_DECAY, 0);
+    bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_TRANSITION, 0);
+    printf("\n| decode | head | batch | us | tokens/s | GB/s (state r+w) | of 4.3 TB/s |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (size_t Bd : { (size_t)1, (size_t)64 }) {
+        bench_ssd_step(Bd, 16, 64, 128, MN_SSD_LOG_DECAY);
+        bench_ssd_step(Bd, 16, 128, 128, MN_SSD_TRANSITION);
+    }
+}
+// The RG-LRU op (mn_cuda_rglru_*), forward and forward + backward, median of REPS, at the issue's
+// shape read as the RG-LRU's: B=4, T=4096, width W = 16 x 128 = 2048 in NH = 16 gate blocks of 128
+// (the block-diagonal gates' "heads"), and at the anchor's Hawk layer (B=16, T=2048, W=640, NH=5);
+// cuBLAS products in fp32 and TF32. Counted FLOPs: the gates' block products only, 4 B T W bw forward
+// (two gates) and 8 B T W bw more backward (dx and dw of each); the scans' ~30 flops per entry are
+// not counted. Counted bytes (floats of B T W each, weights aside): forward 10 (the products read x
+// twice and write both pre-activations; the scan reads them and x, writes both gates and y); backward 21
+// (the reverse scan reads dy, both gates, x, y_{t-1}, dx and writes dx, dZx, dZa; the products read dZ
+// and read-write dx twice, read x and dZ twice more; the bias sums read dZx, dZa). Inputs: x ~ N(0,1),
+// gate weights N(0, 1/bw), biases N(0,1), a_param as the ring init. Then the decode step at batch 1
+// and 64 (W 2048, NH 16): the state read and written, and all bytes (state, x, y, and the gate weights
+// read once) against the copy rate.
+static void bench_rglru(void) {
+    const size_t shapes[2][4] = { { 4, 4096, 2048, 16 }, { 16, 2048, 640, 5 } };   // B, T, W, NH
+    printf("\nRG-LRU op (mn_cuda_rglru_*), median of %d; TF/s of the gates' block products, GB/s of the counted "
+           "bytes\n\n", REPS);
+    printf("| shape | products | fwd ms | fwd TF/s | fwd GB/s | fwd+bwd ms | fwd+bwd TF/s | fwd+bwd GB/s |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (int s = 0; s < 2; s++) {
+        const size_t B = shapes[s][0], T = shapes[s][1], W = shapes[s][2], NH = shapes[s][3], bw = W / NH;
+        const size_t n = B * T * W, nw = NH * bw * bw, wn = mn_cuda_rglru_work_size(B, T, W);
+        std::vector<float> hap(W);
+        for (size_t w = 0; w < W; w++) hap[w] = (float)log(exp(-0.5 * log(0.81 + 0.188 * urand())) - 1.0);
+        float *x = dev_randn(n, 1), *dy = dev_randn(n, 1), *ap = dev_from(hap);
+        float* wx = dev_randn(nw, 1 / sqrt((double)bw));
+        float *wa = dev_randn(nw, 1 / sqrt((double)bw)), *bx = dev_randn(W, 1), *ba = dev_randn(W, 1);
+        float *y, *gates, *dx, *dap, *dwx, *dbx, *dwa, *dba, *work;
+        CK(mn_cuda_malloc(&G, (void**)&y, n * 4)); CK(mn_cuda_malloc(&G, (void**)&gates, 2 * n * 4));
+        CK(mn_cuda_malloc(&G, (void**)&dx, n * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+        CK(mn_cuda_malloc(&G, (void**)&dap, W * 4)); CK(mn_cuda_malloc(&G, (void**)&dbx, W * 4));
+        CK(mn_cuda_malloc(&G, (void**)&dba, W * 4)); CK(mn_cuda_malloc(&G, (void**)&dwx, nw * 4));
+        CK(mn_cuda_malloc(&G, (void**)&dwa, nw * 4));
+        const double ff = 4.0 * n * bw, fb = ff + 8.0 * n * bw, bf = 10.0 * n * 4, bb = bf + 21.0 * n * 4;
+        for (int m = 0; m < 2; m++) {
+            G.math = m ? MN_CUDA_MATH_TF32 : MN_CUDA_MATH_FP32;
+            auto fwd = [&] {
+                CK(mn_cuda_rglru_forward(&G, y, NULL, gates, x, ap, wx, bx, wa, ba, NULL, NULL, B, T, W, NH, 8.0));
+            };
+            double ms = time_ms(fwd), ms2 = time_ms([&] {
+                fwd();
+                CK(mn_cuda_rglru_backward(&G, dx, dap, dwx, dbx, dwa, dba, NULL, dy, NULL, y, gates, x, ap, wx, wa,
+                                          NULL, NULL, B, T, W, NH, 8.0, work));
+            });
+            printf("| B=%zu T=%zu W=%zu NH=%zu | %s | %.3f | %.1f | %.0f | %.3f | %.1f | %.0f |\n", B, T, W, NH,
+                   m ? "tf32" : "fp32", ms, ff / (ms * 1e-3) / 1e12, bf / (ms * 1e-3) / 1e9, ms2,
+                   fb / (ms2 * 1e-3) / 1e12, bb / (ms2 * 1e-3) / 1e9);
+        }
+        G.math = MN_CUDA_MATH_FP32;
+        mn_cuda_dfree(x); mn_cuda_dfree(dy); mn_cuda_dfree(ap); mn_cuda_dfree(wx); mn_cuda_dfree(wa);
+        mn_cuda_dfree(bx); mn_cuda_dfree(ba); mn_cuda_dfree(y); mn_cuda_dfree(gates); mn_cuda_dfree(dx);
+        mn_cuda_dfree(work); mn_cuda_dfree(dap); mn_cuda_dfree(dbx); mn_cuda_dfree(dba); mn_cuda_dfree(dwx);
+        mn_cuda_dfree(dwa);
+    }
+    const size_t W = 2048, NH = 16, bw = W / NH, nw = NH * bw * bw, bs[2] = { 1, 64 };
+    printf("\n| RG-LRU decode step, W=%zu NH=%zu | batch | us per step | tokens/s | state GB/s (read + write) | "
+           "%% of 4.3 TB/s | all bytes GB/s (state, x, y, weights once) |\n|---|---|---|---|---|---|---|\n", W, NH);
+    std::vector<float> hap(W);
+    for (size_t w = 0; w < W; w++) hap[w] = (float)log(exp(-0.5 * log(0.81 + 0.188 * urand())) - 1.0);
+    float *ap = dev_from(hap), *wx = dev_randn(nw, 1 / sqrt((double)bw)), *wa = dev_randn(nw, 1 / sqrt((double)bw));
+    float *bx = dev_randn(W, 1), *ba = dev_randn(W, 1);
+    for (int bi = 0; bi < 2; bi++) {
+        const size_t Bd = bs[bi], ns = Bd * W;
+        float *st = dev_randn(ns, 1), *sx = dev_randn(ns, 1), *so;
+        CK(mn_cuda_malloc(&G, (void**)&so, ns * 4));
+        double ms = time_ms([&] {
+            CK(mn_cuda_rglru_step(&G, so, st, sx, ap, wx, bx, wa, ba, NULL, Bd, W, NH, 8.0, NULL));
+        });
+        double sgb = 2.0 * ns * 4 / (ms * 1e-3) / 1e9, agb = (4.0 * ns + 2.0 * nw + 3.0 * W) * 4 / (ms * 1e-3) / 1e9;
+        printf("| | %zu | %.1f | %.0f | %.0f | %.1f %% | %.0f |\n", Bd, ms * 1e3, Bd / (ms * 1e-3), sgb,
+               100.0 * sgb / 4300.0, agb);
+        mn_cuda_dfree(st); mn_cuda_dfree(sx); mn_cuda_dfree(so);
+    }
+    mn_cuda_dfree(ap); mn_cuda_dfree(wx); mn_cuda_dfree(wa); mn_cuda_dfree(bx); mn_cuda_dfree(ba);
+}
+// mLSTM (mn_cuda_mlstm_*) at B=4, T=4096, H=16, D=128 (the issue's shape) and at the anchor's layer shape
+// (B=16, T=2048, H=5, D=128), fp32 in and out, median of REPS, both forms. FLOPs counted, per token and head:
+// the recurrent form's kernels 4 Dk Dv forward for the state update and read-out (2 + 2, the GLA convention)
+// plus 4 Dk Dv for n, which every state column carries itself (its update and n.q), and for the backward
+// the forward again plus three scans (dq, dv, dk) of 4 Dk Dv each; the chunk form's (C = 64, every
+// intra-chunk block counted in full) 4 D^2 + 4 C D forward (chunk states and their read-out, the scores and
+// their weighted sum), 10 D^2 + 10 C D for the GLA op's backward, so 18 D^2 + 18 C D forward and backward
+// (the forward recomputed), the normaliser's vector scans not counted (O(D) a token). Bytes: what the
+// kernels must move at least (q, k, v, the gates, out; the backward's reads of q, k, v, dout, the gates and
+// its recomputed output, its writes of dq, dk, dv, di, df), a lower bound of the traffic. The decode step
+// at batch 1 and 64: state bytes read and written (C and n), against the H200's 4.3 TB/s.
+static void bench_mlstm_shape(size_t B, size_t T, size_t H, size_t D) {
+    const size_t n = B * T * H * D, ng = B * T * H;
+    std::vector<float> hf(ng), hi(ng);
+    for (size_t i = 0; i < ng; i++) { hf[i] = (float)(4.5 + 1.5 * nrand()); hi[i] = (float)(2 * nrand()); }
+    float *q = dev_randn(n, 1), *k = dev_randn(n, 1), *v = dev_randn(n, 1), *dout = dev_randn(n, 1);
+    float *fg = dev_from(hf), *ig = dev_from(hi), *out, *dq, *dk, *dv, *di, *df, *work;
+    const size_t wn = mn_cuda_mlstm_work_size(B, T, H, D, D, 64);
+    CK(mn_cuda_malloc(&G, (void**)&out, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dq, n * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dk, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dv, n * 4));
+    CK(mn_cuda_malloc(&G, (void**)&di, ng * 4)); CK(mn_cuda_malloc(&G, (void**)&df, ng * 4));
+    CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    const double sc = 1.0 / sqrt((double)D), tok = (double)ng, dd = (double)D;
+    const double ff = tok * 8 * dd * dd, fb = ff + tok * (8 + 12) * dd * dd;
+    const double bf = 4.0 * (tok * (4 * dd + 2)), bb = bf + 4.0 * (tok * (7 * dd + 6));
+    const double cf = tok * (4 * dd * dd + 4 * 64 * dd), cb = tok * (18 * dd * dd + 18 * 64 * dd);
+    for (int chunk = 0; chunk < 2; chunk++) {
+        const char* fm = chunk ? "chunk" : "recurrent";
+        const double f1 = chunk ? cf : ff, f2 = chunk ? cb : fb;
+        auto fwd = [&] {
+            if (chunk)
+                CK(mn_cuda_mlstm_forward_chunk(&G, out, NULL, NULL, NULL, q, k, v, ig, fg, NULL, B, T, H, D, D, sc,
+                                               1e-6, 64, work));
+            else
+                CK(mn_cuda_mlstm_forward_recurrent(&G, out, NULL, NULL, NULL, NULL, NULL, q, k, v, ig, fg, NULL, NULL,
+                                                   NULL, B, T, H, D, D, sc, 1e-6, 64, work));
+        };
+        double ms = time_ms(fwd);
+        printf("| mlstm fwd %s, B %zu T %zu H %zu D %zu | %.3f | %.3f | %.2f | %.0f |\n", fm, B, T, H, D, ms,
+               f1 / 1e12, f1 / (ms * 1e-3) / 1e12, bf / (ms * 1e-3) / 1e9);
+        ms = time_ms([&] {
+            fwd();
+            if (chunk)
+                CK(mn_cuda_mlstm_backward_chunk(&G, dq, dk, dv, di, df, dout, q, k, v, ig, fg, NULL, B, T, H, D, D, sc,
+                                                1e-6, 64, MN_MLSTM_BW_EXACT, work));
+            else
+                CK(mn_cuda_mlstm_backward_recurrent(&G, dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL,
+                                                    NULL, NULL, B, T, H, D, D, sc, 1e-6, 64, MN_MLSTM_BW_EXACT,
+                                                    work));
+        });
+        printf("| mlstm fwd+bwd %s, B %zu T %zu H %zu D %zu | %.3f | %.3f | %.2f | %.0f |\n", fm, B, T, H, D, ms,
+               f2 / 1e12, f2 / (ms * 1e-3) / 1e12, bb / (ms * 1e-3) / 1e9);
+    }
+    mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(fg); mn_cuda_dfree(ig);
+    mn_cuda_dfree(out); mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(di); mn_cuda_dfree(df);
+    mn_cuda_dfree(work);
+}
+static void bench_mlstm(void) {
+    printf("\nmLSTM (recurrent and chunk forms, fp32 math: 3xTF32 in the chunk form), median of %d\n\n", REPS);
+    printf("| op | ms | counted TFLOP | TF/s | GB/s (lower bound) |\n|---|---|---|---|---|\n");
+    bench_mlstm_shape(4, 4096, 16, 128);
+    bench_mlstm_shape(16, 2048, 5, 128);            // one layer at the anchor configuration
+    const size_t H = 16, D = 128, bs[2] = { 1, 64 };
+    printf("\n| mLSTM decode step, H=%zu D=%zu | batch | us per step | tokens/s | state GB/s (read + write) | "
+           "%% of 4.3 TB/s |\n|---|---|---|---|---|---|\n", H, D);
+    for (int bi = 0; bi < 2; bi++) {
+        const size_t Bd = bs[bi], ns = Bd * H * D * D;
+        float *C = dev_randn(ns, 0.3), *nn = dev_randn(Bd * H * D, 0.3), *m = dev_randn(Bd * H, 1);
+        float *sq = dev_randn(Bd * H * D, 1), *sk = dev_randn(Bd * H * D, 1), *sv = dev_randn(Bd * H * D, 1);
+        float *si = dev_randn(Bd * H, 1), *sf = dev_randn(Bd * H, 1), *so;
+        CK(mn_cuda_malloc(&G, (void**)&so, Bd * H * D * 4));
+        double ms = time_ms([&] {
+            CK(mn_cuda_mlstm_step(&G, so, C, nn, m, sq, sk, sv, si, sf, Bd, H, D, D, 1.0 / sqrt((double)D), 1e-6));
+        });
+        const double gbs = 2.0 * (ns + Bd * H * D) * 4 / (ms * 1e-3) / 1e9;
+        printf("| | %zu | %.1f | %.0f | %.0f | %.0f %% |\n", Bd, ms * 1e3, Bd / (ms * 1e-3), gbs, gbs / 4300 * 100);
+        mn_cuda_dfree(C); mn_cuda_dfree(nn); mn_cuda_dfree(m); mn_cuda_dfree(sq); mn_cuda_dfree(sk);
+        mn_cuda_dfree(sv); mn_cuda_dfree(si); mn_cuda_dfree(sf); mn_cuda_dfree(so);
+    }
+}
+// ---- the sLSTM (bench_cuda slstm) ----
+// The op mn_cuda_slstm_* at the table's shape (B=4, T=4096, 16 heads of 128) and at its natural one,
+// the anchor layer's (B=16, T=2048, 5 heads of 128 = hidden 640: xLSTM[7:1]'s sLSTM block), forward
+// and forward+backward (the backward's two cuBLAS products in fp32, then TF32). Inputs random: x ~ N(0,1),
+// R ~ N(0, 1/Dh), b ~ N(0, 0.25). Counted work, per token and unit (Hd = NH Dh units):
+//   FLOPs: the forward's R y_{t-1} (8 Dh: 4 gates, Dh multiply-adds); the backward's recomputed
+//   pre-activations, R^T draw and dR (3 x 8 Dh);
+//   bytes (floats x 4): forward x read (4), y c n m written (4); backward: y_{t-1} built (2), x + b (8),
+//   the recompute product (read y_{t-1} 1, raw read + written 8), the walk (raw 4, dx 4, dy y c n m 5 read;
+//   raw 4, dx 4 written), dR's product (5): 45.
+// Then the decode step (mn_cuda_slstm_step) at batch 1 and 64, 16 heads of 128: the state traffic is x
+// (4 Hd) read and y, c, n, m (4 Hd) read and written per sequence; every (sequence, head) block also
+// reads its head's R (4 Dh^2 floats), which dominates: both are printed, the share of 4.3 TB/s with R.
+static void bench_slstm_op(size_t B, size_t T, size_t NH, size_t Dh, const char* label) {
+    const size_t Hd = NH * Dh, N = B * T, nx = N * 4 * Hd, ns = N * Hd, nR = NH * 4 * Dh * Dh;
+    const size_t wn = mn_cuda_slstm_work_size(B, T, NH, Dh);
+    float *x = dev_randn(nx, 1), *R = dev_randn(nR, 1.0 / sqrt((double)Dh)), *b = dev_randn(4 * Hd, 0.5);
+    float *dy = dev_randn(ns, 1), *y, *c, *n, *m, *dx, *dR, *db, *work;
+    CK(mn_cuda_malloc(&G, (void**)&y, ns * 4)); CK(mn_cuda_malloc(&G, (void**)&c, ns * 4));
+    CK(mn_cuda_malloc(&G, (void**)&n, ns * 4)); CK(mn_cuda_malloc(&G, (void**)&m, ns * 4));
+    CK(mn_cuda_malloc(&G, (void**)&dx, nx * 4)); CK(mn_cuda_malloc(&G, (void**)&dR, nR * 4));
+    CK(mn_cuda_malloc(&G, (void**)&db, 4 * Hd * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
+    cudaMemset(dx, 0, nx * 4); cudaMemset(dR, 0, nR * 4); cudaMemset(db, 0, 4 * Hd * 4);
+    const double u = (double)N * Hd, ff = 8.0 * u * Dh, fb = ff + 24.0 * u * Dh;   // FLOPs
+    const double bf = 8.0 * u * 4, bb = bf + 45.0 * u * 4;                             // bytes
+    auto fwd = [&] { CK(mn_cuda_slstm_forward(&G, y, c, n, m, x, R, b, NULL, NULL, NULL, NULL, B, T, NH, Dh)); };
+    double ms = time_ms(fwd);
+    printf("| %s | fwd | - | %.3f | %.2f | %.2f | %.2f | %.0f |\n", label, ms, ff / 1e9, ff / (ms * 1e-3) / 1e12,
+           bf / 1e9, bf / (ms * 1e-3) / 1e9);
+    for (int mt = 0; mt < 2; mt++) {
+        G.math = mt ? MN_CUDA_MATH_TF32 : MN_CUDA_MATH_FP32;
+        ms = time_ms([&] {
+            fwd();
+            CK(mn_cuda_slstm_backward(&G, dx, dR, db, NULL, NULL, NULL, dy, y, c, n, m, x, R, b, NULL, NULL, NULL, NULL,
+                                      B, T, NH, Dh, work));
+        });
+        printf("| %s | fwd+bwd | %s | %.3f | %.2f | %.2f | %.2f | %.0f |\n", label, mt ? "tf32" : "fp32", ms, fb / 1e9,
+               fb / (ms * 1e-3) / 1e12, bb / 1e9, bb / (ms * 1e-3) / 1e9);
+    }
+    G.math = MN_CUDA_MATH_FP32;
+    mn_cuda_dfree(x); mn_cuda_dfree(R); mn_cuda_dfree(b); mn_cuda_dfree(dy); mn_cuda_dfree(y); mn_cuda_dfree(c);
+    mn_cuda_dfree(n); mn_cuda_dfree(m); mn_cuda_dfree(dx); mn_cuda_dfree(dR); mn_cuda_dfree(db); mn_cuda_dfree(work);
+}
+
+static void bench_slstm(void) {
+    printf("sLSTM op (fused recurrent walks), median of %d; products = the backward's cuBLAS math\n\n", REPS);
+    printf("| shape | pass | products | ms | counted GFLOP | TF/s | counted GB | GB/s |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    bench_slstm_op(4, 4096, 16, 128, "B=4 T=4096 NH=16 Dh=128");
+    bench_slstm_op(16, 2048, 5, 128, "anchor layer B=16 T=2048 NH=5 Dh=128");
+    const size_t NH = 16, Dh = 128, Hd = NH * Dh;
+    printf("\n| sLSTM decode step, NH=%zu Dh=%zu | batch | us per step | tokens/s | state GB/s (x read, y c n m read + "
+           "written) | GB/s with R | %% of 4.3 TB/s (with R) |\n|---|---|---|---|---|---|---|\n", NH, Dh);
+    const size_t bs[2] = { 1, 64 };
+    float *R = dev_randn(NH * 4 * Dh * Dh, 1.0 / sqrt((double)Dh)), *b = dev_randn(4 * Hd, 0.5);
+    for (int bi = 0; bi < 2; bi++) {
+        const size_t Bd = bs[bi];
+        std::vector<float> hn(Bd * Hd);
+        for (size_t i = 0; i < hn.size(); i++) hn[i] = (float)(1.0 + fabs(nrand()));   // n > 0: a running memory
+        float *x = dev_randn(Bd * 4 * Hd, 1), *y = dev_randn(Bd * Hd, 0.5), *c = dev_randn(Bd * Hd, 1);
+        float *n = dev_from(hn), *m = dev_randn(Bd * Hd, 1);
+        double ms = time_ms([&] { CK(mn_cuda_slstm_step(&G, y, c, n, m, x, R, b, Bd, NH, Dh)); });
+        const double st = 12.0 * Bd * Hd * 4, all = st + (double)Bd * NH * 4 * Dh * Dh * 4;
+        printf("| | %zu | %.1f | %.0f | %.0f | %.0f | %.1f |\n", Bd, ms * 1e3, Bd / (ms * 1e-3), st / (ms * 1e-3) / 1e9,
+               all / (ms * 1e-3) / 1e9, 100.0 * all / (ms * 1e-3) / 4.3e12);
+        mn_cuda_dfree(x); mn_cuda_dfree(y); mn_cuda_dfree(c); mn_cuda_dfree(n); mn_cuda_dfree(m);
+    }
+    mn_cuda_dfree(R); mn_cuda_dfree(b);
+}
 
 int main(int argc, char** argv) {
     int profile = argc > 1 && !strcmp(argv[1], "profile");
@@ -301,21 +722,11 @@ int main(int argc, char** argv) {
     if (mn_cuda_init(&G, 0) != MN_OK) { printf("bench_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, 0);
     printf("bench_cuda on %s (%d SMs), B=%zu T=%zu H=%zu K=V=%zu, median of %d\n\n", prop.name, G.sm_count, B, T, H, K, REPS);
-#ifndef MN_WIP_SKIP_DELTA
     if (argc > 1 && !strcmp(argv[1], "delta")) { bench_delta(); mn_cuda_free(&G); return 0; }
-#endif
-#ifndef MN_WIP_SKIP_SSD
     if (argc > 1 && !strcmp(argv[1], "ssd")) { bench_ssd(); mn_cuda_free(&G); return 0; }
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
     if (argc > 1 && !strcmp(argv[1], "rglru")) { bench_rglru(); mn_cuda_free(&G); return 0; }
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
     if (argc > 1 && !strcmp(argv[1], "mlstm")) { bench_mlstm(); mn_cuda_free(&G); return 0; }
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
     if (argc > 1 && !strcmp(argv[1], "slstm")) { bench_slstm(); mn_cuda_free(&G); return 0; }
-#endif
     if (argc > 1 && !strcmp(argv[1], "attn")) {   // the attention rows alone
         bench_attention();
         mn_cuda_free(&G);

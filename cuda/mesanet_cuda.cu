@@ -15,6 +15,14 @@
 //                     fused backward, the drivers), the decode step, then the tested alternatives
 //   >>cuda_gla        mn_cuda_gla_*: linear attention, simple GLA, GLA, chunkwise on the tensor cores
 //                     (state scans, scores, output, the backward's passes), the decode step, gated RMSNorm
+//   >>cuda_delta_rule mn_cuda_delta_rule_*: DeltaNet / Gated DeltaNet, chunkwise (WY/UT form, batched cuBLAS
+//                     products) and the recurrent reference form, the decode step
+//   >>cuda_ssd        mn_cuda_ssd_*: Mamba-2's SSD, both transitions through the GLA op (signed ones by a
+//                     running sign) and the recurrent reference form, the decode step
+//   >>cuda_rglru      mn_cuda_rglru_*: Hawk's RG-LRU (gates through cuBLAS, the diagonal scan), decode step
+//   >>cuda_mlstm      mn_cuda_mlstm_*: xLSTM's mLSTM, chunkwise (the numerator through the GLA op, the
+//                     normaliser scan, the stabiliser) and the recurrent reference form, the decode step
+//   >>cuda_slstm      mn_cuda_slstm_*: xLSTM's sLSTM, the recurrence fused over time (one launch a pass)
 //   >>cuda_model      mn_cuda_model_*: the model of mesanet.h (forward, backward, clip, AdamW,
 //                     checkpoints), its mixers in one table like the CPU's
 // The default path of each section reads first; the alternatives a setting selects come after it.
@@ -4855,22 +4863,3177 @@ int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q,
     return MN_OK;
 }
 
-// (in progress: the op kernels of the mixer families under cuda/wip/, inlined when done)
-#ifndef MN_WIP_SKIP_DELTA
-#include "wip/delta_ops.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SSD
-#include "wip/ssd_ops.cuh"
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
-#include "wip/rglru_ops.cuh"
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
-#include "wip/mlstm_ops.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
-#include "wip/slstm_ops.cuh"
-#endif
+// >>cuda_delta_rule
+// defines: mn_cuda_delta_rule_{forward,backward,step,work_size}, mn_cuda_delta_rule_{forward,backward,step}_recurrent
+//
+// The gated delta rule (mesanet.h's >>delta_rule) on the GPU, recurrent form. Per head the state S
+// (Dk,Dv) goes token by token through
+//   S' = a S (a = e^g, 1 for DeltaNet) ; p = S'^T k ; u = beta (v - p) ; S = S' + k u^T ; o = scale S^T q.
+// Every column j of S evolves on its own given k, beta, g (p_j and u_j involve column j alone), so
+// the kernels split the value columns: one warp per (sequence, head, 8 columns), each lane one column
+// and a quarter of the rows (lane = 4 c + r4: column 8 y + c, rows i = 4 r + r4, r < Dk/4), the
+// state in registers. The sums over rows (p, o, du) are two shuffles inside a lane quad; nothing
+// waits on another warp, so there is no __syncthreads and no shared memory.
+//   forward  one pass over T; the state at the start of every chunk of `chunk` tokens goes to hs.
+//   backward per chunk, last to first: the chunk's states S_{t-1} recomputed from its checkpoint
+//            (hs) into the workspace (each lane its own values: coalesced, no synchronisation), then
+//            the reverse recurrence of mesanet.h's mn_delta_rule_backward_naive with dS in registers:
+//              dq += scale S_t do ; dS += scale q do^T ; du = dS^T k ; dk += dS u ; dv += beta du ;
+//              dbeta += du.(v - p) ; dp = -beta du ; dS' = dS + k dp^T ; dk += S' dp ;
+//              dg += <dS', S'> ; dS <- a dS'.
+//            dv is one column's: the lane adds it directly. dq, dk, dbeta and dg are sums over all Dv
+//            columns: each warp reduces its 8 (shuffles), the up to 4 warps of a block add theirs in
+//            shared memory (8 tokens at a time), each block writes one partial per token, and a
+//            second kernel adds the blocks' partials in a fixed order (deterministic, no atomics).
+//   step     one token, the forward's arithmetic, the state read and written once.
+// Precision: fp32 throughout (the CPU accumulates in double); expf for the decay. The tests' bounds
+// (test_delta_all) say what to expect. Shapes: Dk a multiple of 16 up to 128 (the rows per lane a template
+// parameter: 4..32 registers of state, as many of dS), Dv a multiple of 8, chunk 1..64.
+// This recurrent form is the reference (mn_cuda_delta_rule_{forward,backward}_recurrent) and the default
+// only where the chunkwise form below does not apply (chunk < 16, Dv not a multiple of 16, no workspace).
+
+#define MN__DELTA_COLS 8        // value columns per warp
+#define MN__DELTA_MAXC 64       // the longest checkpoint interval (the backward's workspace grows with it)
+#define MN__DELTA_TG 8          // tokens whose partials the backward's warps add in shared memory at once
+
+// sum_r x[r] y[r] over the lane's R rows (R a multiple of 4) in four running sums: a dependency
+// chain of R/4 FMAs instead of R (the order is fixed, so still deterministic)
+template <int R>
+__device__ __forceinline__ float mn__delta_dot(const float* x, const float* y) {
+    float s[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+    for (int r = 0; r < R; r++) s[r & 3] = fmaf(x[r], y[r], s[r & 3]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+// one token of one lane's column slice: S (R rows of column j) <- a S + k u^T; returns u_j. kk: the
+// lane's rows of k. Shared by the forward, the backward's recomputation and the step.
+template <int R>
+__device__ __forceinline__ float mn__delta_col_token(float* S, const float* kk, float a, float bt, float vj) {
+#pragma unroll
+    for (int r = 0; r < R; r++) S[r] *= a;
+    float p = mn__delta_dot<R>(S, kk);
+    p += __shfl_xor_sync(0xffffffffu, p, 1);          // p_j = sum over the quad's four row sets
+    p += __shfl_xor_sync(0xffffffffu, p, 2);
+    const float u = bt * (vj - p);
+#pragma unroll
+    for (int r = 0; r < R; r++) S[r] = fmaf(kk[r], u, S[r]);
+    return u;
+}
+// the lane's rows of a (Dk) vector: x[4 r + r4]
+template <int R>
+__device__ __forceinline__ void mn__delta_rows(float* dst, const float* x, int r4) {
+#pragma unroll
+    for (int r = 0; r < R; r++) dst[r] = __ldg(x + 4 * r + r4);
+}
+__device__ __forceinline__ float mn__delta_quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+// Forward. grid (B*H, Dv/8), 32 threads. out (B,T,H,Dv); ht (B,H,Dk,Dv) or NULL; hs (B,H,NC,Dk,Dv)
+// or NULL; q,k (B,T,H,Dk); v (B,T,H,Dv); beta, g (B,T,H) (g NULL: a = 1); h0 (B,H,Dk,Dv) or NULL.
+template <int R>
+__global__ void __launch_bounds__(32) mn__k_delta_fwd(float* out, float* ht, float* hs, const float* q, const float* k,
+                                                      const float* v, const float* beta, const float* g,
+                                                      const float* h0, int T, int H, int Dv, int C, int z0,
+                                                      float scale) {
+    const int Dk = 4 * R, bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x, r4 = lane & 3;
+    const int j = blockIdx.y * MN__DELTA_COLS + (lane >> 2), NC = (T + C - 1) / C - z0;
+    const size_t ns = (size_t)Dk * Dv, sb = (size_t)bh * ns;
+    float S[R], kk[R], qq[R], kn[R], qn[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) S[r] = h0 ? h0[sb + (size_t)(4 * r + r4) * Dv + j] : 0.f;
+    // token t's inputs are loaded during token t-1 (their latency hidden behind its arithmetic)
+    size_t row = (size_t)b * T * H + h;                      // (b,0,h) in (B,T,H)
+    mn__delta_rows<R>(kk, k + row * Dk, r4);
+    mn__delta_rows<R>(qq, q + row * Dk, r4);
+    float gt = g ? g[row] : 0.f, bt = beta[row], vj = v[row * Dv + j];
+    for (int t = 0; t < T; t++) {
+        const size_t rn = row + H;                           // (b,t+1,h)
+        float gn = 0.f, bn = 0.f, vn = 0.f;
+        if (t + 1 < T) {
+            mn__delta_rows<R>(kn, k + rn * Dk, r4);
+            mn__delta_rows<R>(qn, q + rn * Dk, r4);
+            gn = g ? g[rn] : 0.f; bn = beta[rn]; vn = v[rn * Dv + j];
+        }
+        if (hs && t % C == 0 && (t > 0 || !z0)) {            // the chunk-start state S_{t-1}
+            float* dst = hs + ((size_t)bh * NC + t / C - z0) * ns + j;
+#pragma unroll
+            for (int r = 0; r < R; r++) dst[(size_t)(4 * r + r4) * Dv] = S[r];
+        }
+        mn__delta_col_token<R>(S, kk, g ? expf(gt) : 1.f, bt, vj);
+        const float o = mn__delta_quad_sum(mn__delta_dot<R>(S, qq));
+        if (r4 == 0) out[row * Dv + j] = scale * o;
+        if (t + 1 < T) {
+#pragma unroll
+            for (int r = 0; r < R; r++) { kk[r] = kn[r]; qq[r] = qn[r]; }
+            gt = gn; bt = bn; vj = vn; row = rn;
+        }
+    }
+    if (ht) {
+#pragma unroll
+        for (int r = 0; r < R; r++) ht[sb + (size_t)(4 * r + r4) * Dv + j] = S[r];
+    }
+}
+
+// Backward. grid (B*H, Dv/(8 NW)), NW warps of 32 threads (NW = 1, 2 or 4: warp w takes the 8 columns
+// of slice NW y + w), dynamic shared memory MN__DELTA_TG NW (2 Dk + 2) floats. dv (B,T,H,Dv), dh0
+// (B,H,Dk,Dv) or NULL accumulated; part (Dv/(8 NW), B*T*H, 2 Dk + 2) written: per block and token the
+// partial dq (Dk), dk (Dk), dbeta, dg (0 when g is NULL) of its 8 NW columns; stash (B*H*Dv/8, C, R, 32):
+// the chunk's states per warp, lane-interleaved; dout (B,T,H,Dv); dht (B,H,Dk,Dv) or NULL; hs
+// (B,H,NC,Dk,Dv); the inputs as the forward's. The warps' partials of MN__DELTA_TG tokens at a time
+// meet in shared memory and are added there (warp order: deterministic), one barrier pair per group.
+template <int R>
+__global__ void __launch_bounds__(128) mn__k_delta_bwd(float* part, float* dv, float* dh0, float* stash,
+                                                      const float* dout, const float* dht, const float* hs,
+                                                      const float* q, const float* k, const float* v,
+                                                      const float* beta, const float* g, int T, int H, int Dv, int C,
+                                                      int z0, float scale) {
+    extern __shared__ float mn__delta_red[];                 // (MN__DELTA_TG, NW, W) the warps' partials
+    const int Dk = 4 * R, W = 2 * Dk + 2, bh = blockIdx.x, b = bh / H, h = bh % H, lane = threadIdx.x & 31;
+    const int NW = blockDim.x / 32, w = threadIdx.x / 32, sl = blockIdx.y * NW + w;
+    const int r4 = lane & 3, j = sl * MN__DELTA_COLS + (lane >> 2), NC = (T + C - 1) / C;
+    const size_t ns = (size_t)Dk * Dv, sb = (size_t)bh * ns, NH = (size_t)gridDim.x / H * T * H;
+    float* st = stash + ((size_t)bh * gridDim.y * NW + sl) * (size_t)C * R * 32 + lane;
+    float* pslice = part + (size_t)blockIdx.y * NH * W;
+    float S[R], dS[R], kk[R], qq[R], dqp[R], dkp[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) dS[r] = dht ? dht[sb + (size_t)(4 * r + r4) * Dv + j] : 0.f;
+    for (int ci = NC - 1; ci >= 0; ci--) {
+        const int t0 = ci * C, c = T - t0 < C ? T - t0 : C;
+        if (z0 && ci == 0) {                                 // the layers' first chunk starts from zeros
+#pragma unroll
+            for (int r = 0; r < R; r++) S[r] = 0.f;
+        } else {
+            const float* src = hs + ((size_t)bh * (NC - z0) + ci - z0) * ns + j;
+#pragma unroll
+            for (int r = 0; r < R; r++) S[r] = src[(size_t)(4 * r + r4) * Dv];
+        }
+        for (int tt = 0; tt < c; tt++) {                     // recompute: stash S_{t-1}, step
+            const size_t row = ((size_t)b * T + t0 + tt) * H + h;
+#pragma unroll
+            for (int r = 0; r < R; r++) st[(size_t)(tt * R + r) * 32] = S[r];
+            mn__delta_rows<R>(kk, k + row * Dk, r4);
+            mn__delta_col_token<R>(S, kk, g ? expf(g[row]) : 1.f, beta[row], v[row * Dv + j]);
+        }
+        for (int tt = c - 1; tt >= 0; tt--) {                // the reverse recurrence
+            const size_t row = ((size_t)b * T + t0 + tt) * H + h;
+#pragma unroll
+            for (int r = 0; r < R; r++) S[r] = st[(size_t)(tt * R + r) * 32];   // S_{t-1}
+            mn__delta_rows<R>(kk, k + row * Dk, r4);
+            mn__delta_rows<R>(qq, q + row * Dk, r4);
+            const float a = g ? expf(g[row]) : 1.f, bt = beta[row], doj = dout[row * Dv + j];
+            float p[4] = { 0.f, 0.f, 0.f, 0.f };
+#pragma unroll
+            for (int r = 0; r < R; r++) p[r & 3] = fmaf(a * S[r], kk[r], p[r & 3]);
+            const float pj = mn__delta_quad_sum((p[0] + p[1]) + (p[2] + p[3]));
+            const float rj = v[row * Dv + j] - pj, u = bt * rj;
+            // the read o = scale S_t^T q (S_t = a S_{t-1} + k u^T): dq += scale S_t do ; dS += scale q do^T
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                dqp[r] = scale * fmaf(kk[r], u, a * S[r]) * doj;
+                dS[r] = fmaf(scale * qq[r], doj, dS[r]);
+            }
+            // the write S_t = S' + k u^T: du = dS^T k ; dk += dS u
+#pragma unroll
+            for (int r = 0; r < R; r++) dkp[r] = dS[r] * u;
+            const float du = mn__delta_quad_sum(mn__delta_dot<R>(dS, kk));
+            if (r4 == 0) dv[row * Dv + j] += bt * du;
+            // the delta u = beta (v - p): dbeta += du (v - p) ; dp = -beta du ; then the read p = S'^T k
+            // and the decay S' = a S_{t-1}: dS' = dS + k dp^T ; dk += S' dp ; dg += <dS', S'> ; dS = a dS'
+            float dbp = du * rj, dgp = 0.f;
+            const float dp = -bt * du;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const float sp = a * S[r], dsp = fmaf(kk[r], dp, dS[r]);
+                dkp[r] = fmaf(sp, dp, dkp[r]);
+                dgp = fmaf(dsp, sp, dgp);
+                dS[r] = a * dsp;
+            }
+            dgp = mn__delta_quad_sum(dgp);                   // dbeta's term is already whole per column
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) {               // the sums over the warp's 8 columns
+#pragma unroll
+                for (int r = 0; r < R; r++) {
+                    dqp[r] += __shfl_xor_sync(0xffffffffu, dqp[r], o);
+                    dkp[r] += __shfl_xor_sync(0xffffffffu, dkp[r], o);
+                }
+                dbp += __shfl_xor_sync(0xffffffffu, dbp, o);
+                dgp += __shfl_xor_sync(0xffffffffu, dgp, o);
+            }
+            const int m = c - 1 - tt, slot = m % MN__DELTA_TG;   // the m-th token of the chunk's reverse pass
+            if (lane < 4) {                                  // column 0's quad holds the warp's sums
+                float* P = mn__delta_red + ((size_t)slot * NW + w) * W;
+#pragma unroll
+                for (int r = 0; r < R; r++) { P[4 * r + r4] = dqp[r]; P[Dk + 4 * r + r4] = dkp[r]; }
+                if (lane == 0) { P[2 * Dk] = dbp; P[2 * Dk + 1] = dgp; }
+            }
+            if (slot == MN__DELTA_TG - 1 || tt == 0) {       // flush tokens m - slot .. m: sum over the warps
+                __syncthreads();
+                for (int e = threadIdx.x; e < (slot + 1) * W; e += blockDim.x) {
+                    const int s = e / W, col = e % W;        // slot s is the token tt' = c - 1 - (m - slot + s)
+                    const size_t rs = ((size_t)b * T + t0 + (c - 1 - (m - slot + s))) * H + h;
+                    float acc = 0.f;
+                    for (int x = 0; x < NW; x++) acc += mn__delta_red[((size_t)s * NW + x) * W + col];
+                    pslice[rs * W + col] = acc;
+                }
+                __syncthreads();
+            }
+        }
+    }
+    if (dh0) {
+#pragma unroll
+        for (int r = 0; r < R; r++) dh0[sb + (size_t)(4 * r + r4) * Dv + j] += dS[r];
+    }
+}
+// The partials' sum in slice order: dq, dk (NH,Dk), dbeta, dg (NH) accumulated (dg may be NULL);
+// part (NS, NH, 2 Dk + 2)
+__global__ void mn__k_delta_bwd_sum(float* dq, float* dk, float* dbeta, float* dg, const float* part, size_t NH,
+                                    int Dk, int NS) {
+    const size_t W = 2 * (size_t)Dk + 2;
+    MN__FOR(e, NH * W) {
+        const size_t row = e / W, c = e % W;
+        float s = 0.f;
+        for (int sl = 0; sl < NS; sl++) s += part[(size_t)sl * NH * W + e];
+        if (c < (size_t)Dk) dq[row * Dk + c] += s;
+        else if (c < 2 * (size_t)Dk) dk[row * Dk + c - Dk] += s;
+        else if (c == 2 * (size_t)Dk) dbeta[row] += s;
+        else if (dg) dg[row] += s;
+    }
+}
+// y (n) += x (n)
+__global__ void mn__k_delta_add(float* y, const float* x, size_t n) { MN__FOR(i, n) y[i] += x[i]; }
+// One token: grid (B*H, Dv/8), 32 threads; out (B,H,Dv), state (B,H,Dk,Dv) in/out, q,k (B,H,Dk),
+// v (B,H,Dv), beta, g (B,H)
+template <int R>
+__global__ void __launch_bounds__(32) mn__k_delta_step(float* out, float* state, const float* q, const float* k,
+                                                       const float* v, const float* beta, const float* g, int Dv,
+                                                       float scale) {
+    const int Dk = 4 * R, bh = blockIdx.x, lane = threadIdx.x, r4 = lane & 3;
+    const int j = blockIdx.y * MN__DELTA_COLS + (lane >> 2);
+    float* s = state + (size_t)bh * Dk * Dv + j;
+    float S[R], kk[R], qq[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) S[r] = s[(size_t)(4 * r + r4) * Dv];
+    mn__delta_rows<R>(kk, k + (size_t)bh * Dk, r4);
+    mn__delta_rows<R>(qq, q + (size_t)bh * Dk, r4);
+    mn__delta_col_token<R>(S, kk, g ? expf(g[bh]) : 1.f, beta[bh], v[(size_t)bh * Dv + j]);
+#pragma unroll
+    for (int r = 0; r < R; r++) s[(size_t)(4 * r + r4) * Dv] = S[r];
+    const float o = mn__delta_quad_sum(mn__delta_dot<R>(S, qq));
+    if (r4 == 0) out[(size_t)bh * Dv + j] = scale * o;
+}
+
+// the shapes the kernels take (MN_OK or MN_ERR_CONFIG with the reason)
+static int mn__delta_check(mn_cuda_ctx* ctx, const char* what, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                           size_t chunk) {
+    if (Dk < 16 || Dk > 128 || Dk % 16 != 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "needs Dk a multiple of 16 up to 128", __LINE__);
+    if (Dv < MN__DELTA_COLS || Dv % MN__DELTA_COLS != 0 || Dv / MN__DELTA_COLS > 65535)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "needs Dv a multiple of 8", __LINE__);
+    if (chunk < 1 || chunk > MN__DELTA_MAXC)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "needs chunk in 1..64", __LINE__);
+    if (B * H == 0 || B * H > 0x7fffffff || T > 0x7fffffff || H > 0x7fffffff)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "needs 0 < B*H < 2^31, T < 2^31", __LINE__);
+    return MN_OK;
+}
+// the template instance for Dk = 4 R: R = 4, 8, ..., 32
+#define MN__DELTA_DISPATCH(Dk, KERNEL, GRID, ...)                                                  \
+    switch ((Dk) / 16) {                                                                          \
+    case 1: KERNEL<4><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                           \
+    case 2: KERNEL<8><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                           \
+    case 3: KERNEL<12><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                          \
+    case 4: KERNEL<16><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                          \
+    case 5: KERNEL<20><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                          \
+    case 6: KERNEL<24><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                          \
+    case 7: KERNEL<28><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                          \
+    default: KERNEL<32><<<GRID, 32, 0, MN__STREAM>>>(__VA_ARGS__); break;                         \
+    }
+
+// warps per backward block: 4, 2 or 1, the most that divide the Dv/8 column slices
+static size_t mn__delta_warps(size_t Dv) {
+    const size_t s = Dv / MN__DELTA_COLS;
+    return s % 4 == 0 ? 4 : s % 2 == 0 ? 2 : 1;
+}
+// the backward's workspace: stash (B*H*Dv*Dk*chunk) then the partials (Dv/(8 NW), B*T*H, 2 Dk + 2)
+static size_t mn__delta_rec_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
+    size_t stash = (B * H * Dv * Dk * chunk + 63) / 64 * 64;
+    return stash + Dv / MN__DELTA_COLS / mn__delta_warps(Dv) * B * T * H * (2 * Dk + 2);
+}
+// The op's internal forms: z0 = 1 (the layers: h0 = zeros) leaves the first chunk's state, zero, out of
+// hs: hs (B,H,NC-1,Dk,Dv), at most B T / chunk states, which the model's layout can bound from B T alone.
+static int mn__delta_rule_forward_rec(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q,
+                                      const float* k, const float* v, const float* beta, const float* g,
+                                      const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                      size_t chunk, double scale, int z0) {
+    if (z0 && h0) return mn__fail(ctx, MN_ERR_CONFIG, "mn__delta_rule_forward", "z0 needs h0 = zeros", __LINE__);
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_forward", B, T, H, Dk, Dv, chunk));
+    if (T == 0) {                                    // no tokens: the final state is the initial one
+        if (ht && h0) MN__CU(cudaMemcpyAsync(ht, h0, B * H * Dk * Dv * sizeof(float), cudaMemcpyDeviceToDevice,
+                                             MN__STREAM));
+        else if (ht) MN__CU(cudaMemsetAsync(ht, 0, B * H * Dk * Dv * sizeof(float), MN__STREAM));
+        return MN_OK;
+    }
+    dim3 grid((unsigned)(B * H), (unsigned)(Dv / MN__DELTA_COLS));
+    MN__DELTA_DISPATCH(Dk, mn__k_delta_fwd, grid, out, ht, hs, q, k, v, beta, g, h0, (int)T, (int)H, (int)Dv,
+                       (int)chunk, z0, (float)scale);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_delta_rule_forward_recurrent(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q,
+                                         const float* k, const float* v, const float* beta, const float* g,
+                                         const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                         size_t chunk, double scale, float* work) {
+    (void)work;
+    return mn__delta_rule_forward_rec(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, 0);
+}
+static int mn__delta_rule_backward_rec(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                       float* dh0, const float* dout, const float* dht, const float* hs,
+                                       const float* q, const float* k, const float* v, const float* beta,
+                                       const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                       size_t chunk, double scale, float* work, int z0) {
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_backward", B, T, H, Dk, Dv, chunk));
+    if (T == 0) {                                    // no tokens: h0 is the final state, dh0 += dht
+        if (dh0 && dht) {
+            mn__k_delta_add<<<mn__grid(ctx, B * H * Dk * Dv, 256), 256, 0, MN__STREAM>>>(dh0, dht, B * H * Dk * Dv);
+            MN__LAUNCHED();
+        }
+        return MN_OK;
+    }
+    if ((!hs && !(z0 && T <= chunk)) || !work)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_delta_rule_backward", "needs hs and work", __LINE__);
+    const size_t NW = mn__delta_warps(Dv), NS = Dv / MN__DELTA_COLS / NW;
+    const size_t stash = (B * H * Dv * Dk * chunk + 63) / 64 * 64, smem = MN__DELTA_TG * NW * (2 * Dk + 2) * 4;
+    float* part = work + stash;
+    dim3 grid((unsigned)(B * H), (unsigned)NS);
+    const unsigned nt = (unsigned)(32 * NW);
+    switch (Dk / 16) {
+#define MN__DELTA_BWD(RR)                                                                                 \
+    mn__k_delta_bwd<RR><<<grid, nt, smem, MN__STREAM>>>(part, dv, dh0, work, dout, dht, hs, q, k, v, beta, g, \
+                                                        (int)T, (int)H, (int)Dv, (int)chunk, z0, (float)scale)
+    case 1: MN__DELTA_BWD(4); break;
+    case 2: MN__DELTA_BWD(8); break;
+    case 3: MN__DELTA_BWD(12); break;
+    case 4: MN__DELTA_BWD(16); break;
+    case 5: MN__DELTA_BWD(20); break;
+    case 6: MN__DELTA_BWD(24); break;
+    case 7: MN__DELTA_BWD(28); break;
+    default: MN__DELTA_BWD(32); break;
+#undef MN__DELTA_BWD
+    }
+    MN__LAUNCHED();
+    mn__k_delta_bwd_sum<<<mn__grid(ctx, B * T * H * (2 * Dk + 2), 256), 256, 0, MN__STREAM>>>(
+        dq, dk, dbeta, g ? dg : NULL, part, B * T * H, (int)Dk, (int)NS);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_delta_rule_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                          float* dh0, const float* dout, const float* dht, const float* hs,
+                                          const float* q, const float* k, const float* v, const float* beta,
+                                          const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                          size_t chunk, double scale, float* work) {
+    return mn__delta_rule_backward_rec(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H, Dk,
+                                       Dv, chunk, scale, work, 0);
+}
+// the recurrent form's step: one warp per 8 columns, the forward's arithmetic (mn__delta_col_token), so
+// stepping through a sequence gives mn_cuda_delta_rule_forward_recurrent's outputs bit for bit
+int mn_cuda_delta_rule_step_recurrent(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
+                                      const float* v, const float* beta, const float* g, size_t B, size_t H,
+                                      size_t Dk, size_t Dv, double scale) {
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_step_recurrent", B, 1, H, Dk, Dv, 1));
+    dim3 grid((unsigned)(B * H), (unsigned)(Dv / MN__DELTA_COLS));
+    MN__DELTA_DISPATCH(Dk, mn__k_delta_step, grid, out, state, q, k, v, beta, g, (int)Dv, (float)scale);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// The decode step for batches, bound by the state's traffic (read and written once): grid (B H,
+// ceil(Dv/32)), 256 threads (8 warps); lane = value column j = 32 y + lane, warp w the rows i = w + 8 r
+// (r < R = Dk/8), so every load and store of S is a whole 128-byte row segment (the recurrent step's
+// warps touch 32 bytes of each of 128 rows). The sums over rows, p = S'^T k and o = S^T q, meet in shared
+// memory (8 partials per column, added in warp order). out (B,H,Dv), state (B,H,Dk,Dv) in/out, q,k (B,H,Dk),
+// v (B,H,Dv), beta, g (B,H) (g NULL: a = 1).
+template <int R>
+__global__ void __launch_bounds__(256) mn__k_delta_step_rows(float* out, float* state, const float* q,
+                                                             const float* k, const float* v, const float* beta,
+                                                             const float* g, int Dv, float scale) {
+    __shared__ float red[8][32];
+    const int Dk = 8 * R, bh = blockIdx.x, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int j = blockIdx.y * 32 + lane;
+    const bool on = j < Dv;                                  // the columns past Dv only meet the barriers
+    float* s = state + (size_t)bh * Dk * Dv + (on ? j : 0);
+    const float *kb = k + (size_t)bh * Dk + w, *qb = q + (size_t)bh * Dk + w;
+    float S[R], kk[R], ps[2] = { 0.f, 0.f };
+#pragma unroll
+    for (int r = 0; r < R; r++) S[r] = on ? s[(size_t)(w + 8 * r) * Dv] : 0.f;
+#pragma unroll
+    for (int r = 0; r < R; r++) kk[r] = __ldg(kb + 8 * r);
+    const float a = g ? expf(g[bh]) : 1.f, bt = beta[bh], vj = on ? v[(size_t)bh * Dv + j] : 0.f;
+#pragma unroll
+    for (int r = 0; r < R; r++) {                            // the decay and the read p = S'^T k, this warp's rows
+        S[r] *= a;
+        ps[r & 1] = fmaf(S[r], kk[r], ps[r & 1]);
+    }
+    red[w][lane] = ps[0] + ps[1];
+    __syncthreads();
+    float p = 0.f;
+#pragma unroll
+    for (int x = 0; x < 8; x++) p += red[x][lane];
+    const float u = bt * (vj - p);                           // the delta, then the write S = S' + k u^T and o
+    float os[2] = { 0.f, 0.f };
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        S[r] = fmaf(kk[r], u, S[r]);
+        if (on) s[(size_t)(w + 8 * r) * Dv] = S[r];
+        os[r & 1] = fmaf(S[r], __ldg(qb + 8 * r), os[r & 1]);
+    }
+    __syncthreads();                                         // every read of p's partials done
+    red[w][lane] = os[0] + os[1];
+    __syncthreads();
+    if (w == 0 && on) {
+        float o = 0.f;
+#pragma unroll
+        for (int x = 0; x < 8; x++) o += red[x][lane];
+        out[(size_t)bh * Dv + j] = scale * o;
+    }
+}
+int mn_cuda_delta_rule_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
+                            const float* v, const float* beta, const float* g, size_t B, size_t H, size_t Dk,
+                            size_t Dv, double scale) {
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_step", B, 1, H, Dk, Dv, 1));
+    dim3 grid((unsigned)(B * H), (unsigned)((Dv + 31) / 32));
+    switch (Dk / 16) {
+#define MN__DELTA_STEP(RR)                                                                                         \
+    mn__k_delta_step_rows<RR><<<grid, 256, 0, MN__STREAM>>>(out, state, q, k, v, beta, g, (int)Dv, (float)scale)
+    case 1: MN__DELTA_STEP(2); break;
+    case 2: MN__DELTA_STEP(4); break;
+    case 3: MN__DELTA_STEP(6); break;
+    case 4: MN__DELTA_STEP(8); break;
+    case 5: MN__DELTA_STEP(10); break;
+    case 6: MN__DELTA_STEP(12); break;
+    case 7: MN__DELTA_STEP(14); break;
+    default: MN__DELTA_STEP(16); break;
+#undef MN__DELTA_STEP
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// ---- the chunkwise form (the default where it applies: chunk >= 16, Dv a multiple of 16, work given) ----
+// mesanet.h's mn_delta_rule_forward / _backward (the WY/UT representation), product for product.
+// Per chunk of C tokens (rows r) with chunk-start state S, gam_r = g_0 + .. + g_r, Gm_ij = e^(gam_i -
+// gam_j) (j <= i): L = strict_tril(diag(beta) (K K^T .* Gm)), A = (I + L)^-1, W = A diag(beta e^gam) K,
+// U = A diag(beta) V, V_new = U - W S, O = scale diag(e^gam) Q S + (scale Q K^T .* Gm) V_new and
+// S <- e^gam_last S + (diag(e^(gam_last - gam)) K)^T V_new. The inputs are first gathered into a
+// chunk-major layout (B,H,NC,C,D) with the last chunk padded by zero rows (k = v = q = dout = 0,
+// beta = g = 0: a padded row has L = 0, W = U = V_new = 0 and leaves gam_last and the state as they
+// are, so the padding changes nothing; its outputs are dropped by the scatter). Then every product of
+// the CPU form is one strided batched cuBLAS GEMM over all B H NC chunks at once (mn__gemm, fp32
+// math unless ctx->math asks for TF32), the masks, gates and the triangular inverse are small per-chunk
+// kernels, and only the chunk-to-chunk recurrences run in order: mn__k_delta_chain, one block per
+// (sequence, head, 16 value columns), the 16-column slice of S (or dS) in shared memory:
+//   forward   V_new = U - W S ; S <- e^gam_last S + Kd^T V_new
+//   backward  dV_new = P^T dO + Kd dS ; dS <- e^gam_last dS + Qg^T dO - W^T dV_new
+// (the columns of S evolve independently given W and Kd, so the slices need no communication; P^T dO
+// and Qg^T dO do not depend on dS and are batched products before the chain). The backward keeps every
+// chunk's end-state gradient dS so that all the remaining adjoints are again batched products, and the
+// per-row terms (the gate gradient G, dbeta, the scalings) are one per-chunk kernel, mn__k_delta_rows.
+// Precision: fp32 (the CPU in double); results are scattered back with plain adds in a fixed order
+// (deterministic, no atomics). Workspace (floats): per chunk 12 C Dk + 9 C Dv + 6 C^2 + 6 C + 3 Dk Dv,
+// mn__delta_cws; about 15 KB a token and head at C = 64, D = 128.
+
+#define MN__DELTA_CW 16         // value columns per block of the chain
+#define MN__DELTA_MINC 16       // the shortest chunk the chunkwise form is chosen for by default
+
+// the chunkwise form's workspace: (Z,C,Dk) x 12, (Z,C,Dv) x 9, (Z,C,C) x 6, (Z,C) x 6, (Z,Dk,Dv) x 3,
+// Z = B H NC chunks; X doubles as the forward's output in chunk layout
+typedef struct mn__delta_cws {
+    float *Qc, *Kc, *Kg, *Qg, *Kd, *W, *dKd, *dQg, *dW, *dKg, *dQc, *dKc;   // (Z,C,Dk)
+    float *Vc, *dOc, *Vb, *U, *Vn, *X, *dVn, *dVb, *dVc;                    // (Z,C,Dv)
+    float *KK, *P, *L, *A, *dP, *dL;                                        // (Z,C,C)
+    float *bc, *gam, *eg, *ed, *dbc, *dgc;                                  // (Z,C)
+    float *Sst, *Y, *dSe;                                                   // (Z,Dk,Dv)
+} mn__delta_cws;
+// lays the workspace out at base (NULL: only the size); every piece starts at a multiple of 64 floats
+static size_t mn__delta_cws_point(mn__delta_cws* w, float* base, size_t Z, size_t C, size_t Dk, size_t Dv) {
+    size_t off = 0;
+    float** ck[12] = { &w->Qc, &w->Kc, &w->Kg, &w->Qg, &w->Kd, &w->W, &w->dKd, &w->dQg, &w->dW, &w->dKg, &w->dQc,
+                       &w->dKc };
+    float** cv[9] = { &w->Vc, &w->dOc, &w->Vb, &w->U, &w->Vn, &w->X, &w->dVn, &w->dVb, &w->dVc };
+    float** cc[6] = { &w->KK, &w->P, &w->L, &w->A, &w->dP, &w->dL };
+    float** c1[6] = { &w->bc, &w->gam, &w->eg, &w->ed, &w->dbc, &w->dgc };
+    float** ss[3] = { &w->Sst, &w->Y, &w->dSe };
+    const size_t n[5] = { Z * C * Dk, Z * C * Dv, Z * C * C, Z * C, Z * Dk * Dv }, cnt[5] = { 12, 9, 6, 6, 3 };
+    float*** all[5] = { ck, cv, cc, c1, ss };
+    for (int s = 0; s < 5; s++)
+        for (size_t i = 0; i < cnt[s]; i++) {
+            *all[s][i] = base ? base + off : NULL;
+            off += (n[s] + 63) / 64 * 64;
+        }
+    return off;
+}
+static size_t mn__delta_chunk_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
+    mn__delta_cws w;
+    if (chunk < 1) return 0;
+    return mn__delta_cws_point(&w, NULL, B * H * ((T + chunk - 1) / chunk), chunk, Dk, Dv);
+}
+// enough for either form at this chunk
+size_t mn_cuda_delta_rule_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
+    size_t a = mn__delta_rec_work_size(B, T, H, Dk, Dv, chunk), b = mn__delta_chunk_work_size(B, T, H, Dk, Dv, chunk);
+    return a > b ? a : b;
+}
+// does the default form take the chunkwise path at these shapes?
+static int mn__delta_chunk_applies(size_t Dv, size_t chunk, const float* work) {
+    return work && chunk >= MN__DELTA_MINC && chunk <= MN__DELTA_MAXC && Dv % MN__DELTA_CW == 0;
+}
+
+// dst (Z,C,D) = rows of src (B,T,H,D) in chunk order, zero rows past T; z = (b H + h) NC + n, t = n C + r
+__global__ void mn__k_delta_gather(float* dst, const float* src, size_t Z, int T, int H, int D, int NC, int C) {
+    MN__FOR(e, Z * C * D) {
+        const size_t zr = e / D, z = zr / C;
+        const int d = (int)(e % D), r = (int)(zr % C), n = (int)(z % NC), t = n * C + r;
+        const size_t bh = z / NC, b = bh / H, h = bh % H;
+        dst[e] = t < T ? src[((b * T + t) * H + h) * D + d] : 0.f;
+    }
+}
+// dst (B,T,H,D) += src (Z,C,D) (acc), or = (acc 0): the inverse of the gather over the real rows
+__global__ void mn__k_delta_scatter(float* dst, const float* src, size_t n, int T, int H, int D, int NC, int C,
+                                    int acc) {
+    MN__FOR(e, n) {
+        const size_t bt = e / ((size_t)H * D), b = bt / T;
+        const int t = (int)(bt % T), h = (int)(e / D % H), d = (int)(e % D);
+        const size_t z = (b * H + h) * NC + t / C;
+        const float x = src[(z * C + t % C) * D + d];
+        dst[e] = acc ? dst[e] + x : x;
+    }
+}
+// per chunk (one thread each): bc = beta (0 past T); gam the running sum of g (0 past T; g NULL: 0),
+// summed in double as the CPU; eg = e^gam, ed = e^(gam_last - gam). beta, g (B,T,H); outputs (Z,C).
+__global__ void mn__k_delta_gates(float* bc, float* gam, float* eg, float* ed, const float* beta, const float* g,
+                                  size_t Z, int T, int H, int NC, int C) {
+    MN__FOR(z, Z) {
+        const size_t bh = z / NC, b = bh / H, h = bh % H, o = z * C;
+        const int n = (int)(z % NC);
+        double acc = 0.0;
+        for (int r = 0; r < C; r++) {
+            const int t = n * C + r;
+            const size_t row = (b * T + t) * H + h;
+            bc[o + r] = t < T ? beta[row] : 0.f;
+            acc += (t < T && g) ? (double)g[row] : 0.0;
+            gam[o + r] = (float)acc;
+            eg[o + r] = expf(gam[o + r]);
+        }
+        for (int r = 0; r < C; r++) ed[o + r] = expf(gam[o + C - 1] - gam[o + r]);
+    }
+}
+// per chunk (grid Z, 256 threads, C <= 64): P (C,C) *= Gm on j <= i, 0 above; L (C,C) = beta_i KK_ij
+// Gm_ij on j < i, else 0; A (C,C) = (I + L)^-1 by forward substitution, row i of (I + L) A = I:
+// A_ij = -sum_{j <= m < i} L_im A_mj (j < i), A_ii = 1, 0 above; rows in order, one barrier each.
+__global__ void __launch_bounds__(256) mn__k_delta_tri(float* P, float* L, float* A, const float* KK,
+                                                       const float* gam, const float* bc, int C) {
+    __shared__ float Ls[MN__DELTA_MAXC * MN__DELTA_MAXC], As[MN__DELTA_MAXC * MN__DELTA_MAXC];
+    const size_t z = blockIdx.x, base = z * C * C;
+    const float *gz = gam + z * C, *bz = bc + z * C;
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+        const int i = e / C, j = e % C;
+        const float gm = j <= i ? expf(gz[i] - gz[j]) : 0.f, l = j < i ? bz[i] * KK[base + e] * gm : 0.f;
+        P[base + e] = j <= i ? P[base + e] * gm : 0.f;
+        L[base + e] = l;
+        Ls[e] = l;
+        As[e] = i == j ? 1.f : 0.f;
+    }
+    __syncthreads();
+    for (int i = 1; i < C; i++) {
+        const int j = threadIdx.x;
+        if (j < i) {
+            float s = 0.f;
+            for (int m = j; m < i; m++) s = fmaf(-Ls[i * C + m], As[m * C + j], s);
+            As[i * C + j] = s;
+        }
+        __syncthreads();
+    }
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) A[base + e] = As[e];
+}
+// the row scalings (Z,C,Dk): Kg = beta e^gam K, Qg = scale e^gam Q, Kd = e^(gam_last - gam) K; (Z,C,Dv):
+// Vb = beta V
+__global__ void mn__k_delta_scale(float* Kg, float* Qg, float* Kd, float* Vb, const float* Kc, const float* Qc,
+                                  const float* Vc, const float* bc, const float* eg, const float* ed, size_t ZC,
+                                  int Dk, int Dv, float scale) {
+    MN__FOR(e, ZC * Dk) {
+        const size_t zr = e / Dk;
+        Kg[e] = bc[zr] * eg[zr] * Kc[e];
+        Qg[e] = scale * eg[zr] * Qc[e];
+        Kd[e] = ed[zr] * Kc[e];
+    }
+    MN__FOR(e, ZC * Dv) Vb[e] = bc[e / Dv] * Vc[e];
+}
+// The chunk-to-chunk recurrence, one block per (sequence and head, 16 value columns): grid (B H,
+// Dv/16), exactly 256 threads (16 columns x 16 row groups: a thread takes the rows rw + 16 m, up to 4 of
+// O1 and 8 of St, in registers), dynamic shared memory (Dk + C) 16 floats. Per
+// chunk n (ascending, or descending when rev), z = bh NC + n:
+//   Sst[z] = St (the state entering the chunk) ; O1 = A1 + s1 M1 St ; St <- e_last St + Y + s2 M2^T O1
+// O1, A1 (Z,C,Dv); M1, M2 (Z,C,Dk); Y (Z,Dk,Dv) or NULL; eg (Z,C) (e_last its last entry); s0 (B H,Dk,Dv)
+// the starting St or NULL (zeros); fin (B H,Dk,Dv) or NULL: the final St, written (acc 0) or added.
+__global__ void __launch_bounds__(256) mn__k_delta_chain(float* O1, float* Sst, float* fin, const float* A1,
+                                                         const float* M1, const float* M2, const float* Y,
+                                                         const float* eg, const float* s0, int NC, int C, int Dk,
+                                                         int Dv, float s1, float s2, int rev, int acc) {
+    extern __shared__ float mn__delta_chs[];                 // St (Dk,16), then O1's slice (C,16)
+    float *St = mn__delta_chs, *Ob = mn__delta_chs + (size_t)Dk * MN__DELTA_CW;
+    const int cj = threadIdx.x % MN__DELTA_CW, rw = threadIdx.x / MN__DELTA_CW, RG = 256 / MN__DELTA_CW;
+    const size_t bh = blockIdx.x, col = (size_t)blockIdx.y * MN__DELTA_CW + cj, ns = (size_t)Dk * Dv;
+    for (int d = rw; d < Dk; d += RG) St[d * MN__DELTA_CW + cj] = s0 ? s0[bh * ns + (size_t)d * Dv + col] : 0.f;
+    __syncthreads();
+    for (int it = 0; it < NC; it++) {
+        const size_t z = bh * NC + (rev ? NC - 1 - it : it);
+        for (int d = rw; d < Dk; d += RG) Sst[z * ns + (size_t)d * Dv + col] = St[d * MN__DELTA_CW + cj];
+        // O1 rows r = rw + 16 m (m < 4 covers C <= 64) = A1 + s1 M1 St: each St value read once for 4 rows
+        float a[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
+        for (int d = 0; d < Dk; d++) {
+            const float sv = St[d * MN__DELTA_CW + cj];
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const int r = rw + RG * m;
+                if (r < C) a[m] = fmaf(__ldg(M1 + (z * C + r) * Dk + d), sv, a[m]);
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            const int r = rw + RG * m;
+            if (r < C) {
+                const size_t o = (z * C + r) * Dv + col;
+                const float x = fmaf(s1, a[m], A1[o]);
+                Ob[r * MN__DELTA_CW + cj] = x;
+                O1[o] = x;
+            }
+        }
+        __syncthreads();                                     // Ob complete; every read of St done
+        const float el = eg[z * C + C - 1];
+        // St rows d = rw + 16 m (m < 8 covers Dk <= 128) <- e_last St + Y + s2 (M2^T O1): each O1 value read once
+#pragma unroll
+        for (int m = 0; m < 8; m++) a[m] = 0.f;
+        for (int r = 0; r < C; r++) {
+            const float ov = Ob[r * MN__DELTA_CW + cj];
+            const float* m2 = M2 + (z * C + r) * Dk;
+#pragma unroll
+            for (int m = 0; m < 8; m++) {
+                const int d = rw + RG * m;
+                if (d < Dk) a[m] = fmaf(__ldg(m2 + d), ov, a[m]);
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            const int d = rw + RG * m;
+            if (d < Dk) {
+                float x = el * St[d * MN__DELTA_CW + cj];
+                if (Y) x += Y[z * ns + (size_t)d * Dv + col];
+                St[d * MN__DELTA_CW + cj] = fmaf(s2, a[m], x);
+            }
+        }
+        __syncthreads();                                     // St updated before the next chunk reads it
+    }
+    if (fin)
+        for (int d = rw; d < Dk; d += RG) {
+            float* p = fin + bh * ns + (size_t)d * Dv + col;
+            *p = acc ? *p + St[d * MN__DELTA_CW + cj] : St[d * MN__DELTA_CW + cj];
+        }
+}
+// hs <-> the chunk-start states Sst (B H NC,Dk,Dv): to_hs copies Sst into hs (B,H,NC-z0,Dk,Dv) (z0 drops
+// every sequence's first state, zero), else fills Sst from hs (the first state zero under z0)
+__global__ void mn__k_delta_hs(float* hs, float* Sst, size_t BH, int NC, size_t ns, int z0, int to_hs) {
+    MN__FOR(e, BH * NC * ns) {
+        const size_t z = e / ns, bh = z / NC;
+        const int n = (int)(z % NC);
+        const size_t he = (bh * (NC - z0) + n - z0) * ns + e % ns;
+        if (to_hs) { if (n >= z0) hs[he] = Sst[e]; }
+        else Sst[e] = n < z0 ? 0.f : hs[he];
+    }
+}
+// The backward's per-row terms, one block per chunk (256 threads, a warp per row r), after every
+// batched product: the gate gradient G_r = dL/dgam_r collects (as mesanet.h's backward)
+//   + dQg_r.Qg_r + dKg_r.Kg_r - dKd_r.Kd_r + sum_j<=r dP_rj P_rj - sum_i>=r dP_ir P_ir
+//   + sum_j<r dL_rj L_rj - sum_i>r dL_ir L_ir ;  G_last += e^gam_last <dSe, Sst> + sum_r dKd_r.Kd_r
+// and dg_t = sum_{r >= t} G_r (dgc); dbeta_r = e^gam_r dKg_r.k_r + dVb_r.v_r + sum_j<r dL_rj KK_rj Gm_rj
+// (dbc); dQc = scale e^gam dQg, dKc = e^(gam_last - gam) dKd + beta e^gam dKg, dVc = beta dVb (written);
+// then, once every read is done, dP becomes D = scale dP .* Gm (j <= i) and dL becomes F = dL beta_i Gm
+// (j < i), for the products dQ += D K, dK += D^T Q + F K + F^T K that follow.
+__global__ void __launch_bounds__(256) mn__k_delta_rows(mn__delta_cws w, int C, int Dk, int Dv, float scale) {
+    __shared__ float red[32], Gs[MN__DELTA_MAXC], Ks[MN__DELTA_MAXC];
+    const size_t z = blockIdx.x, zc = z * C, cc = zc * C, ns = (size_t)Dk * Dv;
+    const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    float part = 0.f;
+    for (size_t e = threadIdx.x; e < ns; e += blockDim.x) part = fmaf(w.dSe[z * ns + e], w.Sst[z * ns + e], part);
+    const float tot = mn__block_sum(part, red);
+    const float *gz = w.gam + zc;
+    for (int r = wp; r < C; r += nw) {
+        const size_t rk = (zc + r) * Dk, rv = (zc + r) * Dv;
+        const float er = w.eg[zc + r], br = w.bc[zc + r], dr = w.ed[zc + r];
+        float a1 = 0.f, a2 = 0.f, a3 = 0.f, db = 0.f, dv = 0.f;
+        for (int d = lane; d < Dk; d += 32) {
+            const size_t e = rk + d;
+            a1 = fmaf(w.dKd[e], w.Kd[e], a1);
+            a2 = fmaf(w.dQg[e], w.Qg[e], a2);
+            a3 = fmaf(w.dKg[e], w.Kg[e], a3);
+            db = fmaf(w.dKg[e], w.Kc[e], db);
+            w.dQc[e] = scale * er * w.dQg[e];
+            w.dKc[e] = fmaf(dr, w.dKd[e], br * er * w.dKg[e]);
+        }
+        for (int d = lane; d < Dv; d += 32) {
+            const size_t e = rv + d;
+            dv = fmaf(w.dVb[e], w.Vc[e], dv);
+            w.dVc[e] = br * w.dVb[e];
+        }
+        float gp = 0.f, dbl = 0.f;
+        for (int j = lane; j < C; j += 32) {
+            const size_t er_ = cc + (size_t)r * C + j, ec = cc + (size_t)j * C + r;   // (r,j) and (j,r)
+            if (j <= r) gp = fmaf(w.dP[er_], w.P[er_], gp);
+            if (j >= r) gp = fmaf(-w.dP[ec], w.P[ec], gp);
+            if (j < r) {
+                gp = fmaf(w.dL[er_], w.L[er_], gp);
+                dbl = fmaf(w.dL[er_], w.KK[er_] * expf(gz[r] - gz[j]), dbl);
+            }
+            if (j > r) gp = fmaf(-w.dL[ec], w.L[ec], gp);
+        }
+        a1 = mn__warp_sum(a1); a2 = mn__warp_sum(a2); a3 = mn__warp_sum(a3);
+        db = mn__warp_sum(db); dv = mn__warp_sum(dv); gp = mn__warp_sum(gp); dbl = mn__warp_sum(dbl);
+        if (lane == 0) {
+            Gs[r] = a2 + a3 - a1 + gp;
+            Ks[r] = a1;
+            w.dbc[zc + r] = er * db + dv + dbl;
+        }
+    }
+    __syncthreads();                                         // G, Ks complete; every read of dP, dL done
+    if (threadIdx.x == 0) {
+        float s = 0.f, acc = 0.f;
+        for (int r = 0; r < C; r++) s += Ks[r];
+        Gs[C - 1] += s + w.eg[zc + C - 1] * tot;
+        for (int r = C - 1; r >= 0; r--) { acc += Gs[r]; w.dgc[zc + r] = acc; }
+    }
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+        const int i = e / C, j = e % C;
+        const float gm = j <= i ? expf(gz[i] - gz[j]) : 0.f;
+        w.dP[cc + e] = j <= i ? scale * w.dP[cc + e] * gm : 0.f;
+        w.dL[cc + e] = j < i ? w.dL[cc + e] * w.bc[zc + i] * gm : 0.f;
+    }
+}
+
+// the chunk form's passes 1-4 that do not involve the state (mesanet.h's mn__delta_chunk_prep): the
+// gathers, gates, KK, P, L, A, the scalings, W and U
+static int mn__delta_chunk_prep(mn_cuda_ctx* ctx, const mn__delta_cws* w, const float* q, const float* k,
+                                const float* v, const float* beta, const float* g, size_t B, size_t T, size_t H,
+                                size_t Dk, size_t Dv, size_t C, double scale) {
+    const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C;
+    mn__k_delta_gather<<<mn__grid(ctx, Z * CK, 256), 256, 0, MN__STREAM>>>(w->Qc, q, Z, (int)T, (int)H, (int)Dk,
+                                                                          (int)NC, (int)C);
+    MN__LAUNCHED();
+    mn__k_delta_gather<<<mn__grid(ctx, Z * CK, 256), 256, 0, MN__STREAM>>>(w->Kc, k, Z, (int)T, (int)H, (int)Dk,
+                                                                          (int)NC, (int)C);
+    MN__LAUNCHED();
+    mn__k_delta_gather<<<mn__grid(ctx, Z * CV, 256), 256, 0, MN__STREAM>>>(w->Vc, v, Z, (int)T, (int)H, (int)Dv,
+                                                                          (int)NC, (int)C);
+    MN__LAUNCHED();
+    mn__k_delta_gates<<<mn__grid(ctx, Z, 128), 128, 0, MN__STREAM>>>(w->bc, w->gam, w->eg, w->ed, beta, g, Z, (int)T,
+                                                                     (int)H, (int)NC, (int)C);
+    MN__LAUNCHED();
+    // pass 1: KK = K K^T ; P = scale Q K^T (masked and decayed by the tri kernel)
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, Dk, 1.f, w->Kc, Dk, CK, w->Kc, Dk, CK, 0.f, w->KK, C, CC, Z));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, Dk, (float)scale, w->Qc, Dk, CK, w->Kc, Dk, CK, 0.f, w->P, C, CC, Z));
+    // pass 2: L and A = (I + L)^-1
+    mn__k_delta_tri<<<(unsigned)Z, 256, 0, MN__STREAM>>>(w->P, w->L, w->A, w->KK, w->gam, w->bc, (int)C);
+    MN__LAUNCHED();
+    // pass 3: the scalings, W = A Kg, U = A Vb
+    mn__k_delta_scale<<<mn__grid(ctx, Z * CK, 256), 256, 0, MN__STREAM>>>(w->Kg, w->Qg, w->Kd, w->Vb, w->Kc, w->Qc,
+                                                                          w->Vc, w->bc, w->eg, w->ed, Z * C, (int)Dk,
+                                                                          (int)Dv, (float)scale);
+    MN__LAUNCHED();
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dk, C, 1.f, w->A, C, CC, w->Kg, Dk, CK, 0.f, w->W, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, C, 1.f, w->A, C, CC, w->Vb, Dv, CV, 0.f, w->U, Dv, CV, Z));
+    return MN_OK;
+}
+static int mn__delta_chain(mn_cuda_ctx* ctx, float* O1, float* Sst, float* fin, const float* A1, const float* M1,
+                           const float* M2, const float* Y, const float* eg, const float* s0, size_t BH, size_t NC,
+                           size_t C, size_t Dk, size_t Dv, float s1, float s2, int rev, int acc) {
+    const size_t smem = (Dk + C) * MN__DELTA_CW * sizeof(float);
+    dim3 grid((unsigned)BH, (unsigned)(Dv / MN__DELTA_CW));
+    mn__k_delta_chain<<<grid, 256, smem, MN__STREAM>>>(O1, Sst, fin, A1, M1, M2, Y, eg, s0, (int)NC, (int)C, (int)Dk,
+                                                        (int)Dv, s1, s2, rev, acc);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// The chunkwise forward (mesanet.h's mn_delta_rule_forward); z0 as the recurrent form's
+static int mn__delta_rule_forward_chunk(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q,
+                                        const float* k, const float* v, const float* beta, const float* g,
+                                        const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                        size_t C, double scale, float* work, int z0) {
+    const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C, ns = Dk * Dv;
+    mn__delta_cws w;
+    mn__delta_cws_point(&w, work, Z, C, Dk, Dv);
+    MN__TRY(mn__delta_chunk_prep(ctx, &w, q, k, v, beta, g, B, T, H, Dk, Dv, C, scale));
+    // passes 4 and 6 in chunk order: V_new = U - W S ; S <- e^gam_last S + Kd^T V_new (Sst: every chunk's S)
+    MN__TRY(mn__delta_chain(ctx, w.Vn, w.Sst, ht, w.U, w.W, w.Kd, NULL, w.eg, h0, B * H, NC, C, Dk, Dv, -1.f, 1.f, 0,
+                            0));
+    // pass 5: O = Qg S + P V_new, all chunks at once, then back to (B,T,H,Dv)
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, Dk, 1.f, w.Qg, Dk, CK, w.Sst, Dv, ns, 0.f, w.X, Dv, CV, Z));
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, C, 1.f, w.P, C, CC, w.Vn, Dv, CV, 1.f, w.X, Dv, CV, Z));
+    mn__k_delta_scatter<<<mn__grid(ctx, B * T * H * Dv, 256), 256, 0, MN__STREAM>>>(out, w.X, B * T * H * Dv, (int)T,
+                                                                                   (int)H, (int)Dv, (int)NC, (int)C,
+                                                                                   0);
+    MN__LAUNCHED();
+    if (hs) {
+        mn__k_delta_hs<<<mn__grid(ctx, Z * ns, 256), 256, 0, MN__STREAM>>>(hs, w.Sst, B * H, (int)NC, ns, z0, 1);
+        MN__LAUNCHED();
+    }
+    return MN_OK;
+}
+// The chunkwise backward (mesanet.h's mn_delta_rule_backward): passes 1-4 recomputed from hs, the dS
+// chain in reverse chunk order, then the adjoints of all chunks at once
+static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                         float* dh0, const float* dout, const float* dht, const float* hs,
+                                         const float* q, const float* k, const float* v, const float* beta,
+                                         const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C,
+                                         double scale, float* work, int z0) {
+    const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C, ns = Dk * Dv;
+    const size_t nk = B * T * H * Dk, nv = B * T * H * Dv, nh = B * T * H;
+    mn__delta_cws w;
+    mn__delta_cws_point(&w, work, Z, C, Dk, Dv);
+    MN__TRY(mn__delta_chunk_prep(ctx, &w, q, k, v, beta, g, B, T, H, Dk, Dv, C, scale));
+    mn__k_delta_gather<<<mn__grid(ctx, Z * CV, 256), 256, 0, MN__STREAM>>>(w.dOc, dout, Z, (int)T, (int)H, (int)Dv,
+                                                                          (int)NC, (int)C);
+    MN__LAUNCHED();
+    if (hs) {
+        mn__k_delta_hs<<<mn__grid(ctx, Z * ns, 256), 256, 0, MN__STREAM>>>((float*)hs, w.Sst, B * H, (int)NC, ns, z0,
+                                                                          0);
+        MN__LAUNCHED();
+    } else MN__CU(cudaMemsetAsync(w.Sst, 0, Z * ns * sizeof(float), MN__STREAM));   // z0 and one chunk
+    // pass 4 recomputed: V_new = U - W S
+    MN__CU(cudaMemcpyAsync(w.Vn, w.U, Z * CV * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, Dk, -1.f, w.W, Dk, CK, w.Sst, Dv, ns, 1.f, w.Vn, Dv, CV, Z));
+    // the parts of dV_new and dS that do not depend on dS: X = P^T dO, Y = Qg^T dO; then the chain
+    MN__TRY(mn__gemm(ctx, 1, 0, C, Dv, C, 1.f, w.P, C, CC, w.dOc, Dv, CV, 0.f, w.X, Dv, CV, Z));
+    MN__TRY(mn__gemm(ctx, 1, 0, Dk, Dv, C, 1.f, w.Qg, Dk, CK, w.dOc, Dv, CV, 0.f, w.Y, Dv, ns, Z));
+    MN__TRY(mn__delta_chain(ctx, w.dVn, w.dSe, dh0, w.X, w.Kd, w.W, w.Y, w.eg, dht, B * H, NC, C, Dk, Dv, 1.f, -1.f,
+                            1, 1));
+    // pass 6: dKd = V_new dS_end^T ; pass 5: dQg = dO S^T, dP = dO V_new^T ; pass 4: dW = -dV_new S^T
+    MN__TRY(mn__gemm(ctx, 0, 1, C, Dk, Dv, 1.f, w.Vn, Dv, CV, w.dSe, Dv, ns, 0.f, w.dKd, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, Dk, Dv, 1.f, w.dOc, Dv, CV, w.Sst, Dv, ns, 0.f, w.dQg, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, Dv, 1.f, w.dOc, Dv, CV, w.Vn, Dv, CV, 0.f, w.dP, C, CC, Z));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, Dk, Dv, -1.f, w.dVn, Dv, CV, w.Sst, Dv, ns, 0.f, w.dW, Dk, CK, Z));
+    // pass 3: dKg = A^T dW ; dVb = A^T dV_new ; dL = -(dKg W^T + dVb U^T)
+    MN__TRY(mn__gemm(ctx, 1, 0, C, Dk, C, 1.f, w.A, C, CC, w.dW, Dk, CK, 0.f, w.dKg, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 1, 0, C, Dv, C, 1.f, w.A, C, CC, w.dVn, Dv, CV, 0.f, w.dVb, Dv, CV, Z));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, Dk, -1.f, w.dKg, Dk, CK, w.W, Dk, CK, 0.f, w.dL, C, CC, Z));
+    MN__TRY(mn__gemm(ctx, 0, 1, C, C, Dv, -1.f, w.dVb, Dv, CV, w.U, Dv, CV, 1.f, w.dL, C, CC, Z));
+    // the per-row terms, then dQ += D K ; dK += D^T Q + F K + F^T K
+    mn__k_delta_rows<<<(unsigned)Z, 256, 0, MN__STREAM>>>(w, (int)C, (int)Dk, (int)Dv, (float)scale);
+    MN__LAUNCHED();
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dk, C, 1.f, w.dP, C, CC, w.Kc, Dk, CK, 1.f, w.dQc, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 1, 0, C, Dk, C, 1.f, w.dP, C, CC, w.Qc, Dk, CK, 1.f, w.dKc, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 0, 0, C, Dk, C, 1.f, w.dL, C, CC, w.Kc, Dk, CK, 1.f, w.dKc, Dk, CK, Z));
+    MN__TRY(mn__gemm(ctx, 1, 0, C, Dk, C, 1.f, w.dL, C, CC, w.Kc, Dk, CK, 1.f, w.dKc, Dk, CK, Z));
+    // back to (B,T,H,.), accumulating
+    const float* src[5] = { w.dQc, w.dKc, w.dVc, w.dbc, w.dgc };
+    float* dst[5] = { dq, dk, dv, dbeta, g ? dg : NULL };
+    const size_t cnt[5] = { nk, nk, nv, nh, nh }, wd[5] = { Dk, Dk, Dv, 1, 1 };
+    for (int i = 0; i < 5; i++) {
+        if (!dst[i]) continue;
+        mn__k_delta_scatter<<<mn__grid(ctx, cnt[i], 256), 256, 0, MN__STREAM>>>(dst[i], src[i], cnt[i], (int)T, (int)H,
+                                                                               (int)wd[i], (int)NC, (int)C, 1);
+        MN__LAUNCHED();
+    }
+    return MN_OK;
+}
+// The op's internal forms with z0 (see mn__delta_rule_forward_rec): the chunkwise form where it applies
+static int mn__delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q, const float* k,
+                                  const float* v, const float* beta, const float* g, const float* h0, size_t B,
+                                  size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
+                                  int z0) {
+    if (T == 0 || !mn__delta_chunk_applies(Dv, chunk, work))
+        return mn__delta_rule_forward_rec(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, z0);
+    if (z0 && h0) return mn__fail(ctx, MN_ERR_CONFIG, "mn__delta_rule_forward", "z0 needs h0 = zeros", __LINE__);
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_forward", B, T, H, Dk, Dv, chunk));
+    return mn__delta_rule_forward_chunk(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, work,
+                                        z0);
+}
+static int mn__delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                   float* dh0, const float* dout, const float* dht, const float* hs, const float* q,
+                                   const float* k, const float* v, const float* beta, const float* g, size_t B,
+                                   size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
+                                   int z0) {
+    if (T == 0 || !mn__delta_chunk_applies(Dv, chunk, work))
+        return mn__delta_rule_backward_rec(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H,
+                                           Dk, Dv, chunk, scale, work, z0);
+    MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_backward", B, T, H, Dk, Dv, chunk));
+    if (!hs && !(z0 && T <= chunk))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_delta_rule_backward", "needs hs and work", __LINE__);
+    return mn__delta_rule_backward_chunk(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H, Dk,
+                                         Dv, chunk, scale, work, z0);
+}
+int mn_cuda_delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q, const float* k,
+                               const float* v, const float* beta, const float* g, const float* h0, size_t B,
+                               size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work) {
+    return mn__delta_rule_forward(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, work, 0);
+}
+int mn_cuda_delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                float* dh0, const float* dout, const float* dht, const float* hs, const float* q,
+                                const float* k, const float* v, const float* beta, const float* g, size_t B,
+                                size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work) {
+    return mn__delta_rule_backward(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H, Dk, Dv,
+                                   chunk, scale, work, 0);
+}
+// >>cuda_ssd
+// defines: mn_cuda_ssd_{forward,backward,work_size}[_recurrent|_chunk], mn_cuda_ssd_step
+// Mamba-2's SSD core as mesanet.h's >>ssd: per head h_t = a_t h_{t-1} + X_t B_t^T (P,N), y_t = h_t C_t,
+// with a_t = exp(A_t) (MN_SSD_LOG_DECAY) or a_t = A_t of any sign (MN_SSD_TRANSITION, the [-1,1] variant).
+//
+// Default form: the chunkwise form (mn_cuda_ssd_forward_chunk / _backward_chunk) wherever its shapes allow
+// (P == N in {64, 128}, no initial or final state, 16-byte aligned tensors, B*H <= 65535), else the
+// recurrent form. The chunkwise form runs the tensor-core GLA op (G = 1, q = C, k = B, v = X, scale 1;
+// deterministic) in 3xTF32 whatever ctx->math:
+//   log-decays: the core is simple GLA with the gate g = A as it stands;
+//   signed transitions a_t (any sign, |a| <= 1 as Mamba-2's; larger works while the state stays finite):
+//     with the running sign sg_t = prod_{l<=t} sign(a_l) (+-1) and b_t = sum_{l<=t} log|a_l|, a span's
+//     product is prod_{j<l<=i} a_l = sg_i sg_j e^{b_i - b_j}, so y_i = sum_{j<=i} prod (C_i.B_j) X_j is the
+//     log-decay core on C' = sg C, B' = sg B, g = log|a| exactly (then S_t = sg_t S'_t, dS_t = sg_t dS'_t).
+//     Backward: dC = sg dC', dB = sg dB', dX as it comes; the signs are piecewise constant, so
+//     dA_t = dg_t d log|a_t| / da_t = dg_t / a_t. The op's dg_t is a sum over the rest of the sequence that
+//     cancels down to a_t <S_{t-1}, dS_t>: its absolute error (~1e-6 of the terms) over a small |a_t| would
+//     grow without bound, so for |a_t| < 2^-8 (MN__SSD_TINY) dA_t is computed instead as <S_{t-1}, dS_t>
+//     from the op's saved chunk states (mn__k_ssd_sfix: no division; a chunk without such a token costs
+//     nothing). log|a| is floored at -24 (MN__SSD_GMIN): a transition of exactly 0 decays by e^-24 ~ 4e-11
+//     instead of 0, far below fp32's resolution (6e-8) of the terms it meets; the floor is no lower because
+//     the op's cumulative gates from the chunk start would grow with it, and the differences it forms of
+//     them lose ~1 ulp of that size per token (fp32 ulp 1.5e-5 past 128); natural |a| >= ~1e-7 (the
+//     resolution of 2 e^x - 1) stay above it anyway. Cost over the log-decay path: the
+//     sign scan, B' and C' written (forward and backward), dB and dC flipped twice in place, dA's division.
+//
+// Recurrent form. Every entry h[p,n] is its own scalar recurrence, so the state can be cut anywhere:
+// one block of 128 threads per (sequence, head, 16 rows of P); warp w holds rows p0 + 4w + i (i < 4),
+// lane l the columns n = l + 32 j (j < 4, so N <= 128), 16 state values in registers per thread.
+// The inputs of 16 tokens (X's 16 rows, a, B, C) are staged in shared memory at a time; y_t[p] is a
+// warp sum over n. The sums over p (dB, dC) and over the whole state (da) cross the P/16 blocks of a
+// head: each block reduces its 16 rows in shared memory, then adds them with atomics, so those
+// gradients' last bits may differ between runs (dX, dh0 are owned rows: plain adds).
+// The backward needs S_{t-1} and S_t while it walks t backwards with dS: the states are recomputed.
+// Pass 1 (the forward kernel without y) saves the state entering every 64-token chunk (workspace:
+// B H ceil(T/64) P N floats); pass 2 walks the chunks backwards: it steps the chunk's checkpoint forward
+// once, keeping the state entering each of its 8-token sub-chunks in shared memory (8 x 16 x N), then
+// walks each sub-chunk backwards, recomputing S_{t-1} from the sub-chunk's entering state (3.5 steps a
+// token on average). The recomputed states are bitwise those of the forward (the same fmaf chain).
+// All math in fp32 (exp(A) by expf); the tests hold it to the double CPU recurrence at 1e-5 (outputs)
+// and 1e-4 / 2e-4 (gradients / dA).
+// Decode step: one warp per (sequence, head, row p), lanes over n: the state row read and written once.
+
+#define MN__SSD_RT 16      // rows of P per block of the recurrent kernels (4 warps x 4 rows)
+#define MN__SSD_NJ 4       // columns per lane (n = lane + 32 j): N <= 128
+#define MN__SSD_ST 16      // tokens staged at a time by the forward kernel
+#define MN__SSD_CK 64      // the backward's checkpoint interval (tokens)
+#define MN__SSD_SUB 8      // its sub-chunks (MN__SSD_CK / MN__SSD_SUB entering states in shared memory)
+#define MN__SSD_NS (MN__SSD_CK / MN__SSD_SUB)
+
+typedef struct mn__ssd_args {
+    float* y;                   // (B,T,H,P) or NULL (the checkpoint pass)
+    float *ht, *ck;             // (B,H,P,N) final state or NULL; (B,H,NC,P,N) checkpoints or NULL
+    float *dX, *dA, *dB, *dC, *dh0;      // (B,T,H,P), (B,T,H) or NULL, (B,T,H,N) x2, (B,H,P,N) or NULL
+    const float *dy, *dht;               // (B,T,H,P), (B,H,P,N) or NULL
+    const float *X, *A, *Bm, *Cm, *h0;   // (B,T,H,P), (B,T,H), (B,T,H,N) x2, (B,H,P,N) or NULL
+    unsigned B, T, H, P, N, NC;          // NC = ceil(T / MN__SSD_CK)
+    int amode;
+} mn__ssd_args;
+
+// the transition a_t from what A holds
+__device__ __forceinline__ float mn__ssd_tr(float A, int amode) { return amode == MN_SSD_TRANSITION ? A : expf(A); }
+static size_t mn__ssd_nck(size_t T) { return (T + MN__SSD_CK - 1) / MN__SSD_CK; }
+
+// Forward: y (when a.y) and ht (when a.ht); a.ck non-NULL: the state entering every MN__SSD_CK-token
+// chunk (the backward's pass 1). Grid (P/16, B*H), 128 threads.
+__global__ void __launch_bounds__(128) mn__k_ssd_fwd(mn__ssd_args a) {
+    __shared__ float xs[MN__SSD_ST][MN__SSD_RT], as[MN__SSD_ST], bs[MN__SSD_ST][128], cs[MN__SSD_ST][128];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t H = a.H, P = a.P, N = a.N, T = a.T, bh = blockIdx.y, b = bh / H, h = bh % H;
+    const size_t p0 = (size_t)blockIdx.x * MN__SSD_RT, hs = bh * P * N;   // this head's (P,N) state
+    float s[4][MN__SSD_NJ];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < MN__SSD_NJ; j++) {
+            size_t p = p0 + 4 * w + i, n = lane + 32 * j;
+            s[i][j] = n < N && a.h0 ? a.h0[hs + p * N + n] : 0.f;
+        }
+    for (size_t t0 = 0; t0 < T; t0 += MN__SSD_ST) {
+        const size_t L = T - t0 < MN__SSD_ST ? T - t0 : MN__SSD_ST;
+        __syncthreads();                            // the previous tokens' reads are done
+        for (size_t e = threadIdx.x; e < L * N; e += blockDim.x) {
+            size_t tt = e / N, n = e % N, r = (b * T + t0 + tt) * H + h;
+            bs[tt][n] = a.Bm[r * N + n];
+            if (a.y) cs[tt][n] = a.Cm[r * N + n];
+        }
+        for (size_t e = threadIdx.x; e < L * MN__SSD_RT; e += blockDim.x) {
+            size_t tt = e / MN__SSD_RT, i = e % MN__SSD_RT, r = (b * T + t0 + tt) * H + h;
+            xs[tt][i] = a.X[r * P + p0 + i];
+        }
+        if (threadIdx.x < L) as[threadIdx.x] = mn__ssd_tr(a.A[(b * T + t0 + threadIdx.x) * H + h], a.amode);
+        __syncthreads();
+        for (size_t tt = 0; tt < L; tt++) {
+            const size_t t = t0 + tt;
+            if (a.ck && t % MN__SSD_CK == 0) {      // the state entering chunk t / MN__SSD_CK, S_{t-1}
+                float* ck = a.ck + (bh * a.NC + t / MN__SSD_CK) * P * N;
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < MN__SSD_NJ; j++) {
+                        size_t p = p0 + 4 * w + i, n = lane + 32 * j;
+                        if (n < N) ck[p * N + n] = s[i][j];
+                    }
+            }
+            const float at = as[tt];
+            float bj[MN__SSD_NJ], cj[MN__SSD_NJ];
+#pragma unroll
+            for (int j = 0; j < MN__SSD_NJ; j++) {
+                size_t n = lane + 32 * j;
+                bj[j] = n < N ? bs[tt][n] : 0.f;
+                cj[j] = n < N && a.y ? cs[tt][n] : 0.f;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float x = xs[tt][4 * w + i];
+                float acc = 0.f;
+#pragma unroll
+                for (int j = 0; j < MN__SSD_NJ; j++) {     // S = a S + x b^T, then y = S c
+                    s[i][j] = fmaf(at, s[i][j], x * bj[j]);
+                    acc = fmaf(s[i][j], cj[j], acc);
+                }
+                if (a.y) {
+                    acc = mn__warp_sum(acc);
+                    if (lane == i) a.y[((b * T + t) * H + h) * P + p0 + 4 * w + i] = acc;
+                }
+            }
+        }
+    }
+    if (a.ht) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < MN__SSD_NJ; j++) {
+                size_t p = p0 + 4 * w + i, n = lane + 32 * j;
+                if (n < N) a.ht[hs + p * N + n] = s[i][j];
+            }
+    }
+}
+
+// shared memory of the backward kernel (floats): the sub-chunks' entering states (NS,16,N), the staged
+// X (SUB,16), a (SUB), B, C (SUB,N), dy (SUB,16), and the per-warp partial sums of dC, dB (SUB,4,N)
+// and da (SUB,4)
+static size_t mn__ssd_bwd_smem(size_t N) {
+    return (MN__SSD_NS * MN__SSD_RT * N + 2 * MN__SSD_SUB * MN__SSD_RT + MN__SSD_SUB + 2 * MN__SSD_SUB * N +
+            2 * MN__SSD_SUB * 4 * N + MN__SSD_SUB * 4) * sizeof(float);
+}
+// Stages tokens u0 .. u0+L-1 of head (b,h): X's 16 rows, a, B, and with C (when cs) C and dy
+__device__ __forceinline__ void mn__ssd_stage(const mn__ssd_args& a, size_t b, size_t h, size_t p0, size_t u0,
+                                              size_t L, float* xs, float* as, float* bs, float* cs, float* dys) {
+    const size_t H = a.H, P = a.P, N = a.N, T = a.T;
+    for (size_t e = threadIdx.x; e < L * N; e += blockDim.x) {
+        size_t tt = e / N, n = e % N, r = (b * T + u0 + tt) * H + h;
+        bs[tt * N + n] = a.Bm[r * N + n];
+        if (cs) cs[tt * N + n] = a.Cm[r * N + n];
+    }
+    for (size_t e = threadIdx.x; e < L * MN__SSD_RT; e += blockDim.x) {
+        size_t tt = e / MN__SSD_RT, i = e % MN__SSD_RT, r = (b * T + u0 + tt) * H + h;
+        xs[e] = a.X[r * P + p0 + i];
+        if (cs) dys[e] = a.dy[r * P + p0 + i];
+    }
+    if (threadIdx.x < L) as[threadIdx.x] = mn__ssd_tr(a.A[(b * T + u0 + threadIdx.x) * H + h], a.amode);
+}
+// one step of the 16 x N state tile from the staged token tt: S = a S + x b^T
+__device__ __forceinline__ void mn__ssd_advance(float (*s)[MN__SSD_NJ], const float* xs, const float* as,
+                                                const float* bs, size_t tt, size_t N, int w, int lane) {
+    const float at = as[tt];
+#pragma unroll
+    for (int j = 0; j < MN__SSD_NJ; j++) {
+        size_t n = lane + 32 * j;
+        float bj = n < N ? bs[tt * N + n] : 0.f;
+#pragma unroll
+        for (int i = 0; i < 4; i++) s[i][j] = fmaf(at, s[i][j], xs[tt * MN__SSD_RT + 4 * w + i] * bj);
+    }
+}
+
+// Backward (pass 2; a.ck from pass 1). Walking t backwards with dS = dL/dS_t (dht at T-1), as mesanet.h:
+//   dC_t += S_t^T dy_t ; dS += dy_t C_t^T ; dX_t += dS B_t ; dB_t += dS^T X_t ;
+//   da_t = <S_{t-1}, dS>, dA_t += a_t da_t (log-decays) or da_t (transitions) ; dS = a_t dS ; dh0 += dS.
+// Grid (P/16, B*H), 128 threads, mn__ssd_bwd_smem(N) bytes of dynamic shared memory.
+__global__ void __launch_bounds__(128) mn__k_ssd_bwd(mn__ssd_args a) {
+    extern __shared__ float sm[];
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const size_t H = a.H, P = a.P, N = a.N, T = a.T, bh = blockIdx.y, b = bh / H, h = bh % H;
+    const size_t p0 = (size_t)blockIdx.x * MN__SSD_RT, hs = bh * P * N;
+    float* sub = sm;                                    // (NS,16,N) the sub-chunks' entering states
+    float* xs = sub + MN__SSD_NS * MN__SSD_RT * N;      // (SUB,16)
+    float* as = xs + MN__SSD_SUB * MN__SSD_RT;          // (SUB)
+    float* bs = as + MN__SSD_SUB;                       // (SUB,N)
+    float* cs = bs + MN__SSD_SUB * N;                   // (SUB,N)
+    float* dys = cs + MN__SSD_SUB * N;                  // (SUB,16)
+    float* rC = dys + MN__SSD_SUB * MN__SSD_RT;         // (SUB,4,N)
+    float* rB = rC + MN__SSD_SUB * 4 * N;               // (SUB,4,N)
+    float* rA = rB + MN__SSD_SUB * 4 * N;               // (SUB,4)
+    float d[4][MN__SSD_NJ], s[4][MN__SSD_NJ];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < MN__SSD_NJ; j++) {
+            size_t p = p0 + 4 * w + i, n = lane + 32 * j;
+            d[i][j] = n < N && a.dht ? a.dht[hs + p * N + n] : 0.f;
+        }
+    for (size_t c = a.NC; c-- > 0;) {
+        const size_t t0 = c * MN__SSD_CK, L = T - t0 < MN__SSD_CK ? T - t0 : MN__SSD_CK;
+        const size_t nsub = (L + MN__SSD_SUB - 1) / MN__SSD_SUB;
+        const float* ck = a.ck + (bh * a.NC + c) * P * N;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < MN__SSD_NJ; j++) {
+                size_t p = p0 + 4 * w + i, n = lane + 32 * j;
+                s[i][j] = n < N ? ck[p * N + n] : 0.f;
+            }
+        // the chunk forward once: the state entering each sub-chunk into sub (each thread its own entries)
+        for (size_t k = 0; k < nsub; k++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < MN__SSD_NJ; j++) {
+                    size_t n = lane + 32 * j;
+                    if (n < N) sub[(k * MN__SSD_RT + 4 * w + i) * N + n] = s[i][j];
+                }
+            if (k + 1 == nsub) break;
+            __syncthreads();
+            mn__ssd_stage(a, b, h, p0, t0 + k * MN__SSD_SUB, MN__SSD_SUB, xs, as, bs, NULL, NULL);
+            __syncthreads();
+            for (size_t tt = 0; tt < MN__SSD_SUB; tt++) mn__ssd_advance(s, xs, as, bs, tt, N, w, lane);
+        }
+        // the sub-chunks backwards
+        for (size_t k = nsub; k-- > 0;) {
+            const size_t u0 = t0 + k * MN__SSD_SUB, Lk = T - u0 < MN__SSD_SUB ? T - u0 : MN__SSD_SUB;
+            __syncthreads();                            // the previous staging and partial sums are consumed
+            mn__ssd_stage(a, b, h, p0, u0, Lk, xs, as, bs, cs, dys);
+            __syncthreads();
+            for (size_t tt = Lk; tt-- > 0;) {
+                float sp[4][MN__SSD_NJ];                // S_{t-1}: the sub-chunk's entering state, tt steps on
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < MN__SSD_NJ; j++) {
+                        size_t n = lane + 32 * j;
+                        sp[i][j] = n < N ? sub[(k * MN__SSD_RT + 4 * w + i) * N + n] : 0.f;
+                    }
+                for (size_t v = 0; v < tt; v++) mn__ssd_advance(sp, xs, as, bs, v, N, w, lane);
+                const float at = as[tt];
+                float bj[MN__SSD_NJ], cj[MN__SSD_NJ], pc[MN__SSD_NJ], pb[MN__SSD_NJ], da = 0.f;
+#pragma unroll
+                for (int j = 0; j < MN__SSD_NJ; j++) {
+                    size_t n = lane + 32 * j;
+                    bj[j] = n < N ? bs[tt * N + n] : 0.f;
+                    cj[j] = n < N ? cs[tt * N + n] : 0.f;
+                    pc[j] = 0.f; pb[j] = 0.f;
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float x = xs[tt * MN__SSD_RT + 4 * w + i], g = dys[tt * MN__SSD_RT + 4 * w + i];
+                    float dx = 0.f;
+#pragma unroll
+                    for (int j = 0; j < MN__SSD_NJ; j++) {
+                        float st = fmaf(at, sp[i][j], x * bj[j]);     // S_t
+                        pc[j] = fmaf(st, g, pc[j]);                   // dC_t: S_t^T dy_t (this warp's rows)
+                        d[i][j] = fmaf(g, cj[j], d[i][j]);            // dS += dy_t C_t^T
+                        dx = fmaf(d[i][j], bj[j], dx);                // dX_t = dS B_t
+                        pb[j] = fmaf(d[i][j], x, pb[j]);              // dB_t: dS^T X_t (this warp's rows)
+                        da = fmaf(sp[i][j], d[i][j], da);             // da_t = <S_{t-1}, dS>
+                        d[i][j] *= at;                                // dS = a_t dS: dL/dS_{t-1}
+                    }
+                    dx = mn__warp_sum(dx);
+                    if (lane == i) a.dX[((b * T + u0 + tt) * H + h) * P + p0 + 4 * w + i] += dx;
+                }
+#pragma unroll
+                for (int j = 0; j < MN__SSD_NJ; j++) {
+                    size_t n = lane + 32 * j;
+                    if (n < N) { rC[(tt * 4 + w) * N + n] = pc[j]; rB[(tt * 4 + w) * N + n] = pb[j]; }
+                }
+                da = mn__warp_sum(da);
+                if (lane == 0) rA[tt * 4 + w] = da;
+            }
+            __syncthreads();
+            // the block's 16 rows summed (warps in order), then added to the head's sums
+            for (size_t e = threadIdx.x; e < Lk * N; e += blockDim.x) {
+                size_t tt = e / N, n = e % N, r = (b * T + u0 + tt) * H + h;
+                const float* c4 = rC + tt * 4 * N + n;
+                const float* b4 = rB + tt * 4 * N + n;
+                atomicAdd(a.dC + r * N + n, ((c4[0] + c4[N]) + c4[2 * N]) + c4[3 * N]);
+                atomicAdd(a.dB + r * N + n, ((b4[0] + b4[N]) + b4[2 * N]) + b4[3 * N]);
+            }
+            if (a.dA && threadIdx.x < Lk) {
+                size_t tt = threadIdx.x, r = (b * T + u0 + tt) * H + h;
+                float s4 = ((rA[tt * 4] + rA[tt * 4 + 1]) + rA[tt * 4 + 2]) + rA[tt * 4 + 3];
+                atomicAdd(a.dA + r, a.amode == MN_SSD_TRANSITION ? s4 : as[tt] * s4);
+            }
+        }
+    }
+    if (a.dh0) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < MN__SSD_NJ; j++) {
+                size_t p = p0 + 4 * w + i, n = lane + 32 * j;
+                if (n < N) a.dh0[hs + p * N + n] += d[i][j];
+            }
+    }
+}
+
+// Decode step: one warp per (sequence x head, row p); grid (B*H, ceil(P/8)), 256 threads
+__global__ void mn__k_ssd_step(float* y, float* state, const float* X, const float* A, const float* Bm,
+                               const float* Cm, size_t P, size_t N, int amode) {
+    const size_t bh = blockIdx.x, p = (size_t)blockIdx.y * 8 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (p >= P) return;                             // the whole warp: p is the warp's
+    const float at = mn__ssd_tr(A[bh], amode), x = X[bh * P + p];
+    float* s = state + (bh * P + p) * N;
+    const float *bb = Bm + bh * N, *cc = Cm + bh * N;
+    float acc = 0.f;
+    for (size_t n = lane; n < N; n += 32) {
+        float v = fmaf(at, s[n], x * bb[n]);
+        s[n] = v;
+        acc = fmaf(v, cc[n], acc);
+    }
+    acc = mn__warp_sum(acc);
+    if (lane == 0) y[bh * P + p] = acc;
+}
+
+// ---- the chunkwise form's signed-transition kernels (see the top of the section) ------------------
+#define MN__SSD_GMIN (-24.f)       // floor of log|a|: a transition of 0 decays by e^-24
+#define MN__SSD_TINY 0.00390625f   // |a| < 2^-8: dA by mn__k_ssd_sfix, not dg / a
+
+// The running sign sg (B,T,H) = prod_{l<=t} sign(a_l) (a < 0 a flip; 0 counts as +) and g (B,T,H) =
+// max(log|a|, MN__SSD_GMIN) (NaN stays NaN). One block of 256 threads per (sequence, head), tiles of 256
+// tokens: the flips' parity up to each token from a warp ballot, the earlier warps' and tiles' parities.
+__global__ void __launch_bounds__(256) mn__k_ssd_sign(float* sg, float* g, const float* A, unsigned T_, unsigned H_) {
+    __shared__ unsigned wpar[8], carry;
+    const size_t T = T_, H = H_, bh = blockIdx.x, b = bh / H, h = bh % H;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const unsigned le = lane == 31 ? 0xffffffffu : (2u << lane) - 1u;   // the lanes up to this one
+    if (threadIdx.x == 0) carry = 0;
+    for (size_t t0 = 0; t0 < T; t0 += 256) {
+        const size_t t = t0 + threadIdx.x, r = (b * T + t) * H + h;
+        const float a = t < T ? A[r] : 1.f;
+        const unsigned neg = __ballot_sync(0xffffffffu, a < 0.f);
+        if (lane == 0) wpar[w] = __popc(neg) & 1u;
+        __syncthreads();                            // wpar and carry published
+        unsigned par = carry ^ (__popc(neg & le) & 1u);
+        for (int v = 0; v < w; v++) par ^= wpar[v];
+        if (t < T) {
+            const float l = logf(fabsf(a));         // -inf for 0, NaN for NaN
+            sg[r] = par ? -1.f : 1.f;
+            g[r] = l < MN__SSD_GMIN ? MN__SSD_GMIN : l;
+        }
+        __syncthreads();                            // every read of wpar and carry done
+        if (threadIdx.x == 0) {
+            unsigned c = carry;
+            for (int v = 0; v < 8; v++) c ^= wpar[v];
+            carry = c;
+        }
+        __syncthreads();                            // before the next tile's wpar
+    }
+}
+// o1 = sg i1, o2 = sg i2 over n entries, sg one value per N of them (per (b,t,h)): B' and C' (out of
+// place), dB and dC (in place: o == i)
+__global__ void mn__k_ssd_flip(float* o1, float* o2, const float* i1, const float* i2, const float* sg, size_t n,
+                               size_t N) {
+    MN__FOR(i, n) {
+        const float s = sg[i / N];
+        o1[i] = s * i1[i];
+        o2[i] = s * i2[i];
+    }
+}
+// dA (B,T,H) += dg / a where |a| >= MN__SSD_TINY (NaN too: it propagates); the others by mn__k_ssd_sfix
+__global__ void mn__k_ssd_sda(float* dA, const float* dg, const float* A, size_t n) {
+    MN__FOR(r, n) {
+        const float a = A[r];
+        if (!(fabsf(a) < MN__SSD_TINY)) dA[r] += dg[r] / a;
+    }
+}
+// dA (B,T,H) += <S_{t-1}, dS_t> for the tokens with |a_t| < MN__SSD_TINY, from the GLA op's workspace
+// after its backward: S (B H, NT+1, D, D) the state entering each chunk, dS (B H, NT, D, D) the gradient
+// leaving it (from the later chunks), gam (B,T,H) the cumulative log-gates from each chunk's start. In the
+// sign-flipped system (q = C', k = B', v = X, dout = dy), for token t = row r of chunk n (gam_{-1} = 0, L
+// the chunk's last row):
+//   S'_{t-1} = e^{gam_{r-1}} S_n + sum_{s<r} e^{gam_{r-1} - gam_s} k_s v_s^T
+//   dS'_t   = e^{gam_L - gam_r} dS_n + sum_{r<=i<=L} e^{gam_i - gam_r} q_i dout_i^T
+// (every exponent <= 0 for |a| <= 1, and the one of token t itself, log|a_t|, is in none), and
+// <S_{t-1}, dS_t> = sg_{t-1} sg_t <S'_{t-1}, dS'_t> = sign(a_t) <S'_{t-1}, dS'_t>. One block of 512 threads
+// per (chunk, sequence x head); a chunk without a tiny |a| returns at once. The chunk's q, k, v, dout
+// are staged in shared memory (4 x 64 x D floats); thread entries idx = d D + e of the state (key d,
+// value e: a warp's 32 share d). fp32, sums of <= 64 terms per entry, then a block sum.
+static size_t mn__ssd_sfix_smem(size_t D) { return 4 * MN__GC * D * sizeof(float); }
+__global__ void __launch_bounds__(512) mn__k_ssd_sfix(float* dA, const float* A, const float* q, const float* k,
+                                                     const float* v, const float* dout, const float* S,
+                                                     const float* dS, const float* gam, unsigned T_, unsigned H_,
+                                                     unsigned NT_, unsigned D_) {
+    extern __shared__ __align__(16) unsigned char mn__smem[];
+    __shared__ float sgam[MN__GC], swt[MN__GC], red[32];
+    __shared__ int sfl[MN__GC];
+    const size_t T = T_, H = H_, NT = NT_, D = D_, n = blockIdx.x, bh = blockIdx.y, b = bh / H, h = bh % H;
+    const size_t t0 = n * MN__GC, E = D * D;
+    const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), tid = threadIdx.x;
+    int fl = 0;
+    if (tid < MN__GC) {
+        fl = tid < nr && fabsf(A[(b * T + t0 + tid) * H + h]) < MN__SSD_TINY;
+        sfl[tid] = fl;
+        sgam[tid] = tid < nr ? gam[(b * T + t0 + tid) * H + h] : 0.f;
+    }
+    if (!__syncthreads_or(fl)) return;              // the whole block: no tiny |a| in this chunk
+    float *sq = (float*)mn__smem, *sk = sq + MN__GC * D, *sv = sk + MN__GC * D, *so = sv + MN__GC * D;
+    for (size_t e = tid; e < (size_t)nr * D; e += blockDim.x) {
+        const size_t s = e / D, c = e % D, at = ((b * T + t0 + s) * H + h) * D + c;
+        sq[e] = q[at]; sk[e] = k[at]; sv[e] = v[at]; so[e] = dout[at];
+    }
+    const float *Sn = S + (bh * (NT + 1) + n) * E, *Dn = dS + (bh * NT + n) * E, gL = sgam[nr - 1];
+    for (int r = 0; r < nr; r++) {
+        if (!sfl[r]) continue;                      // the same for every thread
+        const float gr1 = r ? sgam[r - 1] : 0.f, gr = sgam[r], eS = expf(gr1), eD = expf(gL - gr);
+        __syncthreads();                            // the staging, or the previous token's weights, consumed
+        if (tid < nr) swt[tid] = tid < r ? expf(gr1 - sgam[tid]) : expf(sgam[tid] - gr);
+        __syncthreads();
+        float acc = 0.f;
+        for (size_t idx = tid; idx < E; idx += blockDim.x) {
+            const size_t d = idx / D, c = idx % D;
+            float st = eS * Sn[idx], ds = eD * Dn[idx];
+            for (int s = 0; s < r; s++) st = fmaf(swt[s] * sk[s * D + d], sv[s * D + c], st);
+            for (int i = r; i < nr; i++) ds = fmaf(swt[i] * sq[i * D + d], so[i * D + c], ds);
+            acc = fmaf(st, ds, acc);
+        }
+        acc = mn__block_sum(acc, red);
+        if (tid == 0) {
+            const size_t at = (b * T + t0 + r) * H + h;
+            dA[at] += A[at] < 0.f ? -acc : acc;
+        }
+    }
+}
+
+// ---- drivers ----------------------------------------------------------------------------------
+static int mn__ssd_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t H, size_t P, size_t N, int amode) {
+    if (amode != MN_SSD_LOG_DECAY && amode != MN_SSD_TRANSITION)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "amode must be MN_SSD_LOG_DECAY or MN_SSD_TRANSITION", __LINE__);
+    if (P == 0 || P % 16 || P > 128 || N == 0 || N % 16 || N > 128)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs P and N multiples of 16 up to 128", __LINE__);
+    if (B * H == 0 || B * H > 65535) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs 0 < B*H <= 65535", __LINE__);
+    return MN_OK;
+}
+static mn__ssd_args mn__ssd_args_of(const float* X, const float* A, const float* Bm, const float* Cm,
+                                    const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, int amode) {
+    mn__ssd_args a;
+    memset(&a, 0, sizeof a);
+    a.X = X; a.A = A; a.Bm = Bm; a.Cm = Cm; a.h0 = h0;
+    a.B = (unsigned)B; a.T = (unsigned)T; a.H = (unsigned)H; a.P = (unsigned)P; a.N = (unsigned)N;
+    a.NC = (unsigned)mn__ssd_nck(T); a.amode = amode;
+    return a;
+}
+size_t mn_cuda_ssd_work_size_recurrent(size_t B, size_t T, size_t H, size_t P, size_t N) {
+    return B * H * mn__ssd_nck(T) * P * N;
+}
+// the chunkwise form's workspace: the GLA op's, then (signed transitions) B', C' (B,T,H,N) and sg, g,
+// dg (B,T,H), each from a 64-float boundary (16-byte aligned for the GLA op's loads)
+typedef struct mn__ssd_sws { float *bs, *cs, *sg, *g, *dg; } mn__ssd_sws;
+static size_t mn__ssd_slayout(mn__ssd_sws* w, float* base, size_t B, size_t T, size_t H, size_t N) {
+    size_t off = mn_cuda_gla_work_size(B, T, H, N, N, MN__GC), nb = B * T * H * N, na = B * T * H;
+#define MN__SSP(ptr, n) do { w->ptr = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
+    MN__SSP(bs, nb); MN__SSP(cs, nb); MN__SSP(sg, na); MN__SSP(g, na); MN__SSP(dg, na);
+#undef MN__SSP
+    return off;
+}
+size_t mn_cuda_ssd_work_size_chunk(size_t B, size_t T, size_t H, size_t P, size_t N) {
+    mn__ssd_sws w;
+    (void)P;
+    return mn__ssd_slayout(&w, NULL, B, T, H, N);
+}
+size_t mn_cuda_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C) {
+    size_t r = mn_cuda_ssd_work_size_recurrent(B, T, H, P, N);
+    (void)C;
+    if (P == N && (P == 64 || P == 128)) {
+        size_t g = mn_cuda_ssd_work_size_chunk(B, T, H, P, N);
+        if (g > r) r = g;
+    }
+    return r;
+}
+int mn_cuda_ssd_forward_recurrent(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A,
+                                  const float* Bm, const float* Cm, const float* h0, size_t B, size_t T, size_t H,
+                                  size_t P, size_t N, int amode) {
+    MN__TRY(mn__ssd_check(ctx, "mn_cuda_ssd_forward_recurrent", B, H, P, N, amode));
+    if (T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward_recurrent", "T too large", __LINE__);
+    mn__ssd_args a = mn__ssd_args_of(X, A, Bm, Cm, h0, B, T, H, P, N, amode);
+    a.y = y; a.ht = ht;
+    mn__k_ssd_fwd<<<dim3((unsigned)(P / MN__SSD_RT), (unsigned)(B * H)), 128, 0, MN__STREAM>>>(a);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_ssd_backward_recurrent(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0,
+                                   const float* dy, const float* dht, const float* X, const float* A,
+                                   const float* Bm, const float* Cm, const float* h0, size_t B, size_t T, size_t H,
+                                   size_t P, size_t N, int amode, float* work) {
+    static int smem_set = 0;
+    const char* who = "mn_cuda_ssd_backward_recurrent";
+    MN__TRY(mn__ssd_check(ctx, who, B, H, P, N, amode));
+    if (T > 0xffffffffu) return mn__fail(ctx, MN_ERR_CONFIG, who, "T too large", __LINE__);
+    if (T > 0 && !work) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs the workspace", __LINE__);
+    if (!smem_set) {   // the largest shape's (N = 128): every smaller N fits under it
+        MN__CU(cudaFuncSetAttribute(mn__k_ssd_bwd, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)mn__ssd_bwd_smem(128)));
+        smem_set = 1;
+    }
+    mn__ssd_args a = mn__ssd_args_of(X, A, Bm, Cm, h0, B, T, H, P, N, amode);
+    const dim3 grid((unsigned)(P / MN__SSD_RT), (unsigned)(B * H));
+    a.ck = work;                                    // pass 1: the checkpoints
+    mn__k_ssd_fwd<<<grid, 128, 0, MN__STREAM>>>(a);
+    MN__LAUNCHED();
+    a.dX = dX; a.dA = dA; a.dB = dB; a.dC = dC; a.dh0 = dh0; a.dy = dy; a.dht = dht;
+    mn__k_ssd_bwd<<<grid, 128, mn__ssd_bwd_smem(N), MN__STREAM>>>(a);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// what the chunkwise form takes: either amode, P == N in {64, 128}, T > 0, B*H <= 65535, the tensors in
+// p (np of them) 16-byte aligned; writes the reason into *why when it does not (NULL: none)
+static int mn__ssd_chunked(int amode, size_t B, size_t T, size_t H, size_t P, size_t N, const void* const* p, int np,
+                           const char** why) {
+    const char* r = NULL;
+    if (amode != MN_SSD_LOG_DECAY && amode != MN_SSD_TRANSITION)
+        r = "amode must be MN_SSD_LOG_DECAY or MN_SSD_TRANSITION";
+    else if (P != N || (P != 64 && P != 128)) r = "needs P == N in {64, 128}";
+    else if (T == 0 || B * H == 0 || B * H > 65535) r = "needs T > 0 and 0 < B*H <= 65535";
+    for (int i = 0; !r && i < np; i++)
+        if ((uintptr_t)p[i] % 16) r = "tensors must be 16-byte aligned";
+    if (why) *why = r;
+    return r == NULL;
+}
+// The chunkwise form runs in 3xTF32 whatever ctx->math: Mamba-2's decays (dt A, down to ~ -2 per token) make
+// A's gradient a sum over the sequence that largely cancels; with plain TF32 products it measured 17x its size
+// (H200 run 1, the TF32 model case). ctx->math is set to FP32 for the call and restored on every path.
+static int mn__ssd_fwd_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
+                             const float* Cm, size_t B, size_t T, size_t H, size_t N, int amode, float* work) {
+    if (amode == MN_SSD_LOG_DECAY)                  // simple GLA: q = C, k = B, v = X, g = A
+        return mn_cuda_gla_forward(ctx, y, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
+    mn__ssd_sws w;
+    mn__ssd_slayout(&w, work, B, T, H, N);
+    const size_t nb = B * T * H * N;
+    mn__k_ssd_sign<<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(w.sg, w.g, A, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__k_ssd_flip<<<mn__grid(ctx, nb, 256), 256, 0, MN__STREAM>>>(w.bs, w.cs, Bm, Cm, w.sg, nb, N);
+    MN__LAUNCHED();
+    return mn_cuda_gla_forward(ctx, y, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
+}
+static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
+                             const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
+                             size_t H, size_t N, int amode, float* work) {
+    static int smem_set = 0;
+    if (amode == MN_SSD_LOG_DECAY)
+        return mn_cuda_gla_backward(ctx, dC, dB, dX, dA, NULL, dy, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0,
+                                    MN__GC, work);
+    mn__ssd_sws w;
+    mn__ssd_slayout(&w, work, B, T, H, N);
+    const size_t nb = B * T * H * N, na = B * T * H, NT = (T + MN__GC - 1) / MN__GC;
+    const unsigned gb = mn__grid(ctx, nb, 256);
+    mn__k_ssd_sign<<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(w.sg, w.g, A, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(w.bs, w.cs, Bm, Cm, w.sg, nb, N);
+    MN__LAUNCHED();
+    // dB, dC flipped in place, the op adds dB', dC', flipped back: dB + sg dB' (sg^2 = 1 exactly)
+    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
+    MN__LAUNCHED();
+    if (dA) MN__CU(cudaMemsetAsync(w.dg, 0, na * sizeof(float), MN__STREAM));
+    MN__TRY(mn_cuda_gla_backward(ctx, dC, dB, dX, dA ? w.dg : NULL, NULL, dy, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H,
+                                 N, N, 1, 1.0, MN__GC, work));
+    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
+    MN__LAUNCHED();
+    if (!dA) return MN_OK;
+    mn__k_ssd_sda<<<mn__grid(ctx, na, 256), 256, 0, MN__STREAM>>>(dA, w.dg, A, na);
+    MN__LAUNCHED();
+    if (!smem_set) {   // the largest shape's (N = 128)
+        MN__CU(cudaFuncSetAttribute(mn__k_ssd_sfix, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)mn__ssd_sfix_smem(128)));
+        smem_set = 1;
+    }
+    mn__gla_ws gw;                                  // the op's states, state gradients and cumulative gates
+    mn__gla_layout(&gw, work, B, T, H, N);
+    mn__k_ssd_sfix<<<dim3((unsigned)NT, (unsigned)(B * H)), 512, mn__ssd_sfix_smem(N), MN__STREAM>>>(
+        dA, A, w.cs, w.bs, X, dy, gw.S, gw.dS, gw.gam, (unsigned)T, (unsigned)H, (unsigned)NT, (unsigned)N);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_ssd_forward_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
+                              const float* Cm, size_t B, size_t T, size_t H, size_t P, size_t N, int amode,
+                              float* work) {
+    const void* al[5] = { y, X, Bm, Cm, work };
+    const char* why;
+    if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward_chunk", why, __LINE__);
+    const int math = ctx->math;
+    ctx->math = MN_CUDA_MATH_FP32;
+    const int r = mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work);
+    ctx->math = math;
+    return r;
+}
+int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
+                               const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
+                               size_t H, size_t P, size_t N, int amode, float* work) {
+    const void* al[5] = { dy, X, Bm, Cm, work };
+    const char* why;
+    if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward_chunk", why, __LINE__);
+    const int math = ctx->math;
+    ctx->math = MN_CUDA_MATH_FP32;
+    const int r = mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work);
+    ctx->math = math;
+    return r;
+}
+int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
+                        const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
+                        int amode, float* work) {
+    const void* al[5] = { y, X, Bm, Cm, work };
+    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward", "chunk length C must be >= 1", __LINE__);
+    if (!ht && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
+        return mn_cuda_ssd_forward_chunk(ctx, y, X, A, Bm, Cm, B, T, H, P, N, amode, work);
+    return mn_cuda_ssd_forward_recurrent(ctx, y, ht, X, A, Bm, Cm, h0, B, T, H, P, N, amode);
+}
+int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0, const float* dy,
+                         const float* dht, const float* X, const float* A, const float* Bm, const float* Cm,
+                         const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, int amode,
+                         float* work) {
+    const void* al[5] = { dy, X, Bm, Cm, work };
+    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward", "chunk length C must be >= 1", __LINE__);
+    if (!dht && !dh0 && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
+        return mn_cuda_ssd_backward_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, P, N, amode, work);
+    return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, dh0, dy, dht, X, A, Bm, Cm, h0, B, T, H, P, N, amode,
+                                          work);
+}
+int mn_cuda_ssd_step(mn_cuda_ctx* ctx, float* y, float* state, const float* X, const float* A, const float* Bm,
+                     const float* Cm, size_t B, size_t H, size_t P, size_t N, int amode) {
+    if (amode != MN_SSD_LOG_DECAY && amode != MN_SSD_TRANSITION)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_step", "amode must be MN_SSD_LOG_DECAY or MN_SSD_TRANSITION",
+                        __LINE__);
+    if (B * H == 0 || B * H > 0x7fffffff || P == 0 || (P + 7) / 8 > 65535 || N == 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_step", "needs 0 < B*H < 2^31, 0 < P <= 524280, N > 0",
+                        __LINE__);
+    mn__k_ssd_step<<<dim3((unsigned)(B * H), (unsigned)((P + 7) / 8)), 256, 0, MN__STREAM>>>(y, state, X, A, Bm, Cm,
+                                                                                          P, N, amode);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// >>cuda_rglru
+// defines: mn_cuda_rglru_{forward,backward,step,work_size}
+//
+// The RG-LRU of Griffin / Hawk (mesanet.h >>rglru) on the GPU. The recurrence is diagonal: every
+// channel of every sequence is its own scalar scan h_t = a_t h_{t-1} + b_t, so there is nothing to
+// multiply on the tensor cores inside it and no chunkwise form is needed: one thread per
+// (sequence, channel) walks t, and the work per token is ~30 flops against ~24 bytes moved, well
+// below the H200's ratio (~15 flops per byte in fp32): bandwidth-bound, as it should be.
+//   - the gates' pre-activations: per gate, the NH block products Z_h (BT,bw) = X_h (BT,bw) w[h] (bw,bw)
+//     as ONE strided-batched cuBLAS call (the blocks are bw columns apart in rows W apart), written
+//     straight into the gates buffer;
+//   - the forward scan (mn__k_rglru_fwd): adds the biases, takes the sigmoids (saved in place, as the
+//     CPU saves the gates), and runs the recurrence. Threads are consecutive channels, so every load
+//     and store of a step is one coalesced row segment. Only the h chain is sequential: each thread
+//     first loads MN__RGLRU_U steps' inputs (independent loads, all in flight), then computes them.
+//     The parallelism is B W threads (10240 at the anchor's Hawk layer: 160 blocks of 64, ~1.2 per SM),
+//     so the bandwidth comes from the loads each thread keeps in flight, not from occupancy; a
+//     time-chunked two-level scan (chunk products, then a carry pass) would add parallelism for small
+//     B W at the price of a second read, and is left for when a profile asks for it;
+//   - the backward (mn__k_rglru_bwd): the reverse scan with d = dy_t + a_{t+1} d_{t+1}, the same
+//     tiling walking t down; it writes dx's direct term and the gates' pre-activation gradients
+//     dZx, dZa (workspace) and a per-(sequence, channel) partial of the a_param gradient; then the
+//     block products dx += dZ w^T, dw += X^T dZ (batched cuBLAS again), the bias gradients as
+//     deterministic column sums (mn__colsum), and the a_param gradient summed over the sequences in a
+//     fixed order (mn__k_rglru_dparam): no atomics, the same bits every run;
+//   - the decode step (mn__k_rglru_step): one launch, a block per (gate block, 32 of its columns, 8
+//     sequences): the 8 sequences' inputs of the block in shared memory, a warp per slice of the rows
+//     (its 32 lanes the columns: coalesced), so a block reads each of its weights once for its 8
+//     sequences; at batch 1 the step moves the gate weights (2 W bw floats), not the state (W).
+// Precision: fp32 throughout (the CPU: double). 1 - a^2 is formed as -expm1(2 log a) (no cancellation
+// as a -> 1, where the CPU's 1 - exp(2 log a) in double is exact enough), softplus(a_param) once per
+// thread in double; the a_param gradient's sum over time in double. The square root's derivative is
+// clipped as the reference's (1 / sqrt(max(4u, 1e-6))). cuBLAS products fp32 or TF32 by ctx->math.
+
+#define MN__RGLRU_THREADS 64    // threads per block of the scans: consecutive channels (B W / 64 blocks)
+#define MN__RGLRU_U 16          // time steps loaded ahead per tile of a scan
+#define MN__RGLRU_BB 8          // sequences per block of the decode step
+
+__device__ __forceinline__ float mn__rglru_sigmoid(float z) { return 1.f / (1.f + expf(-z)); }
+// torch's softplus (threshold 20) and its derivative, in double as the CPU
+__device__ __forceinline__ double mn__rglru_softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+__device__ __forceinline__ double mn__rglru_dsoftplus(double x) { return x > 20 ? 1.0 : 1.0 / (1.0 + exp(-x)); }
+// is token t of sequence b a reset? (segment_pos given: where it is 0; else t = 0 without h0)
+__device__ __forceinline__ int mn__rglru_reset(const int* segpos, const float* h0, size_t b, size_t t, size_t T) {
+    return segpos ? segpos[b * T + t] == 0 : (t == 0 && h0 == NULL);
+}
+
+// Forward scan: thread i = b W + w of the B W (sequence, channel) pairs. gates (2,B,T,W) holds the
+// pre-activations on entry (x W of each block, from cuBLAS) and the sigmoids on exit; y (B,T,W);
+// x (B,T,W); a_param, bx, ba (W); h0, ht (B,W) or NULL (may alias: read first, written last).
+__global__ void __launch_bounds__(MN__RGLRU_THREADS) mn__k_rglru_fwd(float* __restrict__ y, float* ht,
+                                                                    float* __restrict__ gates,
+                                                                    const float* __restrict__ x,
+                                                                    const float* __restrict__ a_param,
+                                                                    const float* __restrict__ bx,
+                                                                    const float* __restrict__ ba, const float* h0,
+                                                                    const int* __restrict__ segpos, size_t B,
+                                                                    size_t T, size_t W, float c) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= B * W) return;
+    const size_t b = i / W, w = i % W, base = b * T * W + w;   // token t of this pair: base + t W
+    float* gx = gates;
+    float* ga = gates + B * T * W;
+    const float csp = c * (float)mn__rglru_softplus(a_param[w]), bxw = bx[w], baw = ba[w];
+    float hp = h0 ? h0[i] : 0.f;
+    for (size_t t0 = 0; t0 < T; t0 += MN__RGLRU_U) {
+        float zx[MN__RGLRU_U], za[MN__RGLRU_U], xv[MN__RGLRU_U];
+        int rs[MN__RGLRU_U];
+#pragma unroll
+        for (int u = 0; u < MN__RGLRU_U; u++) {        // the tile's inputs first: independent loads
+            size_t t = t0 + u, j = base + t * W;
+            zx[u] = za[u] = xv[u] = 0.f; rs[u] = 0;
+            if (t < T) { zx[u] = gx[j]; za[u] = ga[j]; xv[u] = x[j]; rs[u] = mn__rglru_reset(segpos, h0, b, t, T); }
+        }
+#pragma unroll
+        for (int u = 0; u < MN__RGLRU_U; u++) {
+            size_t t = t0 + u, j = base + t * W;
+            if (t >= T) break;
+            float g = mn__rglru_sigmoid(zx[u] + bxw), r = mn__rglru_sigmoid(za[u] + baw), xg = xv[u] * g, h;
+            if (rs[u]) h = xg;                          // a := 0, multiplier := 1
+            else {
+                float la = -csp * r;                    // log a_t = -c ga softplus(a_param)
+                h = expf(la) * hp + sqrtf(-expm1f(2.f * la)) * xg;
+            }
+            gx[j] = g; ga[j] = r; y[j] = h;
+            hp = h;
+        }
+    }
+    if (ht) ht[i] = hp;                                 // T = 0: h0 (or 0), as the CPU
+}
+
+// Backward scan (see mesanet.h's mn_rglru_backward for the derivation), walking t down with
+// d = dL/dh_t = dy_t + carry, carry = a_{t+1} d_{t+1} (dht at the end):
+//   dx_t = d g m ; dZx = d x m g (1 - g) ; du = d x g / sqrt(max(4u, 1e-6)) ; dla = a d h_{t-1} - 2 a^2 du ;
+//   dZa = -c sp dla r (1 - r) ; dsp += -c r dla ; carry = a d   (m = sqrt(u), u = 1 - a^2, r = ga)
+// and at a reset dx_t = d g, dZx = d x g (1 - g), dZa = 0, carry = 0. dx (B,T,W) written (acc = 0) or
+// added to (acc = 1) with the direct term; dzx, dza (B,T,W) written; part (B,W) the thread's dsp;
+// dh0 (B,W) += the final carry (when given); h_{t-1} is the saved y_{t-1} (h0 or 0 before t = 0).
+__global__ void __launch_bounds__(MN__RGLRU_THREADS) mn__k_rglru_bwd(float* __restrict__ dx, float* __restrict__ dzx,
+                                                                    float* __restrict__ dza,
+                                                                    float* __restrict__ part, float* dh0,
+                                                                    const float* __restrict__ dy, const float* dht,
+                                                                    const float* __restrict__ y,
+                                                                    const float* __restrict__ gates,
+                                                                    const float* __restrict__ x,
+                                                                    const float* __restrict__ a_param,
+                                                                    const float* h0, const int* __restrict__ segpos,
+                                                                    size_t B, size_t T, size_t W, float c, int acc) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= B * W) return;
+    const size_t b = i / W, w = i % W, base = b * T * W + w;
+    const float* gx = gates;
+    const float* ga = gates + B * T * W;
+    const float csp = c * (float)mn__rglru_softplus(a_param[w]), hz = h0 ? h0[i] : 0.f;
+    float carry = dht ? dht[i] : 0.f;
+    double dsp = 0.0;
+    for (size_t t1 = T; t1 > 0; t1 -= t1 < MN__RGLRU_U ? t1 : MN__RGLRU_U) {   // tile t1-1, t1-2, .. (>= 0)
+        float dv[MN__RGLRU_U], gv[MN__RGLRU_U], rv[MN__RGLRU_U], xv[MN__RGLRU_U], hv[MN__RGLRU_U], dxo[MN__RGLRU_U];
+        int rs[MN__RGLRU_U];
+#pragma unroll
+        for (int u = 0; u < MN__RGLRU_U; u++) {
+            dv[u] = gv[u] = rv[u] = xv[u] = hv[u] = dxo[u] = 0.f; rs[u] = 0;
+            if ((size_t)u < t1) {
+                size_t t = t1 - 1 - u, j = base + t * W;
+                dv[u] = dy[j]; gv[u] = gx[j]; rv[u] = ga[j]; xv[u] = x[j];
+                hv[u] = t > 0 ? y[j - W] : hz;
+                rs[u] = mn__rglru_reset(segpos, h0, b, t, T);
+                if (acc) dxo[u] = dx[j];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < MN__RGLRU_U; u++) {
+            if ((size_t)u >= t1) break;
+            size_t j = base + (t1 - 1 - u) * W;
+            float d = dv[u] + carry, g = gv[u], xx = xv[u], ddx, zx, za;
+            if (rs[u]) {
+                ddx = d * g; zx = d * xx * g * (1.f - g); za = 0.f; carry = 0.f;
+            } else {
+                float r = rv[u], la = -csp * r, a = expf(la), a2 = expf(2.f * la), uu = -expm1f(2.f * la);
+                float m = sqrtf(uu), du = d * xx * g / sqrtf(fmaxf(4.f * uu, 1e-6f));
+                float dla = a * d * hv[u] - 2.f * a2 * du;
+                ddx = d * g * m; zx = d * xx * m * g * (1.f - g); za = -csp * dla * r * (1.f - r);
+                dsp += (double)(-c * r * dla);
+                carry = a * d;
+            }
+            dx[j] = dxo[u] + ddx; dzx[j] = zx; dza[j] = za;
+        }
+    }
+    if (dh0) dh0[i] += carry;
+    part[i] = (float)dsp;
+}
+// da_param (W) += softplus'(a_param) sum_b part[b,w], the sequences in order (deterministic)
+__global__ void mn__k_rglru_dparam(float* da_param, const float* part, const float* a_param, size_t B, size_t W) {
+    MN__FOR(w, W) {
+        double s = 0.0;
+        for (size_t b = 0; b < B; b++) s += part[b * W + w];
+        da_param[w] += (float)(s * mn__rglru_dsoftplus(a_param[w]));
+    }
+}
+
+// Decode step: block (h, tile, s) takes columns tile 32 .. tile 32 + 31 of gate block h for sequences
+// s BB .. s BB + nb - 1. xs (BB,bw): those sequences' inputs of the block (zero rows past nb). Thread
+// (lane, slice) sums the rows i = slice, slice + SL, .. of its column j = tile 32 + lane for both gates:
+// z[bb] = sum_i xs[bb,i] w[h,i,j] (a warp reads 32 consecutive weights of a row: coalesced; each weight
+// read once per block); the SL slices' partials meet in shared memory, slice 0 adds them in order
+// (deterministic) and takes the recurrence's one step for channel w = h bw + j of each sequence.
+// y, state (B,W); gates (2,B,W) or NULL; x (B,W); segpos (B) or NULL.
+#define MN__RGLRU_SL 8          // row slices of the decode step's block (blockDim 32 x SL)
+__global__ void __launch_bounds__(32 * MN__RGLRU_SL) mn__k_rglru_step(float* __restrict__ y, float* __restrict__ state,
+                                                                     float* __restrict__ gates,
+                                                                     const float* __restrict__ x,
+                                                                     const float* __restrict__ a_param,
+                                                                     const float* __restrict__ wx,
+                                                                     const float* __restrict__ bx,
+                                                                     const float* __restrict__ wa,
+                                                                     const float* __restrict__ ba,
+                                                                     const int* __restrict__ segpos, size_t B,
+                                                                     size_t W, size_t bw, float c) {
+    extern __shared__ float mn__rglru_xs[];
+    __shared__ float red[2][MN__RGLRU_SL][MN__RGLRU_BB][32];
+    const size_t tiles = (bw + 31) / 32, h = blockIdx.x / tiles, j = blockIdx.x % tiles * 32 + threadIdx.x;
+    const size_t b0 = blockIdx.y * (size_t)MN__RGLRU_BB;
+    const size_t nb = B - b0 < MN__RGLRU_BB ? B - b0 : MN__RGLRU_BB;
+    for (size_t k = threadIdx.y * 32 + threadIdx.x; k < MN__RGLRU_BB * bw; k += 32 * MN__RGLRU_SL) {
+        size_t bb = k / bw, ii = k % bw;
+        mn__rglru_xs[k] = bb < nb ? x[(b0 + bb) * W + h * bw + ii] : 0.f;
+    }
+    __syncthreads();
+    float zx[MN__RGLRU_BB], za[MN__RGLRU_BB];
+#pragma unroll
+    for (int bb = 0; bb < MN__RGLRU_BB; bb++) zx[bb] = za[bb] = 0.f;
+    if (j < bw) {
+        const float *wxc = wx + h * bw * bw + j, *wac = wa + h * bw * bw + j;   // w[h,i,j] at i bw
+        for (size_t ii = threadIdx.y; ii < bw; ii += MN__RGLRU_SL) {
+            float wxi = wxc[ii * bw], wai = wac[ii * bw];
+#pragma unroll
+            for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
+                float xi = mn__rglru_xs[bb * bw + ii];   // the same address across the warp: a broadcast
+                zx[bb] += xi * wxi; za[bb] += xi * wai;
+            }
+        }
+    }
+#pragma unroll
+    for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
+        red[0][threadIdx.y][bb][threadIdx.x] = zx[bb]; red[1][threadIdx.y][bb][threadIdx.x] = za[bb];
+    }
+    __syncthreads();
+    if (threadIdx.y != 0 || j >= bw) return;
+    const size_t w = h * bw + j;
+    const float csp = c * (float)mn__rglru_softplus(a_param[w]), bxw = bx[w], baw = ba[w];
+#pragma unroll
+    for (int bb = 0; bb < MN__RGLRU_BB; bb++) {
+        if ((size_t)bb >= nb) break;
+        float sx = 0.f, sa = 0.f;
+        for (int sl = 0; sl < MN__RGLRU_SL; sl++) {
+            sx += red[0][sl][bb][threadIdx.x]; sa += red[1][sl][bb][threadIdx.x];
+        }
+        size_t k = (b0 + bb) * W + w;
+        float g = mn__rglru_sigmoid(sx + bxw), r = mn__rglru_sigmoid(sa + baw);
+        float xg = mn__rglru_xs[bb * bw + j] * g, hn;
+        if (segpos && segpos[b0 + bb] == 0) hn = xg;
+        else {
+            float la = -csp * r;
+            hn = expf(la) * state[k] + sqrtf(-expm1f(2.f * la)) * xg;
+        }
+        y[k] = hn; state[k] = hn;
+        if (gates) { gates[k] = g; gates[B * W + k] = r; }
+    }
+}
+
+size_t mn_cuda_rglru_work_size(size_t B, size_t T, size_t W) { return 2 * B * T * W + B * W; }
+
+static int mn__rglru_check(mn_cuda_ctx* ctx, const char* who, size_t W, size_t NH) {
+    if (NH < 1 || W % NH != 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs NH >= 1 gate blocks that divide the width W", __LINE__);
+    return MN_OK;
+}
+// the gates' block products: Z (BT,W) = BD(X; w) for every block h at once (a batch of NH products
+// (BT,bw) x (bw,bw), operands and results bw columns apart in rows W apart)
+static int mn__rglru_gates_gemm(mn_cuda_ctx* ctx, float* Z, const float* X, const float* w, size_t BT, size_t W,
+                                size_t NH) {
+    size_t bw = W / NH;
+    return mn__gemm(ctx, 0, 0, BT, bw, bw, 1.f, X, W, bw, w, bw, bw * bw, 0.f, Z, W, bw, NH);
+}
+
+int mn_cuda_rglru_forward(mn_cuda_ctx* ctx, float* y, float* ht, float* gates, const float* x, const float* a_param,
+                          const float* wx, const float* bx, const float* wa, const float* ba, const float* h0,
+                          const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c) {
+    size_t BT = B * T, n = B * W;
+    MN__TRY(mn__rglru_check(ctx, "mn_cuda_rglru_forward", W, NH));
+    if (n == 0) return MN_OK;
+    MN__TRY(mn__rglru_gates_gemm(ctx, gates, x, wx, BT, W, NH));
+    MN__TRY(mn__rglru_gates_gemm(ctx, gates + BT * W, x, wa, BT, W, NH));
+    mn__k_rglru_fwd<<<(unsigned)((n + MN__RGLRU_THREADS - 1) / MN__RGLRU_THREADS), MN__RGLRU_THREADS, 0,
+                      MN__STREAM>>>(y, ht, gates, x, a_param, bx, ba, h0, segment_pos, B, T, W, (float)c);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// acc = 0: dx is written, not added to (the model's first writer of that buffer); the public
+// function accumulates like the CPU
+static int mn__rglru_backward(mn_cuda_ctx* ctx, float* dx, float* da_param, float* dwx, float* dbx, float* dwa,
+                              float* dba, float* dh0, const float* dy, const float* dht, const float* y,
+                              const float* gates, const float* x, const float* a_param, const float* wx,
+                              const float* wa, const float* h0, const int* segment_pos, size_t B, size_t T, size_t W,
+                              size_t NH, double c, float* work, int acc) {
+    size_t BT = B * T, n = B * W, bw;
+    MN__TRY(mn__rglru_check(ctx, "mn_cuda_rglru_backward", W, NH));
+    if (n == 0) return MN_OK;
+    bw = W / NH;
+    float *dzx = work, *dza = work + BT * W, *part = work + 2 * BT * W;
+    mn__k_rglru_bwd<<<(unsigned)((n + MN__RGLRU_THREADS - 1) / MN__RGLRU_THREADS), MN__RGLRU_THREADS, 0,
+                      MN__STREAM>>>(dx, dzx, dza, part, dh0, dy, dht, y, gates, x, a_param, h0, segment_pos, B, T,
+                                    W, (float)c, acc);
+    MN__LAUNCHED();
+    // forward: Z = X_h w[h] + b[h] per block, so: dX_h += dZ_h w[h]^T ; dw[h] += X_h^T dZ_h ; db += colsum dZ
+    MN__TRY(mn__gemm(ctx, 0, 1, BT, bw, bw, 1.f, dzx, W, bw, wx, bw, bw * bw, 1.f, dx, W, bw, NH));
+    MN__TRY(mn__gemm(ctx, 0, 1, BT, bw, bw, 1.f, dza, W, bw, wa, bw, bw * bw, 1.f, dx, W, bw, NH));
+    if (dwx) MN__TRY(mn__gemm(ctx, 1, 0, bw, bw, BT, 1.f, x, W, bw, dzx, W, bw, 1.f, dwx, bw, bw * bw, NH));
+    if (dwa) MN__TRY(mn__gemm(ctx, 1, 0, bw, bw, BT, 1.f, x, W, bw, dza, W, bw, 1.f, dwa, bw, bw * bw, NH));
+    if (dbx && BT) MN__TRY(mn__colsum(ctx, dbx, dzx, NULL, NULL, BT, W));
+    if (dba && BT) MN__TRY(mn__colsum(ctx, dba, dza, NULL, NULL, BT, W));
+    if (da_param) {
+        mn__k_rglru_dparam<<<mn__grid(ctx, W, 256), 256, 0, MN__STREAM>>>(da_param, part, a_param, B, W);
+        MN__LAUNCHED();
+    }
+    return MN_OK;
+}
+int mn_cuda_rglru_backward(mn_cuda_ctx* ctx, float* dx, float* da_param, float* dwx, float* dbx, float* dwa,
+                           float* dba, float* dh0, const float* dy, const float* dht, const float* y,
+                           const float* gates, const float* x, const float* a_param, const float* wx, const float* wa,
+                           const float* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c,
+                           float* work) {
+    return mn__rglru_backward(ctx, dx, da_param, dwx, dbx, dwa, dba, dh0, dy, dht, y, gates, x, a_param, wx, wa, h0,
+                              segment_pos, B, T, W, NH, c, work, 1);
+}
+
+int mn_cuda_rglru_step(mn_cuda_ctx* ctx, float* y, float* state, const float* x, const float* a_param,
+                       const float* wx, const float* bx, const float* wa, const float* ba, const int* segment_pos,
+                       size_t B, size_t W, size_t NH, double c, float* work) {
+    MN__TRY(mn__rglru_check(ctx, "mn_cuda_rglru_step", W, NH));
+    size_t bw = W / NH, tiles = (bw + 31) / 32, nblk = (B + MN__RGLRU_BB - 1) / MN__RGLRU_BB;
+    // the inputs' tile (BB bw floats, 16 KB at bw 512) and the partials (16 KB) within the 48 KB default
+    if (bw > 512) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rglru_step", "gate blocks wider than 512", __LINE__);
+    if (nblk > 65535 || NH * tiles > 0x7fffffff)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rglru_step", "more than 524280 sequences", __LINE__);
+    if (B * W == 0) return MN_OK;
+    dim3 grid((unsigned)(NH * tiles), (unsigned)nblk), block(32, MN__RGLRU_SL);
+    mn__k_rglru_step<<<grid, block, MN__RGLRU_BB * bw * sizeof(float), MN__STREAM>>>(
+        y, state, work, x, a_param, wx, bx, wa, ba, segment_pos, B, W, bw, (float)c);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// >>cuda_mlstm
+// defines: mn_cuda_mlstm_{work_size,forward,backward,step}, mn_cuda_mlstm_{forward,backward}_{recurrent,chunk}
+//
+// xLSTM's mLSTM (mesanet.h >>mlstm) on the GPU in two forms: the chunk form (the default where it applies,
+// described with its kernels further down: the numerator through the GLA op on the tensor cores) and,
+// the tested reference and the fallback, the recurrent form, token by token, which computes the
+// chunkwise form's sums (the CPU's mn_mlstm_forward / _backward: the same m_t, the same stabilised
+// states, for every chunk length). Per head, with lf_t = logsigmoid(f_t):
+//   m_t = max(lf_t + m_{t-1}, i_t) ; f'_t = e^{lf_t + m_{t-1} - m_t} ; i'_t = e^{i_t - m_t}    (both <= 1)
+//   C_t = f'_t C_{t-1} + i'_t k_t v_t^T ; n_t = f'_t n_{t-1} + i'_t k_t ; q^_t = scale q_t
+//   bt_t = n_t.q^_t ; norm_t = max(|bt_t|, e^{-m_t}) ; o_t = C_t^T q^_t / (norm_t + eps)
+// Kernels:
+//   - mn__k_mlstm_gates: the stabiliser, which depends on the gates only, once per head (not per
+//     column slice): one warp per (b,h), each lane a contiguous run of tokens. m_t is a max-plus affine
+//     recurrence m -> max(lf + m, i), and such maps compose (x -> max(a + x, c)), so each lane composes
+//     its run's map, a warp scan gives every lane its entering m, and the lane replays its run writing
+//     m_t, f'_t, i'_t. All in double (the CPU's arithmetic), stored in float.
+//   - mn__k_mlstm_scan<RPT, MODE>: one generic recurrent scan S_t = dec S + w b_t c_t^T with a read-out
+//     y_t = S_t^T a_t, the state in registers. A block of 4 warps holds 16 columns of the state; in a
+//     warp 8 lanes share one column, each with RPT = R/8 of its R rows (rows g, g+8, ..., so the lanes'
+//     loads of a row vector are contiguous), and the read-out's sum over rows is 3 shuffles. Grid
+//     (columns/16, B*H): 2560 warps at the anchor shape, all resident. The next token's operands are
+//     loaded while the current one is computed. The four uses (MODE):
+//       0 forward: S = C (rows Dk, columns Dv), a = q, b = k, c = v; the rows also carry n (n.q for
+//         the normaliser); writes o, norm, bt, the final state.
+//       1 dq (forward in time): S = C^T (rows Dv, columns Dk), a = dN = do/den, b = v, c = k, and the
+//         column's n_d: dq = scale (C_t dN_t + dbt_t n_t).
+//       2 dv (backward in time): the gradient of C, dC_t = q^_t dN_t^T + f'_{t+1} dC_{t+1} (rows Dk,
+//         columns Dv), a = k: dv_t = i'_t dC_t^T k_t; and dC0 = f'_0 dC_0.
+//       3 dk (backward in time): dC^T (rows Dv, columns Dk), a = v, and the column's dn_d,
+//         dn_t = q^_t dbt_t + f'_{t+1} dn_{t+1}: dk_t = i'_t (dC_t v_t + dn_t); dn0 = f'_0 dn_0; and the
+//         warp's share of k_t.dk_t (4 columns) into a per-token slot (no atomics: summed later in order).
+//   - mn__k_mlstm_prep: per token, from the recomputed o, bt, den: dN's scale, and (exact mode)
+//       forward: o = num / den, den = max(|bt|, e^{-m}) + eps, so: dbt = -(do.o)/den sign(bt) where |bt|
+//       wins; dmu = -eps (do.o)/den (m_t enters only through eps e^{m} in unstabilised terms);
+//     and q_t.dq_t = dN.num + dbt bt = do.o + dbt bt (dq's definition dotted with q), which the gate
+//     gradient needs without reading dq back (dq accumulates into the caller's buffer).
+//   - mn__k_mlstm_gates_bwd: the gates by the identity of >>gla (q enters as q e^{F_t}, k as
+//     k e^{i_s - F_s}, F the cumulative log forget gate): di_t = k_t.dk_t, dlf_u = sum_{t>=u} (q_t.dq_t -
+//     k_t.dk_t), plus (exact) dmu back through m_t = max(lf_t + m_{t-1}, i_t), the larger branch taking
+//     it (what reaches m0 is dropped). Both are suffix recurrences (a sum, and dmc -> s (dmu + dmc) with
+//     s in {0,1}, affine), so the same lane runs and warp scan (reversed) as the forward gates; double.
+//   - mn__k_mlstm_step: the decode step, one block per (sequence, head) streaming its Dk x Dv state once.
+// Precision: fp32 states and products (FMA), gates, stabiliser and the gate gradients' sums in double;
+// test_cuda mlstm holds them to 2e-5 (outputs) and 1e-4 / 3e-4 (gradients) against the float64 CPU (see
+// the bounds there; they held on the H200). Deterministic: every output element has one
+// writer, the k.dk partial sums are added in a fixed order.
+// Cost: per token and head 4 Dk Dv FLOPs forward, plus 4 Dk Dv for n (each column's 8 lanes carry all of
+// n: simple, and the n.q of every token is at hand), 20 Dk Dv backward (the forward again, dq, dv, dk).
+// Latency-bound (one token after the other): hence the chunk form below. With Dk = 128 a scan thread holds ~120
+// registers (state, this token's and the next token's operands), 4 blocks per SM: at the anchor shape
+// (B*H = 80, 640 blocks) the scans run in two waves.
+
+#define MN__MLSTM_RG 8        // lanes sharing one state column (the row groups)
+#define MN__MLSTM_COLS 16     // state columns per block (4 warps x 4 columns)
+#define MN__MLSTM_PIECE(p, n) \
+    do { if (w) w->p = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)   // w NULL: size
+
+// the workspace: per token and head (B,T,H) m, f', i', bt, den, dbt, dmu, q.dq; the k.dk partials
+// (B,T,H,Dk/4); the backward's recomputed output o (B,T,H,Dv); a copy of n0 (B,H,Dk) (nt may alias it)
+// The chunk form's pieces (only where it can apply, Dk == Dv in {64, 128}): the per-head shift c (B,H) and
+// the range flag, k' = e^{i - c} k and its gradient (B,T,H,Dk), lf = logsigmoid(f), the normaliser b' and
+// the per-token factor of its gradient (B,T,H), the chunk summaries (B,H,NT,Dk) with their decays
+// (B,H,NT), and the GLA op's own workspace.
+typedef struct mn__mlstm_ws {
+    float *m, *fp, *ip, *bt, *den, *dbt, *dmu, *qdq, *kdkp, *o, *n0c;
+    float *cb, *flag, *kp, *dkp, *lg, *bp, *sc, *nsum, *nA, *gla;
+} mn__mlstm_ws;
+#define MN__MLSTM_NC 64       // the chunk form's chunk length (the GLA op's)
+static size_t mn__mlstm_layout(mn__mlstm_ws* w, float* base, size_t B, size_t T, size_t H, size_t Dk, size_t Dv) {
+    size_t N = B * T * H, off = 0;
+    MN__MLSTM_PIECE(m, N); MN__MLSTM_PIECE(fp, N); MN__MLSTM_PIECE(ip, N); MN__MLSTM_PIECE(bt, N);
+    MN__MLSTM_PIECE(den, N); MN__MLSTM_PIECE(dbt, N); MN__MLSTM_PIECE(dmu, N); MN__MLSTM_PIECE(qdq, N);
+    MN__MLSTM_PIECE(kdkp, N * (Dk / 4)); MN__MLSTM_PIECE(o, N * Dv); MN__MLSTM_PIECE(n0c, B * H * Dk);
+    if (Dk == Dv && (Dk == 64 || Dk == 128)) {
+        const size_t NT = (T + MN__MLSTM_NC - 1) / MN__MLSTM_NC;
+        MN__MLSTM_PIECE(cb, B * H); MN__MLSTM_PIECE(flag, 1); MN__MLSTM_PIECE(kp, N * Dk);
+        MN__MLSTM_PIECE(dkp, N * Dk); MN__MLSTM_PIECE(lg, N); MN__MLSTM_PIECE(bp, N); MN__MLSTM_PIECE(sc, N);
+        MN__MLSTM_PIECE(nsum, B * H * NT * Dk); MN__MLSTM_PIECE(nA, B * H * NT);
+        MN__MLSTM_PIECE(gla, mn_cuda_gla_work_size(B, T, H, Dk, Dv, MN__MLSTM_NC));
+    } else if (w) {
+        w->cb = w->flag = w->kp = w->dkp = w->lg = w->bp = w->sc = w->nsum = w->nA = w->gla = NULL;
+    }
+    return off;
+}
+size_t mn_cuda_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
+    (void)C;
+    return mn__mlstm_layout(NULL, NULL, B, T, H, Dk, Dv);
+}
+
+__device__ __forceinline__ double mn__mlstm_logsig(double x) { return (x < 0 ? x : 0.0) - log1p(exp(-fabs(x))); }
+
+// The stabiliser and the gates' factors (see the section comment). m (B,T,H), fp, ip (B,T,H) written;
+// stab (B,T,H), mt (B,H) written when not NULL; ig, fg (B,T,H); m0 (B,H) or NULL (zeros). Blocks of 4
+// warps, one warp per (b,h); lane l replays tokens [l L, (l+1) L), L = ceil(T/32).
+__global__ void __launch_bounds__(128) mn__k_mlstm_gates(float* m, float* fp, float* ip, float* stab, float* mt,
+                                                         const float* ig, const float* fg, const float* m0,
+                                                         unsigned BH, unsigned T, unsigned H) {
+    const unsigned bh = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (bh >= BH) return;                            // a whole warp leaves together
+    const unsigned b = bh / H, h = bh % H, L = (T + 31) / 32, t0 = lane * L;
+    const unsigned t1 = t0 + L < T ? t0 + L : T;
+    const double mstart = m0 ? (double)m0[bh] : 0.0;
+    // the run's map x -> max(A + x, Cm): A the sum of its lf, Cm what the inputs gates make of -inf
+    double A = 0.0, Cm = -INFINITY;
+    for (unsigned t = t0; t < t1; t++) {
+        size_t r = ((size_t)b * T + t) * H + h;
+        double lf = mn__mlstm_logsig(fg[r]);
+        A += lf;
+        Cm = fmax(Cm + lf, (double)ig[r]);
+    }
+    // inclusive scan over lanes: the earlier map first, then this one: (A, Cm) <- (Ae + A, max(Ce + A, Cm))
+    for (int o = 1; o < 32; o <<= 1) {
+        double Ae = __shfl_up_sync(0xffffffffu, A, o), Ce = __shfl_up_sync(0xffffffffu, Cm, o);
+        if ((int)lane >= o) { Cm = fmax(Ce + A, Cm); A = Ae + A; }
+    }
+    double Ap = __shfl_up_sync(0xffffffffu, A, 1), Cp = __shfl_up_sync(0xffffffffu, Cm, 1);
+    double mm = lane ? fmax(Ap + mstart, Cp) : mstart;   // the m entering the run (m0 = -inf: Cp)
+    for (unsigned t = t0; t < t1; t++) {
+        size_t r = ((size_t)b * T + t) * H + h;
+        double lf = mn__mlstm_logsig(fg[r]), i = ig[r], mn = fmax(lf + mm, i);
+        fp[r] = (float)exp(lf + mm - mn);             // 0 when m_{t-1} = -inf
+        ip[r] = (float)exp(i - mn);
+        m[r] = (float)mn;
+        if (stab) stab[r] = (float)mn;
+        mm = mn;
+    }
+    // lane 31's run ends at T (or is empty and starts from everything before): its m is m_{T-1}
+    if (mt && lane == 31) mt[bh] = (float)mm;
+}
+
+// the arguments of mn__k_mlstm_scan (pointers as in mn_cuda_mlstm_*; m, fp, ip, bt, den, dbt, kdkp the
+// workspace's)
+typedef struct mn__mlstm_args {
+    const float *q, *k, *v, *dout, *C0, *n0;           // (B,T,H,Dk) x2, (B,T,H,Dv) x2, (B,H,Dk,Dv), (B,H,Dk)
+    const float *m, *fp, *ip, *dbt;                    // (B,T,H)
+    float *out, *norm, *bt, *den, *Ct, *nt;            // (B,T,H,Dv), (B,T,H) x3, (B,H,Dk,Dv), (B,H,Dk)
+    float *dq, *dk, *dv, *dC0, *dn0, *kdkp;            // (B,T,H,Dk) x2, (B,T,H,Dv), (B,H,Dk,Dv), (B,H,Dk),
+    unsigned T, H, Dk, Dv;                             // (B,T,H,Dk/4)
+    float scale, eps;
+    int acc;                                           // gradients: 1 accumulate, 0 overwrite
+} mn__mlstm_args;
+
+// The token's operands of one scan (see the section comment): a, b (RPT rows each of this thread), c the
+// column's entry, and the token's scalars: x[0] f', x[1] i', x[2] m (mode 0) or den, x[3] dbt (modes 1, 3),
+// x[4] the column's k (mode 3). r the row (b,t,h). Loaded one token ahead of their use.
+template <int RPT, int MODE>
+__device__ __forceinline__ void mn__mlstm_load(const mn__mlstm_args& p, size_t r, unsigned g, unsigned col, float* a,
+                                               float* b, float& c, float* x) {
+    const float *pa, *pb, *pc;
+    size_t lr, lc;                                     // the rows' and the column's vector lengths
+    if (MODE == 0) { pa = p.q; pb = p.k; pc = p.v; lr = p.Dk; lc = p.Dv; }
+    else if (MODE == 1) { pa = p.dout; pb = p.v; pc = p.k; lr = p.Dv; lc = p.Dk; }
+    else if (MODE == 2) { pa = p.k; pb = p.q; pc = p.dout; lr = p.Dk; lc = p.Dv; }
+    else { pa = p.v; pb = p.dout; pc = p.q; lr = p.Dv; lc = p.Dk; }
+#pragma unroll
+    for (int i = 0; i < RPT; i++) {
+        a[i] = pa[r * lr + g + MN__MLSTM_RG * i];
+        b[i] = pb[r * lr + g + MN__MLSTM_RG * i];
+    }
+    c = pc[r * lc + col];
+    x[0] = p.fp[r]; x[1] = p.ip[r];
+    x[2] = MODE == 0 ? p.m[r] : p.den[r];
+    x[3] = MODE == 1 || MODE == 3 ? p.dbt[r] : 0.f;
+    x[4] = MODE == 3 ? p.k[r * lc + col] : 0.f;
+}
+
+// The recurrent scans (see the section comment). Grid (columns / 16, B*H), 128 threads.
+template <int RPT, int MODE>
+__global__ void __launch_bounds__(128) mn__k_mlstm_scan(mn__mlstm_args p) {
+    constexpr bool REV = MODE >= 2;
+    const unsigned lane = threadIdx.x & 31, g = lane & (MN__MLSTM_RG - 1);
+    const unsigned col = blockIdx.x * MN__MLSTM_COLS + (threadIdx.x >> 5) * 4 + (lane >> 3);
+    const unsigned bh = blockIdx.y, b = bh / p.H, h = bh % p.H, T = p.T, H = p.H, Dk = p.Dk, Dv = p.Dv;
+    float S[RPT], nr[RPT], a[RPT], bb[RPT], an[RPT], bn[RPT], c, cn, x[5], xn[5];
+    float z = 0.f;                                     // mode 1: the column's n_d; mode 3: its dn_d
+    float dprev = 0.f;                                 // backward scans: f'_{t+1}, the decay of the later state
+#pragma unroll
+    for (int i = 0; i < RPT; i++) { S[i] = 0.f; nr[i] = 0.f; }
+    if (MODE == 0) {
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            const unsigned d = g + MN__MLSTM_RG * i;
+            if (p.C0) S[i] = p.C0[((size_t)bh * Dk + d) * Dv + col];
+            if (p.n0) nr[i] = p.n0[(size_t)bh * Dk + d];
+        }
+    } else if (MODE == 1) {                            // C^T: row j, column d
+#pragma unroll
+        for (int i = 0; i < RPT; i++)
+            if (p.C0) S[i] = p.C0[((size_t)bh * Dk + col) * Dv + g + MN__MLSTM_RG * i];
+        if (p.n0) z = p.n0[(size_t)bh * Dk + col];
+    }
+    unsigned t = REV ? T - 1 : 0;
+    size_t r = ((size_t)b * T + t) * H + h;
+    mn__mlstm_load<RPT, MODE>(p, r, g, col, a, bb, c, x);
+    for (unsigned s = 0; s < T; s++) {
+        const unsigned tn = REV ? t - 1 : t + 1;       // the next token (unused after the last)
+        const size_t rn = ((size_t)b * T + tn) * H + h;
+        if (s + 1 < T) mn__mlstm_load<RPT, MODE>(p, rn, g, col, an, bn, cn, xn);
+        const float fpt = x[0], ipt = x[1];
+        float y = 0.f, nq = 0.f;
+        if (MODE == 0) {
+            // C = f' C + i' k v^T ; n = f' n + i' k ; y = C^T q, nq = n.q over this thread's rows
+#pragma unroll
+            for (int i = 0; i < RPT; i++) {
+                const float ik = ipt * bb[i];
+                S[i] = fmaf(fpt, S[i], ik * c);
+                nr[i] = fmaf(fpt, nr[i], ik);
+                y = fmaf(S[i], a[i], y);
+                nq = fmaf(nr[i], a[i], nq);
+            }
+        } else if (MODE == 1) {
+            // C^T = f' C^T + i' v k^T ; n_d = f' n_d + i' k_d ; y = C dO (dN = dO / den below)
+#pragma unroll
+            for (int i = 0; i < RPT; i++) {
+                S[i] = fmaf(fpt, S[i], (ipt * bb[i]) * c);
+                y = fmaf(S[i], a[i], y);
+            }
+            z = fmaf(fpt, z, ipt * c);
+        } else if (MODE == 2) {
+            // dC = f'_{t+1} dC + q^ dN^T ; y = dC^T k
+            const float dn = c / x[2];
+#pragma unroll
+            for (int i = 0; i < RPT; i++) {
+                S[i] = fmaf(dprev, S[i], (p.scale * bb[i]) * dn);
+                y = fmaf(S[i], a[i], y);
+            }
+        } else {
+            // dC^T = f'_{t+1} dC^T + dN q^^T ; dn_d = f'_{t+1} dn_d + q^_d dbt ; y = dC v
+            const float rd = 1.f / x[2], qd = p.scale * c;
+#pragma unroll
+            for (int i = 0; i < RPT; i++) {
+                S[i] = fmaf(dprev, S[i], (bb[i] * rd) * qd);
+                y = fmaf(S[i], a[i], y);
+            }
+            z = fmaf(dprev, z, qd * x[3]);
+        }
+        // the sums over the column's rows: the 8 lanes of the column (xor 1, 2, 4)
+#pragma unroll
+        for (int o = 1; o < MN__MLSTM_RG; o <<= 1) {
+            y += __shfl_xor_sync(0xffffffffu, y, o);
+            if (MODE == 0) nq += __shfl_xor_sync(0xffffffffu, nq, o);
+        }
+        if (MODE == 0) {
+            const float btv = p.scale * nq, nrm = fmaxf(fabsf(btv), expf(-x[2])), den = nrm + p.eps;
+            if (g == 0) p.out[r * Dv + col] = p.scale * y / den;
+            if (col == 0 && g == 0) {
+                if (p.norm) p.norm[r] = nrm;
+                if (p.bt) { p.bt[r] = btv; p.den[r] = den; }
+            }
+        } else if (MODE == 1) {
+            const float v1 = p.scale * (y / x[2] + x[3] * z);
+            if (g == 0) { float* o = p.dq + r * Dk + col; *o = p.acc ? *o + v1 : v1; }
+        } else if (MODE == 2) {
+            const float v1 = ipt * y;
+            if (g == 0) { float* o = p.dv + r * Dv + col; *o = p.acc ? *o + v1 : v1; }
+            dprev = fpt;
+        } else {
+            const float v1 = ipt * (y + z);
+            if (g == 0) { float* o = p.dk + r * Dk + col; *o = p.acc ? *o + v1 : v1; }
+            // k.dk over the warp's 4 columns (every lane of a column holds the same v1): lanes xor 8, 16
+            float part = x[4] * v1;
+            part += __shfl_xor_sync(0xffffffffu, part, 8);
+            part += __shfl_xor_sync(0xffffffffu, part, 16);
+            if (lane == 0) p.kdkp[r * (Dk / 4) + col / 4] = part;
+            dprev = fpt;
+        }
+        if (s + 1 < T) {
+#pragma unroll
+            for (int i = 0; i < RPT; i++) { a[i] = an[i]; bb[i] = bn[i]; }
+            #pragma unroll
+            for (int i = 0; i < 5; i++) x[i] = xn[i];
+            c = cn; t = tn; r = rn;
+        }
+    }
+    if (MODE == 0) {
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            const unsigned d = g + MN__MLSTM_RG * i;
+            if (p.Ct) p.Ct[((size_t)bh * Dk + d) * Dv + col] = S[i];
+            if (p.nt && col == 0) p.nt[(size_t)bh * Dk + d] = nr[i];
+        }
+    } else if (MODE == 2 && p.dC0) {                   // forward: C_0 = f'_0 C0 + ..., so: dC0 += f'_0 dC_0
+#pragma unroll
+        for (int i = 0; i < RPT; i++) {
+            float* o = p.dC0 + ((size_t)bh * Dk + g + MN__MLSTM_RG * i) * Dv + col;
+            *o = p.acc ? *o + dprev * S[i] : dprev * S[i];
+        }
+    } else if (MODE == 3 && p.dn0 && g == 0) {
+        float* o = p.dn0 + (size_t)bh * Dk + col;
+        *o = p.acc ? *o + dprev * z : dprev * z;
+    }
+}
+
+// Per token (one warp per row (b,t,h) of NR): dbt, dmu, qdq (see the section comment); o (NR,Dv) the
+// recomputed output, bt, den, m (NR) the forward's; exact 0: MN_MLSTM_BW_DETACH (dbt = dmu = 0).
+__global__ void __launch_bounds__(256) mn__k_mlstm_prep(float* dbt, float* dmu, float* qdq, const float* dout,
+                                                        const float* o, const float* bt, const float* den,
+                                                        const float* m, size_t NR, unsigned Dv, float eps, int exact) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    float dot = 0.f;
+    for (unsigned j = lane; j < Dv; j += 32) dot = fmaf(dout[r * Dv + j], o[r * Dv + j], dot);
+    dot = mn__warp_sum(dot);
+    if (lane == 0) {
+        const float dn = den[r], b = bt[r];
+        float db = 0.f, dm = 0.f;
+        if (exact) {
+            if (fabsf(b) >= expf(-m[r])) db = -dot / dn * (float)((b > 0) - (b < 0));
+            dm = -eps * dot / dn;
+        }
+        dbt[r] = db; dmu[r] = dm; qdq[r] = dot + db * b;
+    }
+}
+
+// The gates' gradients (see the section comment): di, df (B,T,H) accumulated (acc) or written; ig, fg the
+// gates; m (B,T,H) the stabiliser, m0 (B,H) or NULL; qdq, dmu (B,T,H); kdkp (B,T,H,NW) k.dk in NW parts.
+// Blocks of 4 warps, one warp per (b,h), lane l the tokens [l L, (l+1) L) walked backwards.
+__global__ void __launch_bounds__(128) mn__k_mlstm_gates_bwd(float* di, float* df, const float* ig, const float* fg,
+                                                             const float* m, const float* m0, const float* qdq,
+                                                             const float* dmu, const float* kdkp, unsigned BH,
+                                                             unsigned T, unsigned H, unsigned NW, int acc) {
+    const unsigned bh = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (bh >= BH) return;
+    const unsigned b = bh / H, h = bh % H, L = (T + 31) / 32, t0 = lane * L;
+    const unsigned t1 = t0 + L < T ? t0 + L : T;
+    const double mstart = m0 ? (double)m0[bh] : 0.0;
+    // pass 1: the run's sum of (q.dq - k.dk) and its map of dmc, x -> A x + Cc (A in {0, 1})
+    double sum = 0.0, A = 1.0, Cc = 0.0;
+    for (unsigned t = t1; t-- > t0;) {
+        size_t r = ((size_t)b * T + t) * H + h;
+        double kdk = 0.0;
+        for (unsigned w = 0; w < NW; w++) kdk += kdkp[r * NW + w];
+        sum += (double)qdq[r] - kdk;
+        double mprev = t ? (double)m[r - H] : mstart;
+        int lfw = mn__mlstm_logsig(fg[r]) + mprev >= (double)ig[r];   // forward: the lf branch won
+        if (lfw) Cc += dmu[r]; else { A = 0.0; Cc = 0.0; }
+    }
+    // reversed inclusive scan: lane l's value covers l..31, the later lanes' maps applied first
+    for (int o = 1; o < 32; o <<= 1) {
+        double Al = __shfl_down_sync(0xffffffffu, A, o), Cl = __shfl_down_sync(0xffffffffu, Cc, o);
+        double Sl = __shfl_down_sync(0xffffffffu, sum, o);
+        if (lane + o < 32) { Cc = A * Cl + Cc; A = A * Al; sum += Sl; }
+    }
+    double Sn = __shfl_down_sync(0xffffffffu, sum, 1), Cn = __shfl_down_sync(0xffffffffu, Cc, 1);
+    double accs = lane < 31 ? Sn : 0.0, dmc = lane < 31 ? Cn : 0.0;   // what enters the run from later tokens
+    for (unsigned t = t1; t-- > t0;) {
+        size_t r = ((size_t)b * T + t) * H + h;
+        double kdk = 0.0;
+        for (unsigned w = 0; w < NW; w++) kdk += kdkp[r * NW + w];
+        double f = fg[r], lf = mn__mlstm_logsig(f), mprev = t ? (double)m[r - H] : mstart;
+        // (1) k enters as k e^{i}; q e^{F_t}, k e^{-F_s} with F the cumulative lf
+        double dit = kdk, dlf, tot;
+        accs += (double)qdq[r] - kdk;
+        dlf = accs;
+        // (2) m_t = max(lf_t + m_{t-1}, i_t): the winning branch takes dL/dm_t
+        tot = (double)dmu[r] + dmc;
+        if (lf + mprev >= (double)ig[r]) { dlf += tot; dmc = tot; } else { dit += tot; dmc = 0.0; }
+        const float gi = (float)dit, gf = (float)(dlf / (1.0 + exp(f)));   // dlf sigmoid(-f)
+        di[r] = acc ? di[r] + gi : gi;
+        df[r] = acc ? df[r] + gf : gf;
+    }
+}
+
+static int mn__mlstm_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                           size_t C) {
+    if (Dk % 16 || Dv % 16 || Dk < 16 || Dv < 16 || Dk > 128 || Dv > 128)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk, Dv multiples of 16 in 16..128", __LINE__);
+    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs chunk C >= 1", __LINE__);
+    if (B * H == 0 || B * H > 65535 || T == 0 || B * T * H > 0xffffffffu / 8)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs 0 < B*H <= 65535, T > 0", __LINE__);
+    return MN_OK;
+}
+template <int MODE>
+static int mn__mlstm_scan_launch(mn_cuda_ctx* ctx, const mn__mlstm_args& p, size_t BH) {
+    // rows: Dk for the forward and dv, Dv for dq and dk; columns the other
+    const unsigned R = MODE == 0 || MODE == 2 ? p.Dk : p.Dv, Cn = MODE == 0 || MODE == 2 ? p.Dv : p.Dk;
+    const dim3 grid(Cn / MN__MLSTM_COLS, (unsigned)BH);
+    switch (R / MN__MLSTM_RG) {
+    case 2: mn__k_mlstm_scan<2, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 4: mn__k_mlstm_scan<4, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 6: mn__k_mlstm_scan<6, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 8: mn__k_mlstm_scan<8, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 10: mn__k_mlstm_scan<10, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 12: mn__k_mlstm_scan<12, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 14: mn__k_mlstm_scan<14, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    case 16: mn__k_mlstm_scan<16, MODE><<<grid, 128, 0, MN__STREAM>>>(p); break;
+    default: return mn__fail(ctx, MN_ERR_CONFIG, "mn__mlstm_scan_launch", "rows not a multiple of 16", __LINE__);
+    }
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// The gates and the forward scan, shared by both directions: out, norm, bt, den written (bt, den into w)
+static int mn__mlstm_fwd(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* out, float* norm, float* stab, float* Ct,
+                         float* nt, float* mt, const float* q, const float* k, const float* v, const float* ig,
+                         const float* fg, const float* C0, const float* n0, const float* m0, size_t B, size_t T,
+                         size_t H, size_t Dk, size_t Dv, double scale, double eps) {
+    const size_t BH = B * H;
+    if (n0) MN__CU(cudaMemcpyAsync(w->n0c, n0, BH * Dk * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
+    mn__k_mlstm_gates<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(w->m, w->fp, w->ip, stab, mt, ig, fg, m0,
+                                                                      (unsigned)BH, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__mlstm_args p;
+    memset(&p, 0, sizeof p);
+    p.q = q; p.k = k; p.v = v; p.C0 = C0; p.n0 = n0 ? w->n0c : NULL;
+    p.m = w->m; p.fp = w->fp; p.ip = w->ip;
+    p.out = out; p.norm = norm; p.bt = w->bt; p.den = w->den; p.Ct = Ct; p.nt = nt;
+    p.T = (unsigned)T; p.H = (unsigned)H; p.Dk = (unsigned)Dk; p.Dv = (unsigned)Dv;
+    p.scale = (float)scale; p.eps = (float)eps;
+    return mn__mlstm_scan_launch<0>(ctx, p, BH);
+}
+int mn_cuda_mlstm_forward_recurrent(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt,
+                                    float* mt, const float* q, const float* k, const float* v, const float* ig,
+                                    const float* fg, const float* C0, const float* n0, const float* m0, size_t B,
+                                    size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                                    float* work) {
+    MN__TRY(mn__mlstm_check(ctx, "mn_cuda_mlstm_forward", B, T, H, Dk, Dv, C));
+    mn__mlstm_ws w;
+    mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
+    return mn__mlstm_fwd(ctx, &w, out, norm, stab, Ct, nt, mt, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv, scale,
+                         eps);
+}
+// acc = 0 overwrites dq, dk, dv, di, df, dC0, dn0 (the model's first writer), 1 accumulates
+static int mn__mlstm_backward_rec(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                  float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                  const float* v, const float* ig, const float* fg, const float* C0, const float* n0,
+                                  const float* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale,
+                                  double eps, size_t C, int mode, float* work, int acc) {
+    MN__TRY(mn__mlstm_check(ctx, "mn_cuda_mlstm_backward", B, T, H, Dk, Dv, C));
+    if (mode != MN_MLSTM_BW_EXACT && mode != MN_MLSTM_BW_DETACH)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mlstm_backward", "mode must be EXACT or DETACH", __LINE__);
+    const size_t BH = B * H, NR = B * T * H;
+    mn__mlstm_ws w;
+    mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
+    // the forward again: o into the workspace, with bt and den
+    MN__TRY(mn__mlstm_fwd(ctx, &w, w.o, NULL, NULL, NULL, NULL, NULL, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv,
+                          scale, eps));
+    mn__k_mlstm_prep<<<(unsigned)((NR + 7) / 8), 256, 0, MN__STREAM>>>(w.dbt, w.dmu, w.qdq, dout, w.o, w.bt, w.den,
+                                                                      w.m, NR, (unsigned)Dv, (float)eps,
+                                                                      mode == MN_MLSTM_BW_EXACT);
+    MN__LAUNCHED();
+    mn__mlstm_args p;
+    memset(&p, 0, sizeof p);
+    p.q = q; p.k = k; p.v = v; p.dout = dout; p.C0 = C0; p.n0 = n0 ? w.n0c : NULL;
+    p.m = w.m; p.fp = w.fp; p.ip = w.ip; p.dbt = w.dbt; p.den = w.den;
+    p.dq = dq; p.dk = dk; p.dv = dv; p.dC0 = dC0; p.dn0 = dn0; p.kdkp = w.kdkp;
+    p.T = (unsigned)T; p.H = (unsigned)H; p.Dk = (unsigned)Dk; p.Dv = (unsigned)Dv;
+    p.scale = (float)scale; p.eps = (float)eps; p.acc = acc;
+    MN__TRY(mn__mlstm_scan_launch<1>(ctx, p, BH));
+    MN__TRY(mn__mlstm_scan_launch<2>(ctx, p, BH));
+    MN__TRY(mn__mlstm_scan_launch<3>(ctx, p, BH));
+    mn__k_mlstm_gates_bwd<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(di, df, ig, fg, w.m, m0, w.qdq, w.dmu,
+                                                                          w.kdkp, (unsigned)BH, (unsigned)T,
+                                                                          (unsigned)H, (unsigned)(Dk / 4), acc);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_mlstm_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                     float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                     const float* v, const float* ig, const float* fg, const float* C0,
+                                     const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                                     size_t Dv, double scale, double eps, size_t C, int mode, float* work) {
+    return mn__mlstm_backward_rec(ctx, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk,
+                                  Dv, scale, eps, C, mode, work, 1);
+}
+// ---- the chunk form (the default where it applies): the numerator through the GLA op ----
+// Without an initial state, the unstabilised numerator and normaliser of token t are sums over j <= t of
+// e^{F_t - F_j + i_j} (q^_t.k_j) v_j and e^{F_t - F_j + i_j} q^_t.k_j, F the running sum of lf = logsigmoid(f).
+// With a constant c per head (the largest input gate of the sequence), k'_j = e^{i_j - c} k_j turns the first
+// into e^c times the GLA op's output with one log-decay lf per token and head (G = 1: chunks of 64 on the
+// tensor cores, 3xTF32 in fp32 mode), o'_t; the second is e^c b'_t, b'_t = q^_t.n'_t with
+// n'_t = e^{lf_t} n'_{t-1} + k'_t, a Dk-vector scan run here chunkwise (a summary pass per chunk, then each
+// chunk replays its 64 tokens from the state its predecessors hand it). With E_t = e^{c - m_t}:
+//   bt_t = b'_t E_t ; den_t = max(|bt_t|, e^{-m_t}) + eps ; out_t = o'_t E_t / den_t       (c cancels)
+// the recurrent form's quantities exactly, so its per-token prep and gate-gradient kernels are reused.
+// Backward: dO' = dout E / den into the GLA op's backward (dq, dk', dv), dB' = dbt E into the vector scan's
+// backward (dq += scale dB' n', dk'_j += scale sum_{t>=j} e^{F_t - F_j} dB'_t q_t, the reverse scan),
+// dk = e^{i - c} dk', and the gates by the identity of the recurrent form (di = k.dk, dlf from q.dq - k.dk,
+// plus the stabiliser's branch). Range: every k' is e^{i_j - c} >= e^{-(max i - min i)} times k, and the
+// terms that matter at token t are ~e^{m_t - c} >= e^{-(max i - min i)} (m_t >= i_t) of their natural size,
+// so with max i - min i <= 40 per head (the layer's soft cap 15 keeps it <= 30) nothing that counts comes
+// near float's underflow (e^{-87}); past that (or non-finite gates) the default falls back to the recurrent
+// kernels. The check needs the gates' range on the host: one stream synchronisation per call.
+// Precision: the GLA op's (3xTF32 products, fp32 accumulation in fp32 math; plain TF32 in the TF32 and bf16
+// modes), the vector scans in fp32 FMAs over at most 64 tokens from their entering state, gates and E in
+// double. Deterministic (the range flag is the only atomic, an OR). Cost: the GLA op's (about 0.8 ms
+// forward, 3.6 ms forward and backward at B 4, T 4096, H 16, D 128 as measured for it) plus O(D) a token
+// for the rest; the backward recomputes the forward.
+#define MN__MLSTM_RANGE 40.0
+
+// Per (b,h): cb = max_t i_t; flag set when max - min > RANGE (or not finite). One warp per (b,h).
+__global__ void __launch_bounds__(128) mn__k_mlstm_range(float* cb, unsigned* flag, const float* ig, unsigned BH,
+                                                         unsigned T, unsigned H) {
+    const unsigned bh = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (bh >= BH) return;
+    const unsigned b = bh / H, h = bh % H;
+    float mx = -INFINITY, mn = INFINITY;
+    for (unsigned t = lane; t < T; t += 32) {
+        const float i = ig[((size_t)b * T + t) * H + h];
+        mx = fmaxf(mx, i);
+        mn = fminf(mn, i);
+        if (i != i) mn = -INFINITY;                   // NaN: out of range
+    }
+    for (int o = 16; o; o >>= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+    }
+    if (lane == 0) {
+        cb[bh] = mx;
+        if (!((double)mx - (double)mn <= MN__MLSTM_RANGE)) atomicOr(flag, 1u);   // a flag: order does not matter
+    }
+}
+// Per row r = (b,t,h) of NR (one warp each): kp = e^{i - c} k (B,T,H,Dk), lg = logsigmoid(f) (B,T,H).
+__global__ void __launch_bounds__(256) mn__k_mlstm_kprep(float* kp, float* lg, const float* k, const float* ig,
+                                                         const float* fg, const float* cb, size_t NR, unsigned T,
+                                                         unsigned H, unsigned Dk) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const float e = (float)exp((double)ig[r] - (double)cb[bh]);
+    for (unsigned d = lane; d < Dk; d += 32) kp[r * Dk + d] = e * k[r * Dk + d];
+    if (lane == 0) lg[r] = (float)mn__mlstm_logsig((double)fg[r]);
+}
+
+// the arguments of mn__k_mlstm_nrm
+typedef struct mn__mlstm_nargs {
+    const float *x, *sc, *lg, *q;   // x (B,T,H,Dk) the scanned vectors (k' forward, q reverse), sc (B,T,H) their
+                                    // factor (reverse; dq's in MODE 2), lg (B,T,H), q (B,T,H,Dk) (MODE 1)
+    float *sum, *A;                 // the chunk summaries (B,H,NT,Dk) and decays e^{sum of the chunk's lf} (B,H,NT)
+    float* y;                       // MODE 1 b' (B,T,H) written; MODE 2 dq, MODE 4 dk' (B,T,H,Dk) accumulated
+    unsigned T, H, Dk, NT;
+    float scale;
+} mn__mlstm_nargs;
+// The normaliser's vector scan, chunkwise: block (chunk, b*h), thread d one channel (blockDim = Dk <= 128).
+//   forward  n'_t = e^{lf_t} n'_{t-1} + k'_t          MODE 0: the chunk's end value from zero -> sum, A
+//                                                    MODE 1: b'_t = scale q_t.n'_t (MODE 2: dq_t += sc_t n'_t)
+//   reverse  z_j = sc_j q_j + e^{lf_{j+1}} z_{j+1}   MODE 3: e^{lf_first} z_first from zero -> sum, A
+//                                                    MODE 4: dk'_j += z_j
+// A chunk's entering state is its predecessors' (successors') summaries, each decayed by the chunks between.
+template <int MODE>
+__global__ void __launch_bounds__(128) mn__k_mlstm_nrm(mn__mlstm_nargs p) {
+    __shared__ float prod[MODE == 1 ? MN__MLSTM_NC : 1][129];   // MODE 1: q_t[d] n'_t[d], padded (no conflicts)
+    const unsigned c = blockIdx.x, bh = blockIdx.y, d = threadIdx.x, Dk = p.Dk, H = p.H, T = p.T, NT = p.NT;
+    const unsigned b = bh / H, h = bh % H, t0 = c * MN__MLSTM_NC;
+    const unsigned L = T - t0 < MN__MLSTM_NC ? T - t0 : MN__MLSTM_NC;
+    const float* sum = p.sum + (size_t)bh * NT * Dk;
+    const float* A = p.A + (size_t)bh * NT;
+    float z = 0.f;
+    if (MODE == 1 || MODE == 2) {                     // N_c = sum_{c' < c} (prod of A between) s_{c'}
+        float P = 1.f;
+        for (unsigned cc = c; cc-- > 0;) { z = fmaf(P, sum[(size_t)cc * Dk + d], z); P *= A[cc]; }
+    } else if (MODE == 4) {                           // R_c = sum_{c' > c} (prod of A between) rho_{c'}
+        float P = 1.f;
+        for (unsigned cc = c + 1; cc < NT; cc++) { z = fmaf(P, sum[(size_t)cc * Dk + d], z); P *= A[cc]; }
+    }
+    double G = 0.0;                                   // the chunk's sum of lf (MODE 0, 3)
+    if (MODE <= 2) {
+#pragma unroll 4
+        for (unsigned j = 0; j < L; j++) {
+            const size_t r = ((size_t)b * T + t0 + j) * H + h;
+            const float lf = p.lg[r];
+            z = fmaf(expf(lf), z, p.x[r * Dk + d]);
+            if (MODE == 0) G += lf;
+            if (MODE == 1) prod[j][d] = z * p.q[r * Dk + d];
+            if (MODE == 2) p.y[r * Dk + d] += p.sc[r] * z;
+        }
+    } else {
+#pragma unroll 4
+        for (unsigned j = L; j-- > 0;) {
+            const size_t r = ((size_t)b * T + t0 + j) * H + h;
+            const float lf = p.lg[r], zz = fmaf(p.sc[r], p.x[r * Dk + d], z);
+            if (MODE == 4) p.y[r * Dk + d] += zz;
+            z = expf(lf) * zz;                        // what token j hands token j - 1
+            if (MODE == 3) G += lf;
+        }
+    }
+    if (MODE == 0 || MODE == 3) {
+        p.sum[((size_t)bh * NT + c) * Dk + d] = z;
+        if (d == 0) p.A[(size_t)bh * NT + c] = (float)exp(G);
+    }
+    if (MODE == 1) {
+        __syncthreads();
+        if (d < L) {                                  // thread d sums token d's row (Dk >= 64 >= L threads)
+            float s = 0.f;
+            for (unsigned e = 0; e < Dk; e++) s += prod[d][e];
+            p.y[((size_t)b * T + t0 + d) * H + h] = p.scale * s;
+        }
+    }
+}
+// Per row (one warp each): E = e^{c - m}, bt = b' E, nrm = max(|bt|, e^{-m}), den = nrm + eps, out = o' E / den
+// in place (out NULL: skipped); norm (B,T,H) written when not NULL, bt, den (B,T,H) written (the backward's).
+__global__ void __launch_bounds__(256) mn__k_mlstm_fin(float* out, float* norm, float* bt, float* den, const float* bp,
+                                                       const float* m, const float* cb, size_t NR, unsigned T,
+                                                       unsigned H, unsigned Dv, double eps) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const double mm = m[r], E = exp((double)cb[bh] - mm), btv = (double)bp[r] * E;
+    const double nrm = fmax(fabs(btv), exp(-mm)), dn = nrm + eps;
+    const float f = (float)(E / dn);
+    if (out)
+        for (unsigned j = lane; j < Dv; j += 32) out[r * Dv + j] *= f;
+    if (lane == 0) {
+        if (norm) norm[r] = (float)nrm;
+        bt[r] = (float)btv;
+        den[r] = (float)dn;
+    }
+}
+// Per row (after mn__k_mlstm_prep): dop = dout E / den (B,T,H,Dv) the GLA op's output gradient, sc = scale dbt E
+// (B,T,H) the vector scan's (dbt the gradient of the stabilised bt = b' E).
+__global__ void __launch_bounds__(256) mn__k_mlstm_dprep(float* dop, float* sc, const float* dout, const float* dbt,
+                                                         const float* den, const float* m, const float* cb,
+                                                         size_t NR, unsigned T, unsigned H, unsigned Dv, float scale) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const double E = exp((double)cb[bh] - (double)m[r]);
+    const float f = (float)(E / (double)den[r]);
+    for (unsigned j = lane; j < Dv; j += 32) dop[r * Dv + j] = f * dout[r * Dv + j];
+    if (lane == 0) sc[r] = (float)((double)scale * dbt[r] * E);
+}
+// Per row: dk = e^{i - c} dk' (B,T,H,Dk) accumulated (acc) or written; kdk (B,T,H) = k'.dk' (= k.dk) written.
+__global__ void __launch_bounds__(256) mn__k_mlstm_kfin(float* dk, float* kdk, const float* dkp, const float* kp,
+                                                        const float* ig, const float* cb, size_t NR, unsigned T,
+                                                        unsigned H, unsigned Dk, int acc) {
+    const size_t r = blockIdx.x * (size_t)8 + (threadIdx.x >> 5);
+    const unsigned lane = threadIdx.x & 31;
+    if (r >= NR) return;
+    const size_t bh = r / ((size_t)T * H) * H + r % H;
+    const float e = (float)exp((double)ig[r] - (double)cb[bh]);
+    float part = 0.f;
+    for (unsigned d = lane; d < Dk; d += 32) {
+        const float g = dkp[r * Dk + d], v1 = e * g;
+        part = fmaf(kp[r * Dk + d], g, part);
+        dk[r * Dk + d] = acc ? dk[r * Dk + d] + v1 : v1;
+    }
+    part = mn__warp_sum(part);
+    if (lane == 0) kdk[r] = part;
+}
+
+template <int MODE>
+static int mn__mlstm_nrm_launch(mn_cuda_ctx* ctx, const mn__mlstm_nargs& p, size_t BH) {
+    mn__k_mlstm_nrm<MODE><<<dim3(p.NT, (unsigned)BH), p.Dk, 0, MN__STREAM>>>(p);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// whether the chunk form takes the shapes and pointers (the gates' range is the device's check)
+static int mn__mlstm_chunk_fits(size_t B, size_t H, size_t Dk, size_t Dv, const void* const* p, int np) {
+    if (Dk != Dv || (Dk != 64 && Dk != 128) || B * H > 65535) return 0;
+    for (int i = 0; i < np; i++)
+        if ((uintptr_t)p[i] % 16) return 0;
+    return 1;
+}
+// the per-head shift c into w->cb; *ok = 1 when every head's input gates span at most MN__MLSTM_RANGE
+static int mn__mlstm_range(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, const float* ig, size_t B, size_t T, size_t H,
+                           int* ok) {
+    const size_t BH = B * H;
+    unsigned f = 1;
+    MN__CU(cudaMemsetAsync(w->flag, 0, sizeof(unsigned), MN__STREAM));
+    mn__k_mlstm_range<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(w->cb, (unsigned*)w->flag, ig, (unsigned)BH,
+                                                                      (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    MN__CU(cudaMemcpyAsync(&f, w->flag, sizeof f, cudaMemcpyDeviceToHost, MN__STREAM));
+    MN__CU(cudaStreamSynchronize(MN__STREAM));
+    *ok = f == 0;
+    return MN_OK;
+}
+// The chunk form's forward (after mn__mlstm_range): the gates (m; stab, mt when not NULL), k', lf, the GLA
+// op's o' into out (out NULL: no output, the rest only), b', then out, norm, w->bt, w->den; the forward
+// summaries stay in w->nsum, w->nA.
+static int mn__mlstm_fwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* out, float* norm, float* stab,
+                               float* mt, const float* q, const float* k, const float* v, const float* ig,
+                               const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t D, double scale,
+                               double eps) {
+    const size_t BH = B * H, NR = B * T * H;
+    const unsigned rb = (unsigned)((NR + 7) / 8);
+    mn__k_mlstm_gates<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(w->m, w->fp, w->ip, stab, mt, ig, fg, m0,
+                                                                      (unsigned)BH, (unsigned)T, (unsigned)H);
+    MN__LAUNCHED();
+    mn__k_mlstm_kprep<<<rb, 256, 0, MN__STREAM>>>(w->kp, w->lg, k, ig, fg, w->cb, NR, (unsigned)T, (unsigned)H,
+                                                   (unsigned)D);
+    MN__LAUNCHED();
+    if (out) {                                        // NULL: the backward given the forward's output
+        // the GLA products in 3xTF32 whatever ctx->math, as the recurrent form's fp32 (the gate gradients are
+        // sums over the sequence that cancel: SSD's measured 17x in plain TF32)
+        int math = ctx->math, r;
+        ctx->math = MN_CUDA_MATH_FP32;
+        r = mn_cuda_gla_forward(ctx, out, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1, scale, MN__MLSTM_NC,
+                                w->gla);
+        ctx->math = math;
+        MN__TRY(r);
+    }
+    mn__mlstm_nargs p;
+    memset(&p, 0, sizeof p);
+    p.x = w->kp; p.lg = w->lg; p.q = q; p.sum = w->nsum; p.A = w->nA; p.y = w->bp;
+    p.T = (unsigned)T; p.H = (unsigned)H; p.Dk = (unsigned)D; p.NT = (unsigned)((T + MN__MLSTM_NC - 1) / MN__MLSTM_NC);
+    p.scale = (float)scale;
+    MN__TRY(mn__mlstm_nrm_launch<0>(ctx, p, BH));
+    MN__TRY(mn__mlstm_nrm_launch<1>(ctx, p, BH));
+    mn__k_mlstm_fin<<<rb, 256, 0, MN__STREAM>>>(out, norm, w->bt, w->den, w->bp, w->m, w->cb, NR, (unsigned)T,
+                                                 (unsigned)H, (unsigned)D, eps);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// form 0: the chunk form where it applies, else the recurrent one; 2: the chunk form or MN_ERR_CONFIG
+static int mn__mlstm_forward_form(mn_cuda_ctx* ctx, int form, float* out, float* norm, float* stab, float* Ct,
+                                  float* nt, float* mt, const float* q, const float* k, const float* v,
+                                  const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
+                                  size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps,
+                                  size_t C, float* work) {
+    const char* who = form ? "mn_cuda_mlstm_forward_chunk" : "mn_cuda_mlstm_forward";
+    MN__TRY(mn__mlstm_check(ctx, who, B, T, H, Dk, Dv, C));
+    const void* al[5] = { out, q, k, v, work };
+    // T >= one chunk: the H200 run 21 measured df wrong at T = 1 (2 checks), right from T = 64 on
+    const int fits = T >= MN__MLSTM_NC && !Ct && !nt && !C0 && !n0 && mn__mlstm_chunk_fits(B, H, Dk, Dv, al, 5);
+    if (!fits && form)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk == Dv in {64, 128}, no C0, n0, Ct, nt, aligned tensors",
+                        __LINE__);
+    mn__mlstm_ws w;
+    mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
+    int ok = 0;
+    if (fits) MN__TRY(mn__mlstm_range(ctx, &w, ig, B, T, H, &ok));
+    if (!ok && form) return mn__fail(ctx, MN_ERR_CONFIG, who, "input gates span more than 40 in a head", __LINE__);
+    if (!ok)
+        return mn__mlstm_fwd(ctx, &w, out, norm, stab, Ct, nt, mt, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv,
+                             scale, eps);
+    return mn__mlstm_fwd_chunk(ctx, &w, out, norm, stab, mt, q, k, v, ig, fg, m0, B, T, H, Dk, scale, eps);
+}
+int mn_cuda_mlstm_forward(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt, float* mt,
+                          const float* q, const float* k, const float* v, const float* ig, const float* fg,
+                          const float* C0, const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                          size_t Dv, double scale, double eps, size_t C, float* work) {
+    return mn__mlstm_forward_form(ctx, 0, out, norm, stab, Ct, nt, mt, q, k, v, ig, fg, C0, n0, m0, B, T, H, Dk, Dv,
+                                  scale, eps, C, work);
+}
+int mn_cuda_mlstm_forward_chunk(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* mt, const float* q,
+                                const float* k, const float* v, const float* ig, const float* fg, const float* m0,
+                                size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                                float* work) {
+    return mn__mlstm_forward_form(ctx, 2, out, norm, stab, NULL, NULL, mt, q, k, v, ig, fg, NULL, NULL, m0, B, T, H,
+                                  Dk, Dv, scale, eps, C, work);
+}
+// The chunk form's backward (after mn__mlstm_range; see the section comment); acc as mn__mlstm_backward_rec;
+// osaved (B,T,H,Dv) the forward's output of these arguments (the layer keeps it) or NULL (recomputed).
+static int mn__mlstm_bwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* dq, float* dk, float* dv, float* di,
+                               float* df, const float* dout, const float* q, const float* k, const float* v,
+                               const float* ig, const float* fg, const float* m0, size_t B, size_t T, size_t H,
+                               size_t D, double scale, double eps, int mode, int acc, const float* osaved) {
+    const size_t BH = B * H, NR = B * T * H;
+    const unsigned rb = (unsigned)((NR + 7) / 8);
+    // the forward again: o into w->o (unless given: the forward's output, bitwise what this would give), with
+    // m, bt, den, k', lf and the forward summaries
+    MN__TRY(mn__mlstm_fwd_chunk(ctx, w, osaved ? NULL : w->o, NULL, NULL, NULL, q, k, v, ig, fg, m0, B, T, H, D, scale,
+                                eps));
+    const float* o = osaved ? osaved : w->o;
+    mn__k_mlstm_prep<<<rb, 256, 0, MN__STREAM>>>(w->dbt, w->dmu, w->qdq, dout, o, w->bt, w->den, w->m, NR,
+                                                  (unsigned)D, (float)eps, mode == MN_MLSTM_BW_EXACT);
+    MN__LAUNCHED();
+    mn__k_mlstm_dprep<<<rb, 256, 0, MN__STREAM>>>(w->o, w->sc, dout, w->dbt, w->den, w->m, w->cb, NR, (unsigned)T,
+                                                   (unsigned)H, (unsigned)D, (float)scale);   // w->o now dO'
+    MN__LAUNCHED();
+    if (acc) MN__CU(cudaMemsetAsync(w->dkp, 0, NR * D * sizeof(float), MN__STREAM));   // dk' always starts at 0
+    {   // in 3xTF32, as the forward
+        int math = ctx->math, r;
+        ctx->math = MN_CUDA_MATH_FP32;
+        r = mn__gla_backward(ctx, dq, w->dkp, dv, NULL, NULL, w->o, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1,
+                             scale, MN__MLSTM_NC, w->gla, acc);
+        ctx->math = math;
+        MN__TRY(r);
+    }
+    if (mode == MN_MLSTM_BW_EXACT) {                  // the normaliser's part (detach: dbt = 0, nothing to add)
+        mn__mlstm_nargs p;
+        memset(&p, 0, sizeof p);
+        p.x = w->kp; p.sc = w->sc; p.lg = w->lg; p.sum = w->nsum; p.A = w->nA; p.y = dq;
+        p.T = (unsigned)T; p.H = (unsigned)H; p.Dk = (unsigned)D;
+        p.NT = (unsigned)((T + MN__MLSTM_NC - 1) / MN__MLSTM_NC); p.scale = (float)scale;
+        MN__TRY(mn__mlstm_nrm_launch<2>(ctx, p, BH));  // reads the forward summaries before MODE 3 replaces them
+        p.x = q; p.y = w->dkp;
+        MN__TRY(mn__mlstm_nrm_launch<3>(ctx, p, BH));
+        MN__TRY(mn__mlstm_nrm_launch<4>(ctx, p, BH));
+    }
+    mn__k_mlstm_kfin<<<rb, 256, 0, MN__STREAM>>>(dk, w->kdkp, w->dkp, w->kp, ig, w->cb, NR, (unsigned)T, (unsigned)H,
+                                                  (unsigned)D, acc);
+    MN__LAUNCHED();
+    mn__k_mlstm_gates_bwd<<<(unsigned)((BH + 3) / 4), 128, 0, MN__STREAM>>>(di, df, ig, fg, w->m, m0, w->qdq, w->dmu,
+                                                                          w->kdkp, (unsigned)BH, (unsigned)T,
+                                                                          (unsigned)H, 1u, acc);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// form 0: the chunk form where it applies (no C0, n0, dC0, dn0; Dk == Dv in {64, 128}; the gates' range), else
+// the recurrent one; 2: the chunk form or MN_ERR_CONFIG. acc = 0 overwrites the gradients (the model's);
+// osaved (B,T,H,Dv) the forward's output or NULL, as in mn__mlstm_bwd_chunk (the recurrent form ignores it).
+static int mn__mlstm_backward_form(mn_cuda_ctx* ctx, int form, float* dq, float* dk, float* dv, float* di, float* df,
+                                   float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                   const float* v, const float* ig, const float* fg, const float* C0,
+                                   const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                                   size_t Dv, double scale, double eps, size_t C, int mode, float* work, int acc,
+                                   const float* osaved) {
+    const char* who = form ? "mn_cuda_mlstm_backward_chunk" : "mn_cuda_mlstm_backward";
+    MN__TRY(mn__mlstm_check(ctx, who, B, T, H, Dk, Dv, C));
+    if (mode != MN_MLSTM_BW_EXACT && mode != MN_MLSTM_BW_DETACH)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "mode must be EXACT or DETACH", __LINE__);
+    const void* al[9] = { dq, dk, dv, dout, q, k, v, work, osaved };
+    const int fits = T >= MN__MLSTM_NC && !C0 && !n0 && !dC0 && !dn0 && mn__mlstm_chunk_fits(B, H, Dk, Dv, al, 9);
+    if (!fits && form)
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs Dk == Dv in {64, 128}, no C0, n0, dC0, dn0, aligned tensors",
+                        __LINE__);
+    mn__mlstm_ws w;
+    mn__mlstm_layout(&w, work, B, T, H, Dk, Dv);
+    int ok = 0;
+    if (fits) MN__TRY(mn__mlstm_range(ctx, &w, ig, B, T, H, &ok));
+    if (!ok && form) return mn__fail(ctx, MN_ERR_CONFIG, who, "input gates span more than 40 in a head", __LINE__);
+    if (!ok)
+        return mn__mlstm_backward_rec(ctx, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
+                                      Dk, Dv, scale, eps, C, mode, work, acc);
+    return mn__mlstm_bwd_chunk(ctx, &w, dq, dk, dv, di, df, dout, q, k, v, ig, fg, m0, B, T, H, Dk, scale, eps, mode,
+                               acc, osaved);
+}
+static int mn__mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
+                              float* dn0, const float* dout, const float* q, const float* k, const float* v,
+                              const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
+                              size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                              int mode, float* work, int acc, const float* osaved) {
+    return mn__mlstm_backward_form(ctx, 0, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
+                                   Dk, Dv, scale, eps, C, mode, work, acc, osaved);
+}
+int mn_cuda_mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
+                           float* dn0, const float* dout, const float* q, const float* k, const float* v,
+                           const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
+                           size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                           int mode, float* work) {
+    return mn__mlstm_backward_form(ctx, 0, dq, dk, dv, di, df, dC0, dn0, dout, q, k, v, ig, fg, C0, n0, m0, B, T, H,
+                                   Dk, Dv, scale, eps, C, mode, work, 1, NULL);
+}
+int mn_cuda_mlstm_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                 const float* dout, const float* q, const float* k, const float* v, const float* ig,
+                                 const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                 double scale, double eps, size_t C, int mode, float* work) {
+    return mn__mlstm_backward_form(ctx, 2, dq, dk, dv, di, df, NULL, NULL, dout, q, k, v, ig, fg, NULL, NULL, m0, B, T,
+                                   H, Dk, Dv, scale, eps, C, mode, work, 1, NULL);
+}
+
+// The decode step: one block of 256 threads per (sequence, head); warp w takes the state rows w, w+8, ...,
+// lane l the columns l, l+32, ... (coalesced rows); the gates in double by thread 0 (as the CPU step),
+// n and n.q by the first Dk threads, the read-out's column sums over the 8 warps in shared memory.
+// C (B,H,Dk,Dv), n (B,H,Dk), m (B,H) in place; out (B,H,Dv); q, k (B,H,Dk), v (B,H,Dv), ig, fg (B,H).
+__global__ void __launch_bounds__(256) mn__k_mlstm_step(float* out, float* C, float* n, float* m, const float* q,
+                                                        const float* k, const float* v, const float* ig,
+                                                        const float* fg, unsigned Dk, unsigned Dv, float scale,
+                                                        float eps) {
+    __shared__ float sq[128], sk[128], sv[128], red[8][128], snq[8], sg[3];
+    const size_t bh = blockIdx.x;
+    const unsigned tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    if (tid == 0) {
+        double lf = mn__mlstm_logsig(fg[bh]), mo = m[bh], i = ig[bh], mn = fmax(lf + mo, i);
+        sg[0] = (float)exp(lf + mo - mn);           // f'
+        sg[1] = (float)exp(i - mn);                 // i'
+        sg[2] = (float)exp(-mn);                    // the normaliser's floor
+        m[bh] = (float)mn;                          // only this thread reads m[bh]
+    }
+    for (unsigned i = tid; i < Dk; i += 256) { sq[i] = q[bh * Dk + i]; sk[i] = k[bh * Dk + i]; }
+    for (unsigned j = tid; j < Dv; j += 256) sv[j] = v[bh * Dv + j];
+    __syncthreads();
+    const float fp = sg[0], ip = sg[1];
+    float part = 0.f;                                // n = f' n + i' k ; n.q
+    for (unsigned d = tid; d < Dk; d += 256) {
+        float nn = fmaf(fp, n[bh * Dk + d], ip * sk[d]);
+        n[bh * Dk + d] = nn;
+        part = fmaf(nn, sq[d], part);
+    }
+    part = mn__warp_sum(part);
+    if (lane == 0) snq[w] = part;
+    float y[4] = { 0.f, 0.f, 0.f, 0.f };             // C = f' C + i' k v^T ; y = C^T q (this warp's rows)
+    for (unsigned d = w; d < Dk; d += 8) {
+        float* row = C + (bh * Dk + d) * Dv;
+        const float kd = ip * sk[d], qd = sq[d];
+#pragma unroll
+        for (int cc = 0; cc < 4; cc++) {
+            const unsigned j = lane + 32 * cc;
+            if (j < Dv) {
+                float cv = fmaf(fp, row[j], kd * sv[j]);
+                row[j] = cv;
+                y[cc] = fmaf(qd, cv, y[cc]);
+            }
+        }
+    }
+#pragma unroll
+    for (int cc = 0; cc < 4; cc++)
+        if (lane + 32 * cc < Dv) red[w][lane + 32 * cc] = y[cc];
+    __syncthreads();
+    if (tid < Dv) {
+        float nq = 0.f, s = 0.f;
+        for (int i = 0; i < 8; i++) { nq += snq[i]; s += red[i][tid]; }
+        const float den = fmaxf(fabsf(scale * nq), sg[2]) + eps;
+        out[bh * Dv + tid] = scale * s / den;
+    }
+}
+int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* m, const float* q, const float* k,
+                       const float* v, const float* ig, const float* fg, size_t B, size_t H, size_t Dk, size_t Dv,
+                       double scale, double eps) {
+    if (Dk == 0 || Dv == 0 || Dk > 128 || Dv > 128 || B * H == 0 || B * H > 0x7fffffff)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mlstm_step", "needs 0 < Dk, Dv <= 128, B*H > 0", __LINE__);
+    mn__k_mlstm_step<<<(unsigned)(B * H), 256, 0, MN__STREAM>>>(out, C, n, m, q, k, v, ig, fg, (unsigned)Dk,
+                                                                 (unsigned)Dv, (float)scale, (float)eps);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// >>cuda_slstm
+// defines: mn_cuda_slstm_{work_size,forward,backward,step}
+//
+// xLSTM's sLSTM (mesanet.h's >>slstm), per unit, with gates ~i,~f,~z,~o = x_t + b + R y_{t-1} (R
+// block-diagonal over heads):
+//   m_t = max(~i, m_{t-1} + logsigmoid(~f))   (= ~i where n_{t-1} == 0)
+//   i = min(e^{~i - m_t}, 1) ; f = min(e^{m_{t-1} + logsigmoid(~f) - m_t}, 1)
+//   c_t = f c_{t-1} + i tanh(~z) ; n_t = f n_{t-1} + i ; y_t = sigmoid(~o) c_t / n_t
+// The recurrence is sequential through y_{t-1}, so it runs fused over time: ONE launch, one thread
+// block per (sequence, head) walking the T steps, with the head's R on chip for the whole walk.
+// Thread r of the 4 Dh threads owns gate row r = g Dh + j of the head; R's row r is split between its
+// registers (the first KR = min(Dh, 64) columns) and shared memory (the other Dh - KR, stored column
+// by column so that the block's threads read consecutive words): at Dh = 128 that is 64 registers a
+// thread (half the register file at 512 threads) and 128 KB of shared memory. Each step:
+//   1. every thread: raw[r] = x_t[r] + b[r] + R[r,:] . y_{t-1} (y_{t-1} in shared memory, read as
+//      float4 broadcasts; x_{t+1} is loaded while step t computes);       __syncthreads
+//   2. the Dh unit threads: the pointwise cell from raw's four gates and their states (registers),
+//      y, c, n, m written to global memory and y_t to shared memory;      __syncthreads
+// The backward recomputes every step's pre-activations at once (they need only the saved y: one
+// cuBLAS product per gate, batched over heads, into the workspace), then one launch walks the steps
+// backwards: thread p = g Dh + i owns column i of gate block g of R (registers + shared memory as
+// above), the unit threads compute the four gate gradients of their unit (written over the
+// recomputed pre-activations and into dx), and every thread forms its share of R^T draw, the carry
+// into y_{t-1} (the four gate blocks' partial sums added by the unit threads); each unit thread also sums
+// its gate gradients over the steps (db's share of its sequence). dR = sum_t draw_t^T y_{t-1} is then one
+// batched cuBLAS product per gate over the saved gradients, db a deterministic column sum of the
+// sequences' shares: no atomics, the same bits every run.
+// The decode step has its own kernel (one block per head and group of 8 sequences: R read once for the
+// group, see mn__k_slstm_step).
+// Precision: fp32 throughout (exp, tanh, logsigmoid in float; the carries in registers); the two
+// backward products follow ctx->math (TF32 when asked).
+
+#define MN__SLSTM_KR(DH) ((DH) < 64 ? (DH) : 64)   // columns of R a thread keeps in registers
+// dynamic shared memory (bytes) of both kernels: R's shared part (Dh - KR, 4Dh), two (4Dh) vectors, one (Dh)
+static size_t mn__slstm_smem(size_t Dh) {
+    size_t ks = Dh - (Dh < 64 ? Dh : 64);
+    return (ks * 4 * Dh + 2 * 4 * Dh + Dh) * sizeof(float);
+}
+static int mn__slstm_check(mn_cuda_ctx* ctx, const char* what, size_t B, size_t NH, size_t Dh) {
+    if (Dh < 16 || Dh > 128 || Dh % 16 != 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "needs Dh a multiple of 16 in [16, 128]", __LINE__);
+    if (B * NH > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, what, "needs B*NH < 2^31", __LINE__);
+    if (mn__slstm_smem(Dh) > ctx->smem_optin)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "the head's R does not fit in shared memory", __LINE__);
+    return MN_OK;
+}
+
+// the recomputed pre-activations (B,T,4Hd), y_{t-1} (B,T,Hd), the sequences' bias gradients (B,4Hd)
+size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh) { return (5 * T + 4) * B * NH * Dh; }
+
+__device__ __forceinline__ float mn__slstm_logsig(float x) { return fminf(x, 0.f) - log1pf(expf(-fabsf(x))); }
+__device__ __forceinline__ float mn__slstm_sig(float x) { return 1.f / (1.f + expf(-x)); }
+
+// sum_k w[k] v[k] over the Dh entries of a row held as rr[0..KR) (registers) and Rs[k G4 + r], k < Dh - KR
+// (shared memory), v (Dh) in shared memory, 16-byte aligned; four partial sums for the FMA pipeline
+template <int DH>
+__device__ __forceinline__ float mn__slstm_dot(const float* rr, const float* Rs, const float* v, int r) {
+    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+#pragma unroll
+    for (int k = 0; k < KR; k += 4) {
+        float4 q = *(const float4*)(v + k);
+        a0 = fmaf(rr[k], q.x, a0); a1 = fmaf(rr[k + 1], q.y, a1);
+        a2 = fmaf(rr[k + 2], q.z, a2); a3 = fmaf(rr[k + 3], q.w, a3);
+    }
+#pragma unroll 4
+    for (int k = 0; k < KS; k += 4) {
+        float4 q = *(const float4*)(v + KR + k);
+        a0 = fmaf(Rs[k * G4 + r], q.x, a0); a1 = fmaf(Rs[(k + 1) * G4 + r], q.y, a1);
+        a2 = fmaf(Rs[(k + 2) * G4 + r], q.z, a2); a3 = fmaf(Rs[(k + 3) * G4 + r], q.w, a3);
+    }
+    return (a0 + a1) + (a2 + a3);
+}
+
+extern __shared__ float4 mn__slstm_sh4[];
+
+// The forward walk: block = (sequence b, head h), 4 Dh threads. y, c, n, m (B,T,Hd) written; x (B,T,4Hd);
+// R (NH,4Dh,Dh); bias (4Hd); y0, c0, n0, m0 (B,Hd) or NULL (zeros). Every initial state is read before
+// the first write and a block touches only its own head's units, so with T = 1 the outputs may be the
+// initial states.
+template <int DH>
+__global__ void __launch_bounds__(4 * DH) mn__k_slstm_fwd(float* y, float* c, float* n, float* m, const float* x,
+                                                          const float* R, const float* bias, const float* y0,
+                                                          const float* c0, const float* n0, const float* m0,
+                                                          unsigned NH, size_t T) {
+    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    float* Rs = (float*)mn__slstm_sh4;           // (KS,G4) R's columns KR.. of every row, column-major
+    float* ys = Rs + KS * G4;                    // (DH) y_{t-1} of the head
+    float* raw = ys + DH;                        // (G4) the step's pre-activations, gate-major
+    const int r = threadIdx.x, g = r / DH, j = r % DH;
+    const size_t b = blockIdx.x / NH, h = blockIdx.x % NH, Hd = (size_t)NH * DH, G = 4 * Hd;
+    const float* Rr = R + (h * G4 + r) * DH;     // row r of the head's R
+    float rr[KR];
+#pragma unroll
+    for (int k = 0; k < KR; k++) rr[k] = Rr[k];
+    for (int k = 0; k < KS; k++) Rs[k * G4 + r] = Rr[KR + k];
+    const size_t col = (size_t)g * Hd + h * DH + j;   // this row's column of x and bias
+    const float bb = bias[col];
+    const size_t s0 = b * Hd + h * DH + r;        // unit r's index into (B,Hd) (r < DH)
+    float cs = 0.f, ns = 0.f, ms = 0.f;           // unit r's c, n, m (r < DH)
+    if (r < DH) {
+        ys[r] = y0 ? y0[s0] : 0.f;
+        if (c0) cs = c0[s0];
+        if (n0) ns = n0[s0];
+        if (m0) ms = m0[s0];
+    }
+    const float* xr = x + b * T * G + col;        // x[b, t, col] = xr[t G]
+    float xn = xr[0];
+    __syncthreads();
+    for (size_t t = 0; t < T; t++) {
+        const float xt = xn;
+        if (t + 1 < T) xn = xr[(t + 1) * G];      // the next step's input, in flight during this one
+        raw[r] = (xt + bb) + mn__slstm_dot<DH>(rr, Rs, ys, r);
+        __syncthreads();
+        if (r < DH) {
+            const float ri = raw[r], rf = raw[DH + r], rz = raw[2 * DH + r], ro = raw[3 * DH + r];
+            const float lf = mn__slstm_logsig(rf), mnew = ns == 0.f ? ri : fmaxf(ri, ms + lf);
+            const float ig = fminf(expf(ri - mnew), 1.f), fg = fminf(expf(ms + lf - mnew), 1.f);
+            cs = fg * cs + ig * tanhf(rz);
+            ns = fg * ns + ig;
+            ms = mnew;
+            const float yv = mn__slstm_sig(ro) * cs / ns;
+            const size_t o = (b * T + t) * Hd + h * DH + r;
+            y[o] = yv; c[o] = cs; n[o] = ns; m[o] = ms;
+            ys[r] = yv;
+        }
+        __syncthreads();
+    }
+}
+
+// One unit's values at step t that the backward reads: the pre-activations (then their gradients'
+// slots), the priors of dx, the states after and before the step, the upstream gradient.
+typedef struct mn__slstm_bv { float r[4], dx[4], c, n, m, y, dy, cp, np, mp; } mn__slstm_bv;
+__device__ __forceinline__ void mn__slstm_bload(mn__slstm_bv* v, const float* raw, const float* dx, const float* dy,
+                                                const float* y, const float* c, const float* n, const float* m,
+                                                const float* c0, const float* n0, const float* m0, size_t o, size_t q,
+                                                size_t s0, size_t Hd, size_t t, int acc) {
+#pragma unroll
+    for (int g = 0; g < 4; g++) { v->r[g] = raw[q + g * Hd]; v->dx[g] = acc ? dx[q + g * Hd] : 0.f; }
+    v->c = c[o]; v->n = n[o]; v->m = m[o]; v->y = y[o]; v->dy = dy[o];
+    if (t) { v->cp = c[o - Hd]; v->np = n[o - Hd]; v->mp = m[o - Hd]; }
+    else { v->cp = c0 ? c0[s0] : 0.f; v->np = n0 ? n0[s0] : 0.f; v->mp = m0 ? m0[s0] : 0.f; }
+}
+
+// The backward walk (mesanet.h's mn_slstm_backward, step for step): block = (b, h), 4 Dh threads.
+// raw (B,T,4Hd): in, the recomputed pre-activations x + b + R y_{t-1}; out, their gradients draw.
+// dx (B,T,4Hd) += draw (acc 1) or = draw (acc 0); dbp (B,4Hd) = sum over t of draw (written); dy0, dc0,
+// dn0 (B,Hd) += the carries past t = 0, or NULL; dy, y, c, n, m (B,T,Hd); R (NH,4Dh,Dh); c0, n0, m0 (B,Hd)
+// or NULL. Walking t backwards, with
+// dyt = dy_t + (R^T draw_{t+1}) and the carries dc, dn:
+//   y = sig(~o) c / n:  d~o = dyt c / n sig' ; dc += dyt sig / n ; dn -= dyt y / n
+//   c = f c_{t-1} + i tanh(~z), n = f n_{t-1} + i:  d~z = dc i (1 - tanh^2) ; d~i = (dc tanh(~z) + dn) i ;
+//   d~f = (dc c_{t-1} + dn n_{t-1}) f sigmoid(-~f) ; dc <- dc f ; dn <- dn f
+// (m held fixed: y does not depend on it while the clamps do not bind, as on the CPU).
+template <int DH>
+__global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+                                                          float* raw, const float* dy, const float* y, const float* c,
+                                                          const float* n, const float* m, const float* R,
+                                                          const float* c0, const float* n0, const float* m0,
+                                                          unsigned NH, size_t T, int acc) {
+    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    float* Rs = (float*)mn__slstm_sh4;           // (KS,G4): Rs[k G4 + p] = R[h][g DH + KR + k][i]
+    float* dr = Rs + KS * G4;                    // (G4) the step's draw, gate-major
+    float* part = dr + G4;                       // (G4) each gate block's share of R^T draw
+    const int p = threadIdx.x, g = p / DH, i = p % DH;
+    const size_t b = blockIdx.x / NH, h = blockIdx.x % NH, Hd = (size_t)NH * DH, G = 4 * Hd;
+    const float* Rc = R + (h * G4 + (size_t)g * DH) * DH + i;   // column i of gate block g: Rc[j DH]
+    float rc[KR];
+#pragma unroll
+    for (int k = 0; k < KR; k++) rc[k] = Rc[(size_t)k * DH];
+    for (int k = 0; k < KS; k++) Rs[k * G4 + p] = Rc[(size_t)(KR + k) * DH];
+    const size_t s0 = b * Hd + h * DH + p;        // unit p's index into (B,Hd) (p < DH)
+    float dcs = 0.f, dns = 0.f, dyr = 0.f;        // the carries dc, dn and R^T draw of the step after
+    float dbs[4] = { 0.f, 0.f, 0.f, 0.f };        // unit p's gate gradients summed over the steps
+    mn__slstm_bv cur, nxt;
+    if (p < DH) {
+        const size_t t = T - 1;
+        mn__slstm_bload(&nxt, raw, dx, dy, y, c, n, m, c0, n0, m0, (b * T + t) * Hd + h * DH + p,
+                        (b * T + t) * G + h * DH + p, s0, Hd, t, acc);
+    }
+    __syncthreads();
+    for (size_t t = T; t-- > 0;) {
+        if (p < DH) {
+            const size_t o = (b * T + t) * Hd + h * DH + p, q = (b * T + t) * G + h * DH + p;
+            cur = nxt;
+            if (t) mn__slstm_bload(&nxt, raw, dx, dy, y, c, n, m, c0, n0, m0, o - Hd, q - G, s0, Hd, t - 1, acc);
+            const float ip = fminf(expf(cur.r[0] - cur.m), 1.f);
+            const float fp = fminf(expf(cur.mp + mn__slstm_logsig(cur.r[1]) - cur.m), 1.f);
+            const float og = mn__slstm_sig(cur.r[3]), tz = tanhf(cur.r[2]), dyt = cur.dy + dyr;
+            const float dc = dcs + dyt * og / cur.n, dn = dns - dyt * cur.y / cur.n;
+            float d[4];
+            d[3] = dyt * cur.c / cur.n * og * (1.f - og);
+            d[2] = dc * ip * (1.f - tz * tz);
+            d[0] = (dc * tz + dn) * ip;
+            d[1] = (dc * cur.cp + dn * cur.np) * fp * (1.f / (1.f + expf(cur.r[1])));
+            dcs = dc * fp;
+            dns = dn * fp;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                raw[q + k * Hd] = d[k];
+                dx[q + k * Hd] = cur.dx[k] + d[k];
+                dr[k * DH + p] = d[k];
+                dbs[k] += d[k];
+            }
+        }
+        __syncthreads();
+        // forward: raw_t += R y_{t-1}, so y_{t-1}'s gradient from this step is R^T draw_t:
+        // part[g DH + i] = sum_j R[h][g DH + j][i] draw[g DH + j]
+        part[p] = mn__slstm_dot<DH>(rc, Rs, dr + g * DH, p);
+        __syncthreads();
+        if (p < DH) dyr = (part[p] + part[DH + p]) + (part[2 * DH + p] + part[3 * DH + p]);
+    }
+    if (p < DH) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) dbp[b * G + k * Hd + h * DH + p] = dbs[k];
+        if (dy0) dy0[s0] += dyr;
+        if (dc0) dc0[s0] += dcs;
+        if (dn0) dn0[s0] += dns;
+    }
+}
+
+// yp (B,T,Hd) = y shifted one step: yp[b,t] = y[b,t-1], yp[b,0] = y0[b] (zeros when NULL)
+__global__ void mn__k_slstm_prev(float* yp, const float* y, const float* y0, size_t B, size_t T, size_t Hd) {
+    MN__FOR(e, B * T * Hd) {
+        size_t u = e % Hd, bt = e / Hd, t = bt % T, b = bt / T;
+        yp[e] = t ? y[e - Hd] : y0 ? y0[b * Hd + u] : 0.f;
+    }
+}
+// raw (N,G) = x + bias (G) broadcast over rows
+__global__ void mn__k_slstm_xb(float* raw, const float* x, const float* bias, size_t N, size_t G) {
+    MN__FOR(e, N * G) raw[e] = x[e] + bias[e % G];
+}
+
+template <int DH>
+static int mn__slstm_fwd_launch(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x,
+                                const float* R, const float* b, const float* y0, const float* c0, const float* n0,
+                                const float* m0, size_t B, size_t T, size_t NH) {
+    const size_t smem = mn__slstm_smem(DH);
+    if (smem > 48 * 1024)
+        MN__CU(cudaFuncSetAttribute(mn__k_slstm_fwd<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    mn__k_slstm_fwd<DH><<<(unsigned)(B * NH), 4 * DH, smem, MN__STREAM>>>(y, c, n, m, x, R, b, y0, c0, n0, m0,
+                                                                          (unsigned)NH, T);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+template <int DH>
+static int mn__slstm_bwd_launch(mn_cuda_ctx* ctx, float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+                                float* raw, const float* dy, const float* y, const float* c, const float* n,
+                                const float* m, const float* R, const float* c0, const float* n0, const float* m0,
+                                size_t B, size_t T, size_t NH, int acc) {
+    const size_t smem = mn__slstm_smem(DH);
+    if (smem > 48 * 1024)
+        MN__CU(cudaFuncSetAttribute(mn__k_slstm_bwd<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    mn__k_slstm_bwd<DH><<<(unsigned)(B * NH), 4 * DH, smem, MN__STREAM>>>(dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m,
+                                                                          R, c0, n0, m0, (unsigned)NH, T, acc);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// one instantiation per head size (multiples of 16 up to 128); the caller has checked Dh
+#define MN__SLSTM_DISPATCH(F, ...)                                            \
+    switch (Dh) {                                                             \
+    case 16: return F<16>(__VA_ARGS__);  case 32: return F<32>(__VA_ARGS__);  \
+    case 48: return F<48>(__VA_ARGS__);  case 64: return F<64>(__VA_ARGS__);  \
+    case 80: return F<80>(__VA_ARGS__);  case 96: return F<96>(__VA_ARGS__);  \
+    case 112: return F<112>(__VA_ARGS__); default: return F<128>(__VA_ARGS__); \
+    }
+
+static int mn__slstm_bwd_launch_any(mn_cuda_ctx* ctx, float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+                                    float* raw, const float* dy, const float* y, const float* c, const float* n,
+                                    const float* m, const float* R, const float* c0, const float* n0, const float* m0,
+                                    size_t B, size_t T, size_t NH, size_t Dh, int acc) {
+    MN__SLSTM_DISPATCH(mn__slstm_bwd_launch, ctx, dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m, R, c0, n0, m0, B, T, NH,
+                       acc);
+}
+
+int mn_cuda_slstm_forward(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x, const float* R,
+                          const float* b, const float* y0, const float* c0, const float* n0, const float* m0, size_t B,
+                          size_t T, size_t NH, size_t Dh) {
+    MN__TRY(mn__slstm_check(ctx, "mn_cuda_slstm_forward", B, NH, Dh));
+    if (B * T * NH == 0) return MN_OK;
+    MN__SLSTM_DISPATCH(mn__slstm_fwd_launch, ctx, y, c, n, m, x, R, b, y0, c0, n0, m0, B, T, NH);
+}
+
+// The backward with the model's flag: acc 0 writes dx (its first writer), 1 accumulates.
+static int mn__slstm_backward(mn_cuda_ctx* ctx, float* dx, float* dR, float* db, float* dy0, float* dc0, float* dn0,
+                              const float* dy, const float* y, const float* c, const float* n, const float* m,
+                              const float* x, const float* R, const float* b, const float* y0, const float* c0,
+                              const float* n0, const float* m0, size_t B, size_t T, size_t NH, size_t Dh, float* work,
+                              int acc) {
+    MN__TRY(mn__slstm_check(ctx, "mn_cuda_slstm_backward", B, NH, Dh));
+    if (B * T * NH == 0) return MN_OK;
+    const size_t Hd = NH * Dh, G = 4 * Hd, N = B * T, DD = Dh * Dh;
+    float* raw = work;                           // (N,G) pre-activations, then their gradients
+    float* yp = work + N * G;                    // (N,Hd) y_{t-1}
+    float* dbp = yp + N * Hd;                    // (B,G) each sequence's share of db
+    mn__k_slstm_prev<<<mn__grid(ctx, N * Hd, 256), 256, 0, MN__STREAM>>>(yp, y, y0, B, T, Hd); MN__LAUNCHED();
+    mn__k_slstm_xb<<<mn__grid(ctx, N * G, 256), 256, 0, MN__STREAM>>>(raw, x, b, N, G); MN__LAUNCHED();
+    // raw[:, g Hd + h Dh + j] += sum_i yp[:, h Dh + i] R[h][g Dh + j][i]: per gate, batched over heads
+    for (size_t g = 0; g < 4; g++)
+        MN__TRY(mn__gemm(ctx, 0, 1, N, Dh, Dh, 1.f, yp, Hd, Dh, R + g * DD, Dh, 4 * DD, 1.f, raw + g * Hd, G, Dh, NH));
+    MN__TRY(mn__slstm_bwd_launch_any(ctx, dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m, R, c0, n0, m0, B, T, NH, Dh,
+                                     acc));
+    // forward: raw = x + b + R y_{t-1}, so: db += sum over rows of draw (the sequences' shares summed) ;
+    // dR[h][g Dh + j][i] += sum over rows of draw[:, g Hd + h Dh + j] yp[:, h Dh + i]
+    MN__TRY(mn__colsum(ctx, db, dbp, NULL, NULL, B, G));
+    for (size_t g = 0; g < 4; g++)
+        MN__TRY(mn__gemm(ctx, 1, 0, Dh, Dh, N, 1.f, raw + g * Hd, G, Dh, yp, Hd, Dh, 1.f, dR + g * DD, Dh, 4 * DD, NH));
+    return MN_OK;
+}
+int mn_cuda_slstm_backward(mn_cuda_ctx* ctx, float* dx, float* dR, float* db, float* dy0, float* dc0, float* dn0,
+                           const float* dy, const float* y, const float* c, const float* n, const float* m,
+                           const float* x, const float* R, const float* b, const float* y0, const float* c0,
+                           const float* n0, const float* m0, size_t B, size_t T, size_t NH, size_t Dh, float* work) {
+    return mn__slstm_backward(ctx, dx, dR, db, dy0, dc0, dn0, dy, y, c, n, m, x, R, b, y0, c0, n0, m0, B, T, NH, Dh,
+                              work, 1);
+}
+// The decode step (B sequences, one token): block = (head h, group of MN__SLSTM_SG sequences), 4 Dh
+// threads, thread r owning gate row r = g Dh + j as in the walk. R's row is streamed from global memory
+// (L2-resident: 4 Dh^2 floats a head) once per block and used for the group's sequences from registers, so
+// a batch of 64 reads R 8 times instead of 64; y_{t-1} of the group (MN__SLSTM_SG, Dh) and the
+// pre-activations (MN__SLSTM_SG, 4Dh) in shared memory. The states y, c, n, m (B,Hd) are updated in place:
+// a block reads (into shared memory, before its first write) only its own head's units of its own
+// sequences, so no other block sees a value it writes. x (B,4Hd); R (NH,4Dh,Dh), bias (4Hd).
+#define MN__SLSTM_SG 8
+template <int DH, bool V4>
+__global__ void __launch_bounds__(4 * DH) mn__k_slstm_step(float* y, float* c, float* n, float* m, const float* x,
+                                                           const float* R, const float* bias, unsigned NH, size_t B) {
+    constexpr int G4 = 4 * DH, S = MN__SLSTM_SG;
+    __shared__ __align__(16) float ys[S][DH];   // y_{t-1} of the group's sequences (zeros past B)
+    __shared__ float raw[S][G4];               // their pre-activations
+    const int r = threadIdx.x;
+    const size_t h = blockIdx.x, b0 = (size_t)blockIdx.y * S, Hd = (size_t)NH * DH, G = 4 * Hd;
+    for (int e = r; e < S * DH; e += G4) {
+        size_t bs = b0 + e / DH;
+        ys[e / DH][e % DH] = bs < B ? y[bs * Hd + h * DH + e % DH] : 0.f;
+    }
+    __syncthreads();
+    const float* Rr = R + (h * G4 + r) * DH;   // row r of the head's R
+    float acc[S];
+#pragma unroll
+    for (int s = 0; s < S; s++) acc[s] = 0.f;
+#pragma unroll 4
+    for (int k = 0; k < DH; k += 4) {
+        float w0, w1, w2, w3;
+        if constexpr (V4) { float4 q = *(const float4*)(Rr + k); w0 = q.x; w1 = q.y; w2 = q.z; w3 = q.w; }
+        else { w0 = Rr[k]; w1 = Rr[k + 1]; w2 = Rr[k + 2]; w3 = Rr[k + 3]; }
+#pragma unroll
+        for (int s = 0; s < S; s++) {
+            float4 v = *(const float4*)(&ys[s][k]);
+            acc[s] = fmaf(w3, v.w, fmaf(w2, v.z, fmaf(w1, v.y, fmaf(w0, v.x, acc[s]))));
+        }
+    }
+    const int g = r / DH, j = r % DH;
+    const size_t col = (size_t)g * Hd + h * DH + j;
+    const float bb = bias[col];
+#pragma unroll
+    for (int s = 0; s < S; s++) raw[s][r] = b0 + s < B ? (x[(b0 + s) * G + col] + bb) + acc[s] : 0.f;
+    __syncthreads();
+    for (int e = r; e < S * DH; e += G4) {     // the cells: unit j of sequence b0 + s
+        const int s = e / DH, u = e % DH;
+        const size_t bs = b0 + s;
+        if (bs >= B) continue;
+        const size_t o = bs * Hd + h * DH + u;
+        const float ri = raw[s][u], rf = raw[s][DH + u], rz = raw[s][2 * DH + u], ro = raw[s][3 * DH + u];
+        const float cp = c[o], np = n[o], mp = m[o];
+        const float lf = mn__slstm_logsig(rf), mnew = np == 0.f ? ri : fmaxf(ri, mp + lf);
+        const float ig = fminf(expf(ri - mnew), 1.f), fg = fminf(expf(mp + lf - mnew), 1.f);
+        const float cn = fg * cp + ig * tanhf(rz), nn = fg * np + ig;
+        y[o] = mn__slstm_sig(ro) * cn / nn; c[o] = cn; n[o] = nn; m[o] = mnew;
+    }
+}
+template <int DH>
+static int mn__slstm_step_launch(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x,
+                                 const float* R, const float* b, size_t B, size_t NH) {
+    const dim3 grid((unsigned)NH, (unsigned)((B + MN__SLSTM_SG - 1) / MN__SLSTM_SG));
+    if ((uintptr_t)R % 16 == 0)
+        mn__k_slstm_step<DH, true><<<grid, 4 * DH, 0, MN__STREAM>>>(y, c, n, m, x, R, b, (unsigned)NH, B);
+    else mn__k_slstm_step<DH, false><<<grid, 4 * DH, 0, MN__STREAM>>>(y, c, n, m, x, R, b, (unsigned)NH, B);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+int mn_cuda_slstm_step(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x, const float* R,
+                       const float* b, size_t B, size_t NH, size_t Dh) {
+    MN__TRY(mn__slstm_check(ctx, "mn_cuda_slstm_step", B, NH, Dh));
+    if (B * NH == 0) return MN_OK;
+    if (NH > 0x7fffffff || (B + MN__SLSTM_SG - 1) / MN__SLSTM_SG > 65535)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_slstm_step", "needs NH < 2^31, B <= 524280", __LINE__);
+    MN__SLSTM_DISPATCH(mn__slstm_step_launch, ctx, y, c, n, m, x, R, b, B, NH);
+}
 
 // >>cuda_model
 // defines: mn_cuda_model_{init,load,save,free,get,set,reserve,forward,logits,zero_grad,backward,
@@ -4968,22 +8131,71 @@ typedef struct mn__cm_sgla_acts {
 typedef struct mn__cm_gla_acts {
     float *q, *k, *v, *l1, *l2, *gk, *o, *gg, *on, *rs;            // (N,HD) x3, (N,16), (N,HD) x5, (N,H)
 } mn__cm_gla_acts;
-// (in progress) the activation structs of the wip mixer families
-#ifndef MN_WIP_SKIP_DELTA
-#include "wip/delta_acts.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SSD
-#include "wip/ssd_acts.cuh"
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
-#include "wip/rglru_acts.cuh"
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
-#include "wip/mlstm_acts.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
-#include "wip/slstm_acts.cuh"
-#endif
+// the activation structs of the mixers whose op sections come after >>cuda_gla
+// the DeltaNet / Gated DeltaNet layers' saved activations ("deltanet", "deltanet_neg", "gdn", "gdn_neg")
+typedef struct mn__cm_delta_acts {
+    float *ql, *kl, *vl, *vc, *q, *k;     // (N,HD) projections, v after conv + silu, q, k after the l2 norm
+    float *rq, *rk, *bl, *beta, *al, *g;  // (N,H) rstd of the l2 norms, beta's logit, beta, the decay's
+                                          // pre-activation x Wa + dt_bias and the decay g (GDN only)
+    float *o, *gl, *on, *ro;              // (N,HD) the op's output, GDN's output gate, normed o; (N,H) rstd
+    float* hs;                            // (B,H,NC,D,D) the op's chunk-start states
+} mn__cm_delta_acts;
+// their gradients; dqc, dkc double as the forward's conv outputs of q and k; dq .. dg are one span
+// (the op accumulates into them: zeroed by one memset)
+typedef struct mn__cm_delta_dacts {
+    float *dql, *dkl, *dvl, *dqc, *dkc;   // (N,HD)
+    float *dq, *dk, *dv, *dbeta, *dg;     // (N,HD) x3, (N,H) x2
+    float *dbl, *dal, *dO, *don, *dgl;    // (N,H) x2, (N,HD) x3
+} mn__cm_delta_dacts;
+// the Mamba-2 layers "mamba2", "mamba2_neg" (mesanet.h's mn__ssd_act; N = B*T tokens, DI = 2 d_model,
+// Hm = DI / P heads of P = head_dim, state Ns = head_dim, W_in = 2 DI + 2 Ns + Hm, Wc = DI + 2 Ns)
+typedef struct mn__cm_ssd_acts {
+    float* zx;                      // (N,W_in) the input projection [z | x | B | C | dt]
+    float *xbci, *xbcp, *xbc;       // (N,Wc) [x | B | C] before the conv, after conv + bias, after silu
+    float *dtp, *delta, *at;        // (N,Hm) dt + dt_bias, Delta, the log-decay (or the [-1,1] transition)
+    float* xt;                      // (N,DI) X = x Delta
+    float *bh, *ch;                 // (N,Hm,Ns) B and C per head
+    float *y, *yz, *yn, *rs;        // (N,DI) SSD + D x, gated, normed; (N) rstd of the norm
+} mn__cm_ssd_acts;
+typedef struct mn__cm_ssd_dacts {
+    float* dzx;                     // (N,W_in)
+    float *dxbci, *dxbcp, *dxbc;    // (N,Wc) x3
+    float *dyn, *dyz, *dy, *dxt;    // (N,DI) x4
+    float *dat, *dbh, *dch;         // (N,Hm), (N,Hm,Ns) x2
+    float *tD, *tA, *tdt, *sD;      // (N,DI) the D skip's terms, (N,Hm) x2 A_log's and dt's terms, (DI) sums
+} mn__cm_ssd_dacts;
+// the "hawk" layer's saved activations (mesanet.h's mn__rglru_act, less gelu(y), which the backward
+// recomputes from yl, and the final state and workspace, which the model does not keep)
+typedef struct mn__cm_rglru_acts {
+    float *yl, *xl, *xc, *h, *gates, *hy;   // (N,C) x4: y branch, x branch, conv out, h; (2,N,C); (N,C) h gelu(yl)
+} mn__cm_rglru_acts;
+typedef struct mn__cm_rglru_dacts {
+    float *dhy, *dh, *dyl, *dxc, *dxl;      // (N,C) x5
+} mn__cm_rglru_dacts;
+// the "mlstm" layer's saved activations (mesanet.h's mn__mlstm_act, without the op's workspace: the GPU op
+// recomputes its forward in the model's shared workspace)
+typedef struct mn__cm_mlstm_acts {
+    float *q, *k, *v;                 // (N,HD) x3
+    float *il, *fl, *ig, *fg;         // (N,H) x4: the gates before and after the soft cap
+    float *h, *hn, *rs, *ol, *ho;     // (N,HD) x2, (N,H), (N,HD) x2: the cell's output, normed, rstd, the
+} mn__cm_mlstm_acts;                  // output gate's pre-activation, normed h times the gate
+// its gradient buffers (each written first by its first writer, acc = 0)
+typedef struct mn__cm_mlstm_dacts {
+    float *dq, *dk, *dv;              // (N,HD) x3
+    float *dil, *dfl, *dig, *dfg;     // (N,H) x4
+    float *dh, *dhn, *dol, *dho;      // (N,HD) x4
+} mn__cm_mlstm_dacts;
+// the "slstm" layer's saved activations (mesanet.h's mn__slstm_act, less the op's workspace: the GPU
+// backward takes the model's) and its gradient buffers; C = d_model, NH heads of Dh = C/NH units
+typedef struct mn__cm_slstm_acts {
+    float *xcp, *xc;                 // (N,C) conv + bias, after silu
+    float* x;                        // (N,4C) the gates' input pre-activations, gate-major
+    float *y, *c, *n, *m;            // (N,C) the cell's states after each step
+    float* rs;                       // (N*NH) rstd of the per-head output norm
+} mn__cm_slstm_acts;
+typedef struct mn__cm_slstm_dacts {
+    float *dy, *dx, *dxc, *dxcp;     // (N,C), (N,4C), (N,C) x2; dy doubles as the forward's normed output
+} mn__cm_slstm_dacts;
 typedef struct mn__cm_layer {
     float *xn1, *rstd1, *x2, *xn2, *rstd2, *gate, *up, *h;        // (N,C) (N) (N,C) (N,C) (N) (N,F) x3
     mn__cm_mesa_acts mesa;
@@ -4991,21 +8203,11 @@ typedef struct mn__cm_layer {
     mn__cm_linattn_acts linattn;
     mn__cm_sgla_acts sgla;
     mn__cm_gla_acts gla;
-#ifndef MN_WIP_SKIP_DELTA
     mn__cm_delta_acts delta;
-#endif
-#ifndef MN_WIP_SKIP_SSD
     mn__cm_ssd_acts ssd;
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
     mn__cm_rglru_acts rglru;
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
     mn__cm_mlstm_acts mlstm;
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
     mn__cm_slstm_acts slstm;
-#endif
 } mn__cm_layer;
 typedef struct mn__cm_acts {
     float *res, *xf, *rstdf, *logits, *losses;                   // ((L+1),N,C) (N,C) (N) (N,V) (N)
@@ -5043,21 +8245,11 @@ typedef struct mn__cm_dacts {
     mn__cm_linattn_dacts linattn;
     mn__cm_sgla_dacts sgla;
     mn__cm_gla_dacts gla;
-#ifndef MN_WIP_SKIP_DELTA
     mn__cm_delta_dacts delta;
-#endif
-#ifndef MN_WIP_SKIP_SSD
     mn__cm_ssd_dacts ssd;
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
     mn__cm_rglru_dacts rglru;
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
     mn__cm_mlstm_dacts mlstm;
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
     mn__cm_slstm_dacts slstm;
-#endif
 } mn__cm_dacts;
 
 #define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
@@ -5554,23 +8746,813 @@ static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     return mn__cm_qkv_backward(cm, l, MN__CG_Q, Y->xn1, din, D->dq, D->dk, D->dv, N, 1);
 }
 
-// (in progress) the layers of the wip mixer families; mn__cm_variant(cm, l) is the row's variant
+// the layers of the mixers after >>cuda_gla (one block each: names, layouts, forward, backward, row macro);
+// mn__cm_variant(cm, l) is the table row's variant
 static int mn__cm_variant(const mn_cuda_model* cm, size_t l);
-#ifndef MN_WIP_SKIP_DELTA
-#include "wip/delta_layer.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SSD
-#include "wip/ssd_layer.cuh"
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
-#include "wip/rglru_layer.cuh"
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
-#include "wip/mlstm_layer.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
-#include "wip/slstm_layer.cuh"
-#endif
+// ---- DeltaNet and Gated DeltaNet: "deltanet", "deltanet_neg", "gdn", "gdn_neg" (mesanet.h's
+// mn__delta_rule_layer_forward / _backward, call for call) ----
+//   q = l2norm(silu(conv4(x Wq))), k = l2norm(silu(conv4(x Wk))), v = silu(conv4(x Wv))
+//   beta = sigmoid(x Wb) (x2 for the _neg rows);  GDN: g = -exp(A_log) softplus(x Wa + dt_bias)
+//   o = delta rule (mn_cuda_delta_rule_*, scale D^-1/2, checkpoints every MN__DELTA_GC tokens);
+//   GDN: x2 = res + RMSNormGated(o, x Wg) Wo ;  DeltaNet: x2 = res + RMSNorm_head(o) Wo
+// The op's checkpoint interval is the GPU's own (the CPU's mesa_chunk only sets the CPU's chunks:
+// the recurrence is the same for any interval).
+#define MN__DELTA_NEG 1     // mesanet.h's MN__DELTA_RULE_NEG: beta in (0,2)
+#define MN__DELTA_GATED 2   // mesanet.h's MN__DELTA_RULE_GATED: Gated DeltaNet
+// The GPU op's chunk length (its checkpoint interval): 64 takes the chunkwise form (products of 64-row
+// blocks, batched over all chunks); hs costs Dk Dv / GC floats per token and head (164 MB a layer at the
+// anchor shape B=16, T=2048, 5 heads of 128), the op's workspace about 15 KB per token and head there.
+#define MN__DELTA_GC 64
+// parameter slots, in mesanet.h's mn__delta_rule_par_walk order
+enum { MN__CD_Q = MN__CP_MIX, MN__CD_K, MN__CD_V, MN__CD_B, MN__CD_QC, MN__CD_KC, MN__CD_VC, MN__CD_NORM, MN__CD_O,
+       MN__CD_END, MN__CD_A = MN__CD_END, MN__CD_ALOG, MN__CD_DT, MN__CD_G, MN__CD_GEND };
+static const char* const mn__cp_delta[MN__CD_GEND - MN__CP_MIX] = {
+    "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "attn.b_proj.weight",
+    "attn.q_conv1d.weight", "attn.k_conv1d.weight", "attn.v_conv1d.weight", "attn.o_norm.weight",
+    "attn.o_proj.weight", "attn.a_proj.weight", "attn.A_log", "attn.dt_bias", "attn.g_proj.weight" };
+
+static int mn__cm_delta_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->head_dim < 16 || c->head_dim > 128 || c->head_dim % 16 != 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU delta rule needs head_dim a multiple of 16 up "
+                        "to 128", __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_delta_work(const mn_config* c, size_t B, size_t T) {
+    return mn_cuda_delta_rule_work_size(B, T, c->n_head, c->head_dim, c->head_dim, MN__DELTA_GC);
+}
+// the activations; hs holds the op's checkpoints after the first chunk (z0: the first starts from
+// zeros), B floor((T-1) / GC) <= N / GC states per head: a bound from N = B T alone
+static size_t mn__cm_delta_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    mn__cm_delta_acts* a = &y->delta;
+    MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->vl, N * HD); MN__P(a->vc, N * HD); MN__P(a->q, N * HD);
+    MN__P(a->k, N * HD); MN__P(a->rq, N * H); MN__P(a->rk, N * H); MN__P(a->bl, N * H); MN__P(a->beta, N * H);
+    MN__P(a->al, N * H); MN__P(a->g, N * H); MN__P(a->o, N * HD); MN__P(a->gl, N * HD); MN__P(a->on, N * HD);
+    MN__P(a->ro, N * H); MN__P(a->hs, N / MN__DELTA_GC * HD * D);
+    return off;
+}
+static size_t mn__cm_delta_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_delta_dacts* d = &dd->delta;
+    MN__P(d->dql, N * HD); MN__P(d->dkl, N * HD); MN__P(d->dvl, N * HD); MN__P(d->dqc, N * HD); MN__P(d->dkc, N * HD);
+    MN__P(d->dq, N * HD); MN__P(d->dk, N * HD); MN__P(d->dv, N * HD); MN__P(d->dbeta, N * H); MN__P(d->dg, N * H);
+    MN__P(d->dbl, N * H); MN__P(d->dal, N * H); MN__P(d->dO, N * HD); MN__P(d->don, N * HD); MN__P(d->dgl, N * HD);
+    return off;
+}
+
+// beta = sigmoid(bl) (x2: neg), in double as the CPU
+__global__ void mn__k_delta_beta(float* beta, const float* bl, size_t n, int neg) {
+    MN__FOR(i, n) {
+        float s = (float)(1.0 / (1.0 + exp(-(double)bl[i])));
+        beta[i] = neg ? 2.f * s : s;
+    }
+}
+// forward: beta = m sigmoid(bl) (m = 2 for neg, else 1), so: dbl = dbeta m s (1 - s) (overwritten)
+__global__ void mn__k_delta_beta_bwd(float* dbl, const float* dbeta, const float* bl, size_t n, int neg) {
+    MN__FOR(i, n) {
+        double s = 1.0 / (1.0 + exp(-(double)bl[i])), db = neg ? (double)(2.f * dbeta[i]) : (double)dbeta[i];
+        dbl[i] = (float)(db * s * (1.0 - s));
+    }
+}
+// GDN's decay g = -exp(A_log_h) softplus(al) (al = x Wa + dt_bias); al, g (N,H), A_log (H); in double as the CPU
+__global__ void mn__k_delta_gate(float* g, const float* al, const float* A_log, size_t n, int H) {
+    MN__FOR(i, n) {
+        double x = al[i];
+        float sp = (float)(x > 20 ? x : log1p(exp(x)));
+        g[i] = sp * (float)-exp((double)A_log[i % H]);
+    }
+}
+// forward: g = -e^{A_log} softplus(al), so: dal = dg (-e^{A_log}) sigmoid(al) (overwritten); the A_log
+// gradient is mn__k_delta_alog_bwd's
+__global__ void mn__k_delta_gate_bwd(float* dal, const float* dg, const float* al, const float* A_log, size_t n,
+                                     int H) {
+    MN__FOR(i, n) {
+        double s = 1.0 / (1.0 + exp(-(double)al[i]));
+        dal[i] = (float)(dg[i] * -exp((double)A_log[i % H]) * s);
+    }
+}
+// dA_log_h += sum_n dg[n,h] g[n,h]: one block of 256 per head, in double, a fixed order (deterministic)
+__global__ void mn__k_delta_alog_bwd(float* dA_log, const float* dg, const float* g, size_t N, int H) {
+    __shared__ double red[256];
+    const int h = blockIdx.x;
+    double acc = 0.0;
+    for (size_t n = threadIdx.x; n < N; n += 256) acc += (double)dg[n * H + h] * g[n * H + h];
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) dA_log[h] += (float)red[0];
+}
+
+static int mn__cm_delta_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_delta_acts* A = &Y->delta;
+    const mn__cm_delta_dacts* D = &DD->delta;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    int var = mn__cm_variant(cm, l), gated = var & MN__DELTA_GATED;
+    const float* in = Y->xn1;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CD_Q, in, A->ql, A->kl, A->vl, N));
+    // the conv outputs of q and k go to the (not yet used) gradient buffers dqc, dkc: only the l2 norm reads them
+    MN__TRY(mn_cuda_shortconv_forward(ctx, D->dqc, A->ql, MN__PAR(cm, l, MN__CD_QC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, D->dkc, A->kl, MN__PAR(cm, l, MN__CD_KC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->vc, A->vl, MN__PAR(cm, l, MN__CD_VC), B, T, HD, 4, 1));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, A->q, A->rq, D->dqc, N * H, Dh));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, A->k, A->rk, D->dkc, N * H, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->bl, in, MN__PAR(cm, l, MN__CD_B), NULL, N, C, H));
+    mn__k_delta_beta<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->beta, A->bl, N * H, var & MN__DELTA_NEG);
+    MN__LAUNCHED();
+    if (gated) {
+        MN__TRY(mn_cuda_matmul_forward(ctx, A->al, in, MN__PAR(cm, l, MN__CD_A), MN__PAR(cm, l, MN__CD_DT), N, C, H));
+        mn__k_delta_gate<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->al, MN__PAR(cm, l, MN__CD_ALOG),
+                                                                            N * H, (int)H);
+        MN__LAUNCHED();
+    }
+    MN__TRY(mn__delta_rule_forward(ctx, A->o, NULL, A->hs, A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, NULL, B,
+                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work, 1));
+    if (gated) return mn__cm_gated_out_forward(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, Y, A->gl, A->on, A->ro, A->o,
+                                               res, N);
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CD_NORM), N * H, Dh, c->norm_eps));
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, A->on, MN__PAR(cm, l, MN__CD_O), N, HD, C);
+}
+// din (N,C) overwritten by its first writer (GDN: the g_proj path; DeltaNet: the b_proj backward);
+// dq .. dg zeroed here (the op accumulates), every other buffer written by its first writer (acc 0)
+static int mn__cm_delta_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                 float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_delta_acts* A = &Y->delta;
+    const mn__cm_delta_dacts* D = &DD->delta;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    int var = mn__cm_variant(cm, l), gated = var & MN__DELTA_GATED;
+    const float* in = Y->xn1;
+    MN__CU(cudaMemsetAsync(D->dq, 0, (size_t)(D->dg + N * H - D->dq) * sizeof(float), MN__STREAM));
+    if (gated)
+        MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, Y, din, D->don, D->dO, D->dgl, dout,
+                                          A->gl, A->on, A->ro, A->o, N));
+    else {
+        MN__TRY(mn__matmul_backward(ctx, D->don, MN__GRD(cm, l, MN__CD_O), NULL, dout, A->on, MN__PAR(cm, l, MN__CD_O),
+                                    N, HD, C, 0));
+        MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CD_NORM), D->don, A->ro, A->o,
+                                     MN__PAR(cm, l, MN__CD_NORM), N * H, Dh, 0));
+    }
+    MN__TRY(mn__delta_rule_backward(ctx, D->dq, D->dk, D->dv, D->dbeta, gated ? D->dg : NULL, NULL, D->dO, NULL, A->hs,
+                                    A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, B, T, H, Dh, Dh, MN__DELTA_GC,
+                                    1.0 / sqrt((double)Dh), cm->work, 1));
+    if (gated) {
+        mn__k_delta_alog_bwd<<<(unsigned)H, 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CD_ALOG), D->dg, A->g, N, (int)H);
+        MN__LAUNCHED();
+        mn__k_delta_gate_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dal, D->dg, A->al,
+                                                                                MN__PAR(cm, l, MN__CD_ALOG), N * H,
+                                                                                (int)H);
+        MN__LAUNCHED();
+        MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CD_A), MN__GRD(cm, l, MN__CD_DT), D->dal, in,
+                                    MN__PAR(cm, l, MN__CD_A), N, C, H, 1));
+    }
+    mn__k_delta_beta_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dbl, D->dbeta, A->bl, N * H,
+                                                                            var & MN__DELTA_NEG);
+    MN__LAUNCHED();
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CD_B), NULL, D->dbl, in, MN__PAR(cm, l, MN__CD_B), N, C,
+                                H, gated ? 1 : 0));
+    MN__TRY(mn__l2norm_backward(ctx, D->dqc, D->dq, A->q, A->rq, N * H, Dh, 0));
+    MN__TRY(mn__l2norm_backward(ctx, D->dkc, D->dk, A->k, A->rk, N * H, Dh, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dql, MN__GRD(cm, l, MN__CD_QC), D->dqc, A->ql, MN__PAR(cm, l, MN__CD_QC), B,
+                                   T, HD, 4, 1, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dkl, MN__GRD(cm, l, MN__CD_KC), D->dkc, A->kl, MN__PAR(cm, l, MN__CD_KC), B,
+                                   T, HD, 4, 1, 0));
+    MN__TRY(mn__shortconv_backward(ctx, D->dvl, MN__GRD(cm, l, MN__CD_VC), D->dv, A->vl, MN__PAR(cm, l, MN__CD_VC), B,
+                                   T, HD, 4, 1, 0));
+    return mn__cm_qkv_backward(cm, l, MN__CD_Q, in, din, D->dql, D->dkl, D->dvl, N, 1);
+}
+
+#define MN__CM_ROWS_DELTA                                                                                            \
+    { "deltanet", 0, MN__CD_END - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check, mn__cm_delta_acts_layout,              \
+      mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward, mn__cm_delta_backward },                    \
+    { "deltanet_neg", MN__DELTA_NEG, MN__CD_END - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check,                       \
+      mn__cm_delta_acts_layout, mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward,                    \
+      mn__cm_delta_backward },                                                                                         \
+    { "gdn", MN__DELTA_GATED, MN__CD_GEND - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check, mn__cm_delta_acts_layout,    \
+      mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward, mn__cm_delta_backward },                    \
+    { "gdn_neg", MN__DELTA_GATED | MN__DELTA_NEG, MN__CD_GEND - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check,         \
+      mn__cm_delta_acts_layout, mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward,                    \
+      mn__cm_delta_backward },
+// ---- the Mamba-2 layers "mamba2" and "mamba2_neg" (mesanet.h's mn__ssd_layer_forward / _backward) ----
+//   [z | x | B | C | dt] = xn W_in^T ;  [x | B | C] = silu(conv4([x | B | C]) + b_conv)
+//   Delta = softplus(dt + dt_bias), A = -exp(A_log) ;  SSD on X = x Delta, log-decay A Delta, B, C per head
+//   y = SSD + D x ;  x2 = res + RMSNorm(y silu(z)) W_out^T
+// "mamba2_neg" (variant 1): the transition a = 2 exp(A Delta) - 1 in (-1,1), a signed transition; "mamba2"
+// the log-decay A Delta. Both through mn_cuda_ssd_forward / _backward: the chunk form on the GLA op for
+// head_dim 64, 128 (the signed one as log|a| on sign-flipped B, C), else the recurrent kernels.
+// Softplus, exp and the transition in double, as the CPU.
+enum { MN__CSSD_IN = MN__CP_MIX, MN__CSSD_CONV, MN__CSSD_CONVB, MN__CSSD_DTB, MN__CSSD_ALOG, MN__CSSD_D,
+       MN__CSSD_NORM, MN__CSSD_OUT, MN__CSSD_END };
+static const char* const mn__cp_ssd[MN__CSSD_END - MN__CP_MIX] = {
+    "attn.in_proj.weight", "attn.conv1d.weight", "attn.conv1d.bias", "attn.dt_bias", "attn.A_log", "attn.D",
+    "attn.norm.weight", "attn.out_proj.weight" };
+typedef struct mn__cm_ssd_dims { size_t DI, P, Hm, Ns, W_in, Wc; } mn__cm_ssd_dims;
+static mn__cm_ssd_dims mn__cm_ssd_dims_of(const mn_config* c) {   // mesanet.h's mn__ssd_layer_dims
+    mn__cm_ssd_dims d;
+    d.DI = 2 * c->d_model; d.P = c->head_dim; d.Hm = d.P ? d.DI / d.P : 0; d.Ns = c->head_dim;
+    d.W_in = 2 * d.DI + 2 * d.Ns + d.Hm; d.Wc = d.DI + 2 * d.Ns;
+    return d;
+}
+static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    mn__cm_ssd_acts* a = &y->ssd;
+    MN__P(a->zx, N * d.W_in); MN__P(a->xbci, N * d.Wc); MN__P(a->xbcp, N * d.Wc); MN__P(a->xbc, N * d.Wc);
+    MN__P(a->dtp, N * d.Hm); MN__P(a->delta, N * d.Hm); MN__P(a->at, N * d.Hm); MN__P(a->xt, N * d.DI);
+    MN__P(a->bh, N * d.Hm * d.Ns); MN__P(a->ch, N * d.Hm * d.Ns);
+    MN__P(a->y, N * d.DI); MN__P(a->yz, N * d.DI); MN__P(a->yn, N * d.DI); MN__P(a->rs, N);
+    return off;
+}
+static size_t mn__cm_ssd_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    mn__cm_ssd_dacts* g = &dd->ssd;
+    MN__P(g->dzx, N * d.W_in); MN__P(g->dxbci, N * d.Wc); MN__P(g->dxbcp, N * d.Wc); MN__P(g->dxbc, N * d.Wc);
+    MN__P(g->dyn, N * d.DI); MN__P(g->dyz, N * d.DI); MN__P(g->dy, N * d.DI); MN__P(g->dxt, N * d.DI);
+    MN__P(g->dat, N * d.Hm); MN__P(g->dbh, N * d.Hm * d.Ns); MN__P(g->dch, N * d.Hm * d.Ns);
+    MN__P(g->tD, N * d.DI); MN__P(g->tA, N * d.Hm); MN__P(g->tdt, N * d.Hm); MN__P(g->sD, d.DI);
+    return off;
+}
+static int mn__cm_ssd_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    if (d.P == 0 || d.P % 16 || d.P > 128 || d.DI % d.P)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model",
+                        "the GPU Mamba-2 layer needs head_dim a multiple of 16 up to 128 dividing 2 d_model", __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_ssd_work(const mn_config* c, size_t B, size_t T) {
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    return mn_cuda_ssd_work_size(B, T, d.Hm, d.P, d.Ns, MN__GC);
+}
+
+// xbcp (n = N*Wc) += b_conv; xbc = silu(xbcp)
+__global__ void mn__k_ssd_convact(float* xbcp, float* xbc, const float* bias, size_t n, size_t Wc) {
+    MN__FOR(i, n) {
+        float a = xbcp[i] + bias[i % Wc];
+        xbcp[i] = a;
+        xbc[i] = (float)((double)a / (1.0 + exp(-(double)a)));
+    }
+}
+// per (token n, head h): dtp = dt + dt_bias, Delta = softplus(dtp), at = A Delta or 2 e^{A Delta} - 1
+__global__ void mn__k_ssd_dt(float* dtp, float* delta, float* at, const float* zx, const float* dt_bias,
+                             const float* A_log, size_t N, size_t Hm, size_t dt_col, size_t W_in, int neg) {
+    MN__FOR(r, N * Hm) {
+        size_t n = r / Hm, h = r % Hm;
+        float u = zx[n * W_in + dt_col + h] + dt_bias[h];
+        double dl = (float)(u > 20 ? (double)u : log1p(exp((double)u)));
+        double la = -exp((double)A_log[h]) * dl;                    // the log-decay A Delta
+        dtp[r] = u; delta[r] = (float)dl;
+        at[r] = (float)(neg ? 2.0 * exp(la) - 1.0 : la);
+    }
+}
+// X (N,Hm,P) = x Delta (x: xbc's first DI columns); B, C (N,Wc columns DI.., DI+Ns..) copied to every head
+__global__ void mn__k_ssd_heads(float* xt, float* bh, float* ch, const float* xbc, const float* delta, size_t N,
+                                size_t Hm, size_t P, size_t Ns, size_t Wc) {
+    const size_t DI = Hm * P;
+    MN__FOR(i, N * DI) { size_t n = i / DI, j = i % DI; xt[i] = xbc[n * Wc + j] * delta[n * Hm + j / P]; }
+    MN__FOR(i, N * Hm * Ns) {
+        size_t n = i / (Hm * Ns), j = i % Ns;
+        bh[i] = xbc[n * Wc + DI + j];
+        ch[i] = xbc[n * Wc + DI + Ns + j];
+    }
+}
+// y (N,DI) += D x ; yz = y z sigmoid(z) (z: zx's first DI columns)
+__global__ void mn__k_ssd_skip(float* y, float* yz, const float* zx, const float* xbc, const float* Dp, size_t N,
+                               size_t DI, size_t P, size_t W_in, size_t Wc) {
+    MN__FOR(i, N * DI) {
+        size_t n = i / DI, j = i % DI;
+        float v = y[i] + Dp[j / P] * xbc[n * Wc + j];
+        double z = zx[n * W_in + j];
+        y[i] = v;
+        yz[i] = (float)(v * z / (1.0 + exp(-z)));
+    }
+}
+// forward: yz = y z s(z), y = ssd + D x, so (all written, not added): dy = dyz z s ; dz = dyz y s (1 + z (1 - s));
+// dx (xbc's first DI columns) = D dy ; tD = dy x (dD's terms, summed over tokens and the head's columns)
+__global__ void mn__k_ssd_skip_bwd(float* dy, float* dzx, float* dxbc, float* tD, const float* dyz, const float* y,
+                                   const float* zx, const float* xbc, const float* Dp, size_t N, size_t DI, size_t P,
+                                   size_t W_in, size_t Wc) {
+    MN__FOR(i, N * DI) {
+        size_t n = i / DI, j = i % DI;
+        double z = zx[n * W_in + j], s = 1.0 / (1.0 + exp(-z)), g = dyz[i];
+        float gy = (float)(g * z * s);
+        dy[i] = gy;
+        dzx[n * W_in + j] = (float)(g * y[i] * s * (1.0 + z * (1.0 - s)));
+        dxbc[n * Wc + j] = Dp[j / P] * gy;
+        tD[i] = gy * xbc[n * Wc + j];
+    }
+}
+// dD[h] += sum of the head's P column sums sD (DI)
+__global__ void mn__k_ssd_headsum(float* dD, const float* sD, size_t Hm, size_t P) {
+    MN__FOR(h, Hm) {
+        float s = 0.f;
+        for (size_t p = 0; p < P; p++) s += sD[h * P + p];
+        dD[h] += s;
+    }
+}
+// per (token n, head h), one warp: forward at = A Delta (or 2 e^{A Delta} - 1), X = x Delta, A = -e^{A_log},
+// Delta = softplus(dtp), so: dla = dat (or dat 2 e^{A Delta}), ddelta = -e^{A_log} dla + sum_p dX x,
+// tA = -e^{A_log} Delta dla (A_log's term), ddelta *= sigmoid(dtp) -> dzx's dt column and tdt (written)
+__global__ void mn__k_ssd_dt_bwd(float* dzx, float* tA, float* tdt, const float* dat, const float* dxt,
+                                 const float* xbc, const float* delta, const float* dtp, const float* A_log, size_t N,
+                                 size_t Hm, size_t P, size_t dt_col, size_t W_in, size_t Wc, int neg) {
+    const size_t warps = (size_t)gridDim.x * (blockDim.x >> 5);
+    const int lane = threadIdx.x & 31;
+    for (size_t r = blockIdx.x * (size_t)(blockDim.x >> 5) + (threadIdx.x >> 5); r < N * Hm; r += warps) {
+        size_t n = r / Hm, h = r % Hm;
+        float acc = 0.f;
+        for (size_t p = lane; p < P; p += 32) acc += dxt[r * P + p] * xbc[n * Wc + h * P + p];
+        acc = mn__warp_sum(acc);
+        if (lane == 0) {
+            double dl = delta[r], ea = exp((double)A_log[h]);
+            double dla = neg ? dat[r] * 2.0 * exp(-ea * dl) : (double)dat[r];
+            double dd = dla * -ea + acc;
+            tA[r] = (float)(dla * -ea * dl);
+            dd *= 1.0 / (1.0 + exp(-(double)dtp[r]));
+            dzx[n * W_in + dt_col + h] = (float)dd;
+            tdt[r] = (float)dd;
+        }
+    }
+}
+// dx (xbc's first DI columns) += dX Delta ; dB, dC (xbc's columns DI..DI+2Ns) = the heads' sums (written)
+__global__ void mn__k_ssd_heads_bwd(float* dxbc, const float* dxt, const float* delta, const float* dbh,
+                                    const float* dch, size_t N, size_t Hm, size_t P, size_t Ns, size_t Wc) {
+    const size_t DI = Hm * P;
+    MN__FOR(i, N * DI) { size_t n = i / DI, j = i % DI; dxbc[n * Wc + j] += dxt[i] * delta[n * Hm + j / P]; }
+    MN__FOR(i, N * 2 * Ns) {
+        size_t n = i / (2 * Ns), j = i % (2 * Ns);
+        const float* src = j < Ns ? dbh + n * Hm * Ns + j : dch + n * Hm * Ns + (j - Ns);
+        float s = 0.f;
+        for (size_t h = 0; h < Hm; h++) s += src[h * Ns];
+        dxbc[n * Wc + DI + j] = s;
+    }
+}
+// forward xbc = silu(xbcp): dxbcp = dxbc s (1 + a (1 - s)) (written)
+__global__ void mn__k_ssd_convact_bwd(float* dxbcp, const float* dxbc, const float* xbcp, size_t n) {
+    MN__FOR(i, n) {
+        double a = xbcp[i], s = 1.0 / (1.0 + exp(-a));
+        dxbcp[i] = (float)(dxbc[i] * s * (1.0 + a * (1.0 - s)));
+    }
+}
+
+static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                              const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_ssd_acts* A = &Y->ssd;
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    size_t N = B * T, C = c->d_model, dt_col = 2 * d.DI + 2 * d.Ns;
+    int neg = mn__cm_variant(cm, l) & 1;
+    (void)DD;
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->zx, Y->xn1, MN__PAR(cm, l, MN__CSSD_IN), NULL, N, C, d.W_in));
+    MN__CU(cudaMemcpy2DAsync(A->xbci, d.Wc * sizeof(float), A->zx + d.DI, d.W_in * sizeof(float),
+                             d.Wc * sizeof(float), N, cudaMemcpyDeviceToDevice, MN__STREAM));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->xbcp, A->xbci, MN__PAR(cm, l, MN__CSSD_CONV), B, T, d.Wc, 4, 0));
+    mn__k_ssd_convact<<<mn__grid(ctx, N * d.Wc, 256), 256, 0, MN__STREAM>>>(A->xbcp, A->xbc,
+                                                                          MN__PAR(cm, l, MN__CSSD_CONVB), N * d.Wc,
+                                                                          d.Wc);
+    MN__LAUNCHED();
+    mn__k_ssd_dt<<<mn__grid(ctx, N * d.Hm, 256), 256, 0, MN__STREAM>>>(A->dtp, A->delta, A->at, A->zx,
+                                                                     MN__PAR(cm, l, MN__CSSD_DTB),
+                                                                     MN__PAR(cm, l, MN__CSSD_ALOG), N, d.Hm, dt_col,
+                                                                     d.W_in, neg);
+    MN__LAUNCHED();
+    mn__k_ssd_heads<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->xt, A->bh, A->ch, A->xbc, A->delta, N,
+                                                                        d.Hm, d.P, d.Ns, d.Wc);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_ssd_forward(ctx, A->y, NULL, A->xt, A->at, A->bh, A->ch, NULL, B, T, d.Hm, d.P, d.Ns, MN__GC,
+                                neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work));
+    mn__k_ssd_skip<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->y, A->yz, A->zx, A->xbc,
+                                                                       MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,
+                                                                       d.W_in, d.Wc);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->yn, A->rs, A->yz, MN__PAR(cm, l, MN__CSSD_NORM), N, d.DI, c->norm_eps));
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, A->yn, MN__PAR(cm, l, MN__CSSD_OUT), N, d.DI, C);
+}
+// every gradient buffer written by its first writer (acc 0 or a kernel that writes); the op's four
+// outputs accumulate, so they are zeroed first; din by the in_proj backward
+static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
+                               const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_ssd_acts* A = &Y->ssd;
+    const mn__cm_ssd_dacts* D = &DD->ssd;
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    size_t N = B * T, C = c->d_model, dt_col = 2 * d.DI + 2 * d.Ns;
+    int neg = mn__cm_variant(cm, l) & 1;
+    MN__TRY(mn__matmul_backward(ctx, D->dyn, MN__GRD(cm, l, MN__CSSD_OUT), NULL, dout, A->yn,
+                                MN__PAR(cm, l, MN__CSSD_OUT), N, d.DI, C, 0));
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dyz, MN__GRD(cm, l, MN__CSSD_NORM), D->dyn, A->rs, A->yz,
+                                 MN__PAR(cm, l, MN__CSSD_NORM), N, d.DI, 0));
+    mn__k_ssd_skip_bwd<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(D->dy, D->dzx, D->dxbc, D->tD, D->dyz,
+                                                                           A->y, A->zx, A->xbc,
+                                                                           MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,
+                                                                           d.W_in, d.Wc);
+    MN__LAUNCHED();
+    MN__CU(cudaMemsetAsync(D->sD, 0, d.DI * sizeof(float), MN__STREAM));
+    MN__TRY(mn__colsum(ctx, D->sD, D->tD, NULL, NULL, N, d.DI));
+    mn__k_ssd_headsum<<<1, 32, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CSSD_D), D->sD, d.Hm, d.P);
+    MN__LAUNCHED();
+    MN__CU(cudaMemsetAsync(D->dxt, 0, N * d.DI * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(D->dat, 0, N * d.Hm * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(D->dbh, 0, N * d.Hm * d.Ns * sizeof(float), MN__STREAM));
+    MN__CU(cudaMemsetAsync(D->dch, 0, N * d.Hm * d.Ns * sizeof(float), MN__STREAM));
+    MN__TRY(mn_cuda_ssd_backward(ctx, D->dxt, D->dat, D->dbh, D->dch, NULL, D->dy, NULL, A->xt, A->at, A->bh, A->ch,
+                                 NULL, B, T, d.Hm, d.P, d.Ns, MN__GC, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY,
+                                 cm->work));
+    mn__k_ssd_dt_bwd<<<mn__grid(ctx, N * d.Hm * 32, 256), 256, 0, MN__STREAM>>>(D->dzx, D->tA, D->tdt, D->dat, D->dxt,
+                                                                              A->xbc, A->delta, A->dtp,
+                                                                              MN__PAR(cm, l, MN__CSSD_ALOG), N, d.Hm,
+                                                                              d.P, dt_col, d.W_in, d.Wc, neg);
+    MN__LAUNCHED();
+    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSSD_ALOG), D->tA, NULL, NULL, N, d.Hm));
+    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSSD_DTB), D->tdt, NULL, NULL, N, d.Hm));
+    mn__k_ssd_heads_bwd<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(D->dxbc, D->dxt, A->delta, D->dbh,
+                                                                            D->dch, N, d.Hm, d.P, d.Ns, d.Wc);
+    MN__LAUNCHED();
+    mn__k_ssd_convact_bwd<<<mn__grid(ctx, N * d.Wc, 256), 256, 0, MN__STREAM>>>(D->dxbcp, D->dxbc, A->xbcp, N * d.Wc);
+    MN__LAUNCHED();
+    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSSD_CONVB), D->dxbcp, NULL, NULL, N, d.Wc));
+    MN__TRY(mn__shortconv_backward(ctx, D->dxbci, MN__GRD(cm, l, MN__CSSD_CONV), D->dxbcp, A->xbci,
+                                   MN__PAR(cm, l, MN__CSSD_CONV), B, T, d.Wc, 4, 0, 0));
+    MN__CU(cudaMemcpy2DAsync(D->dzx + d.DI, d.W_in * sizeof(float), D->dxbci, d.Wc * sizeof(float),
+                             d.Wc * sizeof(float), N, cudaMemcpyDeviceToDevice, MN__STREAM));
+    return mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CSSD_IN), NULL, D->dzx, Y->xn1,
+                               MN__PAR(cm, l, MN__CSSD_IN), N, C, d.W_in, 0);
+}
+
+#define MN__CM_ROWS_SSD                                                                                          \
+    { "mamba2", 0, MN__CSSD_END - MN__CP_MIX, mn__cp_ssd, mn__cm_ssd_check, mn__cm_ssd_acts_layout,              \
+      mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward },                       \
+    { "mamba2_neg", 1, MN__CSSD_END - MN__CP_MIX, mn__cp_ssd, mn__cm_ssd_check, mn__cm_ssd_acts_layout,          \
+      mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward },
+// ---- "hawk": Griffin's recurrent block (mesanet.h's mn__rglru_layer_*, call for call) ----
+//   y = gelu_tanh(x Wy + by) ;  x' = conv4(x Wx + bx) + bconv ;  h = RG-LRU(x') (width C, n_head gate blocks)
+//   x2 = res + (h * y) Wout + bout
+// The parameter slots, in mn__rglru_par_walk's order (the names are checked against the CPU table).
+enum { MN__RGLRU_CP_Y = MN__CP_MIX, MN__RGLRU_CP_YB, MN__RGLRU_CP_X, MN__RGLRU_CP_XB, MN__RGLRU_CP_CONV,
+       MN__RGLRU_CP_CONVB, MN__RGLRU_CP_A, MN__RGLRU_CP_GXW, MN__RGLRU_CP_GXB, MN__RGLRU_CP_GAW, MN__RGLRU_CP_GAB,
+       MN__RGLRU_CP_O, MN__RGLRU_CP_OB, MN__RGLRU_CP_END };
+static const char* const mn__rglru_cp[MN__RGLRU_CP_END - MN__CP_MIX] = {
+    "attn.linear_y.weight", "attn.linear_y.bias", "attn.linear_x.weight", "attn.linear_x.bias",
+    "attn.conv_1d.weight", "attn.conv_1d.bias", "attn.rg_lru.a_param", "attn.rg_lru.input_gate.w",
+    "attn.rg_lru.input_gate.b", "attn.rg_lru.a_gate.w", "attn.rg_lru.a_gate.b", "attn.linear_out.weight",
+    "attn.linear_out.bias" };
+#define MN__CM_RGLRU_C 8.0   // mesanet.h's MN__RGLRU_C: log a = -c ga softplus(a_param)
+
+// the tanh GeLU of the y branch, fused with the product: hy = h gelu(yl) (N C entries), as mn_gelu_forward
+__device__ __forceinline__ void mn__rglru_gelu(float x, float* y, float* dy) {
+    const float k = 0.7978845608028654f, k3 = 0.044715f;
+    float th = tanhf(k * (x + k3 * x * x * x));
+    *y = 0.5f * x * (1.f + th);
+    if (dy) *dy = 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * k * (1.f + 3.f * k3 * x * x);
+}
+__global__ void mn__k_rglru_hy(float* hy, const float* h, const float* yl, size_t n) {
+    MN__FOR(i, n) { float g; mn__rglru_gelu(yl[i], &g, NULL); hy[i] = h[i] * g; }
+}
+// forward: hy = h gelu(yl), so: dh = dhy gelu(yl) ; dyl = dhy h gelu'(yl)  (both written)
+__global__ void mn__k_rglru_hy_bwd(float* dh, float* dyl, const float* dhy, const float* h, const float* yl,
+                                   size_t n) {
+    MN__FOR(i, n) {
+        float g, dg;
+        mn__rglru_gelu(yl[i], &g, &dg);
+        dh[i] = dhy[i] * g;
+        dyl[i] = dhy[i] * h[i] * dg;
+    }
+}
+// x2 (N,C) = res (N,C) + bias (C): the residual and the output bias in one pass, before x2 += hy Wout^T
+__global__ void mn__k_rglru_res_bias(float* x2, const float* res, const float* bias, size_t N, size_t C) {
+    MN__FOR(i, N * C) x2[i] = res[i] + bias[i % C];
+}
+
+static size_t mn__cm_rglru_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t C = c->d_model;
+    mn__cm_rglru_acts* a = &y->rglru;
+    MN__P(a->yl, N * C); MN__P(a->xl, N * C); MN__P(a->xc, N * C); MN__P(a->h, N * C); MN__P(a->gates, 2 * N * C);
+    MN__P(a->hy, N * C);
+    return off;
+}
+static size_t mn__cm_rglru_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t C = c->d_model;
+    mn__cm_rglru_dacts* d = &dd->rglru;
+    MN__P(d->dhy, N * C); MN__P(d->dh, N * C); MN__P(d->dyl, N * C); MN__P(d->dxc, N * C); MN__P(d->dxl, N * C);
+    return off;
+}
+static int mn__cm_rglru_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->n_head < 1 || c->d_model % c->n_head != 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "hawk needs n_head to divide d_model", __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_rglru_work(const mn_config* c, size_t B, size_t T) {
+    return mn_cuda_rglru_work_size(B, T, c->d_model);
+}
+static int mn__cm_rglru_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_rglru_acts* A = &Y->rglru;
+    size_t N = B * T, C = c->d_model;
+    (void)DD;
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->yl, Y->xn1, MN__PAR(cm, l, MN__RGLRU_CP_Y), MN__PAR(cm, l, MN__RGLRU_CP_YB),
+                                   N, C, C));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->xl, Y->xn1, MN__PAR(cm, l, MN__RGLRU_CP_X), MN__PAR(cm, l, MN__RGLRU_CP_XB),
+                                   N, C, C));
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->xc, A->xl, MN__PAR(cm, l, MN__RGLRU_CP_CONV), B, T, C, 4, 0));
+    mn__k_add_bias<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(A->xc, MN__PAR(cm, l, MN__RGLRU_CP_CONVB), N, C);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_rglru_forward(ctx, A->h, NULL, A->gates, A->xc, MN__PAR(cm, l, MN__RGLRU_CP_A),
+                                  MN__PAR(cm, l, MN__RGLRU_CP_GXW), MN__PAR(cm, l, MN__RGLRU_CP_GXB),
+                                  MN__PAR(cm, l, MN__RGLRU_CP_GAW), MN__PAR(cm, l, MN__RGLRU_CP_GAB), NULL, NULL, B, T,
+                                  C, c->n_head, MN__CM_RGLRU_C));
+    mn__k_rglru_hy<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(A->hy, A->h, A->yl, N * C);
+    MN__LAUNCHED();
+    mn__k_rglru_res_bias<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(Y->x2, res,
+                                                                            MN__PAR(cm, l, MN__RGLRU_CP_OB), N, C);
+    MN__LAUNCHED();
+    return mn__cm_matmul_add(ctx, Y->x2, A->hy, MN__PAR(cm, l, MN__RGLRU_CP_O), N, C, C);
+}
+static int mn__cm_rglru_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                 float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_rglru_acts* A = &Y->rglru;
+    const mn__cm_rglru_dacts* D = &DD->rglru;
+    size_t N = B * T, C = c->d_model;
+    MN__TRY(mn__matmul_backward(ctx, D->dhy, MN__GRD(cm, l, MN__RGLRU_CP_O), MN__GRD(cm, l, MN__RGLRU_CP_OB), dout,
+                                A->hy, MN__PAR(cm, l, MN__RGLRU_CP_O), N, C, C, 0));
+    mn__k_rglru_hy_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(D->dh, D->dyl, D->dhy, A->h, A->yl, N * C);
+    MN__LAUNCHED();
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__RGLRU_CP_Y), MN__GRD(cm, l, MN__RGLRU_CP_YB), D->dyl,
+                                Y->xn1, MN__PAR(cm, l, MN__RGLRU_CP_Y), N, C, C, 0));
+    MN__TRY(mn__rglru_backward(ctx, D->dxc, MN__GRD(cm, l, MN__RGLRU_CP_A), MN__GRD(cm, l, MN__RGLRU_CP_GXW),
+                               MN__GRD(cm, l, MN__RGLRU_CP_GXB), MN__GRD(cm, l, MN__RGLRU_CP_GAW),
+                               MN__GRD(cm, l, MN__RGLRU_CP_GAB), NULL, D->dh, NULL, A->h, A->gates, A->xc,
+                               MN__PAR(cm, l, MN__RGLRU_CP_A), MN__PAR(cm, l, MN__RGLRU_CP_GXW),
+                               MN__PAR(cm, l, MN__RGLRU_CP_GAW), NULL, NULL, B, T, C, c->n_head, MN__CM_RGLRU_C,
+                               cm->work, 0));
+    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__RGLRU_CP_CONVB), D->dxc, NULL, NULL, N, C));
+    MN__TRY(mn__shortconv_backward(ctx, D->dxl, MN__GRD(cm, l, MN__RGLRU_CP_CONV), D->dxc, A->xl,
+                                   MN__PAR(cm, l, MN__RGLRU_CP_CONV), B, T, C, 4, 0, 0));
+    return mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__RGLRU_CP_X), MN__GRD(cm, l, MN__RGLRU_CP_XB), D->dxl,
+                               Y->xn1, MN__PAR(cm, l, MN__RGLRU_CP_X), N, C, C, 1);
+}
+#define MN__CM_ROWS_RGLRU                                                                                              \
+    { "hawk", 0, MN__RGLRU_CP_END - MN__CP_MIX, mn__rglru_cp, mn__cm_rglru_check, mn__cm_rglru_acts_layout,          \
+      mn__cm_rglru_dacts_layout, mn__cm_rglru_work, mn__cm_rglru_forward, mn__cm_rglru_backward },
+// ---- the mLSTM layer "mlstm" (mesanet.h's mn__mlstm_layer_forward / _backward, xLSTM-7B's layout) ----
+//   q, k, v = x W ; i = 15 tanh((x Wi^T + bi) / 15), f = 15 tanh((x Wf^T + bf) / 15) (soft-capped gates)
+//   h = mLSTM(q, k, v, i, f) (scale 1/sqrt(D), eps 1e-6, exact backward) ; x2 = res + (RMSNorm_head(h)
+//   sigmoid(x Wo^T)) Wout^T
+// The op runs its recurrent kernels whatever cfg.mesa_chunk is (the chunkwise form's sums are the
+// recurrence's). Saved: q, k, v, the gates before and after the cap, h, its norm and rstd, the output
+// gate's pre-activation and the gated output.
+enum { MN__CM_MLSTM_Q = MN__CP_MIX, MN__CM_MLSTM_I = MN__CM_MLSTM_Q + 3, MN__CM_MLSTM_IB, MN__CM_MLSTM_F,
+       MN__CM_MLSTM_FB, MN__CM_MLSTM_OG, MN__CM_MLSTM_NORM, MN__CM_MLSTM_O, MN__CM_MLSTM_END };
+static const char* const mn__cp_mlstm[MN__CM_MLSTM_END - MN__CP_MIX] = {
+    "attn.q.weight", "attn.k.weight", "attn.v.weight", "attn.igate_preact.weight", "attn.igate_preact.bias",
+    "attn.fgate_preact.weight", "attn.fgate_preact.bias", "attn.ogate_preact.weight", "attn.multihead_norm.weight",
+    "attn.out_proj.weight" };
+#define MN__CM_MLSTM_CAP 15.0     // mesanet.h's MN__MLSTM_CAP: the gates' soft cap
+#define MN__CM_MLSTM_EPS 1e-6     // the layer's normaliser eps
+
+// g = cap tanh(gl / cap) for both gates (n each), in double as the CPU layer
+__global__ void mn__k_mlstm_cap(float* ig, float* fg, const float* il, const float* fl, size_t n) {
+    MN__FOR(i, n) {
+        ig[i] = (float)(MN__CM_MLSTM_CAP * tanh((double)il[i] / MN__CM_MLSTM_CAP));
+        fg[i] = (float)(MN__CM_MLSTM_CAP * tanh((double)fl[i] / MN__CM_MLSTM_CAP));
+    }
+}
+// forward: g = cap tanh(gl / cap), so: dgl = dg (1 - tanh^2) (overwritten)
+__global__ void mn__k_mlstm_cap_bwd(float* dil, float* dfl, const float* dig, const float* dfg, const float* il,
+                                    const float* fl, size_t n) {
+    MN__FOR(i, n) {
+        double ti = tanh((double)il[i] / MN__CM_MLSTM_CAP), tf = tanh((double)fl[i] / MN__CM_MLSTM_CAP);
+        dil[i] = (float)(dig[i] * (1.0 - ti * ti));
+        dfl[i] = (float)(dfg[i] * (1.0 - tf * tf));
+    }
+}
+// ho = hn sigmoid(ol)
+__global__ void mn__k_mlstm_ogate(float* ho, const float* hn, const float* ol, size_t n) {
+    MN__FOR(i, n) ho[i] = (float)(hn[i] / (1.0 + exp(-(double)ol[i])));
+}
+// forward: ho = hn s(ol), so: dhn = dho s ; dol = dho hn s (1 - s) (overwritten)
+__global__ void mn__k_mlstm_ogate_bwd(float* dhn, float* dol, const float* dho, const float* hn, const float* ol,
+                                      size_t n) {
+    MN__FOR(i, n) {
+        double s = 1.0 / (1.0 + exp(-(double)ol[i]));
+        dhn[i] = (float)(dho[i] * s);
+        dol[i] = (float)(dho[i] * hn[i] * s * (1.0 - s));
+    }
+}
+
+static int mn__cm_mlstm_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->head_dim % 16 || c->head_dim < 16 || c->head_dim > 128)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU mLSTM op needs head_dim a multiple of 16 <= 128",
+                        __LINE__);
+    return MN_OK;
+}
+static size_t mn__cm_mlstm_work(const mn_config* c, size_t B, size_t T) {
+    return mn_cuda_mlstm_work_size(B, T, c->n_head, c->head_dim, c->head_dim, 1);
+}
+static size_t mn__cm_mlstm_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_mlstm_acts* a = &y->mlstm;
+    MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD);
+    MN__P(a->il, N * H); MN__P(a->fl, N * H); MN__P(a->ig, N * H); MN__P(a->fg, N * H);
+    MN__P(a->h, N * HD); MN__P(a->hn, N * HD); MN__P(a->rs, N * H); MN__P(a->ol, N * HD); MN__P(a->ho, N * HD);
+    return off;
+}
+static size_t mn__cm_mlstm_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t H = c->n_head, HD = H * c->head_dim;
+    mn__cm_mlstm_dacts* d = &dd->mlstm;
+    MN__P(d->dq, N * HD); MN__P(d->dk, N * HD); MN__P(d->dv, N * HD);
+    MN__P(d->dil, N * H); MN__P(d->dfl, N * H); MN__P(d->dig, N * H); MN__P(d->dfg, N * H);
+    MN__P(d->dh, N * HD); MN__P(d->dhn, N * HD); MN__P(d->dol, N * HD); MN__P(d->dho, N * HD);
+    return off;
+}
+static int mn__cm_mlstm_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_mlstm_acts* A = &Y->mlstm;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    const float* in = Y->xn1;
+    (void)DD;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CM_MLSTM_Q, in, A->q, A->k, A->v, N));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->il, in, MN__PAR(cm, l, MN__CM_MLSTM_I), MN__PAR(cm, l, MN__CM_MLSTM_IB), N,
+                                   C, H));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->fl, in, MN__PAR(cm, l, MN__CM_MLSTM_F), MN__PAR(cm, l, MN__CM_MLSTM_FB), N,
+                                   C, H));
+    mn__k_mlstm_cap<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->ig, A->fg, A->il, A->fl, N * H);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_mlstm_forward(ctx, A->h, NULL, NULL, NULL, NULL, NULL, A->q, A->k, A->v, A->ig, A->fg, NULL, NULL,
+                                  NULL, B, T, H, Dh, Dh, 1.0 / sqrt((double)Dh), MN__CM_MLSTM_EPS, 1, cm->work));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->hn, A->rs, A->h, MN__PAR(cm, l, MN__CM_MLSTM_NORM), N * H, Dh,
+                                    c->norm_eps));
+    MN__TRY(mn_cuda_matmul_forward(ctx, A->ol, in, MN__PAR(cm, l, MN__CM_MLSTM_OG), NULL, N, C, HD));
+    mn__k_mlstm_ogate<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->ho, A->hn, A->ol, N * HD);
+    MN__LAUNCHED();
+    MN__D2D(Y->x2, res, N * C);
+    return mn__cm_matmul_add(ctx, Y->x2, A->ho, MN__PAR(cm, l, MN__CM_MLSTM_O), N, HD, C);
+}
+static int mn__cm_mlstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                 float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_mlstm_acts* A = &Y->mlstm;
+    const mn__cm_mlstm_dacts* D = &DD->mlstm;
+    size_t N = B * T, C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    const float* in = Y->xn1;
+    // every buffer written by its first writer (acc 0): dho by the out_proj backward, dhn and dol by the
+    // gate's, din by the ogate_preact backward, dh by the norm's, dq..dfg by the op's, dil, dfl by the cap's
+    MN__TRY(mn__matmul_backward(ctx, D->dho, MN__GRD(cm, l, MN__CM_MLSTM_O), NULL, dout, A->ho,
+                                MN__PAR(cm, l, MN__CM_MLSTM_O), N, HD, C, 0));
+    mn__k_mlstm_ogate_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dhn, D->dol, D->dho, A->hn, A->ol,
+                                                                            N * HD);
+    MN__LAUNCHED();
+    MN__TRY(mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CM_MLSTM_OG), NULL, D->dol, in,
+                                MN__PAR(cm, l, MN__CM_MLSTM_OG), N, C, HD, 0));
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dh, MN__GRD(cm, l, MN__CM_MLSTM_NORM), D->dhn, A->rs, A->h,
+                                 MN__PAR(cm, l, MN__CM_MLSTM_NORM), N * H, Dh, 0));
+    MN__TRY(mn__mlstm_backward(ctx, D->dq, D->dk, D->dv, D->dig, D->dfg, NULL, NULL, D->dh, A->q, A->k, A->v, A->ig,
+                               A->fg, NULL, NULL, NULL, B, T, H, Dh, Dh, 1.0 / sqrt((double)Dh), MN__CM_MLSTM_EPS, 1,
+                               MN_MLSTM_BW_EXACT, cm->work, 0, A->h));   // A->h: the op's output, kept
+    mn__k_mlstm_cap_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dil, D->dfl, D->dig, D->dfg, A->il,
+                                                                         A->fl, N * H);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CM_MLSTM_I), MN__GRD(cm, l, MN__CM_MLSTM_IB), D->dil,
+                                    in, MN__PAR(cm, l, MN__CM_MLSTM_I), N, C, H));
+    MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CM_MLSTM_F), MN__GRD(cm, l, MN__CM_MLSTM_FB), D->dfl,
+                                    in, MN__PAR(cm, l, MN__CM_MLSTM_F), N, C, H));
+    return mn__cm_qkv_backward(cm, l, MN__CM_MLSTM_Q, in, din, D->dq, D->dk, D->dv, N, 1);
+}
+
+#define MN__CM_ROWS_MLSTM \
+    { "mlstm", 0, MN__CM_MLSTM_END - MN__CP_MIX, mn__cp_mlstm, mn__cm_mlstm_check, mn__cm_mlstm_acts_layout, \
+      mn__cm_mlstm_dacts_layout, mn__cm_mlstm_work, mn__cm_mlstm_forward, mn__cm_mlstm_backward },
+// ---- the sLSTM layer "slstm" (mesanet.h's mn__slstm_layer_forward / _backward), width C, NH = n_head
+// heads of Dh = C/NH units (the layer's own split, not cfg.head_dim):
+//   xc = silu(conv4(x) + b_conv) ; i, f pre-activations from xc and z, o from x, each through a
+//   block-diagonal per-head linear W[h] (Dh,Dh) ; (y, c, n, m) = the sLSTM cell (R, b) ;
+//   x2 = res + RMSNorm_head(y) (no output projection, as the CPU layer)
+enum { MN__CSLSTM_CONV = MN__CP_MIX, MN__CSLSTM_CONVB, MN__CSLSTM_WI, MN__CSLSTM_WF, MN__CSLSTM_WZ, MN__CSLSTM_WO,
+       MN__CSLSTM_R, MN__CSLSTM_B, MN__CSLSTM_NORM, MN__CSLSTM_END };
+static const char* const mn__cp_slstm[MN__CSLSTM_END - MN__CP_MIX] = {
+    "attn.conv1d.weight", "attn.conv1d.bias", "attn.igate.weight", "attn.fgate.weight", "attn.zgate.weight",
+    "attn.ogate.weight", "attn.slstm_cell.recurrent_kernel", "attn.slstm_cell.bias", "attn.group_norm.weight" };
+
+static size_t mn__cm_slstm_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+    size_t C = c->d_model;
+    mn__cm_slstm_acts* a = &y->slstm;
+    MN__P(a->xcp, N * C); MN__P(a->xc, N * C); MN__P(a->x, 4 * N * C); MN__P(a->y, N * C); MN__P(a->c, N * C);
+    MN__P(a->n, N * C); MN__P(a->m, N * C); MN__P(a->rs, N * c->n_head);
+    return off;
+}
+static size_t mn__cm_slstm_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
+    size_t C = c->d_model;
+    mn__cm_slstm_dacts* d = &dd->slstm;
+    MN__P(d->dy, N * C); MN__P(d->dx, 4 * N * C); MN__P(d->dxc, N * C); MN__P(d->dxcp, N * C);
+    return off;
+}
+static int mn__cm_slstm_check(mn_cuda_ctx* ctx, const mn_config* c) {
+    if (c->n_head == 0 || c->d_model % c->n_head != 0)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model", "the GPU sLSTM needs d_model a multiple of n_head",
+                        __LINE__);
+    return mn__slstm_check(ctx, "mn_cuda_model (sLSTM heads)", 1, c->n_head, c->d_model / c->n_head);
+}
+static size_t mn__cm_slstm_work(const mn_config* c, size_t B, size_t T) {
+    return mn_cuda_slstm_work_size(B, T, c->n_head, c->d_model / c->n_head);
+}
+
+// xcp (N,C) += b_conv ; xc = silu(xcp)
+__global__ void mn__k_cm_slstm_act(float* xcp, float* xc, const float* bias, size_t N, size_t C) {
+    MN__FOR(e, N * C) { float a = xcp[e] + bias[e % C]; xcp[e] = a; xc[e] = a / (1.f + expf(-a)); }
+}
+// forward: xc = silu(xcp), so: dxcp = dxc s (1 + xcp (1 - s)), s = sigmoid(xcp) (overwritten)
+__global__ void mn__k_cm_slstm_act_bwd(float* dxcp, const float* dxc, const float* xcp, size_t n) {
+    MN__FOR(e, n) { float a = xcp[e], s = 1.f / (1.f + expf(-a)); dxcp[e] = dxc[e] * s * (1.f + a * (1.f - s)); }
+}
+// x2 = res + o (the residual add of the CPU model's mn_residual_forward)
+__global__ void mn__k_cm_slstm_add(float* x2, const float* res, const float* o, size_t n) {
+    MN__FOR(e, n) x2[e] = res[e] + o[e];
+}
+// Block-diagonal linear into a column block of a row-major output with row stride ldo:
+// out[n, h Dh + j] = sum_i u[n, h Dh + i] W[h][j][i], u (N,C), W (NH,Dh,Dh): one product batched over heads
+static int mn__cm_slstm_bd_forward(mn_cuda_ctx* ctx, float* out, size_t ldo, const float* u, const float* W,
+                                   size_t N, size_t NH, size_t Dh) {
+    return mn__gemm(ctx, 0, 1, N, Dh, Dh, 1.f, u, NH * Dh, Dh, W, Dh, Dh * Dh, 0.f, out, ldo, Dh, NH);
+}
+// its backward: du (N,C) = (acc 0) or += (acc 1) dout W per head ; dW[h] += dout[:, h]^T u[:, h]
+static int mn__cm_slstm_bd_backward(mn_cuda_ctx* ctx, float* du, float* dW, const float* dout, size_t ldo,
+                                    const float* u, const float* W, size_t N, size_t NH, size_t Dh, int acc) {
+    MN__TRY(mn__gemm(ctx, 0, 0, N, Dh, Dh, 1.f, dout, ldo, Dh, W, Dh, Dh * Dh, acc ? 1.f : 0.f, du, NH * Dh, Dh, NH));
+    return mn__gemm(ctx, 1, 0, Dh, Dh, N, 1.f, dout, ldo, Dh, u, NH * Dh, Dh, 1.f, dW, Dh, Dh * Dh, NH);
+}
+
+// The forward normed output goes to the (not yet used) gradient buffer dy before the residual add.
+static int mn__cm_slstm_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                const float* res, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_slstm_acts* A = &Y->slstm;
+    const mn__cm_slstm_dacts* D = &DD->slstm;
+    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH;
+    const float* in = Y->xn1;
+    MN__TRY(mn_cuda_shortconv_forward(ctx, A->xcp, in, MN__PAR(cm, l, MN__CSLSTM_CONV), B, T, C, 4, 0));
+    mn__k_cm_slstm_act<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(A->xcp, A->xc,
+                                                                          MN__PAR(cm, l, MN__CSLSTM_CONVB), N, C);
+    MN__LAUNCHED();
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 0 * C, 4 * C, A->xc, MN__PAR(cm, l, MN__CSLSTM_WI), N, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 1 * C, 4 * C, A->xc, MN__PAR(cm, l, MN__CSLSTM_WF), N, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 2 * C, 4 * C, in, MN__PAR(cm, l, MN__CSLSTM_WZ), N, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, A->x + 3 * C, 4 * C, in, MN__PAR(cm, l, MN__CSLSTM_WO), N, NH, Dh));
+    MN__TRY(mn_cuda_slstm_forward(ctx, A->y, A->c, A->n, A->m, A->x, MN__PAR(cm, l, MN__CSLSTM_R),
+                                  MN__PAR(cm, l, MN__CSLSTM_B), NULL, NULL, NULL, NULL, B, T, NH, Dh));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, D->dy, A->rs, A->y, MN__PAR(cm, l, MN__CSLSTM_NORM), N * NH, Dh,
+                                    c->norm_eps));
+    mn__k_cm_slstm_add<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(Y->x2, res, D->dy, N * C);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+// every gradient buffer written by its first writer (acc 0): dy by the norm's backward, dx by the
+// cell's, dxc by the igate's, din by the zgate's (then += ogate, conv), dxcp by the silu's
+static int mn__cm_slstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
+                                 float* din, const float* dout, size_t B, size_t T) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    const mn__cm_slstm_acts* A = &Y->slstm;
+    const mn__cm_slstm_dacts* D = &DD->slstm;
+    size_t N = B * T, C = c->d_model, NH = c->n_head, Dh = C / NH;
+    const float* in = Y->xn1;
+    MN__TRY(mn__rmsnorm_backward(ctx, D->dy, MN__GRD(cm, l, MN__CSLSTM_NORM), dout, A->rs, A->y,
+                                 MN__PAR(cm, l, MN__CSLSTM_NORM), N * NH, Dh, 0));
+    MN__TRY(mn__slstm_backward(ctx, D->dx, MN__GRD(cm, l, MN__CSLSTM_R), MN__GRD(cm, l, MN__CSLSTM_B), NULL, NULL, NULL,
+                               D->dy, A->y, A->c, A->n, A->m, A->x, MN__PAR(cm, l, MN__CSLSTM_R),
+                               MN__PAR(cm, l, MN__CSLSTM_B), NULL, NULL, NULL, NULL, B, T, NH, Dh, cm->work, 0));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, D->dxc, MN__GRD(cm, l, MN__CSLSTM_WI), D->dx + 0 * C, 4 * C, A->xc,
+                                     MN__PAR(cm, l, MN__CSLSTM_WI), N, NH, Dh, 0));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, D->dxc, MN__GRD(cm, l, MN__CSLSTM_WF), D->dx + 1 * C, 4 * C, A->xc,
+                                     MN__PAR(cm, l, MN__CSLSTM_WF), N, NH, Dh, 1));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, din, MN__GRD(cm, l, MN__CSLSTM_WZ), D->dx + 2 * C, 4 * C, in,
+                                     MN__PAR(cm, l, MN__CSLSTM_WZ), N, NH, Dh, 0));
+    MN__TRY(mn__cm_slstm_bd_backward(ctx, din, MN__GRD(cm, l, MN__CSLSTM_WO), D->dx + 3 * C, 4 * C, in,
+                                     MN__PAR(cm, l, MN__CSLSTM_WO), N, NH, Dh, 1));
+    mn__k_cm_slstm_act_bwd<<<mn__grid(ctx, N * C, 256), 256, 0, MN__STREAM>>>(D->dxcp, D->dxc, A->xcp, N * C);
+    MN__LAUNCHED();
+    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSLSTM_CONVB), D->dxcp, NULL, NULL, N, C));
+    return mn__shortconv_backward(ctx, din, MN__GRD(cm, l, MN__CSLSTM_CONV), D->dxcp, in,
+                                  MN__PAR(cm, l, MN__CSLSTM_CONV), B, T, C, 4, 0, 1);
+}
+
+#define MN__CM_ROWS_SLSTM                                                                                        \
+    { "slstm", 0, MN__CSLSTM_END - MN__CP_MIX, mn__cp_slstm, mn__cm_slstm_check, mn__cm_slstm_acts_layout,          \
+      mn__cm_slstm_dacts_layout, mn__cm_slstm_work, mn__cm_slstm_forward, mn__cm_slstm_backward },
 
 // ---- the mixer table: one row per mixer the GPU model runs (mesanet.h's mn__mixers, by name) ----
 // Adding a mixer: its activation structs above, these functions, one row.
@@ -5601,21 +9583,11 @@ static const mn__cm_mixer mn__cm_mixers[] = {
       mn__cm_sgla_dacts_layout, mn__cm_gla_work, mn__cm_sgla_forward, mn__cm_sgla_backward },
     { "gla", 0, MN__CG_END - MN__CP_MIX, mn__cp_gla, mn__cm_gla_check, mn__cm_gla_acts_layout,
       mn__cm_gla_dacts_layout, mn__cm_gla_work, mn__cm_gla_forward, mn__cm_gla_backward },
-#ifndef MN_WIP_SKIP_DELTA
     MN__CM_ROWS_DELTA
-#endif
-#ifndef MN_WIP_SKIP_SSD
     MN__CM_ROWS_SSD
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
     MN__CM_ROWS_RGLRU
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
     MN__CM_ROWS_MLSTM
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
     MN__CM_ROWS_SLSTM
-#endif
 };
 #define MN__CM_N_MIXERS (sizeof mn__cm_mixers / sizeof mn__cm_mixers[0])
 #define MN__CM_MIXER(cm, l) (&mn__cm_mixers[(cm)->mixer[l]])

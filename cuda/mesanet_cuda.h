@@ -309,22 +309,213 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
                       const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
                       size_t Dk, size_t Dv, const mn_mesa_opts* o);
 
-// (in progress: one file per mixer family under cuda/wip/, inlined into this header when done)
-#ifndef MN_WIP_SKIP_DELTA
-#include "wip/delta.h"
-#endif
-#ifndef MN_WIP_SKIP_SSD
-#include "wip/ssd.h"
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
-#include "wip/rglru.h"
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
-#include "wip/mlstm.h"
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
-#include "wip/slstm.h"
-#endif
+// ---- DeltaNet / Gated DeltaNet, Mamba-2 SSD, RG-LRU, mLSTM, sLSTM (mesanet_cuda.cu's sections of the same names) ----
+// --- DeltaNet / Gated DeltaNet: the gated delta rule (contracts as mn_delta_rule_* of mesanet.h) ---
+// Per head S_t = exp(g_t) (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T, o_t = scale S_t^T q_t;
+// g == NULL is DeltaNet (no decay); beta in (0,1), or (0,2) for the negative-eigenvalue variants.
+// Two forms of the sequence op: the default, chunkwise (the WY/UT form of mesanet.h's mn_delta_rule_forward,
+// its products as batched cuBLAS GEMMs over all chunks; fp32 math unless ctx->math is TF32), chosen when
+// chunk >= 16, Dv is a multiple of 16 and work is given; otherwise, and always in the _recurrent form, the
+// fp32 recurrent kernels (one warp per (sequence, head, 8 value columns), the state in registers). Both
+// read and write the same hs, so either backward takes either forward's hs. Dk a multiple of 16 up to 128,
+// Dv a multiple of 8, chunk 1..64 (see >>delta_rule in mesanet_cuda.cu).
+// Workspace in floats, enough for either form at the checkpoint interval (the chunk length) `chunk`.
+size_t mn_cuda_delta_rule_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk);
+// out (B,T,H,Dv) written; ht (B,H,Dk,Dv) the final state (may be NULL); hs (B,H,NC,Dk,Dv), NC =
+// ceil(T/chunk): the state at the start of every chunk, saved for the backward (may be NULL when no
+// backward follows); q,k (B,T,H,Dk) (l2-normalised by the caller), v (B,T,H,Dv), beta, g (B,T,H)
+// (g NULL: DeltaNet), h0 (B,H,Dk,Dv) (NULL: zeros); work (mn_cuda_delta_rule_work_size) or NULL (then
+// the recurrent form, which needs none)
+int mn_cuda_delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q, const float* k,
+                               const float* v, const float* beta, const float* g, const float* h0, size_t B,
+                               size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work);
+// dq,dk (B,T,H,Dk), dv (B,T,H,Dv), dbeta, dg (B,T,H), dh0 (B,H,Dk,Dv) accumulated (dg, dh0 may be
+// NULL; dg ignored when g is NULL; deterministic: no atomics); dout (B,T,H,Dv); dht (B,H,Dk,Dv) the
+// final state's gradient (NULL = 0); hs from the forward at the same chunk (required); work required
+int mn_cuda_delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                float* dh0, const float* dout, const float* dht, const float* hs, const float* q,
+                                const float* k, const float* v, const float* beta, const float* g, size_t B,
+                                size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work);
+// the recurrent form at every shape (the reference the chunkwise form is tested against); the contracts
+// above, work unused by the forward
+int mn_cuda_delta_rule_forward_recurrent(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q,
+                                         const float* k, const float* v, const float* beta, const float* g,
+                                         const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                         size_t chunk, double scale, float* work);
+int mn_cuda_delta_rule_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                          float* dh0, const float* dout, const float* dht, const float* hs,
+                                          const float* q, const float* k, const float* v, const float* beta,
+                                          const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                          size_t chunk, double scale, float* work);
+// One token for B sequences: state (B,H,Dk,Dv) updated in place, out (B,H,Dv) written; q,k (B,H,Dk),
+// v (B,H,Dv), beta, g (B,H) (g NULL: DeltaNet). fp32; the shapes of the forward; no workspace. The
+// default reads the state in whole rows (8 warps a block); the _recurrent step is the recurrent forward's
+// own arithmetic (stepping through a sequence gives its outputs bit for bit).
+int mn_cuda_delta_rule_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
+                            const float* v, const float* beta, const float* g, size_t B, size_t H, size_t Dk,
+                            size_t Dv, double scale);
+int mn_cuda_delta_rule_step_recurrent(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k,
+                                      const float* v, const float* beta, const float* g, size_t B, size_t H,
+                                      size_t Dk, size_t Dv, double scale);
+// --- Mamba-2's SSD core (contracts as mn_ssd_* of mesanet.h): per head h_t = a_t h_{t-1} + X_t B_t^T (P,N),
+// y_t = h_t C_t; amode MN_SSD_LOG_DECAY (A the log-decay, a = exp(A)) or MN_SSD_TRANSITION (a = A, any sign) ---
+// Three forms (see >>ssd in mesanet_cuda.cu):
+//   recurrent: fp32 kernels, one block per (sequence, head, 16 rows of P), the state in registers; both
+//     amodes; P and N multiples of 16 up to 128; the backward recomputes the states from checkpoints every
+//     64 tokens (its workspace) and adds dA, dB, dC with atomics (the bits may vary between runs);
+//   chunk: the chunkwise tensor-core GLA op (mn_cuda_gla_*, G = 1, q = C, k = B, v = X, scale 1) in 3xTF32
+//     whatever ctx->math, deterministic; both amodes (a signed transition as log|a| on sign-flipped B, C);
+//     P == N in {64, 128}, no initial or final state, 16-byte aligned tensors, T > 0, B*H <= 65535;
+//   default (mn_cuda_ssd_forward / _backward): the chunk form where it applies, else the recurrent form.
+// Workspace in floats, one size for a form's forward and backward (mn_cuda_ssd_work_size: any form). C is
+// the CPU's chunk length, kept for its argument order: the GPU's chunk is 64 whatever C.
+size_t mn_cuda_ssd_work_size(size_t B, size_t T, size_t H, size_t P, size_t N, size_t C);
+size_t mn_cuda_ssd_work_size_recurrent(size_t B, size_t T, size_t H, size_t P, size_t N);
+size_t mn_cuda_ssd_work_size_chunk(size_t B, size_t T, size_t H, size_t P, size_t N);
+// y (B,T,H,P) written; ht (B,H,P,N) the final state, written (may be NULL; may equal h0); X (B,T,H,P),
+// A (B,T,H), Bm, Cm (B,T,H,N), h0 (B,H,P,N) or NULL (zeros). The forward needs no workspace (work unused).
+int mn_cuda_ssd_forward_recurrent(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A,
+                                  const float* Bm, const float* Cm, const float* h0, size_t B, size_t T, size_t H,
+                                  size_t P, size_t N, int amode);
+// dX (B,T,H,P), dA (B,T,H) or NULL, dB, dC (B,T,H,N), dh0 (B,H,P,N) or NULL: accumulated (+=); dy
+// (B,T,H,P); dht (B,H,P,N) or NULL (zeros); X, A, Bm, Cm, h0 as in the forward; dA is dL/dA for what A
+// holds; work (mn_cuda_ssd_work_size_recurrent)
+int mn_cuda_ssd_backward_recurrent(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0,
+                                   const float* dy, const float* dht, const float* X, const float* A,
+                                   const float* Bm, const float* Cm, const float* h0, size_t B, size_t T, size_t H,
+                                   size_t P, size_t N, int amode, float* work);
+// the chunk form: as the recurrent ones without states (MN_ERR_CONFIG where it does not apply); dA may be
+// NULL; work (mn_cuda_ssd_work_size_chunk)
+int mn_cuda_ssd_forward_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
+                              const float* Cm, size_t B, size_t T, size_t H, size_t P, size_t N, int amode,
+                              float* work);
+int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
+                               const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
+                               size_t H, size_t P, size_t N, int amode, float* work);
+// the default form: as the recurrent ones, with the chunk length C (>= 1) and work (mn_cuda_ssd_work_size)
+int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
+                        const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
+                        int amode, float* work);
+int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0, const float* dy,
+                         const float* dht, const float* X, const float* A, const float* Bm, const float* Cm,
+                         const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, int amode,
+                         float* work);
+// One token for B sequences: y (B,H,P) written; state (B,H,P,N) read and updated; X (B,H,P), A (B,H),
+// Bm, Cm (B,H,N). fp32; any P, N >= 1 (one warp per state row); no workspace.
+int mn_cuda_ssd_step(mn_cuda_ctx* ctx, float* y, float* state, const float* X, const float* A, const float* Bm,
+                     const float* Cm, size_t B, size_t H, size_t P, size_t N, int amode);
+// --- the RG-LRU (Hawk / Griffin's recurrence; contract as mesanet.h's mn_rglru_*, on device arrays) ---
+// Width W channels, NH gate blocks of bw = W/NH channels (block-diagonal input and recurrence gates):
+//   gx_t = sigmoid(BD(x_t; wx, bx)), ga_t = sigmoid(BD(x_t; wa, ba)), log a_t = -c ga_t softplus(a_param),
+//   h_t = a_t h_{t-1} + sqrt(1 - a_t^2) (x_t gx_t), at a reset h_t = x_t gx_t; y_t = h_t.
+// Resets as on the CPU: segment_pos (B,T) (device ints) given: wherever it is 0; NULL: at t = 0 only
+// when h0 is NULL. The gates' block products go through cuBLAS (fp32 or TF32 by ctx->math); the scan
+// and its reverse run in fp32, one thread per (sequence, channel) (the CPU: double). Any W, NH with
+// W % NH == 0 (MN_ERR_CONFIG otherwise); the step also needs bw <= 512.
+// Floats of the backward's workspace: the two gates' pre-activation gradients (B,T,W) each, and the
+// per-sequence sums of the a_param gradient (B,W).
+size_t mn_cuda_rglru_work_size(size_t B, size_t T, size_t W);
+// y (B,T,W) written; ht (B,W) written or NULL (may be h0: read before written); gates (2,B,T,W) written
+// (the input gate, then the recurrence gate, as the CPU saves them); x (B,T,W); a_param (W);
+// wx, wa (NH,bw,bw); bx, ba (NH,bw); h0 (B,W) or NULL; segment_pos (B,T) or NULL; c (8 in Griffin).
+int mn_cuda_rglru_forward(mn_cuda_ctx* ctx, float* y, float* ht, float* gates, const float* x, const float* a_param,
+                          const float* wx, const float* bx, const float* wa, const float* ba, const float* h0,
+                          const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c);
+// dx (B,T,W), da_param (W), dwx, dwa (NH,bw,bw), dbx, dba (NH,bw), dh0 (B,W): ACCUMULATED (+=), any but
+// dx may be NULL; dy (B,T,W); dht (B,W) or NULL; y, gates: what the forward wrote; work
+// (mn_cuda_rglru_work_size floats) scratch; the rest as in the forward. No atomics: the same bits every run.
+int mn_cuda_rglru_backward(mn_cuda_ctx* ctx, float* dx, float* da_param, float* dwx, float* dbx, float* dwa,
+                           float* dba, float* dh0, const float* dy, const float* dht, const float* y,
+                           const float* gates, const float* x, const float* a_param, const float* wx, const float* wa,
+                           const float* h0, const int* segment_pos, size_t B, size_t T, size_t W, size_t NH, double c,
+                           float* work);
+// One token per sequence (the forward with T = 1, h0 = ht = state): y (B,W) written; state (B,W) read and
+// updated; x (B,W); segment_pos (B) or NULL (no reset; a 0 restarts that sequence); work: NULL, or
+// (2,B,W) floats that receive the gates as the CPU step leaves them in its workspace. One launch.
+int mn_cuda_rglru_step(mn_cuda_ctx* ctx, float* y, float* state, const float* x, const float* a_param,
+                       const float* wx, const float* bx, const float* wa, const float* ba, const int* segment_pos,
+                       size_t B, size_t W, size_t NH, double c, float* work);
+// --- xLSTM's mLSTM (matrix memory; contracts as mn_mlstm_forward / _backward / _step of mesanet.h, the
+// chunkwise form with its stabiliser m and normaliser n) ---
+// Layout [B,T,H,D]: q, k (B,T,H,Dk), v, out (B,T,H,Dv), ig, fg (B,T,H) the input / forget gate
+// pre-activations; norm, stab (B,T,H) the normaliser max(|n_t.q^_t|, e^{-m_t}) and the stabiliser m_t
+// (either may be NULL); states C (B,H,Dk,Dv), n (B,H,Dk), m (B,H); C0, n0, m0 the initial state (NULL:
+// zeros; m0 = -INFINITY with zero C0, n0 gives the parallel form). Two forms, one result for every chunk
+// length C >= 1 (which is only checked): the chunk form (_chunk), the numerator through the GLA op's
+// chunkwise tensor-core kernels (k' = e^{i - c} k, one log-decay per token) and the normaliser by a
+// chunkwise vector scan, which takes no C0, n0, Ct, nt (nor dC0, dn0), Dk == Dv in {64, 128}, 16-byte
+// aligned tensors and input gates spanning at most 40 in each head (checked on the device: one stream
+// synchronisation per call); and the recurrent form (_recurrent: fp32 states in registers, gates and
+// stabiliser in double; Dk, Dv multiples of 16 up to 128), the tested reference. The plain functions take
+// the chunk form where it applies, else the recurrent one. B*H <= 65535.
+// Workspace in floats (one size serves both forms and both directions): per token and head the gates'
+// factors, the stabiliser, the normaliser and its gradient, the backward's recomputed output and partial
+// sums (Dv + Dk/4 + 8 floats per token and head); with Dk == Dv in {64, 128} also k' and its gradient, the
+// chunk summaries and the GLA op's workspace.
+size_t mn_cuda_mlstm_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C);
+// out written; norm, stab (may be NULL) written; Ct, nt, mt the final state (may be NULL, or C0, n0, m0)
+int mn_cuda_mlstm_forward(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt, float* mt,
+                          const float* q, const float* k, const float* v, const float* ig, const float* fg,
+                          const float* C0, const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                          size_t Dv, double scale, double eps, size_t C, float* work);
+int mn_cuda_mlstm_forward_recurrent(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* Ct, float* nt,
+                                    float* mt, const float* q, const float* k, const float* v, const float* ig,
+                                    const float* fg, const float* C0, const float* n0, const float* m0, size_t B,
+                                    size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                                    float* work);
+// the chunk form alone: MN_ERR_CONFIG (nothing written) where it does not apply
+int mn_cuda_mlstm_forward_chunk(mn_cuda_ctx* ctx, float* out, float* norm, float* stab, float* mt, const float* q,
+                                const float* k, const float* v, const float* ig, const float* fg, const float* m0,
+                                size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                                float* work);
+// dq, dk (B,T,H,Dk), dv (B,T,H,Dv), di, df (B,T,H), dC0 (B,H,Dk,Dv), dn0 (B,H,Dk) accumulated (dC0, dn0 may
+// be NULL); dout (B,T,H,Dv). The forward is recomputed (nothing saved); m0 gets no gradient, the final
+// state carries none. mode: MN_MLSTM_BW_EXACT (through normaliser and stabiliser) or MN_MLSTM_BW_DETACH.
+// Deterministic (no atomics).
+int mn_cuda_mlstm_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df, float* dC0,
+                           float* dn0, const float* dout, const float* q, const float* k, const float* v,
+                           const float* ig, const float* fg, const float* C0, const float* n0, const float* m0,
+                           size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double scale, double eps, size_t C,
+                           int mode, float* work);
+int mn_cuda_mlstm_backward_recurrent(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                     float* dC0, float* dn0, const float* dout, const float* q, const float* k,
+                                     const float* v, const float* ig, const float* fg, const float* C0,
+                                     const float* n0, const float* m0, size_t B, size_t T, size_t H, size_t Dk,
+                                     size_t Dv, double scale, double eps, size_t C, int mode, float* work);
+int mn_cuda_mlstm_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* di, float* df,
+                                 const float* dout, const float* q, const float* k, const float* v, const float* ig,
+                                 const float* fg, const float* m0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                                 double scale, double eps, size_t C, int mode, float* work);
+// One token for B sequences (mn_mlstm_step): out (B,H,Dv) written; C (B,H,Dk,Dv), n (B,H,Dk), m (B,H)
+// read and updated in place; q, k (B,H,Dk), v (B,H,Dv), ig, fg (B,H). fp32 (gates in double); Dk, Dv
+// <= 128 (any, not only multiples of 16); no workspace.
+int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* m, const float* q, const float* k,
+                       const float* v, const float* ig, const float* fg, size_t B, size_t H, size_t Dk, size_t Dv,
+                       double scale, double eps);
+// --- xLSTM's sLSTM, the scalar memory (contracts as mn_slstm_forward / _backward / _step of mesanet.h:
+// exponential gating with the stabiliser m, the block-diagonal recurrent matrix R per head) ---
+// Hd = NH*Dh units, Dh a multiple of 16 in [16, 128] (else MN_ERR_CONFIG); fp32 throughout (the
+// backward's two cuBLAS products follow ctx->math). x,dx (B,T,4Hd) the input pre-activations, gate-major
+// (index g*Hd + h*Dh + j, g = i, f, z, o); R,dR (NH,4Dh,Dh) R[h][g*Dh+j][i]; b,db (4Hd); y,c,n,m (B,T,Hd)
+// the states after each step; y0,c0,n0,m0 (B,Hd) initial states or NULL (zeros).
+// Workspace in floats of the backward: the recomputed pre-activations (B,T,4Hd), overwritten in place
+// by their gradients, the shifted outputs y_{t-1} (B,T,Hd) and each sequence's bias gradient (B,4Hd).
+// The forward and the step need none.
+size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh);
+// y, c, n, m written; one launch, one thread block per (sequence, head) walking the T steps
+int mn_cuda_slstm_forward(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x, const float* R,
+                          const float* b, const float* y0, const float* c0, const float* n0, const float* m0, size_t B,
+                          size_t T, size_t NH, size_t Dh);
+// dx (B,T,4Hd), dR, db accumulated; dy0, dc0, dn0 (B,Hd) accumulated or NULL; dy (B,T,Hd) upstream;
+// y, c, n, m the forward's outputs for these x, R, b and initial states (deterministic: no atomics)
+int mn_cuda_slstm_backward(mn_cuda_ctx* ctx, float* dx, float* dR, float* db, float* dy0, float* dc0, float* dn0,
+                           const float* dy, const float* y, const float* c, const float* n, const float* m,
+                           const float* x, const float* R, const float* b, const float* y0, const float* c0,
+                           const float* n0, const float* m0, size_t B, size_t T, size_t NH, size_t Dh, float* work);
+// One token for B sequences: x (B,4Hd), the states y, c, n, m (B,Hd) read and updated in place; one launch,
+// a block per head and group of 8 sequences
+int mn_cuda_slstm_step(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m, const float* x, const float* R,
+                       const float* b, size_t B, size_t NH, size_t Dh);
 
 // --- the model: mesanet.h's mn_model on the GPU (mn_forward / mn_backward / mn_clip_grad_norm /
 // mn_adamw_step, op for op; see >>cuda_model in mesanet_cuda.cu) ---

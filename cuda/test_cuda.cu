@@ -23,7 +23,7 @@
 //   lse 5e-4, gradients 5e-3 (see test_attention); its decode step (fp32) 1e-5; RoPE (double angles) 1e-6.
 //   GLA family (tensor-core products in 3xTF32 with fp32 math: out, ht 1e-5, gradients 1e-4, the gate
 //   gradient 2e-4; in TF32: 3e-3, 5e-3, 1e-2; see test_gla); its decode step and gated RMSNorm 1e-5.
-// Usage: test_cuda [device [quick|model|mesa|attn|gla|all]]; quick skips the T = 1024 Mesa cases (for
+// Usage: test_cuda [device [quick|model|mesa|attn|gla|delta|ssd|rglru|mlstm|slstm|all]]; quick skips the T = 1024 Mesa cases (for
 // compute-sanitizer); model runs only the whole-model tests (mn_cuda_model against mn_model,
 // test_model below), mesa only the chunkwise Mesa cases, attn only the attention and RoPE tests, gla
 // only the GLA-family tests,
@@ -1255,29 +1255,1290 @@ static void test_errors(void) {
            "mesa step with the exact solver returns MN_ERR_CONFIG");
 }
 
-// (in progress) the tests of the wip mixer families: test_<family>_all() and MN__TEST_MODELS_<FAMILY>
-#ifndef MN_WIP_SKIP_DELTA
-#include "wip/delta_test.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SSD
-#include "wip/ssd_test.cuh"
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
-#include "wip/rglru_test.cuh"
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
-#include "wip/mlstm_test.cuh"
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
-#include "wip/slstm_test.cuh"
-#endif
+// ---- the mixers after the GLA family: test_<family>_all() (op, step, errors) and MN__TEST_MODELS_<FAMILY> ----
+// ---- the delta rule (DeltaNet / Gated DeltaNet): mn_cuda_delta_rule_* against mesanet.h's naive
+// (recurrent) form in double ----
+// The GPU runs fp32 end to end; the CPU accumulates in double. Inputs as the layers make them: q, k
+// unit rows (the layers l2-normalise them), beta = m sigmoid(N(0,1)) with m = 1, or 2 for the
+// negative-eigenvalue range, g = -gmul softplus(N(0,1)) (the layer's g is -e^{A_log} softplus(.)).
+// Every case runs the default form (chunkwise where it applies: chunk >= 16 and Dv a multiple of 16)
+// and the recurrent form, each against the CPU's naive form, and where the default is chunkwise the two
+// against each other at the same bounds.
+// Bounds (RMS relative, as check): out, ht, hs 2e-5: fp32 rounding of a contracting recurrence (each
+// step multiplies by e^g (I - beta k k^T), norm <= 1, so rounding does not grow; set before the first
+// GPU run: a CPU emulation of the kernels, 32 threads a warp meeting at barriers for the shuffles,
+// gave ~1e-7 on every tensor at T <= 37; the chunkwise form's kernels, emulated likewise with the
+// products in double, gave 1e-7 .. 3e-6 at T <= 130); dq, dk, dv, dh0 1e-4 (the reverse recurrence adds one
+// more fp32 pass and the partials' sums); dbeta, dg 3e-4: one number per token from sums over Dk x Dv
+// terms that largely cancel. The chunkwise form's products are fp32 cuBLAS GEMMs (G.math is fp32 here).
+typedef struct delta_case {
+    const char* name;
+    size_t B, T, H, Dk, Dv;
+    int gated, neg, state;   // g given; beta in (0,2); initial state and final-state gradient
+    size_t chunk;            // the checkpoint interval of hs
+    double gmul;             // g = -gmul softplus(N(0,1))
+} delta_case;
+static void test_delta(const delta_case* c) {
+    size_t B = c->B, T = c->T, H = c->H, Dk = c->Dk, Dv = c->Dv, C = c->chunk, NC = (T + C - 1) / C;
+    size_t nk = B * T * H * Dk, nv = B * T * H * Dv, nh = B * T * H, ns = B * H * Dk * Dv;
+    double scale = 1.0 / sqrt((double)Dk);
+    char nm[240], tag[160];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu Dk %zu Dv %zu chunk %zu%s%s%s", c->name, B, T, H, Dk, Dv, C,
+             c->gated ? ", gated" : "", c->neg ? ", beta in (0,2)" : "", c->state ? ", states" : "");
+    vf q = randn(nk, 0, 1), k = randn(nk, 0, 1), v = randn(nv, 0, 1), dy = randn(nv, 0, 1), be(nh), g(nh);
+    unit_rows(q, B * T * H, Dk); unit_rows(k, B * T * H, Dk);
+    for (size_t i = 0; i < nh; i++) {
+        double x = mn_rng_normal(&R), y = mn_rng_normal(&R);
+        be[i] = (float)((c->neg ? 2.0 : 1.0) / (1.0 + exp(-x)));
+        g[i] = (float)(-c->gmul * (y > 20 ? y : log1p(exp(y))));
+    }
+    vf h0 = c->state ? randn(ns, 0, 1) : vf(), dht = c->state ? randn(ns, 0, 1) : vf();
+    vf pq = randn(nk, 0, 1), pk = randn(nk, 0, 1), pv = randn(nv, 0, 1), pb = randn(nh, 0, 1), pg = randn(nh, 0, 1);
+    vf ph = randn(ns, 0, 1);
+    vd Q = tod(q), K = tod(k), Vd = tod(v), Bd = tod(be), Gd = tod(g), H0 = tod(h0), DHT = tod(dht), DY = tod(dy);
+    vd out(nv), ht(ns), states(ns * T), dstate(ns);
+    vd dq = tod(pq), dk = tod(pk), dv = tod(pv), db = tod(pb), dg = tod(pg), dh0 = tod(ph);
+    const double* Gp = c->gated ? Gd.data() : NULL;
+    mn_delta_rule_forward_naive(out.data(), ht.data(), states.data(), Q.data(), K.data(), Vd.data(), Bd.data(), Gp,
+                                c->state ? H0.data() : NULL, B, T, H, Dk, Dv, scale);
+    mn_delta_rule_backward_naive(dq.data(), dk.data(), dv.data(), db.data(), c->gated ? dg.data() : NULL, dh0.data(),
+                                 dstate.data(), DY.data(), c->state ? DHT.data() : NULL, states.data(), Q.data(),
+                                 K.data(), Vd.data(), Bd.data(), Gp, B, T, H, Dk, Dv, scale);
+    vd hs(B * H * NC * Dk * Dv);                     // the chunk-start states, from the naive form's S_{t-1}
+    for (size_t bh = 0; bh < B * H; bh++)
+        for (size_t ci = 0; ci < NC; ci++)
+            memcpy(hs.data() + (bh * NC + ci) * Dk * Dv, states.data() + (bh * T + ci * C) * Dk * Dv,
+                   Dk * Dv * sizeof(double));
+    size_t wn = mn_cuda_delta_rule_work_size(B, T, H, Dk, Dv, C);
+    float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gb = dev(be), *gg = c->gated ? dev(g) : NULL, *gdy = dev(dy);
+    float *gh0 = c->state ? dev(h0) : NULL, *gdht = c->state ? dev(dht) : NULL;
+    float *gout = poison(nv), *ght = poison(ns), *ghs = poison(B * H * NC * Dk * Dv), *gw = poison(wn);
+    float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdb = dev(pb), *gdg = dev(pg), *gdh = dev(ph);
+    float* const outs[6] = { gdq, gdk, gdv, gdb, gdg, gdh };
+    const size_t ns6[6] = { nk, nk, nv, nh, nh, ns };
+    // the default form (chunkwise where it applies: chunk >= 16 and Dv a multiple of 16, work given), then
+    // the recurrent form; each against the CPU, then the two against each other
+    const int chunked = C >= 16 && Dv % 16 == 0;
+    vf fw[2][3], bw[2][6];
+    for (int f = 0; f < 2; f++) {
+        const char* form = f ? "recurrent" : chunked ? "chunkwise" : "default = recurrent";
+        if (f) {                                     // fresh poison and priors for the second form
+            cudaMemset(gout, 0xFF, nv * 4); cudaMemset(ght, 0xFF, ns * 4); cudaMemset(ghs, 0xFF, hs.size() * 4);
+            cudaMemset(gw, 0xFF, wn * 4);
+            CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+            CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+            CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+        }
+        if (f) CK(mn_cuda_delta_rule_forward_recurrent(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C,
+                                                       scale, NULL));
+        else CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
+        fw[f][0] = host(gout, nv); fw[f][1] = host(ght, ns); fw[f][2] = host(ghs, hs.size());
+        snprintf(nm, sizeof nm, "delta fwd %s out (%s)", form, tag); check(nm, fw[f][0], out, 2e-5);
+        snprintf(nm, sizeof nm, "delta fwd %s ht (%s)", form, tag); check(nm, fw[f][1], ht, 2e-5);
+        snprintf(nm, sizeof nm, "delta fwd %s hs (%s)", form, tag); check(nm, fw[f][2], hs, 2e-5);
+        auto bwd = [&] {
+            if (f) CK(mn_cuda_delta_rule_backward_recurrent(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk,
+                                                            gv, gb, gg, B, T, H, Dk, Dv, C, scale, gw));
+            else CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B,
+                                                T, H, Dk, Dv, C, scale, gw));
+        };
+        bwd();
+        vf* r1 = bw[f];
+        for (int i = 0; i < 6; i++) r1[i] = host(outs[i], ns6[i]);
+        snprintf(nm, sizeof nm, "delta bwd %s dq (%s)", form, tag); check_inc(nm, r1[0], pq, dq, 1e-4);
+        snprintf(nm, sizeof nm, "delta bwd %s dk (%s)", form, tag); check_inc(nm, r1[1], pk, dk, 1e-4);
+        snprintf(nm, sizeof nm, "delta bwd %s dv (%s)", form, tag); check_inc(nm, r1[2], pv, dv, 1e-4);
+        snprintf(nm, sizeof nm, "delta bwd %s dbeta (%s)", form, tag); check_inc(nm, r1[3], pb, db, 3e-4);
+        if (c->gated) {
+            snprintf(nm, sizeof nm, "delta bwd %s dg (%s)", form, tag); check_inc(nm, r1[4], pg, dg, 3e-4);
+        } else {      // DeltaNet: dg untouched
+            size_t diff = 0;
+            for (size_t i = 0; i < nh; i++) diff += memcmp(&r1[4][i], &pg[i], sizeof(float)) != 0;
+            snprintf(nm, sizeof nm, "delta bwd %s leaves dg alone without g (%s)", form, tag); expect(diff == 0, nm);
+        }
+        snprintf(nm, sizeof nm, "delta bwd %s dh0 (%s)", form, tag); check_inc(nm, r1[5], ph, dh0, 1e-4);
+        {   // no atomics: a second backward from the same priors gives the same bits
+            CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+            CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+            CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+            cudaMemset(gw, 0xFF, wn * sizeof(float));
+            bwd();
+            vf a, r, x;
+            for (int i = 0; i < 6; i++) {
+                x = host(outs[i], ns6[i]);
+                a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[i].begin(), r1[i].end());
+            }
+            snprintf(nm, sizeof nm, "delta bwd %s (%s)", form, tag); same_twice(nm, r, a);
+        }
+    }
+    if (chunked) {   // the chunkwise form against the recurrent one: both are within the bounds above of the CPU
+        const char* fn[3] = { "out", "ht", "hs" };
+        const char* bn[6] = { "dq", "dk", "dv", "dbeta", "dg", "dh0" };
+        const double bb[6] = { 1e-4, 1e-4, 1e-4, 3e-4, 3e-4, 1e-4 };
+        for (int i = 0; i < 3; i++) {
+            snprintf(nm, sizeof nm, "delta fwd chunkwise vs recurrent %s (%s)", fn[i], tag);
+            check(nm, fw[0][i], tod(fw[1][i]), 2e-5);
+        }
+        for (int i = 0; i < 6; i++) {
+            if (i == 4 && !c->gated) continue;
+            snprintf(nm, sizeof nm, "delta bwd chunkwise vs recurrent %s (%s)", bn[i], tag);
+            check(nm, bw[0][i], tod(bw[1][i]), bb[i]);
+        }
+    }
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg); mn_cuda_dfree(gdy);
+    mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(ghs);
+    mn_cuda_dfree(gw); mn_cuda_dfree(gdq); mn_cuda_dfree(gdk); mn_cuda_dfree(gdv); mn_cuda_dfree(gdb);
+    mn_cuda_dfree(gdg); mn_cuda_dfree(gdh);
+}
+
+// The decode step, batched, against mn_delta_rule_step in double from a random state, P consecutive
+// tokens: the default step (rows of the state per warp) and the recurrent form's step, each from its own
+// copy of the state: the worst output of each against the CPU, the two against each other, then the
+// states. fp32 against double, one step at a time: 1e-5.
+static void test_delta_step(size_t B, size_t H, size_t Dk, size_t Dv, int gated, int neg, size_t P) {
+    char nm[200], tag[120];
+    double scale = 1.0 / sqrt((double)Dk), worst[3] = { 0, 0, 0 };
+    size_t ns = B * H * Dk * Dv, no = B * H * Dv;
+    snprintf(tag, sizeof tag, "B %zu H %zu Dk %zu Dv %zu%s%s", B, H, Dk, Dv, gated ? " gated" : "", neg ? " neg" : "");
+    vf s0 = randn(ns, 0, 1);
+    vd S = tod(s0), ref(no);
+    float *gs[2] = { dev(s0), dev(s0) }, *gout[2] = { poison(no), poison(no) };
+    int fin = 1;
+    for (size_t p = 0; p < P; p++) {
+        vf q = randn(B * H * Dk, 0, 1), k = randn(B * H * Dk, 0, 1), v = randn(B * H * Dv, 0, 1), be(B * H), g(B * H);
+        unit_rows(q, B * H, Dk); unit_rows(k, B * H, Dk);
+        for (size_t i = 0; i < B * H; i++) {
+            double x = mn_rng_normal(&R), y = mn_rng_normal(&R);
+            be[i] = (float)((neg ? 2.0 : 1.0) / (1.0 + exp(-x)));
+            g[i] = (float)(-0.3 * log1p(exp(y)));
+        }
+        vd Qd = tod(q), Kd = tod(k), Vd = tod(v), Bd = tod(be), Gd = tod(g);
+        mn_delta_rule_step(ref.data(), S.data(), Qd.data(), Kd.data(), Vd.data(), Bd.data(), gated ? Gd.data() : NULL,
+                           B, H, Dk, Dv, scale);
+        float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gb = dev(be), *gg = gated ? dev(g) : NULL;
+        vf ho[2];
+        for (int f = 0; f < 2; f++) {
+            cudaMemset(gout[f], 0xFF, no * sizeof(float));
+            if (f) CK(mn_cuda_delta_rule_step_recurrent(&G, gout[f], gs[f], gq, gk, gv, gb, gg, B, H, Dk, Dv, scale));
+            else CK(mn_cuda_delta_rule_step(&G, gout[f], gs[f], gq, gk, gv, gb, gg, B, H, Dk, Dv, scale));
+            ho[f] = host(gout[f], no);
+        }
+        double se[3] = { 0, 0, 0 }, sr = 0;
+        for (size_t i = 0; i < no; i++) {
+            if (!isfinite(ho[0][i]) || !isfinite(ho[1][i])) fin = 0;
+            se[0] += (ho[0][i] - ref[i]) * (ho[0][i] - ref[i]); se[1] += (ho[1][i] - ref[i]) * (ho[1][i] - ref[i]);
+            se[2] += (ho[0][i] - ho[1][i]) * (ho[0][i] - ho[1][i]); sr += ref[i] * ref[i];
+        }
+        for (int x = 0; x < 3; x++) if (sqrt(se[x] / sr) > worst[x]) worst[x] = sqrt(se[x] / sr);
+        mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg);
+    }
+    snprintf(nm, sizeof nm, "delta step: %zu tokens, %s, worst out rms %.2e (bound 1e-5)", P, tag, worst[0]);
+    expect(fin && worst[0] <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "delta step recurrent: %zu tokens, %s, worst out rms %.2e (bound 1e-5)", P, tag,
+             worst[1]);
+    expect(fin && worst[1] <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "delta step vs recurrent step: %zu tokens, %s, worst out rms %.2e (bound 1e-5)", P, tag,
+             worst[2]);
+    expect(fin && worst[2] <= 1e-5, nm);
+    vf st[2] = { host(gs[0], ns), host(gs[1], ns) };
+    snprintf(nm, sizeof nm, "delta step: state (%s)", tag); check(nm, st[0], S, 1e-5);
+    snprintf(nm, sizeof nm, "delta step recurrent: state (%s)", tag); check(nm, st[1], S, 1e-5);
+    snprintf(nm, sizeof nm, "delta step vs recurrent step: state (%s)", tag); check(nm, st[0], tod(st[1]), 1e-5);
+    mn_cuda_dfree(gs[0]); mn_cuda_dfree(gs[1]); mn_cuda_dfree(gout[0]); mn_cuda_dfree(gout[1]);
+}
+
+static void test_delta_all(void) {
+    static const delta_case cases[] = {
+        //  name                  B  T     H  Dk   Dv   gated neg state chunk gmul
+        { "deltanet",             2, 100,  3, 64,  64,  0,    0,  1,    16,   0 },
+        { "deltanet_neg D128",    1, 150,  2, 128, 128, 0,    1,  1,    16,   0 },
+        { "gdn",                  2, 100,  2, 64,  64,  1,    0,  1,    16,   0.3 },
+        { "gdn_neg D128 chunk 64", 1, 203, 2, 128, 128, 1,    1,  0,    64,   0.3 },
+        { "gdn D32 chunk 7",      3, 77,   4, 32,  32,  1,    0,  1,    7,    0.3 },
+        { "gdn_neg D16 Dv48 chunk 1", 2, 50, 2, 16, 48, 1,    1,  1,    1,    0.3 },
+        { "gdn D96 Dv128 strong", 1, 120,  2, 96,  128, 1,    0,  1,    16,   3 },    // decays to e^-50 in a chunk
+        { "deltanet D48 Dv24 T5", 1, 5,    1, 48,  24,  0,    0,  1,    16,   0 },    // T shorter than a chunk
+        { "gdn D128 T1024",       1, 1024, 1, 128, 128, 1,    0,  0,    16,   0.05 },
+        { "deltanet_neg D80 Dv8", 2, 64,   2, 80,  8,   0,    1,  1,    32,   0 },    // one column slice
+        // the chunkwise form: chunk lengths that are not powers of 2, a last chunk of one row, T one chunk
+        { "gdn D32 Dv48 chunk 20", 2, 77,  3, 32,  48,  1,    0,  1,    20,   0.3 },
+        { "gdn_neg D64 chunk 32 T33", 2, 33, 2, 64, 64,  1,    1,  1,    32,   0.3 },
+        { "deltanet_neg D128 T64 chunk 64", 1, 64, 2, 128, 128, 0, 1, 1,  64,   0 },
+        { "gdn D16 chunk 16 T300", 1, 300, 2, 16,  16,  1,    0,  1,    16,   0.3 },
+        { "gdn D112 Dv32 chunk 48 strong", 2, 100, 1, 112, 32, 1, 0, 1,  48,   3 },   // e^gam underflows
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_delta(&cases[i]);
+    test_delta_step(3, 2, 64, 64, 0, 0, 20);
+    test_delta_step(2, 3, 128, 128, 1, 0, 20);
+    test_delta_step(64, 2, 128, 128, 1, 1, 5);
+    test_delta_step(2, 2, 32, 48, 0, 1, 10);
+    test_delta_step(1, 3, 112, 16, 1, 0, 10);
+    test_delta_step(2, 2, 48, 40, 1, 1, 8);         // a partial 32-column block (Dv 40)
+    test_delta_step(3, 1, 16, 72, 0, 0, 8);
+    {   // what the kernels do not take
+        float* p = poison(4096);
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 40, 40, 16, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with Dk = 40 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 144, 64, 16, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with Dk = 144 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 64, 12, 16, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with Dv = 12 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 64, 64, 65, 1.0, NULL) ==
+               MN_ERR_CONFIG, "delta rule with chunk 65 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_backward(&G, p, p, p, p, NULL, NULL, p, NULL, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 64,
+                                           16, 1.0, p) == MN_ERR_CONFIG,
+               "delta rule backward without hs returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_backward_recurrent(&G, p, p, p, p, NULL, NULL, p, NULL, NULL, p, p, p, p, NULL, 1, 8,
+                                                     1, 64, 64, 16, 1.0, p) == MN_ERR_CONFIG,
+               "delta rule backward (recurrent) without hs returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_forward(&G, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 1, 144, 64, 16, 1.0, p) ==
+               MN_ERR_CONFIG, "delta rule (chunkwise: work given) with Dk = 144 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_step(&G, p, p, p, p, p, p, NULL, 1, 1, 8, 64, 1.0) == MN_ERR_CONFIG,
+               "delta rule step with Dk = 8 returns MN_ERR_CONFIG");
+        expect(mn_cuda_delta_rule_step_recurrent(&G, p, p, p, p, p, p, NULL, 1, 1, 64, 12, 1.0) == MN_ERR_CONFIG,
+               "delta rule step (recurrent) with Dv = 12 returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+    {   // the model takes the delta layers at head_dim 32 and refuses 40 (not a multiple of 16)
+        mn_config c; memset(&c, 0, sizeof c);
+        mn_cuda_model gm;
+        c.vocab_size = 256; c.d_model = 64; c.n_layer = 2; c.n_head = 2; c.head_dim = 32; c.d_ff = 128;
+        c.max_seq_len = 64; c.pattern = "gdn,deltanet_neg"; c.seed = 1;
+        int e = mn_cuda_model_init(&gm, &G, &c);
+        expect(e == MN_OK, "mn_cuda_model_init of gdn,deltanet_neg with head_dim 32 succeeds");
+        if (e == MN_OK) mn_cuda_model_free(&gm);
+        c.d_model = 80; c.head_dim = 40;
+        e = mn_cuda_model_init(&gm, &G, &c);
+        expect(e == MN_ERR_CONFIG, "mn_cuda_model_init of gdn,deltanet_neg with head_dim 40 returns MN_ERR_CONFIG");
+        if (e == MN_OK) mn_cuda_model_free(&gm);
+    }
+}
+
+// the whole model (fp32 cuBLAS; the op fp32): the GLA family's bounds; a Mesa hybrid with Mesa's
+#define MN__TEST_MODELS_DELTA                                                                                       \
+    { "deltanet H2x64", "deltanet", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3,    \
+      3e-3 },                                                                                                       \
+    { "gdn_neg H2x128", "gdn_neg", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3,    \
+      3e-3 },                                                                                                       \
+    { "deltanet_neg,gdn H4x32 cap", "deltanet_neg,gdn", 0, 128, 2, 4, 32, 352, 3, 101, 30, 0, MN_CUDA_MATH_FP32, 30.0, \
+      1e-5, 1e-4, 1e-3, 3e-3 },                                                                                     \
+    { "gdn,mesa H2x128 cg10", "gdn,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3,  \
+      1e-2, 2e-2 },
+// ---- Mamba-2's SSD core (mn_cuda_ssd_*): every form, both transitions, the decode step ----------------
+// Against mesanet.h's recurrent form in double (the definition, one token at a time). Bounds:
+//   recurrent form (fp32 FMA chains; the states' rounding errors grow like a random walk over T and the
+//   read-outs sum N of them): y, ht 1e-5; dX, dB, dC, dh0 1e-4 (dS runs over the whole sequence too);
+//   dA 2e-4 (a sum over all P N entries of S o dS per token, with cancellation);
+//   chunk form on the GLA op (3xTF32 whatever ctx->math, so a TF32 context keeps these bounds too): the
+//   GLA tests' bounds, the same numbers. Its signed transitions' dA = dg / a magnifies the op's absolute dg
+//   error (~4e-6 of dA's rms, measured on the log-decay cases) by 1/|a| for |a| >= 2^-8 (rms over a's
+//   spread: ~13x), and tokens below it take the exact chunk formula: within 2e-4 still;
+//   the recurrent form in a TF32 context: fp32 too (it has no TF32 path); the GPU's two forms against each
+//   other (new against old) at the same bounds.
+// The decode step (fp32 against double over several tokens): 1e-5, the state too.
+typedef struct ssd_case {
+    const char* name;
+    size_t B, T, H, P, N;
+    int amode;            // MN_SSD_LOG_DECAY or MN_SSD_TRANSITION
+    int form;             // 0 mn_cuda_ssd_forward / _backward, 1 the _recurrent ones, 2 the _chunk ones
+    int state;            // initial state and final-state gradient
+    double lo, hi;        // log-decays A*dt ~ -U(lo, hi); transitions a = 2 exp(that) - 1
+    int math;
+    int tiny;             // transitions: 1 in 29 (b,t,h) a = 0, as many at +-1e-5, +-3e-3 (under 2^-8), -1
+} ssd_case;
+// whether the default form takes the chunk form for this case (mn__ssd_chunked's shapes; no states)
+static int ssd_chunk_case(const ssd_case* c) {
+    return c->form == 2 || (c->form == 0 && !c->state && c->P == c->N && (c->P == 64 || c->P == 128));
+}
+static void test_ssd_op(const ssd_case* c) {
+    size_t B = c->B, T = c->T, H = c->H, P = c->P, N = c->N;
+    size_t nx = B * T * H * P, na = B * T * H, nb = B * T * H * N, ns = B * H * P * N;
+    int tf = c->math == MN_CUDA_MATH_TF32, ck = ssd_chunk_case(c);
+    const char* fn = c->form == 1 ? "recurrent" : c->form == 2 ? "chunk" : ck ? "default=chunk" : "default=recurrent";
+    double bo = 1e-5, bg = 1e-4, ba = 2e-4;
+    char nm[220], tag[160];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu P %zu N %zu, %s, %s%s%s", c->name, B, T, H, P, N,
+             c->amode == MN_SSD_TRANSITION ? "transition" : "log-decay", fn,
+             c->state ? ", states" : "", tf ? ", tf32" : "");
+    G.math = c->math;
+    vf X = randn(nx, 0, 1), Bm = randn(nb, 0, 1), Cm = randn(nb, 0, 1), dy = randn(nx, 0, 1), A(na);
+    for (size_t i = 0; i < na; i++) {
+        double la = -(c->lo + (c->hi - c->lo) * mn_rng_uniform(&R));
+        A[i] = (float)(c->amode == MN_SSD_TRANSITION ? 2.0 * exp(la) - 1.0 : la);
+        if (c->tiny && c->amode == MN_SSD_TRANSITION) {
+            const float sg = i % 2 ? -1.f : 1.f;
+            if (i % 29 == 0) A[i] = 0.f;
+            if (i % 29 == 7) A[i] = sg * 1e-5f;
+            if (i % 29 == 13) A[i] = sg * 3e-3f;
+            if (i % 29 == 19) A[i] = -1.f;
+        }
+    }
+    vf h0 = c->state ? randn(ns, 0, 1) : vf(), dht = c->state ? randn(ns, 0, 1) : vf();
+    vf pX = randn(nx, 0, 1), pA = randn(na, 0, 1), pB = randn(nb, 0, 1), pC = randn(nb, 0, 1), ph = randn(ns, 0, 1);
+    vd Xd = tod(X), Ad = tod(A), Bd = tod(Bm), Cd = tod(Cm), H0 = tod(h0), DHT = tod(dht), DY = tod(dy);
+    vd y(nx), ht(ns), dX = tod(pX), dA = tod(pA), dB = tod(pB), dC = tod(pC), dh0 = tod(ph);
+    vd rw(mn_ssd_work_size_recurrent(T, P, N));
+    mn_ssd_forward_recurrent(y.data(), ht.data(), Xd.data(), Ad.data(), Bd.data(), Cd.data(),
+                             c->state ? H0.data() : NULL, B, T, H, P, N, c->amode);
+    mn_ssd_backward_recurrent(dX.data(), dA.data(), dB.data(), dC.data(), dh0.data(), DY.data(),
+                              c->state ? DHT.data() : NULL, Xd.data(), Ad.data(), Bd.data(), Cd.data(),
+                              c->state ? H0.data() : NULL, B, T, H, P, N, c->amode, rw.data());
+    size_t wn = c->form == 1 ? mn_cuda_ssd_work_size_recurrent(B, T, H, P, N)
+                : c->form == 2 ? mn_cuda_ssd_work_size_chunk(B, T, H, P, N) : mn_cuda_ssd_work_size(B, T, H, P, N, 64);
+    float *gX = dev(X), *gA = dev(A), *gB = dev(Bm), *gC = dev(Cm), *gdy = dev(dy);
+    float *gh0 = c->state ? dev(h0) : NULL, *gdht = c->state ? dev(dht) : NULL, *gy = poison(nx), *ght = poison(ns);
+    float *gw = poison(wn), *gdX = dev(pX), *gdA = dev(pA), *gdB = dev(pB), *gdC = dev(pC), *gdh = dev(ph);
+    // the chunk form writes no final state: ht asked for only with states (or from the recurrent form)
+    float* htp = c->state || c->form == 1 ? ght : NULL;
+    if (c->form == 1) CK(mn_cuda_ssd_forward_recurrent(&G, gy, htp, gX, gA, gB, gC, gh0, B, T, H, P, N, c->amode));
+    else if (c->form == 2) CK(mn_cuda_ssd_forward_chunk(&G, gy, gX, gA, gB, gC, B, T, H, P, N, c->amode, gw));
+    else CK(mn_cuda_ssd_forward(&G, gy, htp, gX, gA, gB, gC, gh0, B, T, H, P, N, 64, c->amode, gw));
+    snprintf(nm, sizeof nm, "ssd fwd y (%s)", tag); check(nm, host(gy, nx), y, bo);
+    if (htp) { snprintf(nm, sizeof nm, "ssd fwd ht (%s)", tag); check(nm, host(ght, ns), ht, bo); }
+    cudaMemset(gw, 0xFF, wn * sizeof(float));
+    if (c->form == 1)
+        CK(mn_cuda_ssd_backward_recurrent(&G, gdX, gdA, gdB, gdC, gdh, gdy, gdht, gX, gA, gB, gC, gh0, B, T, H, P, N,
+                                          c->amode, gw));
+    else if (c->form == 2)
+        CK(mn_cuda_ssd_backward_chunk(&G, gdX, gdA, gdB, gdC, gdy, gX, gA, gB, gC, B, T, H, P, N, c->amode, gw));
+    else
+        CK(mn_cuda_ssd_backward(&G, gdX, gdA, gdB, gdC, c->state ? gdh : NULL, gdy, gdht, gX, gA, gB, gC, gh0, B, T,
+                                H, P, N, 64, c->amode, gw));
+    snprintf(nm, sizeof nm, "ssd bwd dX (%s)", tag); check_inc(nm, host(gdX, nx), pX, dX, bg);
+    snprintf(nm, sizeof nm, "ssd bwd dA (%s)", tag); check_inc(nm, host(gdA, na), pA, dA, ba);
+    snprintf(nm, sizeof nm, "ssd bwd dB (%s)", tag); check_inc(nm, host(gdB, nb), pB, dB, bg);
+    snprintf(nm, sizeof nm, "ssd bwd dC (%s)", tag); check_inc(nm, host(gdC, nb), pC, dC, bg);
+    if (c->form == 1 || c->state) {
+        snprintf(nm, sizeof nm, "ssd bwd dh0 (%s)", tag); check_inc(nm, host(gdh, ns), ph, dh0, bg);
+    }
+    if (ck) {   // new against old: the GPU's recurrent form on the same inputs and priors
+        size_t rn = mn_cuda_ssd_work_size_recurrent(B, T, H, P, N);
+        float *ry = poison(nx), *rw2 = poison(rn), *rdX = dev(pX), *rdA = dev(pA), *rdB = dev(pB), *rdC = dev(pC);
+        CK(mn_cuda_ssd_forward_recurrent(&G, ry, NULL, gX, gA, gB, gC, NULL, B, T, H, P, N, c->amode));
+        CK(mn_cuda_ssd_backward_recurrent(&G, rdX, rdA, rdB, rdC, NULL, gdy, NULL, gX, gA, gB, gC, NULL, B, T, H, P, N,
+                                          c->amode, rw2));
+        snprintf(nm, sizeof nm, "ssd chunk vs recurrent y (%s)", tag); check(nm, host(gy, nx), tod(host(ry, nx)), bo);
+        snprintf(nm, sizeof nm, "ssd chunk vs recurrent dX (%s)", tag);
+        check_inc(nm, host(gdX, nx), pX, tod(host(rdX, nx)), bg);
+        snprintf(nm, sizeof nm, "ssd chunk vs recurrent dA (%s)", tag);
+        check_inc(nm, host(gdA, na), pA, tod(host(rdA, na)), ba);
+        snprintf(nm, sizeof nm, "ssd chunk vs recurrent dB (%s)", tag);
+        check_inc(nm, host(gdB, nb), pB, tod(host(rdB, nb)), bg);
+        snprintf(nm, sizeof nm, "ssd chunk vs recurrent dC (%s)", tag);
+        check_inc(nm, host(gdC, nb), pC, tod(host(rdC, nb)), bg);
+        mn_cuda_dfree(ry); mn_cuda_dfree(rw2); mn_cuda_dfree(rdX); mn_cuda_dfree(rdA); mn_cuda_dfree(rdB);
+        mn_cuda_dfree(rdC);
+    }
+    mn_cuda_dfree(gX); mn_cuda_dfree(gA); mn_cuda_dfree(gB); mn_cuda_dfree(gC); mn_cuda_dfree(gdy);
+    mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gy); mn_cuda_dfree(ght); mn_cuda_dfree(gw);
+    mn_cuda_dfree(gdX); mn_cuda_dfree(gdA); mn_cuda_dfree(gdB); mn_cuda_dfree(gdC); mn_cuda_dfree(gdh);
+    G.math = MN_CUDA_MATH_FP32;
+}
+
+// The decode step, batched, against mn_ssd_step in double from a random state over S consecutive tokens:
+// the worst output, then the state. fp32 against double: 1e-5.
+static void test_ssd_step(size_t B, size_t H, size_t P, size_t N, int amode, size_t S) {
+    char nm[200];
+    size_t ns = B * H * P * N, ny = B * H * P;
+    double worst = 0;
+    int fin = 1;
+    vf s0 = randn(ns, 0, 1);
+    vd St = tod(s0), ref(ny);
+    float *gs = dev(s0), *gy = poison(ny);
+    for (size_t k = 0; k < S; k++) {
+        vf x = randn(ny, 0, 1), b = randn(B * H * N, 0, 1), cc = randn(B * H * N, 0, 1), a(B * H);
+        for (size_t i = 0; i < a.size(); i++) {
+            double la = -3.0 * mn_rng_uniform(&R);
+            a[i] = (float)(amode == MN_SSD_TRANSITION ? 2.0 * exp(la) - 1.0 : la);
+        }
+        vd Xd = tod(x), Ad = tod(a), Bd = tod(b), Cd = tod(cc);
+        mn_ssd_step(ref.data(), St.data(), Xd.data(), Ad.data(), Bd.data(), Cd.data(), B, H, P, N, amode);
+        float *gx = dev(x), *ga = dev(a), *gb = dev(b), *gc = dev(cc);
+        cudaMemset(gy, 0xFF, ny * sizeof(float));
+        CK(mn_cuda_ssd_step(&G, gy, gs, gx, ga, gb, gc, B, H, P, N, amode));
+        vf ho = host(gy, ny);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < ny; i++) {
+            if (!isfinite(ho[i])) fin = 0;
+            se += (ho[i] - ref[i]) * (ho[i] - ref[i]); sr += ref[i] * ref[i];
+        }
+        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        mn_cuda_dfree(gx); mn_cuda_dfree(ga); mn_cuda_dfree(gb); mn_cuda_dfree(gc);
+    }
+    const char* mode = amode == MN_SSD_TRANSITION ? "transition" : "log-decay";
+    snprintf(nm, sizeof nm, "ssd step: %zu tokens, B %zu H %zu P %zu N %zu %s, worst y rms %.2e (bound 1e-5)", S, B, H,
+             P, N, mode, worst);
+    expect(fin && worst <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "ssd step: state (B %zu H %zu P %zu N %zu %s)", B, H, P, N, mode);
+    check(nm, host(gs, ns), St, 1e-5);
+    mn_cuda_dfree(gs); mn_cuda_dfree(gy);
+}
+
+static void test_ssd_all(void) {
+    const int LD = MN_SSD_LOG_DECAY, TR = MN_SSD_TRANSITION, F32 = MN_CUDA_MATH_FP32, T32 = MN_CUDA_MATH_TF32;
+    const ssd_case cases[] = {
+        // default form: the chunk form (P == N in {64, 128}, no states), else the recurrent kernels;
+        // "strong": log-decays down to -8 a token (the state forgets within a few tokens)
+        //  name                    B  T     H  P    N    amode form st lo   hi    math tiny
+        { "default D64",            2, 200,  3, 64,  64,  LD,   0,   0, 0.0, 1.0,  F32, 0 },   // T past the last chunk
+        { "default D128",           1, 300,  2, 128, 128, LD,   0,   0, 0.0, 0.5,  F32, 0 },
+        { "default D128 strong",    1, 200,  2, 128, 128, LD,   0,   0, 0.0, 8.0,  F32, 0 },
+        { "default D64 tf32",       2, 150,  2, 64,  64,  LD,   0,   0, 0.0, 1.0,  T32, 0 },   // still 3xTF32
+        { "default states",         2, 130,  2, 64,  64,  LD,   0,   1, 0.0, 1.0,  F32, 0 },   // -> recurrent
+        { "default transition",     2, 130,  2, 64,  64,  TR,   0,   0, 0.0, 3.0,  F32, 0 },   // -> chunk (signs)
+        { "default tr. states",     2, 130,  2, 64,  64,  TR,   0,   1, 0.0, 3.0,  F32, 0 },   // -> recurrent
+        { "default P64 N128",       1, 100,  2, 64,  128, LD,   0,   0, 0.0, 1.0,  F32, 0 },   // -> recurrent
+        // the chunk form itself: signed transitions a = 2 e^{-U} - 1 in (-0.9, 1) ("flips": (-1, -0.9), the
+        // sign alternates every token), exact zeros and tiny |a| (dA by the chunk formula), a TF32 context
+        { "chunk tr D128",          1, 300,  2, 128, 128, TR,   2,   0, 0.0, 3.0,  F32, 0 },
+        { "chunk tr D64 flips",     2, 150,  2, 64,  64,  TR,   2,   0, 3.0, 8.0,  F32, 0 },
+        { "chunk tr D64 tiny",      2, 200,  3, 64,  64,  TR,   2,   0, 0.0, 3.0,  F32, 1 },
+        { "chunk tr D128 tiny",     1, 190,  2, 128, 128, TR,   2,   0, 0.0, 3.0,  F32, 1 },
+        { "chunk tr D128 slow",     1, 257,  2, 128, 128, TR,   2,   0, 0.0, 0.05, F32, 0 },   // a near 1
+        { "chunk tr D64 tf32",      2, 150,  2, 64,  64,  TR,   2,   0, 0.0, 3.0,  T32, 1 },   // still 3xTF32
+        { "chunk log D128",         2, 130,  2, 128, 128, LD,   2,   0, 0.0, 1.0,  F32, 0 },
+        { "chunk tr T1",            1, 1,    2, 64,  64,  TR,   2,   0, 0.0, 3.0,  F32, 1 },   // one token
+        // the recurrent kernels: 16-row tiles, columns n = lane + 32 j, checkpoints every 64, sub-chunks of 8
+        { "rec P64 N128 states",    2, 203,  2, 64,  128, LD,   1,   1, 0.0, 1.0,  F32, 0 },   // Mamba-2's head
+        { "rec transition",         2, 203,  2, 64,  128, TR,   1,   1, 0.0, 3.0,  F32, 0 },   // a in (-0.9, 1)
+        { "rec transition slow",    1, 300,  2, 32,  32,  TR,   1,   1, 0.0, 0.05, F32, 0 },   // a near 1
+        { "rec transition tiny",    1, 150,  2, 64,  64,  TR,   1,   1, 0.0, 3.0,  F32, 1 },
+        { "rec D128 log",           1, 150,  3, 128, 128, LD,   1,   0, 0.0, 1.0,  F32, 0 },
+        { "rec P16 N48",            3, 70,   2, 16,  48,  TR,   1,   1, 0.0, 3.0,  F32, 0 },   // one tile; lanes past N
+        { "rec P48 N16",            2, 64,   2, 48,  16,  LD,   1,   1, 0.0, 2.0,  F32, 0 },   // T one whole chunk
+        { "rec T7",                 1, 7,    2, 32,  64,  TR,   1,   1, 0.0, 3.0,  F32, 0 },   // one short sub-chunk
+        { "rec T1",                 2, 1,    1, 16,  16,  LD,   1,   1, 0.0, 1.0,  F32, 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_ssd_op(&cases[i]);
+    test_ssd_step(3, 2, 64, 128, MN_SSD_LOG_DECAY, 12);
+    test_ssd_step(2, 3, 64, 128, MN_SSD_TRANSITION, 12);
+    test_ssd_step(2, 2, 128, 128, MN_SSD_LOG_DECAY, 8);
+    test_ssd_step(1, 3, 20, 40, MN_SSD_TRANSITION, 6);     // P not a multiple of 8, N not of 32
+    {   // what the kernels do not take
+        float* p = poison(4096);
+        expect(mn_cuda_ssd_forward_recurrent(&G, p, NULL, p, p, p, p, NULL, 1, 8, 1, 24, 64, LD) == MN_ERR_CONFIG,
+               "ssd recurrent with P = 24 returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_forward_recurrent(&G, p, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 144, LD) == MN_ERR_CONFIG,
+               "ssd recurrent with N = 144 returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_forward(&G, p, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 64, 64, 7, p) == MN_ERR_CONFIG,
+               "ssd with amode 7 returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_forward(&G, p, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 64, 0, LD, p) == MN_ERR_CONFIG,
+               "ssd with chunk 0 returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_backward_recurrent(&G, p, p, p, p, NULL, p, NULL, p, p, p, p, NULL, 1, 8, 1, 64, 64, TR,
+                                              NULL) == MN_ERR_CONFIG,
+               "ssd recurrent backward without its workspace returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_forward_chunk(&G, p, p, p, p, p, 1, 8, 1, 64, 128, TR, p) == MN_ERR_CONFIG,
+               "ssd chunk with P 64 N 128 returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_backward_chunk(&G, p, p, p, p, p, p, p, p, p, 1, 8, 1, 32, 32, TR, p) == MN_ERR_CONFIG,
+               "ssd chunk backward with P = N = 32 returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_forward_chunk(&G, p + 1, p, p, p, p, 1, 8, 1, 64, 64, LD, p) == MN_ERR_CONFIG,
+               "ssd chunk with a misaligned y returns MN_ERR_CONFIG");
+        expect(mn_cuda_ssd_step(&G, p, p, p, p, p, p, 1, 1, 64, 64, 2) == MN_ERR_CONFIG,
+               "ssd step with amode 2 returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+}
+
+// the whole model: fp32 products (the chunk form in 3xTF32, the recurrent kernels in fp32) with fp32 cuBLAS
+// are fp32-level, as the GLA family's cases: loss 1e-5, logits 1e-4; gradients 2e-3 (dt_bias, A_log and D
+// are one number per head summed over every token and channel); a TF32 hybrid with the TF32 bounds. Head 64
+// and 128 (P = N = head_dim) run the chunk form for both variants (mamba2_neg: the signed transition);
+// head 32 the recurrent kernels.
+#define MN__TEST_MODELS_SSD                                                                                       \
+    { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 2e-3,    \
+      3e-3 },                                                                                                     \
+    { "mamba2_neg H2x64 cap", "mamba2_neg", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-5,  \
+      1e-4, 2e-3, 3e-3 },                                                                                         \
+    { "mamba2 H2x32 (recurrent)", "mamba2", 0, 64, 2, 2, 32, 176, 2, 100, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,    \
+      1e-4, 2e-3, 3e-3 },                                                                                         \
+    { "mamba2,attn H2x64", "mamba2,attn", 0, 128, 2, 2, 64, 352, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
+      6e-3, 1e-2, 2e-2 },                                                                                         \
+    { "mamba2_neg H2x128", "mamba2_neg", 0, 256, 2, 2, 128, 688, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,       \
+      1e-4, 2e-3, 3e-3 },                                                                                         \
+    { "mamba2_neg,mamba2 H2x128 tf32", "mamba2_neg,mamba2", 0, 256, 2, 2, 128, 688, 2, 100, 30, 0,                 \
+      MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },
+// ---- RG-LRU (Hawk) -------------------------------------------------------------------------------
+// mn_cuda_rglru_* against mesanet.h's mn_rglru_* in double, each side from its own forward. Bounds:
+//   y, ht, gates (fp32 block products of bw terms, fp32 scan): 2e-5. The scan carries each step's
+//   rounding on through a_t, and with decays near 1 (1 - a ~ 4e-3 at the ring init's slow end) a
+//   channel's error is the sum of ~1/(1-a) roundings, a few times 1e-6 in the RMS ratio;
+//   gradients 1e-4: the reverse scan the same way, plus the cancellation in dla = a d h - 2 a^2 du (two
+//   terms of similar size) that reaches dZa, dwa, dba;
+//   da_param 2e-4: one number per channel, a sum over all B T tokens of those dla terms, which largely
+//   cancel (as the GLA family's gate gradient);
+//   TF32 block products (inputs rounded to 10 bits): 3e-3 for y, ht, gates, 1e-2 for the gradients.
+//   Decode step (fp32 against double, fresh gates each token): 1e-5.
+typedef struct rglru_case {
+    const char* name;
+    size_t B, T, W, NH;
+    int state;    // h0 and dht given
+    int seg;      // segment_pos given: resets at random tokens (~3 %), and at t = 0 in the even sequences
+    int clip;     // half the channels with a_param in [-20, -15]: 1 - a_t < 3e-6, mostly where the square root's
+                  // derivative is clipped (u = 1 - a^2 < 2.5e-7), some just above it
+    int inplace;  // ht written over h0 (checked against the separate run, bitwise)
+    int math;
+} rglru_case;
+// a_param as the model's ring init: a = exp(-softplus(a_param)) with a^2 ~ U[0.81, 0.998]
+static vf rglru_aparam(size_t W, int clip) {
+    vf a(W);
+    for (size_t w = 0; w < W; w++) {
+        double sp = -0.5 * log(0.81 + (0.998 - 0.81) * mn_rng_uniform(&R));
+        a[w] = clip && w % 2 ? (float)(-20.0 + 5.0 * mn_rng_uniform(&R)) : (float)log(exp(sp) - 1.0);
+    }
+    return a;
+}
+static void test_rglru(const rglru_case* c) {
+    size_t B = c->B, T = c->T, W = c->W, NH = c->NH, bw = W / NH, n = B * T * W, nw = NH * bw * bw, ns = B * W;
+    int tf = c->math == MN_CUDA_MATH_TF32;
+    double bo = tf ? 3e-3 : 2e-5, bg = tf ? 1e-2 : 1e-4, bp = tf ? 1e-2 : 2e-4, cc = MN__RGLRU_C;
+    char nm[200], tag[128];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu W %zu NH %zu%s%s%s, %s", c->name, B, T, W, NH,
+             c->state ? ", states" : "", c->seg ? ", resets" : "", c->clip ? ", clipped sqrt'" : "",
+             tf ? "tf32" : "fp32");
+    G.math = c->math;
+    double sdw = 1.0 / sqrt((double)bw);
+    vf x = randn(n, 0, 1), ap = rglru_aparam(W, c->clip), wx = randn(nw, 0, sdw), wa = randn(nw, 0, sdw);
+    vf bx = randn(W, 0, 1), ba = randn(W, 0, 1), dy = randn(n, 0, 1);
+    vf h0 = c->state ? randn(ns, 0, 1) : vf(), dht = c->state ? randn(ns, 0, 1) : vf();
+    std::vector<int> sp;
+    if (c->seg) {
+        sp.resize(B * T);
+        for (size_t b = 0; b < B; b++) {
+            int p = b % 2 ? 7 : 0;
+            for (size_t t = 0; t < T; t++) {
+                if (mn_rng_uniform(&R) < 0.03) p = 0;
+                sp[b * T + t] = p++;
+            }
+        }
+    }
+    vf px = randn(n, 0, 1), pap = randn(W, 0, 1), pwx = randn(nw, 0, 1), pbx = randn(W, 0, 1), pwa = randn(nw, 0, 1);
+    vf pba = randn(W, 0, 1), ph = randn(ns, 0, 1);
+    // CPU in double
+    vd X = tod(x), AP = tod(ap), WX = tod(wx), WA = tod(wa), BX = tod(bx), BA = tod(ba), H0 = tod(h0), DHT = tod(dht);
+    vd DY = tod(dy), y(n), ht(ns), gates(2 * n), work(mn_rglru_work_size(B, T, W));
+    vd dx = tod(px), dap = tod(pap), dwx = tod(pwx), dbx = tod(pbx), dwa = tod(pwa), dba = tod(pba), dh0 = tod(ph);
+    const int* spc = c->seg ? sp.data() : NULL;
+    mn_rglru_forward(y.data(), ht.data(), gates.data(), X.data(), AP.data(), WX.data(), BX.data(), WA.data(),
+                     BA.data(), c->state ? H0.data() : NULL, spc, B, T, W, NH, cc);
+    mn_rglru_backward(dx.data(), dap.data(), dwx.data(), dbx.data(), dwa.data(), dba.data(), dh0.data(), DY.data(),
+                      c->state ? DHT.data() : NULL, y.data(), gates.data(), X.data(), AP.data(), WX.data(), WA.data(),
+                      c->state ? H0.data() : NULL, spc, B, T, W, NH, cc, work.data());
+    // GPU
+    int* gsp = NULL;
+    if (c->seg) {
+        gsp = (int*)devbytes(B * T * sizeof(int));
+        CK(mn_cuda_upload(&G, gsp, sp.data(), B * T * sizeof(int)));
+    }
+    size_t wn = mn_cuda_rglru_work_size(B, T, W);
+    float *gx = dev(x), *gap = dev(ap), *gwx = dev(wx), *gwa = dev(wa), *gbx = dev(bx), *gba = dev(ba), *gdy = dev(dy);
+    float *gh0 = c->state ? dev(h0) : NULL, *gdht = c->state ? dev(dht) : NULL;
+    float *gy = poison(n), *ght = poison(ns), *ggates = poison(2 * n), *gw = poison(wn);
+    float *gdx = dev(px), *gdap = dev(pap), *gdwx = dev(pwx), *gdbx = dev(pbx), *gdwa = dev(pwa), *gdba = dev(pba);
+    float* gdh0 = dev(ph);
+    CK(mn_cuda_rglru_forward(&G, gy, ght, ggates, gx, gap, gwx, gbx, gwa, gba, gh0, gsp, B, T, W, NH, cc));
+    vf hht = host(ght, ns);
+    snprintf(nm, sizeof nm, "rglru fwd y (%s)", tag); check(nm, host(gy, n), y, bo);
+    snprintf(nm, sizeof nm, "rglru fwd ht (%s)", tag); check(nm, hht, ht, bo);
+    snprintf(nm, sizeof nm, "rglru fwd gates (%s)", tag); check(nm, host(ggates, 2 * n), gates, bo);
+    if (c->inplace && c->state) {   // ht over h0: the same bits as the separate run
+        float *gh = dev(h0), *gy2 = poison(n), *gg2 = poison(2 * n);
+        CK(mn_cuda_rglru_forward(&G, gy2, gh, gg2, gx, gap, gwx, gbx, gwa, gba, gh, gsp, B, T, W, NH, cc));
+        snprintf(nm, sizeof nm, "rglru fwd ht written over h0 (%s)", tag); same_twice(nm, host(gh, ns), hht);
+        mn_cuda_dfree(gh); mn_cuda_dfree(gy2); mn_cuda_dfree(gg2);
+    }
+    CK(mn_cuda_rglru_backward(&G, gdx, gdap, gdwx, gdbx, gdwa, gdba, gdh0, gdy, gdht, gy, ggates, gx, gap, gwx, gwa,
+                              gh0, gsp, B, T, W, NH, cc, gw));
+    vf r1[7] = { host(gdx, n), host(gdap, W), host(gdwx, nw), host(gdbx, W), host(gdwa, nw), host(gdba, W),
+                 host(gdh0, ns) };
+    snprintf(nm, sizeof nm, "rglru bwd dx (%s)", tag); check_inc(nm, r1[0], px, dx, bg);
+    snprintf(nm, sizeof nm, "rglru bwd da_param (%s)", tag); check_inc(nm, r1[1], pap, dap, bp);
+    snprintf(nm, sizeof nm, "rglru bwd dwx (%s)", tag); check_inc(nm, r1[2], pwx, dwx, bg);
+    snprintf(nm, sizeof nm, "rglru bwd dbx (%s)", tag); check_inc(nm, r1[3], pbx, dbx, bg);
+    snprintf(nm, sizeof nm, "rglru bwd dwa (%s)", tag); check_inc(nm, r1[4], pwa, dwa, bg);
+    snprintf(nm, sizeof nm, "rglru bwd dba (%s)", tag); check_inc(nm, r1[5], pba, dba, bg);
+    // without h0 and resets the CPU's final carry is 0 (t = 0 is a reset): the increment is exactly 0 there
+    snprintf(nm, sizeof nm, "rglru bwd dh0 (%s)", tag); check_inc(nm, r1[6], ph, dh0, bg);
+    {   // no atomics: a second backward from the same priors gives the same bits
+        CK(mn_cuda_upload(&G, gdx, px.data(), n * 4)); CK(mn_cuda_upload(&G, gdap, pap.data(), W * 4));
+        CK(mn_cuda_upload(&G, gdwx, pwx.data(), nw * 4)); CK(mn_cuda_upload(&G, gdbx, pbx.data(), W * 4));
+        CK(mn_cuda_upload(&G, gdwa, pwa.data(), nw * 4)); CK(mn_cuda_upload(&G, gdba, pba.data(), W * 4));
+        CK(mn_cuda_upload(&G, gdh0, ph.data(), ns * 4));
+        cudaMemset(gw, 0xFF, wn * sizeof(float));
+        CK(mn_cuda_rglru_backward(&G, gdx, gdap, gdwx, gdbx, gdwa, gdba, gdh0, gdy, gdht, gy, ggates, gx, gap, gwx,
+                                  gwa, gh0, gsp, B, T, W, NH, cc, gw));
+        vf a, r;
+        float* outs[7] = { gdx, gdap, gdwx, gdbx, gdwa, gdba, gdh0 };
+        size_t ln[7] = { n, W, nw, W, nw, W, ns };
+        for (int k = 0; k < 7; k++) {
+            vf h = host(outs[k], ln[k]);
+            a.insert(a.end(), h.begin(), h.end()); r.insert(r.end(), r1[k].begin(), r1[k].end());
+        }
+        snprintf(nm, sizeof nm, "rglru bwd, every gradient (%s)", tag); same_twice(nm, r, a);
+    }
+    {   // the NULL gradients are skipped: dx alone gives the same dx
+        CK(mn_cuda_upload(&G, gdx, px.data(), n * 4));
+        CK(mn_cuda_rglru_backward(&G, gdx, NULL, NULL, NULL, NULL, NULL, NULL, gdy, gdht, gy, ggates, gx, gap, gwx,
+                                  gwa, gh0, gsp, B, T, W, NH, cc, gw));
+        snprintf(nm, sizeof nm, "rglru bwd dx alone (%s)", tag); same_twice(nm, host(gdx, n), r1[0]);
+    }
+    mn_cuda_dfree(gsp); mn_cuda_dfree(gx); mn_cuda_dfree(gap); mn_cuda_dfree(gwx); mn_cuda_dfree(gwa);
+    mn_cuda_dfree(gbx); mn_cuda_dfree(gba); mn_cuda_dfree(gdy); mn_cuda_dfree(gh0); mn_cuda_dfree(gdht);
+    mn_cuda_dfree(gy); mn_cuda_dfree(ght); mn_cuda_dfree(ggates); mn_cuda_dfree(gw); mn_cuda_dfree(gdx);
+    mn_cuda_dfree(gdap); mn_cuda_dfree(gdwx); mn_cuda_dfree(gdbx); mn_cuda_dfree(gdwa); mn_cuda_dfree(gdba);
+    mn_cuda_dfree(gdh0);
+    G.math = MN_CUDA_MATH_FP32;
+}
+
+// The decode step against mn_rglru_step in double over P consecutive tokens from a random state
+// (seg: a random ~20 % of the sequences restart at each token through segment_pos): the worst output,
+// the gates of the last token (the step's work), then the state. fp32 against double: 1e-5.
+static void test_rglru_step(size_t B, size_t W, size_t NH, size_t P, int seg) {
+    char nm[200];
+    size_t bw = W / NH, nw = NH * bw * bw, ns = B * W;
+    double worst = 0, cc = MN__RGLRU_C;
+    vf s0 = randn(ns, 0, 1), ap = rglru_aparam(W, 0), wx = randn(nw, 0, 1.0 / sqrt((double)bw));
+    vf wa = randn(nw, 0, 1.0 / sqrt((double)bw)), bx = randn(W, 0, 1), ba = randn(W, 0, 1);
+    vd S = tod(s0), AP = tod(ap), WX = tod(wx), WA = tod(wa), BX = tod(bx), BA = tod(ba), ref(ns);
+    vd work(mn_rglru_work_size(B, 1, W));
+    float *gs = dev(s0), *gap = dev(ap), *gwx = dev(wx), *gwa = dev(wa), *gbx = dev(bx), *gba = dev(ba);
+    float *gy = poison(ns), *gwork = poison(2 * ns);
+    int* gsp = seg ? (int*)devbytes(B * sizeof(int)) : NULL;
+    int fin = 1;
+    vf hg;
+    for (size_t p = 0; p < P; p++) {
+        vf x = randn(ns, 0, 1);
+        std::vector<int> sp(B);
+        for (size_t b = 0; b < B; b++) sp[b] = mn_rng_uniform(&R) < 0.2 ? 0 : (int)(p + 1);
+        vd X = tod(x);
+        mn_rglru_step(ref.data(), S.data(), X.data(), AP.data(), WX.data(), BX.data(), WA.data(), BA.data(),
+                      seg ? sp.data() : NULL, B, W, NH, cc, work.data());
+        float* gxx = dev(x);
+        if (seg) CK(mn_cuda_upload(&G, gsp, sp.data(), B * sizeof(int)));
+        cudaMemset(gy, 0xFF, ns * sizeof(float));
+        cudaMemset(gwork, 0xFF, 2 * ns * sizeof(float));
+        CK(mn_cuda_rglru_step(&G, gy, gs, gxx, gap, gwx, gbx, gwa, gba, gsp, B, W, NH, cc, gwork));
+        vf ho = host(gy, ns);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < ns; i++) {
+            if (!isfinite(ho[i])) fin = 0;
+            se += (ho[i] - ref[i]) * (ho[i] - ref[i]); sr += ref[i] * ref[i];
+        }
+        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        if (p + 1 == P) hg = host(gwork, 2 * ns);
+        mn_cuda_dfree(gxx);
+    }
+    snprintf(nm, sizeof nm, "rglru step: %zu tokens, B %zu W %zu NH %zu%s, worst y rms %.2e (bound 1e-5)", P, B, W, NH,
+             seg ? ", resets" : "", worst);
+    expect(fin && worst <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "rglru step: the last token's gates (B %zu W %zu NH %zu)", B, W, NH);
+    check(nm, hg, vd(work.begin(), work.begin() + 2 * ns), 1e-5);
+    snprintf(nm, sizeof nm, "rglru step: state (B %zu W %zu NH %zu)", B, W, NH);
+    check(nm, host(gs, ns), S, 1e-5);
+    mn_cuda_dfree(gs); mn_cuda_dfree(gap); mn_cuda_dfree(gwx); mn_cuda_dfree(gwa); mn_cuda_dfree(gbx);
+    mn_cuda_dfree(gba); mn_cuda_dfree(gy); mn_cuda_dfree(gwork); mn_cuda_dfree(gsp);
+}
+
+static void test_rglru_all(void) {
+    static const rglru_case cases[] = {
+        //  name           B  T     W     NH  st seg clip inpl math
+        { "hawk",          2, 200,  128,  4,  0, 0,  0,   0,   MN_CUDA_MATH_FP32 },   // the layer's call: no h0
+        { "states",        3, 150,  96,   3,  1, 0,  0,   1,   MN_CUDA_MATH_FP32 },   // bw 32, T not a tile multiple
+        { "resets",        2, 301,  256,  2,  1, 1,  0,   0,   MN_CUDA_MATH_FP32 },   // bw 128, segment_pos
+        { "clipped",       2, 200,  128,  1,  1, 0,  1,   0,   MN_CUDA_MATH_FP32 },   // one block of 128
+        { "T1024 bw64",    1, 1024, 320,  5,  0, 0,  0,   0,   MN_CUDA_MATH_FP32 },   // a long scan, W = 5 x 64
+        { "T5",            2, 5,    48,   3,  1, 0,  0,   0,   MN_CUDA_MATH_FP32 },   // shorter than one tile; bw 16
+        { "odd bw",        2, 77,   60,   4,  1, 1,  0,   0,   MN_CUDA_MATH_FP32 },   // bw 15, W not a multiple of 4
+        { "tf32",          2, 200,  256,  2,  1, 0,  0,   0,   MN_CUDA_MATH_TF32 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_rglru(&cases[i]);
+    test_rglru_step(1, 128, 4, 20, 0);
+    test_rglru_step(3, 256, 2, 20, 1);     // bw 128
+    test_rglru_step(11, 96, 3, 12, 1);     // two blocks of sequences, the second of 3
+    test_rglru_step(2, 640, 5, 10, 0);     // the anchor's width, bw 128
+    test_rglru_step(3, 1000, 2, 6, 1);     // bw 500: sixteen column tiles, the last of 20 columns
+    test_rglru_step(2, 60, 4, 6, 0);       // bw 15: one partial tile
+    test_rglru_step(64, 512, 4, 4, 1);     // batch 64: eight blocks of sequences
+    {   // what the kernels do not take
+        float* p = poison(64);
+        expect(mn_cuda_rglru_forward(&G, p, p, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 10, 3, 8.0) == MN_ERR_CONFIG,
+               "rglru forward with W = 10, NH = 3 returns MN_ERR_CONFIG");
+        expect(mn_cuda_rglru_forward(&G, p, p, p, p, p, p, p, p, p, NULL, NULL, 1, 8, 8, 0, 8.0) == MN_ERR_CONFIG,
+               "rglru forward with NH = 0 returns MN_ERR_CONFIG");
+        expect(mn_cuda_rglru_backward(&G, p, p, p, p, p, p, NULL, p, NULL, p, p, p, p, p, p, NULL, NULL, 1, 8, 10, 4,
+                                      8.0, p) == MN_ERR_CONFIG,
+               "rglru backward with W = 10, NH = 4 returns MN_ERR_CONFIG");
+        expect(mn_cuda_rglru_step(&G, p, p, p, p, p, p, p, p, NULL, 1, 10, 3, 8.0, NULL) == MN_ERR_CONFIG,
+               "rglru step with W = 10, NH = 3 returns MN_ERR_CONFIG");
+        expect(mn_cuda_rglru_step(&G, p, p, p, p, p, p, p, p, NULL, 1, 1024, 1, 8.0, NULL) == MN_ERR_CONFIG,
+               "rglru step with gate blocks of 1024 (> 512) returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+}
+
+// the whole model: Hawk alone (fp32 cuBLAS: fp32-level bounds as the GLA family's), in TF32, and the
+// hybrids Hawk-Mesa and Hawk-attention (the Mesa layer's and attention's fp16 products set those bounds)
+#define MN__TEST_MODELS_RGLRU                                                                                          \
+    { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3, 3e-3 }, \
+    { "hawk H2 bw128 cap", "hawk", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-5, 1e-4, 1e-3, \
+      3e-3 },                                                                                                         \
+    { "hawk H4 tf32", "hawk", 0, 256, 3, 4, 64, 512, 2, 100, 30, 0, MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },  \
+    /* Hawk-Mesa: the Mesa layer's q/k-side and gate gradients (q_proj, k_proj, a_proj, lambda) differ from */ \
+    /* the double CPU more than in every other Mesa pattern while loss, logits and the v/o side agree        */ \
+    /* (H200 runs 19-20): no solve 2.0e-2 (default path) / 1.5e-2 (mma.sync CG + fp32 backward), CG 10       */ \
+    /* 6.5-10 % on both paths, CG 30 27-48 % (default path), 1.3e-4 .. 5.3e-2 (mma.sync; run 20, run 21).     */ \
+    /* Cause not found yet (issue 16 note); these cases hold the measured values so a change shows.         */ \
+    { "hawk,mesa H2x128 no solve mma.sync", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, -1, 0, MN_CUDA_MATH_FP32,   \
+      0.0, 1e-4, 6e-3, 3e-2, 3e-2 },                                                                                \
+    { "hawk,mesa H2x128 cg30 mma.sync", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_FP32, 0.0,  \
+      1e-4, 1e-2, 1e-1, 1.5e-1 },                                                                                   \
+    { "hawk,mesa H2x128 cg10", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
+      6e-3, 1e-1, 1.5e-1 },                                                                                         \
+    /* the attention layer after Hawk: its q/k gradients 1.4e-2 in run 21 (the same effect as Hawk-Mesa's) */ \
+    { "hawk,attn H2x64", "hawk,attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3, 3e-2, \
+      3e-2 },
+// ---- mLSTM (mn_cuda_mlstm_*) against mesanet.h's chunkwise mn_mlstm_forward / _backward and mn_mlstm_step ----
+// Bounds, and why: the GPU runs the recurrence in fp32 (one FMA chain per state entry over T tokens, read-outs
+// summing Dk or Dv terms), the gates and stabiliser in double like the CPU: outputs, normaliser and final
+// states 2e-5 (float rounding growing ~sqrt(T) over up to 1000 tokens, the division by a normaliser that can
+// sit near its floor); the stabiliser and m_T 1e-6 (double arithmetic rounded once to float); gradients of
+// q, k, v and the initial state 1e-4 (three fp32 scans and the recomputed forward); the gate gradients 3e-4
+// (suffix sums of q.dq - k.dk over the sequence, which largely cancel); the decode step 2e-5 for its output
+// and 1e-5 for its states (one token's fp32 update per call).
+typedef struct mlstm_case {
+    const char* name;
+    size_t B, T, H, Dk, Dv;
+    int state;                    // 0 none, 1 random C0, n0, m0 (and their gradients), 2 m0 = -inf, zero C0, n0
+    double imu, isd, fmu, fsd;    // input / forget gate pre-activations ~ N(mu, sd)
+    int mode;                     // MN_MLSTM_BW_EXACT or MN_MLSTM_BW_DETACH
+    double eps;                   // the normaliser's eps (the layer's 1e-6; large: the stabiliser's gradient counts)
+} mlstm_case;
+static void test_mlstm(const mlstm_case* c) {
+    const size_t B = c->B, T = c->T, H = c->H, Dk = c->Dk, Dv = c->Dv, BH = B * H;
+    const size_t nk = B * T * H * Dk, nv = B * T * H * Dv, ng = B * T * H, ns = BH * Dk * Dv, nn = BH * Dk;
+    const double scale = 1.0 / sqrt((double)Dk), eps = c->eps;
+    const int st = c->state == 1, minf = c->state == 2;
+    char nm[220], tag[160];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu Dk %zu Dv %zu%s%s, eps %g", c->name, B, T, H, Dk, Dv,
+             st ? ", states" : minf ? ", m0 -inf" : "", c->mode == MN_MLSTM_BW_DETACH ? ", detach" : "", eps);
+    vf q = randn(nk, 0, 1), k = randn(nk, 0, 1), v = randn(nv, 0, 1), dy = randn(nv, 0, 1);
+    vf ig = randn(ng, c->imu, c->isd), fg = randn(ng, c->fmu, c->fsd);
+    vf C0 = st ? randn(ns, 0, 0.3) : vf(), n0 = st ? randn(nn, 0, 0.3) : vf(), m0;
+    if (st) m0 = randn(BH, 0, 1);
+    if (minf) m0 = vf(BH, -INFINITY);
+    const int hm0 = st || minf;
+    vf pq = randn(nk, 0, 1), pk = randn(nk, 0, 1), pv = randn(nv, 0, 1), pi = randn(ng, 0, 1), pf = randn(ng, 0, 1);
+    vf pC = randn(ns, 0, 1), pn = randn(nn, 0, 1);
+    vd Q = tod(q), K = tod(k), V = tod(v), I = tod(ig), F = tod(fg), DY = tod(dy), Cd = tod(C0), Nd = tod(n0);
+    vd Md = tod(m0);
+    vd out(nv), norm(ng), stab(ng), Ct(ns), nt(nn), mt(BH);
+    vd dq = tod(pq), dk = tod(pk), dv = tod(pv), di = tod(pi), df = tod(pf), dC = tod(pC), dn = tod(pn);
+    vd work(mn_mlstm_work_size(B, T, H, Dk, Dv, 64));
+    const double *rC0 = st ? Cd.data() : NULL, *rn0 = st ? Nd.data() : NULL, *rm0 = hm0 ? Md.data() : NULL;
+    mn_mlstm_forward(out.data(), norm.data(), stab.data(), Ct.data(), nt.data(), mt.data(), Q.data(), K.data(),
+                     V.data(), I.data(), F.data(), rC0, rn0, rm0, B, T, H, Dk, Dv, scale, eps, 64, work.data());
+    mn_mlstm_backward(dq.data(), dk.data(), dv.data(), di.data(), df.data(), st ? dC.data() : NULL,
+                      st ? dn.data() : NULL, DY.data(), Q.data(), K.data(), V.data(), I.data(), F.data(), rC0, rn0,
+                      rm0, B, T, H, Dk, Dv, scale, eps, 64, c->mode, work.data());
+    const size_t wn = mn_cuda_mlstm_work_size(B, T, H, Dk, Dv, 64);
+    float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gdy = dev(dy), *gi = dev(ig), *gf = dev(fg);
+    float *gC0 = st ? dev(C0) : NULL, *gn0 = st ? dev(n0) : NULL, *gm0 = hm0 ? dev(m0) : NULL;
+    float *gout = poison(nv), *gnorm = poison(ng), *gstab = poison(ng), *gCt = poison(ns), *gnt = poison(nn);
+    float *gmt = poison(BH), *gw = poison(wn);
+    float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdi = dev(pi), *gdf = dev(pf);
+    float *gdC = st ? dev(pC) : NULL, *gdn = st ? dev(pn) : NULL;
+    CK(mn_cuda_mlstm_forward_recurrent(&G, gout, gnorm, gstab, gCt, gnt, gmt, gq, gk, gv, gi, gf, gC0, gn0, gm0, B, T,
+                                       H, Dk, Dv, scale, eps, 64, gw));
+    snprintf(nm, sizeof nm, "mlstm fwd out (%s)", tag); check(nm, host(gout, nv), out, 2e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd norm (%s)", tag); check(nm, host(gnorm, ng), norm, 2e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd stab (%s)", tag); check(nm, host(gstab, ng), stab, 1e-6);
+    snprintf(nm, sizeof nm, "mlstm fwd Ct (%s)", tag); check(nm, host(gCt, ns), Ct, 2e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd nt (%s)", tag); check(nm, host(gnt, nn), nt, 2e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd mt (%s)", tag); check(nm, host(gmt, BH), mt, 1e-6);
+    if (st) {   // the final state in place of the initial one (nt = n0 is read by every column block)
+        float *iC = dev(C0), *in_ = dev(n0), *im = dev(m0), *o2 = poison(nv);
+        cudaMemset(gw, 0xFF, wn * sizeof(float));
+        CK(mn_cuda_mlstm_forward_recurrent(&G, o2, NULL, NULL, iC, in_, im, gq, gk, gv, gi, gf, iC, in_, im, B, T, H,
+                                           Dk, Dv, scale, eps, 64, gw));
+        vf a = host(iC, ns), b = host(in_, nn), m2 = host(im, BH);
+        a.insert(a.end(), b.begin(), b.end());
+        a.insert(a.end(), m2.begin(), m2.end());
+        vd r = Ct;
+        r.insert(r.end(), nt.begin(), nt.end());
+        r.insert(r.end(), mt.begin(), mt.end());
+        snprintf(nm, sizeof nm, "mlstm fwd in place Ct, nt, mt (%s)", tag); check(nm, a, r, 2e-5);
+        snprintf(nm, sizeof nm, "mlstm fwd out, norm and stab NULL (%s)", tag); check(nm, host(o2, nv), out, 2e-5);
+        mn_cuda_dfree(iC); mn_cuda_dfree(in_); mn_cuda_dfree(im); mn_cuda_dfree(o2);
+    }
+    cudaMemset(gw, 0xFF, wn * sizeof(float));
+    CK(mn_cuda_mlstm_backward_recurrent(&G, gdq, gdk, gdv, gdi, gdf, gdC, gdn, gdy, gq, gk, gv, gi, gf, gC0, gn0, gm0,
+                                        B, T, H, Dk, Dv, scale, eps, 64, c->mode, gw));
+    vf r1[5] = { host(gdq, nk), host(gdk, nk), host(gdv, nv), host(gdi, ng), host(gdf, ng) };
+    snprintf(nm, sizeof nm, "mlstm bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 1e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 1e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 1e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd di (%s)", tag); check_inc(nm, r1[3], pi, di, 3e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd df (%s)", tag); check_inc(nm, r1[4], pf, df, 3e-4);
+    if (st) {
+        snprintf(nm, sizeof nm, "mlstm bwd dC0 (%s)", tag); check_inc(nm, host(gdC, ns), pC, dC, 1e-4);
+        snprintf(nm, sizeof nm, "mlstm bwd dn0 (%s)", tag); check_inc(nm, host(gdn, nn), pn, dn, 1e-4);
+    }
+    {   // no atomics: a second backward from the same priors gives the same bits
+        CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+        CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdi, pi.data(), ng * 4));
+        CK(mn_cuda_upload(&G, gdf, pf.data(), ng * 4));
+        CK(mn_cuda_mlstm_backward_recurrent(&G, gdq, gdk, gdv, gdi, gdf, NULL, NULL, gdy, gq, gk, gv, gi, gf, gC0, gn0,
+                                            gm0, B, T, H, Dk, Dv, scale, eps, 64, c->mode, gw));
+        vf a, r;
+        for (int j = 0; j < 5; j++) r.insert(r.end(), r1[j].begin(), r1[j].end());
+        float* gp[5] = { gdq, gdk, gdv, gdi, gdf };
+        size_t np[5] = { nk, nk, nv, ng, ng };
+        for (int j = 0; j < 5; j++) { vf x = host(gp[j], np[j]); a.insert(a.end(), x.begin(), x.end()); }
+        snprintf(nm, sizeof nm, "mlstm bwd dq, dk, dv, di, df (%s)", tag); same_twice(nm, r, a);
+    }
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gi); mn_cuda_dfree(gf);
+    mn_cuda_dfree(gC0); mn_cuda_dfree(gn0); mn_cuda_dfree(gm0); mn_cuda_dfree(gout); mn_cuda_dfree(gnorm);
+    mn_cuda_dfree(gstab); mn_cuda_dfree(gCt); mn_cuda_dfree(gnt); mn_cuda_dfree(gmt); mn_cuda_dfree(gw);
+    mn_cuda_dfree(gdq); mn_cuda_dfree(gdk); mn_cuda_dfree(gdv); mn_cuda_dfree(gdi); mn_cuda_dfree(gdf);
+    mn_cuda_dfree(gdC); mn_cuda_dfree(gdn);
+}
+
+// The decode step, batched, against mn_mlstm_step in double from a random state, P consecutive tokens: the
+// worst output, then the states C, n, m.
+static void test_mlstm_step(size_t B, size_t H, size_t Dk, size_t Dv, size_t P) {
+    char nm[200];
+    const double scale = 1.0 / sqrt((double)Dk), eps = 1e-6;
+    const size_t BH = B * H, ns = BH * Dk * Dv, nn = BH * Dk;
+    vf C0 = randn(ns, 0, 0.3), n0 = randn(nn, 0, 0.3), m0 = randn(BH, 0, 1);
+    vd Cs = tod(C0), Ns = tod(n0), Ms = tod(m0), ref(BH * Dv);
+    float *gC = dev(C0), *gn = dev(n0), *gm = dev(m0), *gout = poison(BH * Dv);
+    double worst = 0;
+    int fin = 1;
+    for (size_t p = 0; p < P; p++) {
+        vf q = randn(BH * Dk, 0, 1), k = randn(BH * Dk, 0, 1), v = randn(BH * Dv, 0, 1);
+        vf ig = randn(BH, 0, 2), fg = randn(BH, 2, 1.5);
+        vd Qd = tod(q), Kd = tod(k), Vd = tod(v), Id = tod(ig), Fd = tod(fg);
+        mn_mlstm_step(ref.data(), Cs.data(), Ns.data(), Ms.data(), Qd.data(), Kd.data(), Vd.data(), Id.data(),
+                      Fd.data(), B, H, Dk, Dv, scale, eps);
+        float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gi = dev(ig), *gf = dev(fg);
+        cudaMemset(gout, 0xFF, BH * Dv * sizeof(float));
+        CK(mn_cuda_mlstm_step(&G, gout, gC, gn, gm, gq, gk, gv, gi, gf, B, H, Dk, Dv, scale, eps));
+        vf ho = host(gout, BH * Dv);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < ho.size(); i++) {
+            if (!isfinite(ho[i])) fin = 0;
+            se += (ho[i] - ref[i]) * (ho[i] - ref[i]); sr += ref[i] * ref[i];
+        }
+        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gi); mn_cuda_dfree(gf);
+    }
+    snprintf(nm, sizeof nm, "mlstm step: %zu tokens, B %zu H %zu Dk %zu Dv %zu, worst out rms %.2e (bound 2e-5)", P, B,
+             H, Dk, Dv, worst);
+    expect(fin && worst <= 2e-5, nm);
+    snprintf(nm, sizeof nm, "mlstm step: state C (B %zu H %zu Dk %zu Dv %zu)", B, H, Dk, Dv);
+    check(nm, host(gC, ns), Cs, 1e-5);
+    snprintf(nm, sizeof nm, "mlstm step: state n (B %zu H %zu Dk %zu Dv %zu)", B, H, Dk, Dv);
+    check(nm, host(gn, nn), Ns, 1e-5);
+    snprintf(nm, sizeof nm, "mlstm step: state m (B %zu H %zu Dk %zu Dv %zu)", B, H, Dk, Dv);
+    check(nm, host(gm, BH), Ms, 1e-5);
+    mn_cuda_dfree(gC); mn_cuda_dfree(gn); mn_cuda_dfree(gm); mn_cuda_dfree(gout);
+}
+
+// The chunk form (mn_cuda_mlstm_*_chunk, the default where it applies) on the cases it takes (no C0, n0;
+// Dk == Dv in {64, 128}), in fp32 math (3xTF32 products): against the CPU in double like the recurrent form,
+// and against the recurrent form on the GPU. Bounds: outputs and normaliser 3e-5 (the GLA op's 1e-5 for
+// its numerator, then the division by a normaliser near its floor), the stabiliser and m_T 1e-6 (the same
+// double gate kernel as the recurrent form); dq, dk, dv 2e-4 (the GLA op's backward, 1e-4 in its own test,
+// plus the normaliser's vector scans); di, df 5e-4 (the recurrent form's suffix sums of q.dq - k.dk, with
+// k.dk from the 3xTF32 gradient); chunk vs recurrent the sum of both forms' bounds. Then the default picks
+// it (bitwise equal to _chunk, deterministic twice), and gates spanning more than 40 make _chunk refuse
+// (nothing written) while the default falls back to the recurrent form (equal to it bitwise).
+static void test_mlstm_chunk(const mlstm_case* c) {
+    const size_t B = c->B, T = c->T, H = c->H, D = c->Dk, BH = B * H, nk = B * T * H * D, ng = B * T * H;
+    const double scale = 1.0 / sqrt((double)D), eps = c->eps;
+    const int minf = c->state == 2, saved = G.math;
+    char nm[240], tag[160];
+    G.math = MN_CUDA_MATH_FP32;
+    snprintf(tag, sizeof tag, "chunk %s: B %zu T %zu H %zu D %zu%s%s, eps %g", c->name, B, T, H, D,
+             minf ? ", m0 -inf" : "", c->mode == MN_MLSTM_BW_DETACH ? ", detach" : "", eps);
+    vf q = randn(nk, 0, 1), k = randn(nk, 0, 1), v = randn(nk, 0, 1), dy = randn(nk, 0, 1);
+    vf ig = randn(ng, c->imu, c->isd), fg = randn(ng, c->fmu, c->fsd), m0 = minf ? vf(BH, -INFINITY) : vf();
+    vf pq = randn(nk, 0, 1), pk = randn(nk, 0, 1), pv = randn(nk, 0, 1), pi = randn(ng, 0, 1), pf = randn(ng, 0, 1);
+    vd Q = tod(q), K = tod(k), V = tod(v), I = tod(ig), F = tod(fg), DY = tod(dy), Md = tod(m0);
+    vd out(nk), norm(ng), stab(ng), Ct(BH * D * D), nt(BH * D), mt(BH);
+    vd dq = tod(pq), dk = tod(pk), dv = tod(pv), di = tod(pi), df = tod(pf);
+    vd work(mn_mlstm_work_size(B, T, H, D, D, 64));
+    const double* rm0 = minf ? Md.data() : NULL;
+    mn_mlstm_forward(out.data(), norm.data(), stab.data(), Ct.data(), nt.data(), mt.data(), Q.data(), K.data(),
+                     V.data(), I.data(), F.data(), NULL, NULL, rm0, B, T, H, D, D, scale, eps, 64, work.data());
+    mn_mlstm_backward(dq.data(), dk.data(), dv.data(), di.data(), df.data(), NULL, NULL, DY.data(), Q.data(),
+                      K.data(), V.data(), I.data(), F.data(), NULL, NULL, rm0, B, T, H, D, D, scale, eps, 64, c->mode,
+                      work.data());
+    const size_t wn = mn_cuda_mlstm_work_size(B, T, H, D, D, 64);
+    float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gdy = dev(dy), *gi = dev(ig), *gf = dev(fg);
+    float *gm0 = minf ? dev(m0) : NULL, *gw = poison(wn);
+    float *gout = poison(nk), *gnorm = poison(ng), *gstab = poison(ng), *gmt = poison(BH);
+    float *rout = poison(nk), *rnorm = poison(ng), *rstab = poison(ng);
+    CK(mn_cuda_mlstm_forward_chunk(&G, gout, gnorm, gstab, gmt, gq, gk, gv, gi, gf, gm0, B, T, H, D, D, scale, eps,
+                                   64, gw));
+    vf co = host(gout, nk), cn = host(gnorm, ng);
+    snprintf(nm, sizeof nm, "mlstm fwd out (%s)", tag); check(nm, co, out, 3e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd norm (%s)", tag); check(nm, cn, norm, 3e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd stab (%s)", tag); check(nm, host(gstab, ng), stab, 1e-6);
+    snprintf(nm, sizeof nm, "mlstm fwd mt (%s)", tag); check(nm, host(gmt, BH), mt, 1e-6);
+    cudaMemset(gw, 0xFF, wn * sizeof(float));
+    CK(mn_cuda_mlstm_forward_recurrent(&G, rout, rnorm, rstab, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, NULL, gm0,
+                                       B, T, H, D, D, scale, eps, 64, gw));
+    snprintf(nm, sizeof nm, "mlstm fwd out, chunk vs recurrent (%s)", tag); check(nm, co, tod(host(rout, nk)), 5e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd norm, chunk vs recurrent (%s)", tag);
+    check(nm, cn, tod(host(rnorm, ng)), 5e-5);
+    {   // the default form is the chunk form here: the same bits
+        float* o2 = poison(nk);
+        CK(mn_cuda_mlstm_forward(&G, o2, NULL, NULL, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, NULL, gm0, B, T, H, D,
+                                 D, scale, eps, 64, gw));
+        snprintf(nm, sizeof nm, "mlstm fwd default = chunk (%s)", tag); same_twice(nm, co, host(o2, nk));
+        mn_cuda_dfree(o2);
+    }
+    float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdi = dev(pi), *gdf = dev(pf);
+    cudaMemset(gw, 0xFF, wn * sizeof(float));
+    CK(mn_cuda_mlstm_backward_chunk(&G, gdq, gdk, gdv, gdi, gdf, gdy, gq, gk, gv, gi, gf, gm0, B, T, H, D, D, scale,
+                                    eps, 64, c->mode, gw));
+    vf r1[5] = { host(gdq, nk), host(gdk, nk), host(gdv, nk), host(gdi, ng), host(gdf, ng) };
+    snprintf(nm, sizeof nm, "mlstm bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 2e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 2e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 2e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd di (%s)", tag); check_inc(nm, r1[3], pi, di, 5e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd df (%s)", tag); check_inc(nm, r1[4], pf, df, 5e-4);
+    const vf* pr[5] = { &pq, &pk, &pv, &pi, &pf };
+    float* gp[5] = { gdq, gdk, gdv, gdi, gdf };
+    const size_t np[5] = { nk, nk, nk, ng, ng };
+    const char* gn[5] = { "dq", "dk", "dv", "di", "df" };
+    const double gb[5] = { 3e-4, 3e-4, 3e-4, 8e-4, 8e-4 };
+    {   // the recurrent form from the same priors, as the reference of the chunk form's increments
+        for (int j = 0; j < 5; j++) CK(mn_cuda_upload(&G, gp[j], pr[j]->data(), np[j] * 4));
+        CK(mn_cuda_mlstm_backward_recurrent(&G, gdq, gdk, gdv, gdi, gdf, NULL, NULL, gdy, gq, gk, gv, gi, gf, NULL,
+                                            NULL, gm0, B, T, H, D, D, scale, eps, 64, c->mode, gw));
+        for (int j = 0; j < 5; j++) {
+            snprintf(nm, sizeof nm, "mlstm bwd %s, chunk vs recurrent (%s)", gn[j], tag);
+            check_inc(nm, r1[j], *pr[j], tod(host(gp[j], np[j])), gb[j]);
+        }
+    }
+    {   // the default backward is the chunk form here, and deterministic: the same bits as _chunk
+        for (int j = 0; j < 5; j++) CK(mn_cuda_upload(&G, gp[j], pr[j]->data(), np[j] * 4));
+        CK(mn_cuda_mlstm_backward(&G, gdq, gdk, gdv, gdi, gdf, NULL, NULL, gdy, gq, gk, gv, gi, gf, NULL, NULL, gm0, B,
+                                  T, H, D, D, scale, eps, 64, c->mode, gw));
+        vf a, r;
+        for (int j = 0; j < 5; j++) {
+            r.insert(r.end(), r1[j].begin(), r1[j].end());
+            vf x = host(gp[j], np[j]);
+            a.insert(a.end(), x.begin(), x.end());
+        }
+        snprintf(nm, sizeof nm, "mlstm bwd default = chunk (%s)", tag); same_twice(nm, r, a);
+    }
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gi); mn_cuda_dfree(gf);
+    mn_cuda_dfree(gm0); mn_cuda_dfree(gw); mn_cuda_dfree(gout); mn_cuda_dfree(gnorm); mn_cuda_dfree(gstab);
+    mn_cuda_dfree(gmt); mn_cuda_dfree(rout); mn_cuda_dfree(rnorm); mn_cuda_dfree(rstab);
+    for (int j = 0; j < 5; j++) mn_cuda_dfree(gp[j]);
+    G.math = saved;
+}
+// Input gates spanning more than the chunk form's range (one head's gate 50 above the rest): _chunk returns
+// MN_ERR_CONFIG and writes nothing, the default gives the recurrent form's bits (forward and backward).
+static void test_mlstm_chunk_range(void) {
+    const size_t B = 1, T = 100, H = 2, D = 64, nk = B * T * H * D, ng = B * T * H;
+    const double scale = 0.125;
+    vf q = randn(nk, 0, 1), k = randn(nk, 0, 1), v = randn(nk, 0, 1), dy = randn(nk, 0, 1);
+    vf ig = randn(ng, 0, 1), fg = randn(ng, 3, 1);
+    ig[2 * 37 + 1] = 50.f;                            // token 37 of head 1
+    const size_t wn = mn_cuda_mlstm_work_size(B, T, H, D, D, 64);
+    float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gdy = dev(dy), *gi = dev(ig), *gf = dev(fg), *gw = poison(wn);
+    float *o1 = poison(nk), *o2 = poison(nk), *g1[5], *g2[5];
+    expect(mn_cuda_mlstm_forward_chunk(&G, o1, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, B, T, H, D, D, scale, 1e-6,
+                                       64, gw) == MN_ERR_CONFIG,
+           "mlstm chunk forward with input gates spanning > 40 returns MN_ERR_CONFIG");
+    vf h1 = host(o1, nk);
+    size_t fin = 0;
+    for (size_t i = 0; i < nk; i++) fin += isfinite(h1[i]) != 0;
+    expect(fin == 0, "mlstm chunk forward refused: out untouched (still the NaN poison)");
+    CK(mn_cuda_mlstm_forward(&G, o1, NULL, NULL, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, NULL, NULL, B, T, H, D, D,
+                             scale, 1e-6, 64, gw));
+    CK(mn_cuda_mlstm_forward_recurrent(&G, o2, NULL, NULL, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, NULL, NULL, B,
+                                       T, H, D, D, scale, 1e-6, 64, gw));
+    same_twice("mlstm fwd default = recurrent when the gates span > 40", host(o1, nk), host(o2, nk));
+    const size_t np[5] = { nk, nk, nk, ng, ng };
+    for (int j = 0; j < 5; j++) { g1[j] = poison(np[j]); g2[j] = poison(np[j]); }
+    expect(mn_cuda_mlstm_backward_chunk(&G, g1[0], g1[1], g1[2], g1[3], g1[4], gdy, gq, gk, gv, gi, gf, NULL, B, T, H,
+                                        D, D, scale, 1e-6, 64, MN_MLSTM_BW_EXACT, gw) == MN_ERR_CONFIG,
+           "mlstm chunk backward with input gates spanning > 40 returns MN_ERR_CONFIG");
+    for (int j = 0; j < 5; j++) { cudaMemset(g1[j], 0, np[j] * 4); cudaMemset(g2[j], 0, np[j] * 4); }
+    CK(mn_cuda_mlstm_backward(&G, g1[0], g1[1], g1[2], g1[3], g1[4], NULL, NULL, gdy, gq, gk, gv, gi, gf, NULL, NULL,
+                              NULL, B, T, H, D, D, scale, 1e-6, 64, MN_MLSTM_BW_EXACT, gw));
+    CK(mn_cuda_mlstm_backward_recurrent(&G, g2[0], g2[1], g2[2], g2[3], g2[4], NULL, NULL, gdy, gq, gk, gv, gi, gf,
+                                        NULL, NULL, NULL, B, T, H, D, D, scale, 1e-6, 64, MN_MLSTM_BW_EXACT, gw));
+    vf a, r;
+    for (int j = 0; j < 5; j++) {
+        vf x = host(g1[j], np[j]), y = host(g2[j], np[j]);
+        a.insert(a.end(), x.begin(), x.end());
+        r.insert(r.end(), y.begin(), y.end());
+    }
+    same_twice("mlstm bwd default = recurrent when the gates span > 40", a, r);
+    mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gi); mn_cuda_dfree(gf);
+    mn_cuda_dfree(gw); mn_cuda_dfree(o1); mn_cuda_dfree(o2);
+    for (int j = 0; j < 5; j++) { mn_cuda_dfree(g1[j]); mn_cuda_dfree(g2[j]); }
+}
+
+static void test_mlstm_all(void) {
+    static const mlstm_case cases[] = {
+        // "layer": the layer's gates (forget bias 3..6: long memory); "strong": fast decays and large input
+        // gates (the stabiliser jumps); "floor": m ~ -4, so e^{-m} ~ 55 beats |n.q| and the normaliser sits on
+        // its floor (its gradient goes through m alone); "eps 0.5": eps e^{m} matters, so the gradient through
+        // the stabiliser (dmu, ~eps) is checked, not lost under the bounds
+        //  name            B  T     H  Dk   Dv   state imu isd fmu  fsd  mode  eps
+        { "layer",          2, 200,  3, 64,  64,  0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "states",         2, 150,  2, 64,  64,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "strong D128",    1, 300,  2, 128, 128, 1,    0,  4,  0,   2,   MN_MLSTM_BW_EXACT, 1e-6 },
+        { "floor",          2, 100,  2, 32,  32,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 1e-6 },
+        { "m0 -inf",        1, 77,   3, 64,  32,  2,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "Dk32 Dv128",     2, 65,   2, 32,  128, 1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "D16",            3, 50,   2, 16,  16,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "Dk48 Dv80 T1",   2, 1,    2, 48,  80,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "Dk112 Dv96",     1, 40,   1, 112, 96,  0,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "detach",         2, 200,  2, 64,  64,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_DETACH, 1e-6 },
+        { "eps 0.5",        2, 120,  2, 64,  64,  1,    0,  3,  1,   2,   MN_MLSTM_BW_EXACT, 0.5 },
+        { "eps 0.5 floor",  1, 90,   2, 32,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 0.5 },
+        { "T1000 D128",     1, 1000, 2, 128, 128, 0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_mlstm(&cases[i]);
+    // the chunk form on the cases it takes, plus one over several chunks with strong gates (imu 0, isd 4:
+    // the stabiliser jumps, spans near 30 as the layer's cap allows) and one at the anchor's head count
+    static const mlstm_case chunk_cases[] = {
+        //  name            B  T     H  Dk   Dv   state imu isd fmu  fsd  mode  eps
+        { "layer",          2, 200,  3, 64,  64,  0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "strong D128",    1, 300,  2, 128, 128, 0,    0,  4,  0,   2,   MN_MLSTM_BW_EXACT, 1e-6 },
+        { "floor",          2, 100,  2, 64,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 1e-6 },
+        { "m0 -inf",        1, 77,   3, 64,  64,  2,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "T64",            1, 64,   2, 128, 128, 0,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "detach",         2, 200,  2, 64,  64,  0,    0,  2,  2,   1.5, MN_MLSTM_BW_DETACH, 1e-6 },
+        { "eps 0.5",        2, 120,  2, 64,  64,  0,    0,  3,  1,   2,   MN_MLSTM_BW_EXACT, 0.5 },
+        { "eps 0.5 floor",  1, 90,   2, 64,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 0.5 },
+        { "T1000 D128",     1, 1000, 2, 128, 128, 0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        { "H5 T333",        2, 333,  5, 128, 128, 0,    0,  3,  3,   2,   MN_MLSTM_BW_EXACT, 1e-6 },
+    };
+    for (size_t i = 0; i < sizeof chunk_cases / sizeof chunk_cases[0]; i++) test_mlstm_chunk(&chunk_cases[i]);
+    test_mlstm_chunk_range();
+    test_mlstm_step(3, 2, 64, 64, 20);
+    test_mlstm_step(2, 3, 128, 128, 20);
+    test_mlstm_step(2, 2, 100, 36, 10);          // Dk, Dv not multiples of 16 (the step takes any <= 128)
+    test_mlstm_step(64, 2, 32, 32, 5);
+    {   // what the kernels do not take
+        float* p = poison(64);
+        expect(mn_cuda_mlstm_forward(&G, p, NULL, NULL, NULL, NULL, NULL, p, p, p, p, p, NULL, NULL, NULL, 1, 8, 1, 24,
+                                     32, 1.0, 1e-6, 64, p) == MN_ERR_CONFIG,
+               "mlstm with Dk = 24 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_forward(&G, p, NULL, NULL, NULL, NULL, NULL, p, p, p, p, p, NULL, NULL, NULL, 1, 8, 1, 64,
+                                     144, 1.0, 1e-6, 64, p) == MN_ERR_CONFIG,
+               "mlstm with Dv = 144 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_forward(&G, p, NULL, NULL, NULL, NULL, NULL, p, p, p, p, p, NULL, NULL, NULL, 1, 8, 1, 64,
+                                     64, 1.0, 1e-6, 0, p) == MN_ERR_CONFIG, "mlstm with chunk 0 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_forward(&G, p, NULL, NULL, NULL, NULL, NULL, p, p, p, p, p, NULL, NULL, NULL, 1, 0, 1, 64,
+                                     64, 1.0, 1e-6, 64, p) == MN_ERR_CONFIG, "mlstm with T = 0 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_backward(&G, p, p, p, p, p, NULL, NULL, p, p, p, p, p, p, NULL, NULL, NULL, 1, 8, 1, 64,
+                                      64, 1.0, 1e-6, 64, 2, p) == MN_ERR_CONFIG,
+               "mlstm backward with mode 2 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_forward_chunk(&G, p, NULL, NULL, NULL, p, p, p, p, p, NULL, 1, 8, 1, 32, 32, 1.0, 1e-6,
+                                           64, p) == MN_ERR_CONFIG,
+               "mlstm chunk form with D = 32 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_backward_chunk(&G, p, p, p, p, p, p, p, p, p, p, p, NULL, 1, 8, 1, 64, 128, 1.0, 1e-6, 64,
+                                            MN_MLSTM_BW_EXACT, p) == MN_ERR_CONFIG,
+               "mlstm chunk backward with Dk 64, Dv 128 returns MN_ERR_CONFIG");
+        expect(mn_cuda_mlstm_step(&G, p, p, p, p, p, p, p, p, p, 1, 1, 129, 64, 1.0, 1e-6) == MN_ERR_CONFIG,
+               "mlstm step with Dk = 129 returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+}
+
+// the whole-model cases (test_model): the op in fp32 (the GLA family's bounds), a 4 x 32 head shape (the
+// synthetic grid's), the soft-capped logits, a TF32 case, and a hybrid with attention (its fp16 bounds)
+#define MN__TEST_MODELS_MLSTM \
+    { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3, \
+      3e-3 }, \
+    { "mlstm H4x32 cap", "mlstm", 0, 128, 2, 4, 32, 352, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-5, 1e-4, 1e-3, \
+      3e-3 }, \
+    /* TF32 projections: the input-gate bias gradient, a sum over the tokens that cancels, measured 6.9e-2  */ \
+    /* (H200 run 20, the recurrent op in fp32): its small-tensor bound 1.5e-1                                */ \
+    { "mlstm H2x128 tf32", "mlstm", 0, 256, 2, 2, 128, 688, 2, 100, 30, 0, MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, \
+      1.5e-1 }, \
+    { "mlstm,attn H2x128", "mlstm,attn", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3, \
+      1e-2, 2e-2 },
+// ---- the sLSTM (xLSTM's scalar memory): the fused forward and backward walks, the decode step ------
+// Against mesanet.h's mn_slstm_forward / _backward / _step in double, on fresh random inputs: gate
+// pre-activations x ~ N(0,1), biases N(0, 0.5) (the forget block shifted by fmu: +3 is the layer's
+// long-memory init), R ~ N(0, rsd^2 / Dh) (R y ~ rsd |y|: at rsd <= 1.5 the recurrence is contractive,
+// so float rounding does not grow along the walk). Bounds, and why:
+//   forward y, c, n, m: 3e-5 (fp32 against double through up to 200 dependent steps, each a 128-term
+//   fp32 dot product and float exp/tanh: ~1e-6 per step, carried by c's memory f ~ 0.95);
+//   backward (every gradient; dR and db sum B*T terms): 1e-4 in fp32; with ctx->math = TF32 the
+//   pre-activations the backward recomputes and dR's product have 10-bit operands (~5e-4 each): 1e-2;
+//   decode step (fp32 against double over at most 12 tokens): 1e-5.
+typedef struct slstm_case {
+    const char* name;
+    size_t B, T, NH, Dh;
+    int state;          // initial states y0, c0, n0, m0 and their gradients dy0, dc0, dn0
+    double rsd, fmu;    // R's scale (see above), the forget bias shift
+    int math;
+} slstm_case;
+
+static void test_slstm(const slstm_case* c) {
+    size_t B = c->B, T = c->T, NH = c->NH, Dh = c->Dh, Hd = NH * Dh, G4 = 4 * Hd;
+    size_t nx = B * T * G4, ns = B * T * Hd, n0 = B * Hd, nR = NH * 4 * Dh * Dh;
+    int tf = c->math == MN_CUDA_MATH_TF32, st = c->state;
+    double bf = 3e-5, bg = tf ? 1e-2 : 1e-4;
+    char nm[200], tag[128];
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu NH %zu Dh %zu%s, %s", c->name, B, T, NH, Dh, st ? ", states" : "",
+             tf ? "tf32" : "fp32");
+    G.math = c->math;
+    vf x = randn(nx, 0, 1), Rw = randn(nR, 0, c->rsd / sqrt((double)Dh)), b = randn(G4, 0, 0.5);
+    vf dy = randn(ns, 0, 1);
+    for (size_t u = Hd; u < 2 * Hd; u++) b[u] += (float)c->fmu;     // the forget gate's block of the bias
+    vf y0, c0, nn0, m0;
+    if (st) { y0 = randn(n0, 0, 0.5); c0 = randn(n0, 0, 1); nn0 = randu(n0, 0.5, 2); m0 = randn(n0, 0, 1); }
+    vf px = randn(nx, 0, 1), pR = randn(nR, 0, 1), pb = randn(G4, 0, 1);
+    vf py0 = randn(n0, 0, 1), pc0 = randn(n0, 0, 1), pn0 = randn(n0, 0, 1);
+    vd X = tod(x), RD = tod(Rw), BD = tod(b), DY = tod(dy), Y0 = tod(y0), C0 = tod(c0), N0 = tod(nn0), M0 = tod(m0);
+    vd y(ns), cc(ns), nn(ns), mm(ns), work(mn_slstm_work_size(B, NH, Dh));
+    mn_slstm_forward(y.data(), cc.data(), nn.data(), mm.data(), X.data(), RD.data(), BD.data(), st ? Y0.data() : NULL,
+                     st ? C0.data() : NULL, st ? N0.data() : NULL, st ? M0.data() : NULL, B, T, NH, Dh, work.data());
+    vd dx = tod(px), dR = tod(pR), db = tod(pb), dy0 = tod(py0), dc0 = tod(pc0), dn0 = tod(pn0);
+    mn_slstm_backward(dx.data(), dR.data(), db.data(), st ? dy0.data() : NULL, st ? dc0.data() : NULL,
+                      st ? dn0.data() : NULL, DY.data(), y.data(), cc.data(), nn.data(), mm.data(), X.data(),
+                      RD.data(), BD.data(), st ? Y0.data() : NULL, st ? C0.data() : NULL, st ? N0.data() : NULL,
+                      st ? M0.data() : NULL, B, T, NH, Dh, work.data());
+    float *gx = dev(x), *gR = dev(Rw), *gb = dev(b), *gdy = dev(dy);
+    float *gy0 = st ? dev(y0) : NULL, *gc0 = st ? dev(c0) : NULL, *gn0 = st ? dev(nn0) : NULL;
+    float *gm0 = st ? dev(m0) : NULL;
+    float *gy = poison(ns), *gc = poison(ns), *gn = poison(ns), *gm = poison(ns);
+    CK(mn_cuda_slstm_forward(&G, gy, gc, gn, gm, gx, gR, gb, gy0, gc0, gn0, gm0, B, T, NH, Dh));
+    snprintf(nm, sizeof nm, "slstm fwd y (%s)", tag); check(nm, host(gy, ns), y, bf);
+    snprintf(nm, sizeof nm, "slstm fwd c (%s)", tag); check(nm, host(gc, ns), cc, bf);
+    snprintf(nm, sizeof nm, "slstm fwd n (%s)", tag); check(nm, host(gn, ns), nn, bf);
+    snprintf(nm, sizeof nm, "slstm fwd m (%s)", tag); check(nm, host(gm, ns), mm, bf);
+    size_t wn = mn_cuda_slstm_work_size(B, T, NH, Dh);
+    float *gw = poison(wn), *gdx = dev(px), *gdR = dev(pR), *gdb = dev(pb);
+    float *gdy0 = st ? dev(py0) : NULL, *gdc0 = st ? dev(pc0) : NULL, *gdn0 = st ? dev(pn0) : NULL;
+    CK(mn_cuda_slstm_backward(&G, gdx, gdR, gdb, gdy0, gdc0, gdn0, gdy, gy, gc, gn, gm, gx, gR, gb, gy0, gc0, gn0, gm0,
+                              B, T, NH, Dh, gw));
+    vf r1[3] = { host(gdx, nx), host(gdR, nR), host(gdb, G4) };
+    snprintf(nm, sizeof nm, "slstm bwd dx (%s)", tag); check_inc(nm, r1[0], px, dx, bg);
+    snprintf(nm, sizeof nm, "slstm bwd dR (%s)", tag); check_inc(nm, r1[1], pR, dR, bg);
+    snprintf(nm, sizeof nm, "slstm bwd db (%s)", tag); check_inc(nm, r1[2], pb, db, bg);
+    if (st) {
+        snprintf(nm, sizeof nm, "slstm bwd dy0 (%s)", tag); check_inc(nm, host(gdy0, n0), py0, dy0, bg);
+        snprintf(nm, sizeof nm, "slstm bwd dc0 (%s)", tag); check_inc(nm, host(gdc0, n0), pc0, dc0, bg);
+        snprintf(nm, sizeof nm, "slstm bwd dn0 (%s)", tag); check_inc(nm, host(gdn0, n0), pn0, dn0, bg);
+    }
+    {   // no atomics: a second backward from the same priors (and a re-poisoned workspace) gives the same bits
+        CK(mn_cuda_upload(&G, gdx, px.data(), nx * 4)); CK(mn_cuda_upload(&G, gdR, pR.data(), nR * 4));
+        CK(mn_cuda_upload(&G, gdb, pb.data(), G4 * 4));
+        cudaMemset(gw, 0xFF, wn * sizeof(float));
+        CK(mn_cuda_slstm_backward(&G, gdx, gdR, gdb, NULL, NULL, NULL, gdy, gy, gc, gn, gm, gx, gR, gb, gy0, gc0, gn0,
+                                  gm0, B, T, NH, Dh, gw));
+        vf a = host(gdx, nx), r = r1[0], v;
+        v = host(gdR, nR); a.insert(a.end(), v.begin(), v.end()); r.insert(r.end(), r1[1].begin(), r1[1].end());
+        v = host(gdb, G4); a.insert(a.end(), v.begin(), v.end()); r.insert(r.end(), r1[2].begin(), r1[2].end());
+        snprintf(nm, sizeof nm, "slstm bwd dx, dR, db (%s)", tag); same_twice(nm, r, a);
+    }
+    mn_cuda_dfree(gx); mn_cuda_dfree(gR); mn_cuda_dfree(gb); mn_cuda_dfree(gdy); mn_cuda_dfree(gy0);
+    mn_cuda_dfree(gc0); mn_cuda_dfree(gn0); mn_cuda_dfree(gm0); mn_cuda_dfree(gy); mn_cuda_dfree(gc);
+    mn_cuda_dfree(gn); mn_cuda_dfree(gm); mn_cuda_dfree(gw); mn_cuda_dfree(gdx); mn_cuda_dfree(gdR);
+    mn_cuda_dfree(gdb); mn_cuda_dfree(gdy0); mn_cuda_dfree(gdc0); mn_cuda_dfree(gdn0);
+    G.math = MN_CUDA_MATH_FP32;
+}
+
+// The decode step, batched, against mn_slstm_step in double from random states (n > 0: a running
+// memory), P consecutive tokens: the worst output y, then the states c, n, m. fp32 against double: 1e-5.
+static void test_slstm_step(size_t B, size_t NH, size_t Dh, size_t P) {
+    char nm[160];
+    size_t Hd = NH * Dh, n0 = B * Hd, nR = NH * 4 * Dh * Dh;
+    vf Rw = randn(nR, 0, 1.0 / sqrt((double)Dh)), b = randn(4 * Hd, 0, 0.5);
+    for (size_t u = Hd; u < 2 * Hd; u++) b[u] += 3.f;
+    vf y0 = randn(n0, 0, 0.5), c0 = randn(n0, 0, 1), nn0 = randu(n0, 0.5, 2), m0 = randn(n0, 0, 1);
+    vd RD = tod(Rw), BD = tod(b), Y = tod(y0), Cs = tod(c0), Ns = tod(nn0), Ms = tod(m0);
+    vd work(mn_slstm_work_size(B, NH, Dh));
+    float *gR = dev(Rw), *gb = dev(b), *gy = dev(y0), *gc = dev(c0), *gn = dev(nn0), *gm = dev(m0);
+    double worst = 0;
+    int fin = 1;
+    for (size_t p = 0; p < P; p++) {
+        vf x = randn(4 * n0, 0, 1);
+        vd X = tod(x);
+        mn_slstm_step(Y.data(), Cs.data(), Ns.data(), Ms.data(), X.data(), RD.data(), BD.data(), B, NH, Dh,
+                      work.data());
+        float* gx = dev(x);
+        CK(mn_cuda_slstm_step(&G, gy, gc, gn, gm, gx, gR, gb, B, NH, Dh));
+        vf hy = host(gy, n0);
+        double se = 0, sr = 0;
+        for (size_t i = 0; i < n0; i++) {
+            if (!isfinite(hy[i])) fin = 0;
+            se += (hy[i] - Y[i]) * (hy[i] - Y[i]); sr += Y[i] * Y[i];
+        }
+        if (sqrt(se / sr) > worst) worst = sqrt(se / sr);
+        mn_cuda_dfree(gx);
+    }
+    snprintf(nm, sizeof nm, "slstm step: %zu tokens, B %zu NH %zu Dh %zu, worst y rms %.2e (bound 1e-5)", P, B, NH, Dh,
+             worst);
+    expect(fin && worst <= 1e-5, nm);
+    snprintf(nm, sizeof nm, "slstm step: state c (B %zu NH %zu Dh %zu)", B, NH, Dh); check(nm, host(gc, n0), Cs, 1e-5);
+    snprintf(nm, sizeof nm, "slstm step: state n (B %zu NH %zu Dh %zu)", B, NH, Dh); check(nm, host(gn, n0), Ns, 1e-5);
+    snprintf(nm, sizeof nm, "slstm step: state m (B %zu NH %zu Dh %zu)", B, NH, Dh); check(nm, host(gm, n0), Ms, 1e-5);
+    mn_cuda_dfree(gR); mn_cuda_dfree(gb); mn_cuda_dfree(gy); mn_cuda_dfree(gc); mn_cuda_dfree(gn); mn_cuda_dfree(gm);
+}
+
+static void test_slstm_all(void) {
+    static const slstm_case cases[] = {
+        //  name              B  T    NH Dh   st rsd  fmu  math
+        { "Dh16 states",      2, 37,  3, 16,  1, 1.0, 0.0, MN_CUDA_MATH_FP32 },   // registers only (KR = Dh)
+        { "Dh32 grid",        2, 100, 4, 32,  0, 1.0, 3.0, MN_CUDA_MATH_FP32 },   // issue 19's heads of 32
+        { "Dh48 T1",          3, 1,   2, 48,  1, 1.0, 0.0, MN_CUDA_MATH_FP32 },   // one step: only the states
+        { "Dh64 states",      3, 70,  2, 64,  1, 1.0, 1.0, MN_CUDA_MATH_FP32 },   // KR = 64, nothing shared
+        { "Dh80 states",      1, 50,  2, 80,  1, 1.0, 0.0, MN_CUDA_MATH_FP32 },   // 16 columns in shared memory
+        { "Dh112",            1, 40,  1, 112, 0, 1.0, 3.0, MN_CUDA_MATH_FP32 },
+        { "Dh128 anchor",     2, 200, 2, 128, 0, 1.0, 3.0, MN_CUDA_MATH_FP32 },   // the anchor's heads, T > 128
+        { "Dh128 states R1.5", 1, 60, 3, 128, 1, 1.5, 0.0, MN_CUDA_MATH_FP32 },   // a stronger recurrence
+        { "Dh128 states tf32", 2, 100, 2, 128, 1, 1.0, 3.0, MN_CUDA_MATH_TF32 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_slstm(&cases[i]);
+    test_slstm_step(3, 2, 64, 12);
+    test_slstm_step(2, 3, 128, 8);
+    test_slstm_step(5, 4, 32, 10);
+    {   // what the kernels do not take
+        float* p = poison(64);
+        expect(mn_cuda_slstm_forward(&G, p, p, p, p, p, p, p, NULL, NULL, NULL, NULL, 1, 8, 1, 8) == MN_ERR_CONFIG,
+               "slstm forward with Dh = 8 returns MN_ERR_CONFIG");
+        expect(mn_cuda_slstm_forward(&G, p, p, p, p, p, p, p, NULL, NULL, NULL, NULL, 1, 8, 1, 40) == MN_ERR_CONFIG,
+               "slstm forward with Dh = 40 (not a multiple of 16) returns MN_ERR_CONFIG");
+        expect(mn_cuda_slstm_forward(&G, p, p, p, p, p, p, p, NULL, NULL, NULL, NULL, 1, 8, 1, 144) == MN_ERR_CONFIG,
+               "slstm forward with Dh = 144 returns MN_ERR_CONFIG");
+        expect(mn_cuda_slstm_backward(&G, p, p, p, NULL, NULL, NULL, p, p, p, p, p, p, p, p, NULL, NULL, NULL, NULL, 1,
+                                      8, 1, 20, p) == MN_ERR_CONFIG,
+               "slstm backward with Dh = 20 returns MN_ERR_CONFIG");
+        expect(mn_cuda_slstm_step(&G, p, p, p, p, p, p, p, 1, 1, 256) == MN_ERR_CONFIG,
+               "slstm step with Dh = 256 returns MN_ERR_CONFIG");
+        mn_cuda_dfree(p);
+    }
+}
+
+// the whole model: the sLSTM layer alone (heads of 32, the synthetic grid's) and beside attention
+// (heads of 128, the anchor's); fp32 cuBLAS, so the bounds of the fp32 GLA cases, and the attention
+// cases' where its fp16 products take part
+#define MN__TEST_MODELS_SLSTM                                                                                      \
+    { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 5e-3,       \
+      5e-3 },   /* the input-gate weight's gradient, a sum over the tokens that cancels: 3.0e-3 (run 3) */ \
+    { "slstm,attn H2x128 cap", "slstm,attn", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-4,  \
+      6e-3, 1e-2, 2e-2 },
 
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
     int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
     int mesa = argc > 2 && !strcmp(argv[2], "mesa"), attn = argc > 2 && !strcmp(argv[2], "attn");
     int gla = argc > 2 && !strcmp(argv[2], "gla");
-    const char* only = argc > 2 ? argv[2] : "";   // a wip family's name: its tests alone
+    const char* only = argc > 2 ? argv[2] : "";   // delta, ssd, rglru, mlstm, slstm: that family's tests alone
     cudaDeviceProp prop;
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
@@ -1306,21 +2567,11 @@ int main(int argc, char** argv) {
               3e-3 },
             { "gla,sgla,linattn H2x64 tf32", "gla,sgla,linattn", 0, 128, 3, 2, 64, 352, 2, 100, 30, 0,
               MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },
-#ifndef MN_WIP_SKIP_DELTA
             MN__TEST_MODELS_DELTA
-#endif
-#ifndef MN_WIP_SKIP_SSD
             MN__TEST_MODELS_SSD
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
             MN__TEST_MODELS_RGLRU
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
             MN__TEST_MODELS_MLSTM
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
             MN__TEST_MODELS_SLSTM
-#endif
             { "sgla,mesa H2x128 cg10", "sgla,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,
               6e-3, 1e-2, 2e-2 },
             // bf16 mode (every projection with bf16 operands, fp32 accumulation; the mixers as in fp32). Measured
@@ -1346,21 +2597,11 @@ int main(int argc, char** argv) {
             return n_fail ? 1 : 0;
         }
     }
-#ifndef MN_WIP_SKIP_DELTA
     if (!strcmp(only, "delta")) { test_delta_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
-#endif
-#ifndef MN_WIP_SKIP_SSD
     if (!strcmp(only, "ssd")) { test_ssd_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
     if (!strcmp(only, "rglru")) { test_rglru_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
     if (!strcmp(only, "mlstm")) { test_mlstm_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
     if (!strcmp(only, "slstm")) { test_slstm_all(); mn_cuda_free(&G); printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0; }
-#endif
     if (gla) {            // "gla": only the GLA-family tests (op, step, gated RMSNorm)
         test_gla_all();
         mn_cuda_free(&G);
@@ -1414,21 +2655,11 @@ int main(int argc, char** argv) {
     test_adamw(); test_clip(1.0); test_clip(1e6);
     test_attention_all();
     test_gla_all();
-#ifndef MN_WIP_SKIP_DELTA
     test_delta_all();
-#endif
-#ifndef MN_WIP_SKIP_SSD
     test_ssd_all();
-#endif
-#ifndef MN_WIP_SKIP_RGLRU
     test_rglru_all();
-#endif
-#ifndef MN_WIP_SKIP_MLSTM
     test_mlstm_all();
-#endif
-#ifndef MN_WIP_SKIP_SLSTM
     test_slstm_all();
-#endif
     }
     static const mesa_case cases[] = {
         //  name              B  T     H  K    cg  fla tol   st gmu bwd math            scan                  out    grad   lam    CG products
