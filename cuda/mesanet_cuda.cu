@@ -8931,15 +8931,18 @@ static int mn__cm_delta_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
 
 #define MN__CM_ROWS_DELTA                                                                                            \
     { "deltanet", 0, MN__CD_END - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check, mn__cm_delta_acts_layout,              \
-      mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward, mn__cm_delta_backward },                    \
+      mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward, mn__cm_delta_backward,                       \
+      mn__cm_delta_state, mn__cm_delta_step },                                                                         \
     { "deltanet_neg", MN__DELTA_NEG, MN__CD_END - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check,                       \
       mn__cm_delta_acts_layout, mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward,                    \
-      mn__cm_delta_backward },                                                                                         \
+      mn__cm_delta_backward,                                                                                           \
+      mn__cm_delta_state, mn__cm_delta_step },                                                                         \
     { "gdn", MN__DELTA_GATED, MN__CD_GEND - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check, mn__cm_delta_acts_layout,    \
-      mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward, mn__cm_delta_backward },                    \
+      mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward, mn__cm_delta_backward,                       \
+      mn__cm_delta_state, mn__cm_delta_step },                                                                         \
     { "gdn_neg", MN__DELTA_GATED | MN__DELTA_NEG, MN__CD_GEND - MN__CP_MIX, mn__cp_delta, mn__cm_delta_check,         \
       mn__cm_delta_acts_layout, mn__cm_delta_dacts_layout, mn__cm_delta_work, mn__cm_delta_forward,                    \
-      mn__cm_delta_backward },
+      mn__cm_delta_backward, mn__cm_delta_state, mn__cm_delta_step },
 // ---- the Mamba-2 layers "mamba2" and "mamba2_neg" (mesanet.h's mn__ssd_layer_forward / _backward) ----
 //   [z | x | B | C | dt] = xn W_in^T ;  [x | B | C] = silu(conv4([x | B | C]) + b_conv)
 //   Delta = softplus(dt + dt_bias), A = -exp(A_log) ;  SSD on X = x Delta, log-decay A Delta, B, C per head
@@ -9189,9 +9192,11 @@ static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
 
 #define MN__CM_ROWS_SSD                                                                                          \
     { "mamba2", 0, MN__CSSD_END - MN__CP_MIX, mn__cp_ssd, mn__cm_ssd_check, mn__cm_ssd_acts_layout,              \
-      mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward },                       \
+      mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward,                               \
+      mn__cm_nostep_state, mn__cm_nostep },                                                                            \
     { "mamba2_neg", 1, MN__CSSD_END - MN__CP_MIX, mn__cp_ssd, mn__cm_ssd_check, mn__cm_ssd_acts_layout,          \
-      mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward },
+      mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward,                               \
+      mn__cm_nostep_state, mn__cm_nostep },
 // ---- "hawk": Griffin's recurrent block (mesanet.h's mn__rglru_layer_*, call for call) ----
 //   y = gelu_tanh(x Wy + by) ;  x' = conv4(x Wx + bx) + bconv ;  h = RG-LRU(x') (width C, n_head gate blocks)
 //   x2 = res + (h * y) Wout + bout
@@ -9304,7 +9309,8 @@ static int mn__cm_rglru_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
 }
 #define MN__CM_ROWS_RGLRU                                                                                              \
     { "hawk", 0, MN__RGLRU_CP_END - MN__CP_MIX, mn__rglru_cp, mn__cm_rglru_check, mn__cm_rglru_acts_layout,          \
-      mn__cm_rglru_dacts_layout, mn__cm_rglru_work, mn__cm_rglru_forward, mn__cm_rglru_backward },
+      mn__cm_rglru_dacts_layout, mn__cm_rglru_work, mn__cm_rglru_forward, mn__cm_rglru_backward,                       \
+      mn__cm_rglru_state, mn__cm_rglru_step },
 // ---- the mLSTM layer "mlstm" (mesanet.h's mn__mlstm_layer_forward / _backward, xLSTM-7B's layout) ----
 //   q, k, v = x W ; i = 15 tanh((x Wi^T + bi) / 15), f = 15 tanh((x Wf^T + bf) / 15) (soft-capped gates)
 //   h = mLSTM(q, k, v, i, f) (scale 1/sqrt(D), eps 1e-6, exact backward) ; x2 = res + (RMSNorm_head(h)
@@ -9435,7 +9441,8 @@ static int mn__cm_mlstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
 
 #define MN__CM_ROWS_MLSTM \
     { "mlstm", 0, MN__CM_MLSTM_END - MN__CP_MIX, mn__cp_mlstm, mn__cm_mlstm_check, mn__cm_mlstm_acts_layout, \
-      mn__cm_mlstm_dacts_layout, mn__cm_mlstm_work, mn__cm_mlstm_forward, mn__cm_mlstm_backward },
+      mn__cm_mlstm_dacts_layout, mn__cm_mlstm_work, mn__cm_mlstm_forward, mn__cm_mlstm_backward,                       \
+      mn__cm_mlstm_state, mn__cm_mlstm_step },
 // ---- the sLSTM layer "slstm" (mesanet.h's mn__slstm_layer_forward / _backward), width C, NH = n_head
 // heads of Dh = C/NH units (the layer's own split, not cfg.head_dim):
 //   xc = silu(conv4(x) + b_conv) ; i, f pre-activations from xc and z, o from x, each through a
@@ -9552,7 +9559,350 @@ static int mn__cm_slstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
 
 #define MN__CM_ROWS_SLSTM                                                                                        \
     { "slstm", 0, MN__CSLSTM_END - MN__CP_MIX, mn__cp_slstm, mn__cm_slstm_check, mn__cm_slstm_acts_layout,          \
-      mn__cm_slstm_dacts_layout, mn__cm_slstm_work, mn__cm_slstm_forward, mn__cm_slstm_backward },
+      mn__cm_slstm_dacts_layout, mn__cm_slstm_work, mn__cm_slstm_forward, mn__cm_slstm_backward,                       \
+      mn__cm_slstm_state, mn__cm_slstm_step },
+
+// ---- decode: each mixer's one-token step (mesanet.h's mn__<op>_layer_step, B sequences at once) ----
+// A hook reads xn (B,C), the layer's normed input, and adds the mixer's output into the residual x
+// (B,C) (the output projection with beta = 1, as the forward fuses it). Its state is the layer's block
+// of the decode state, B times the row's per-sequence size, laid out by the hook (the GPU ops want
+// their state batch-major, e.g. the KV cache (B,len,H,D), so the hook splits the block by tensor, not
+// by sequence); tmp is per-token scratch, B times the row's per-sequence temporaries.
+#define MN__PAD(n) (((size_t)(n) + 63) / 64 * 64)
+// a mixer without a GPU decode step yet: no state, and mn_cuda_model_state_init refuses the model
+static size_t mn__cm_nostep_state(const mn_config* c, size_t* tmp) { (void)c; *tmp = 0; return 0; }
+static int mn__cm_nostep(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn, size_t B,
+                         size_t pos) {
+    (void)x; (void)state; (void)tmp; (void)xn; (void)B; (void)pos; (void)l;
+    return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "no GPU decode step for a mixer of this pattern yet "
+                    "(decode it on the CPU: mn_step)", __LINE__);
+}
+// One token of the causal depthwise conv (mesanet.h's mn_shortconv_step) for B sequences: state (B,Ch,K-1)
+// the last K-1 inputs per channel, oldest first (shifted, the new input appended); out, inp (B,Ch); w (Ch,K)
+__global__ void mn__k_cm_conv_step(float* out, float* state, const float* inp, const float* w, size_t B, size_t Ch,
+                                   int K, int silu) {
+    MN__FOR(i, B * Ch) {
+        size_t c = i % Ch;
+        float* s = state + i * (size_t)(K - 1);
+        const float* wc = w + c * (size_t)K;
+        float x = inp[i], a = wc[K - 1] * x;
+        for (int j = 0; j + 1 < K; j++) a += wc[j] * s[j];
+        for (int j = 0; j + 2 < K; j++) s[j] = s[j + 1];
+        if (K > 1) s[K - 2] = x;
+        out[i] = silu ? a / (1.f + expf(-a)) : a;
+    }
+}
+static int mn__cm_conv_step(mn_cuda_ctx* ctx, float* out, float* state, const float* inp, const float* w, size_t B,
+                            size_t Ch, int K, int silu) {
+    mn__k_cm_conv_step<<<mn__grid(ctx, B * Ch, 256), 256, 0, MN__STREAM>>>(out, state, inp, w, B, Ch, K, silu);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// "mesa" (mesanet.h's mn__mesa_layer_step): q, k, v = xn W; q, k through their short convs (ring
+// buffers) and the per-head l2 norm; the gates from xn; the Mesa op's decode step (H, S updated, x =
+// (H + diag lambda)^-1 q by CG with the decode options); per-head RMSNorm; x += o Wo.
+// state: cq, ck (B,HD,3) the convs' last 3 inputs; hkk, hkv (B,H,D,D) (the CPU's per-sequence pieces,
+// batch-major; the CPU's warm-start solutions and CG counts are not kept: see mn__cm_mesa_step_check)
+static size_t mn__cm_mesa_state(const mn_config* c, size_t* tmp) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    *tmp = 9 * MN__PAD(HD) + 5 * MN__PAD(H);   // ql kl v qc kc q k on (B,HD), al bl g beta rs (B,H), lamb (HD)
+    return 2 * MN__PAD(3 * HD) + 2 * H * D * D;
+}
+static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                            size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, N = B * H, o = MN__PAD(B * HD);
+    size_t oh = MN__PAD(B * H), sc = MN__PAD(B * 3 * HD);
+    float *ql = tmp, *kl = ql + o, *v = kl + o, *qc = v + o, *kc = qc + o, *q = kc + o, *k = q + o, *on = k + o;
+    float *al = on + o, *bl = al + oh, *g = bl + oh, *beta = g + oh, *rs = beta + oh, *lamb = rs + oh;   // (B,H); (HD)
+    float *cq = state, *ck = cq + sc, *hkk = ck + sc, *hkv = hkk + B * H * Dh * Dh;
+    mn_mesa_opts op; memset(&op, 0, sizeof op);
+    (void)pos;
+    // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm >= 2) and the
+    // tolerance against ||q_t|| (mesa_cg_warm 1 with a tolerance) have no GPU kernel: refused
+    if (c->mesa_cg_warm >= 2 || (c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "the GPU Mesa step has no warm start "
+                        "(mesa_cg_warm >= 2, or 1 with a tolerance)", __LINE__);
+    op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
+    op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
+    op.jacobi = c->mesa_cg_warm >= 1;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CP_Q, xn, ql, kl, v, B));
+    MN__TRY(mn__cm_conv_step(ctx, qc, cq, ql, MN__PAR(cm, l, MN__CP_QC), B, HD, 4, 1));
+    MN__TRY(mn__cm_conv_step(ctx, kc, ck, kl, MN__PAR(cm, l, MN__CP_KC), B, HD, 4, 1));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, q, rs, qc, N, Dh));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, k, rs, kc, N, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, al, xn, MN__PAR(cm, l, MN__CP_A), MN__PAR(cm, l, MN__CP_AB), B, C, H));
+    MN__TRY(mn_cuda_matmul_forward(ctx, bl, xn, MN__PAR(cm, l, MN__CP_B), MN__PAR(cm, l, MN__CP_BB), B, C, H));
+    mn__k_cm_gates<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(g, beta, al, bl, N, c->mesa_gamma_clamp);
+    MN__LAUNCHED();
+    mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_mesa_step(ctx, qc, NULL, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));   // qc: o
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, qc, MN__PAR(cm, l, MN__CP_ON), N, Dh, c->norm_eps));
+    return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CP_O), B, HD, C);
+}
+
+// "attn", "swa" (mesanet.h's mn__attention_layer_step): q, k, v = xn W; RoPE at pos; k, v into the
+// cache; o = softmax over the cached (window's) keys of q.k / sqrt(D) times v; x += o Wo.
+// state: kcache (B,max_seq_len,HD), then vcache (B,max_seq_len,HD) (the CPU's per-sequence kcache,
+// vcache of max_seq_len positions each; a window uses the first W slots of a sequence as a ring)
+static size_t mn__cm_attn_state(const mn_config* c, size_t* tmp) {
+    size_t HD = c->n_head * c->head_dim;
+    *tmp = 4 * MN__PAD(HD);                                    // q, k, v, o
+    return 2 * c->max_seq_len * HD;
+}
+static int mn__cm_attn_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                            size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, win = mn__cm_attn_window(cm, l);
+    size_t len = win && win < c->max_seq_len ? win : c->max_seq_len, o = MN__PAD(B * HD);
+    float *q = tmp, *k = tmp + o, *v = tmp + 2 * o, *ao = tmp + 3 * o;          // (B,HD) x4
+    float *kc = state, *vc = state + B * c->max_seq_len * HD;                    // (B,len,HD) x2
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CA_Q, xn, q, k, v, B));
+    if (c->rope_theta > 0) {                                                     // T = 1 at position pos
+        MN__TRY(mn__rope(ctx, q, q, B, 1, H, Dh, pos, c->rope_theta, 1.0, 0));
+        MN__TRY(mn__rope(ctx, k, k, B, 1, H, Dh, pos, c->rope_theta, 1.0, 0));
+    }
+    MN__TRY(mn_cuda_attention_step(ctx, ao, kc, vc, q, k, v, B, pos, len, H, Dh, Dh, win, 1.0 / sqrt((double)Dh)));
+    return mn__cm_matmul_add(ctx, x, ao, MN__PAR(cm, l, MN__CA_O), B, HD, C);
+}
+
+// (B) ints = v: the per-sequence positions a step op reads
+__global__ void mn__k_cm_fill_int(int* p, size_t n, int v) { MN__FOR(i, n) p[i] = v; }
+
+// "hawk" (mesanet.h's mn__rglru_layer_step): y branch yl = xn Wy + by; x branch xl = xn Wx + bx through
+// the short conv (no SiLU) + its bias; h = RG-LRU step (position 0 restarts, as the forward's first
+// token); x += (h gelu(yl)) Wo + bo. state: conv (B,C,3) the conv's last 3 inputs, h (B,C)
+static size_t mn__cm_rglru_state(const mn_config* c, size_t* tmp) {
+    size_t C = c->d_model;
+    *tmp = 5 * MN__PAD(C) + 64;                   // yl, xl, xc, h, hy (B,C); the positions (B ints)
+    return MN__PAD(3 * C) + MN__PAD(C);
+}
+static int mn__cm_rglru_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                             size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, o = MN__PAD(B * C);
+    float *yl = tmp, *xl = yl + o, *xc = xl + o, *h = xc + o, *hy = h + o;   // (B,C) x5
+    int* sp = (int*)(hy + o);                                                 // (B)
+    float *conv = state, *hs = state + MN__PAD(B * 3 * C);                    // (B,C,3), (B,C)
+    MN__TRY(mn_cuda_matmul_forward(ctx, yl, xn, MN__PAR(cm, l, MN__RGLRU_CP_Y), MN__PAR(cm, l, MN__RGLRU_CP_YB), B, C,
+                                   C));
+    MN__TRY(mn_cuda_matmul_forward(ctx, xl, xn, MN__PAR(cm, l, MN__RGLRU_CP_X), MN__PAR(cm, l, MN__RGLRU_CP_XB), B, C,
+                                   C));
+    MN__TRY(mn__cm_conv_step(ctx, xc, conv, xl, MN__PAR(cm, l, MN__RGLRU_CP_CONV), B, C, 4, 0));
+    mn__k_add_bias<<<mn__grid(ctx, B * C, 256), 256, 0, MN__STREAM>>>(xc, MN__PAR(cm, l, MN__RGLRU_CP_CONVB), B, C);
+    MN__LAUNCHED();
+    mn__k_cm_fill_int<<<1, 256, 0, MN__STREAM>>>(sp, B, (int)pos);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_rglru_step(ctx, h, hs, xc, MN__PAR(cm, l, MN__RGLRU_CP_A), MN__PAR(cm, l, MN__RGLRU_CP_GXW),
+                               MN__PAR(cm, l, MN__RGLRU_CP_GXB), MN__PAR(cm, l, MN__RGLRU_CP_GAW),
+                               MN__PAR(cm, l, MN__RGLRU_CP_GAB), sp, B, C, c->n_head, MN__CM_RGLRU_C, NULL));
+    mn__k_rglru_hy<<<mn__grid(ctx, B * C, 256), 256, 0, MN__STREAM>>>(hy, h, yl, B * C);
+    MN__LAUNCHED();
+    MN__TRY(mn__cm_matmul_add(ctx, x, hy, MN__PAR(cm, l, MN__RGLRU_CP_O), B, C, C));
+    mn__k_add_bias<<<mn__grid(ctx, B * C, 256), 256, 0, MN__STREAM>>>(x, MN__PAR(cm, l, MN__RGLRU_CP_OB), B, C);
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// "mlstm" (mesanet.h's mn__mlstm_layer_step): q, k, v = xn W; the soft-capped gates; the mLSTM op's
+// decode step (scale 1/sqrt(D), eps as the forward's); per-head RMSNorm times sigmoid(xn Wog); x += . Wo.
+// state: C (B,H,D,D), n (B,H,D), m (B,H) (zeros at the start, as mn_state_init's)
+static size_t mn__cm_mlstm_state(const mn_config* c, size_t* tmp) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    *tmp = 7 * MN__PAD(HD) + 5 * MN__PAD(H);      // q k v h hn ol ho (B,HD); il fl ig fg rs (B,H)
+    return H * D * D + MN__PAD(HD) + MN__PAD(H);
+}
+static int mn__cm_mlstm_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                             size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, N = B * H, o = MN__PAD(B * HD);
+    size_t oh = MN__PAD(N);
+    float *q = tmp, *k = q + o, *v = k + o, *h = v + o, *hn = h + o, *ol = hn + o, *ho = ol + o;   // (B,HD) x7
+    float *il = ho + o, *fl = il + oh, *ig = fl + oh, *fg = ig + oh, *rs = fg + oh;                // (B,H) x5
+    float *Cs = state, *ns = Cs + B * H * Dh * Dh, *ms = ns + MN__PAD(B * HD);   // (B,H,D,D), (B,H,D), (B,H)
+    (void)pos;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CM_MLSTM_Q, xn, q, k, v, B));
+    MN__TRY(mn_cuda_matmul_forward(ctx, il, xn, MN__PAR(cm, l, MN__CM_MLSTM_I), MN__PAR(cm, l, MN__CM_MLSTM_IB), B, C,
+                                   H));
+    MN__TRY(mn_cuda_matmul_forward(ctx, fl, xn, MN__PAR(cm, l, MN__CM_MLSTM_F), MN__PAR(cm, l, MN__CM_MLSTM_FB), B, C,
+                                   H));
+    mn__k_mlstm_cap<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(ig, fg, il, fl, N);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_mlstm_step(ctx, h, Cs, ns, ms, q, k, v, ig, fg, B, H, Dh, Dh, 1.0 / sqrt((double)Dh),
+                               MN__CM_MLSTM_EPS));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, hn, rs, h, MN__PAR(cm, l, MN__CM_MLSTM_NORM), N, Dh, c->norm_eps));
+    MN__TRY(mn_cuda_matmul_forward(ctx, ol, xn, MN__PAR(cm, l, MN__CM_MLSTM_OG), NULL, B, C, HD));
+    mn__k_mlstm_ogate<<<mn__grid(ctx, B * HD, 256), 256, 0, MN__STREAM>>>(ho, hn, ol, B * HD);
+    MN__LAUNCHED();
+    return mn__cm_matmul_add(ctx, x, ho, MN__PAR(cm, l, MN__CM_MLSTM_O), B, HD, C);
+}
+
+// "slstm" (mesanet.h's mn__slstm_layer_step): the conv (ring buffer) + bias + SiLU of xn feeds the i and
+// f gates' block-diagonal maps, xn itself the z and o gates'; the sLSTM op's step; x += RMSNorm_head(y).
+// state: conv (B,C,3), then y, c, n, m (B,C) (zeros at the start, as mn_state_init's)
+static size_t mn__cm_slstm_state(const mn_config* c, size_t* tmp) {
+    size_t C = c->d_model;
+    *tmp = 3 * MN__PAD(C) + MN__PAD(4 * C) + MN__PAD(c->n_head);   // xcp, xc, o (B,C); x (B,4C); rs (B,NH)
+    return MN__PAD(3 * C) + 4 * MN__PAD(C);
+}
+static int mn__cm_slstm_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                             size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, NH = c->n_head, Dh = C / NH, o = MN__PAD(B * C);
+    float *xcp = tmp, *xc = xcp + o, *ob = xc + o, *xg = ob + o, *rs = xg + MN__PAD(B * 4 * C);   // see the sizes
+    float *conv = state, *y = conv + MN__PAD(B * 3 * C), *cs = y + o, *ns = cs + o, *ms = ns + o;
+    (void)pos;
+    MN__TRY(mn__cm_conv_step(ctx, xcp, conv, xn, MN__PAR(cm, l, MN__CSLSTM_CONV), B, C, 4, 0));
+    mn__k_cm_slstm_act<<<mn__grid(ctx, B * C, 256), 256, 0, MN__STREAM>>>(xcp, xc, MN__PAR(cm, l, MN__CSLSTM_CONVB), B,
+                                                                          C);
+    MN__LAUNCHED();
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, xg + 0 * C, 4 * C, xc, MN__PAR(cm, l, MN__CSLSTM_WI), B, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, xg + 1 * C, 4 * C, xc, MN__PAR(cm, l, MN__CSLSTM_WF), B, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, xg + 2 * C, 4 * C, xn, MN__PAR(cm, l, MN__CSLSTM_WZ), B, NH, Dh));
+    MN__TRY(mn__cm_slstm_bd_forward(ctx, xg + 3 * C, 4 * C, xn, MN__PAR(cm, l, MN__CSLSTM_WO), B, NH, Dh));
+    MN__TRY(mn_cuda_slstm_step(ctx, y, cs, ns, ms, xg, MN__PAR(cm, l, MN__CSLSTM_R), MN__PAR(cm, l, MN__CSLSTM_B), B,
+                               NH, Dh));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, ob, rs, y, MN__PAR(cm, l, MN__CSLSTM_NORM), B * NH, Dh, c->norm_eps));
+    mn__k_cm_slstm_add<<<mn__grid(ctx, B * C, 256), 256, 0, MN__STREAM>>>(x, x, ob, B * C);   // elementwise: in place
+    MN__LAUNCHED();
+    return MN_OK;
+}
+
+// the gated output of one token (mn__cm_gated_out_forward with x += instead of x2 = res +): gg = xn Wg;
+// on = RMSNorm_head(o) swish(gg); x += on Wo. x, xn (B,C); gg, on (B,HD); rs (B,H); o (B,HD)
+static int mn__cm_gated_out_step(mn_cuda_model* cm, size_t l, int jg, int jn, int jo, float* x, const float* xn,
+                                 float* gg, float* on, float* rs, const float* o, size_t B) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh;
+    MN__TRY(mn_cuda_matmul_forward(ctx, gg, xn, MN__PAR(cm, l, jg), NULL, B, C, HD));
+    MN__TRY(mn_cuda_rmsnorm_gated_forward(ctx, on, rs, o, gg, MN__PAR(cm, l, jn), B * H, Dh, c->norm_eps));
+    return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, jo), B, HD, C);
+}
+
+// "deltanet", "deltanet_neg", "gdn", "gdn_neg" (mesanet.h's mn__delta_rule_layer_step): q, k, v = xn W, each
+// through its short conv + SiLU (ring buffers); q, k l2-normed per head; beta (x2 for _neg); GDN's decay;
+// the delta rule's decode step (scale D^-1/2); GDN: the gated output, DeltaNet: RMSNorm_head then Wo.
+// state: cq, ck, cv (B,HD,3) the convs' last 3 inputs; S (B,H,D,D)
+static size_t mn__cm_delta_state(const mn_config* c, size_t* tmp) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    *tmp = 11 * MN__PAD(HD) + 5 * MN__PAD(H);   // ql kl vl qc kc v q k o gl on (B,HD); bl beta al g rs (B,H)
+    return 3 * MN__PAD(3 * HD) + H * D * D;
+}
+static int mn__cm_delta_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                             size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, N = B * H, o = MN__PAD(B * HD);
+    size_t oh = MN__PAD(N), sc = MN__PAD(B * 3 * HD);
+    int var = mn__cm_variant(cm, l), gated = var & MN__DELTA_GATED;
+    float *ql = tmp, *kl = ql + o, *vl = kl + o, *qc = vl + o, *kc = qc + o, *v = kc + o, *q = v + o, *k = q + o;
+    float *ob = k + o, *gl = ob + o, *on = gl + o;                                              // (B,HD) x11
+    float *bl = on + o, *beta = bl + oh, *al = beta + oh, *g = al + oh, *rs = g + oh;           // (B,H) x5
+    float *cq = state, *ck = cq + sc, *cv = ck + sc, *S = cv + sc;                              // (B,HD,3) x3, S
+    (void)pos;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CD_Q, xn, ql, kl, vl, B));
+    MN__TRY(mn__cm_conv_step(ctx, qc, cq, ql, MN__PAR(cm, l, MN__CD_QC), B, HD, 4, 1));
+    MN__TRY(mn__cm_conv_step(ctx, kc, ck, kl, MN__PAR(cm, l, MN__CD_KC), B, HD, 4, 1));
+    MN__TRY(mn__cm_conv_step(ctx, v, cv, vl, MN__PAR(cm, l, MN__CD_VC), B, HD, 4, 1));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, q, rs, qc, N, Dh));
+    MN__TRY(mn_cuda_l2norm_forward(ctx, k, rs, kc, N, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, bl, xn, MN__PAR(cm, l, MN__CD_B), NULL, B, C, H));
+    mn__k_delta_beta<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(beta, bl, N, var & MN__DELTA_NEG);
+    MN__LAUNCHED();
+    if (gated) {
+        MN__TRY(mn_cuda_matmul_forward(ctx, al, xn, MN__PAR(cm, l, MN__CD_A), MN__PAR(cm, l, MN__CD_DT), B, C, H));
+        mn__k_delta_gate<<<mn__grid(ctx, N, 256), 256, 0, MN__STREAM>>>(g, al, MN__PAR(cm, l, MN__CD_ALOG), N, (int)H);
+        MN__LAUNCHED();
+    }
+    MN__TRY(mn_cuda_delta_rule_step(ctx, ob, S, q, k, v, beta, gated ? g : NULL, B, H, Dh, Dh, 1.0 / sqrt((double)Dh)));
+    if (gated) return mn__cm_gated_out_step(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, x, xn, gl, on, rs, ob, B);
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, ob, MN__PAR(cm, l, MN__CD_NORM), N, Dh, c->norm_eps));
+    return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CD_O), B, HD, C);
+}
+
+// The GLA family's steps (mesanet.h's mn__gla_linattn_layer_step, mn__gla_simple_layer_step,
+// mn__gla_layer_step): the projections of one token, the GLA op's decode step (G = 0, 1, Dk), the
+// output as the forward's. state: S (B,H,D,D) (+ sgla's convs (B,HD,3) x3 after it)
+static size_t mn__cm_linattn_state(const mn_config* c, size_t* tmp) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    *tmp = 9 * MN__PAD(HD) + MN__PAD(H);          // q k v qa qb ka kb o on (B,HD) (qf, kf in qa, ka); rs (B,H)
+    return H * D * D;
+}
+static int mn__cm_linattn_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                               size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, NH = B * H, o = MN__PAD(B * HD);
+    float *q = tmp, *k = q + o, *v = k + o, *qa = v + o, *qb = qa + o, *ka = qb + o, *kb = ka + o, *ob = kb + o;
+    float *on = ob + o, *rs = on + o;
+    (void)pos;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CL_Q, xn, q, k, v, B));
+    MN__TRY(mn_cuda_matmul_forward(ctx, qa, q, MN__PAR(cm, l, MN__CL_FQ), MN__PAR(cm, l, MN__CL_FQ + 1), NH, Dh, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, qb, q, MN__PAR(cm, l, MN__CL_FQ + 2), MN__PAR(cm, l, MN__CL_FQ + 3), NH, Dh,
+                                   Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, ka, k, MN__PAR(cm, l, MN__CL_FK), MN__PAR(cm, l, MN__CL_FK + 1), NH, Dh, Dh));
+    MN__TRY(mn_cuda_matmul_forward(ctx, kb, k, MN__PAR(cm, l, MN__CL_FK + 2), MN__PAR(cm, l, MN__CL_FK + 3), NH, Dh,
+                                   Dh));
+    // phi = a * b elementwise, in place into a (each element reads only its own a and b)
+    mn__k_cm_mul<<<mn__grid(ctx, B * HD, 256), 256, 0, MN__STREAM>>>(qa, qa, qb, B * HD); MN__LAUNCHED();
+    mn__k_cm_mul<<<mn__grid(ctx, B * HD, 256), 256, 0, MN__STREAM>>>(ka, ka, kb, B * HD); MN__LAUNCHED();
+    MN__TRY(mn_cuda_gla_step(ctx, ob, state, qa, ka, v, NULL, B, H, Dh, Dh, 0, 1.0 / sqrt((double)Dh)));
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, ob, MN__PAR(cm, l, MN__CL_NORM), NH, Dh, c->norm_eps));
+    return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CL_O), B, HD, C);
+}
+static size_t mn__cm_sgla_state(const mn_config* c, size_t* tmp) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    *tmp = 9 * MN__PAD(HD) + 3 * MN__PAD(H);      // ql kl vl q k v o gg on (B,HD); gl g rs (B,H)
+    return H * D * D + 3 * MN__PAD(3 * HD);
+}
+static int mn__cm_sgla_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                            size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, o = MN__PAD(B * HD), oh = MN__PAD(B * H);
+    size_t sc = MN__PAD(B * 3 * HD);
+    float *ql = tmp, *kl = ql + o, *vl = kl + o, *q = vl + o, *k = q + o, *v = k + o, *ob = v + o, *gg = ob + o;
+    float *on = gg + o, *gl = on + o, *g = gl + oh, *rs = g + oh;
+    float *S = state, *cq = S + B * H * Dh * Dh, *ck = cq + sc, *cv = ck + sc;   // (B,H,D,D), (B,HD,3) x3
+    (void)pos;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CS_Q, xn, ql, kl, vl, B));
+    MN__TRY(mn__cm_conv_step(ctx, q, cq, ql, MN__PAR(cm, l, MN__CS_QC), B, HD, 4, 1));
+    MN__TRY(mn__cm_conv_step(ctx, k, ck, kl, MN__PAR(cm, l, MN__CS_QC + 1), B, HD, 4, 1));
+    MN__TRY(mn__cm_conv_step(ctx, v, cv, vl, MN__PAR(cm, l, MN__CS_QC + 2), B, HD, 4, 1));
+    MN__TRY(mn_cuda_matmul_forward(ctx, gl, xn, MN__PAR(cm, l, MN__CS_GK), MN__PAR(cm, l, MN__CS_GK + 1), B, C, H));
+    mn__k_cm_glagate<<<mn__grid(ctx, B * H, 256), 256, 0, MN__STREAM>>>(g, gl, B * H); MN__LAUNCHED();
+    MN__TRY(mn_cuda_gla_step(ctx, ob, S, q, k, v, g, B, H, Dh, Dh, 1, 1.0 / sqrt((double)Dh)));
+    return mn__cm_gated_out_step(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, x, xn, gg, on, rs, ob, B);
+}
+static size_t mn__cm_gla_state(const mn_config* c, size_t* tmp) {
+    size_t H = c->n_head, D = c->head_dim, HD = H * D;
+    *tmp = 7 * MN__PAD(HD) + MN__PAD(MN__GLA_RK) + MN__PAD(H);   // q k v l2 o gg on (B,HD); l1 (B,16); rs (B,H)
+    return H * D * D;
+}
+static int mn__cm_gla_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                           size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, o = MN__PAD(B * HD);
+    float *q = tmp, *k = q + o, *v = k + o, *l2 = v + o, *ob = l2 + o, *gg = ob + o, *on = gg + o, *l1 = on + o;
+    float* rs = l1 + MN__PAD(B * MN__GLA_RK);
+    (void)pos;
+    MN__TRY(mn__cm_qkv_forward(cm, l, MN__CG_Q, xn, q, k, v, B));
+    MN__TRY(mn_cuda_matmul_forward(ctx, l1, xn, MN__PAR(cm, l, MN__CG_GD), NULL, B, C, MN__GLA_RK));
+    MN__TRY(mn_cuda_matmul_forward(ctx, l2, l1, MN__PAR(cm, l, MN__CG_GD + 1), MN__PAR(cm, l, MN__CG_GD + 2), B,
+                                   MN__GLA_RK, HD));
+    mn__k_cm_glagate<<<mn__grid(ctx, B * HD, 256), 256, 0, MN__STREAM>>>(l2, l2, B * HD); MN__LAUNCHED();   // gk
+    MN__TRY(mn_cuda_gla_step(ctx, ob, state, q, k, v, l2, B, H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh)));
+    return mn__cm_gated_out_step(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, x, xn, gg, on, rs, ob, B);
+}
 
 // ---- the mixer table: one row per mixer the GPU model runs (mesanet.h's mn__mixers, by name) ----
 // Adding a mixer: its activation structs above, these functions, one row.
@@ -9569,20 +9919,32 @@ typedef struct mn__cm_mixer {
                    size_t B, size_t T);                        // x2 = res + mixer(xn1)
     int (*backward)(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, float* din,
                     const float* dout, size_t B, size_t T);    // din = the input gradient (overwritten)
+    // decode: floats of state per sequence (*tmp: of per-token temporaries per sequence, each piece padded to 64)
+    size_t (*state)(const mn_config* c, size_t* tmp);
+    // one token of B sequences at position pos: x (B,C) += mixer(xn (B,C)); state (B x the row's size),
+    // laid out by the hook; tmp (B x *tmp floats) scratch
+    int (*step)(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn, size_t B,
+                size_t pos);
 } mn__cm_mixer;
 static const mn__cm_mixer mn__cm_mixers[] = {
     { "mesa", 0, MN__CP_MESA_END - MN__CP_MIX, mn__cp_mesa, mn__cm_mesa_check, mn__cm_mesa_acts_layout,
-      mn__cm_mesa_dacts_layout, mn__cm_mesa_work, mn__cm_mesa_forward, mn__cm_mesa_backward },
+      mn__cm_mesa_dacts_layout, mn__cm_mesa_work, mn__cm_mesa_forward, mn__cm_mesa_backward,
+      mn__cm_mesa_state, mn__cm_mesa_step },
     { "attn", 0, MN__CA_END - MN__CP_MIX, mn__cp_attn, mn__cm_attn_check, mn__cm_attn_acts_layout,
-      mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward },
+      mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward,
+      mn__cm_attn_state, mn__cm_attn_step },
     { "swa", 1, MN__CA_END - MN__CP_MIX, mn__cp_attn, mn__cm_attn_check, mn__cm_attn_acts_layout,
-      mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward },
+      mn__cm_attn_dacts_layout, mn__cm_attn_work, mn__cm_attn_forward, mn__cm_attn_backward,
+      mn__cm_attn_state, mn__cm_attn_step },
     { "linattn", 0, MN__CL_END - MN__CP_MIX, mn__cp_linattn, mn__cm_gla_check, mn__cm_linattn_acts_layout,
-      mn__cm_linattn_dacts_layout, mn__cm_gla_work, mn__cm_linattn_forward, mn__cm_linattn_backward },
+      mn__cm_linattn_dacts_layout, mn__cm_gla_work, mn__cm_linattn_forward, mn__cm_linattn_backward,
+      mn__cm_linattn_state, mn__cm_linattn_step },
     { "sgla", 0, MN__CS_END - MN__CP_MIX, mn__cp_sgla, mn__cm_gla_check, mn__cm_sgla_acts_layout,
-      mn__cm_sgla_dacts_layout, mn__cm_gla_work, mn__cm_sgla_forward, mn__cm_sgla_backward },
+      mn__cm_sgla_dacts_layout, mn__cm_gla_work, mn__cm_sgla_forward, mn__cm_sgla_backward,
+      mn__cm_sgla_state, mn__cm_sgla_step },
     { "gla", 0, MN__CG_END - MN__CP_MIX, mn__cp_gla, mn__cm_gla_check, mn__cm_gla_acts_layout,
-      mn__cm_gla_dacts_layout, mn__cm_gla_work, mn__cm_gla_forward, mn__cm_gla_backward },
+      mn__cm_gla_dacts_layout, mn__cm_gla_work, mn__cm_gla_forward, mn__cm_gla_backward,
+      mn__cm_gla_state, mn__cm_gla_step },
     MN__CM_ROWS_DELTA
     MN__CM_ROWS_SSD
     MN__CM_ROWS_RGLRU
@@ -10048,5 +10410,97 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
                                      hh.beta1, hh.beta2, hh.eps, decay ? hh.weight_decay : 0.0, cm->opt_step));
         i = j;
     }
+    return MN_OK;
+}
+
+// ---- decode (mn_state_init / mn_step / mn_state_free of mesanet.h) ----
+// The backbone of mn_step on B sequences at once: embed, per layer RMSNorm -> the mixer's step hook
+// (x += mixer) -> RMSNorm -> SwiGLU MLP (x += mlp), the final norm, the head.
+int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B) {
+    const mn_config* c;
+    size_t total = 0, off = 0, C, F, V, tmp = 0;
+    if (!s) return mn__fail(cm ? cm->ctx : NULL, MN_ERR_STATE, "mn_cuda_model_state_init", "NULL state", __LINE__);
+    memset(s, 0, sizeof *s);
+    if (!cm || !cm->params) return mn__fail(cm ? cm->ctx : NULL, MN_ERR_STATE, "mn_cuda_model_state_init",
+                                            "needs an initialised model", __LINE__);
+    c = &cm->cfg; C = c->d_model; F = c->d_ff; V = c->vocab_size;
+    if (B == 0 || B > ((size_t)1 << 20))
+        return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_state_init", "B must be in [1, 2^20]", __LINE__);
+    for (size_t l = 0; l < c->n_layer; l++) {
+        const mn__cm_mixer* mx = MN__CM_MIXER(cm, l);
+        size_t t = 0;
+        if (mx->step == mn__cm_nostep) {
+            char what[96];
+            snprintf(what, sizeof what, "no GPU decode step for the mixer \"%s\" yet (decode it on the CPU)",
+                     mx->name);
+            return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_state_init", what, __LINE__);
+        }
+        total += MN__PAD(B * mx->state(c, &t));
+        if (t > tmp) tmp = t;                  // the layers run one after the other: one scratch
+    }
+    total += MN__PAD(B * C) * 2 + MN__PAD(B) + 3 * MN__PAD(B * F) + MN__PAD(B * V) + MN__PAD(B * tmp) + MN__PAD(B);
+    MN__TRY(mn_cuda_malloc(cm->ctx, (void**)&s->mem, total * sizeof(float)));
+    s->bytes = total * sizeof(float);
+    s->B = B; s->tmp_per_seq = tmp;
+    for (size_t l = 0; l < c->n_layer; l++) {
+        size_t t;
+        s->layer[l] = s->mem + off; off += MN__PAD(B * MN__CM_MIXER(cm, l)->state(c, &t));
+    }
+    s->x = s->mem + off; off += MN__PAD(B * C);
+    s->xn = s->mem + off; off += MN__PAD(B * C);
+    s->rstd = s->mem + off; off += MN__PAD(B);
+    s->gate = s->mem + off; off += MN__PAD(B * F);
+    s->up = s->mem + off; off += MN__PAD(B * F);
+    s->h = s->mem + off; off += MN__PAD(B * F);
+    s->logits = s->mem + off; off += MN__PAD(B * V);
+    s->tmp = s->mem + off; off += MN__PAD(B * tmp);
+    s->tokens = (int*)(s->mem + off); off += MN__PAD(B);   // B ints in B floats' room
+    return mn_cuda_model_state_reset(cm, s);
+}
+int mn_cuda_model_state_reset(mn_cuda_model* cm, mn_cuda_model_state* s) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    if (!s || !s->mem) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_state_reset", "no state", __LINE__);
+    MN__CU(cudaMemsetAsync(s->mem, 0, s->bytes, MN__STREAM));   // every recurrent state starts at zero
+    s->pos = 0;
+    return MN_OK;
+}
+void mn_cuda_model_state_free(mn_cuda_model_state* s) {
+    if (!s) return;
+    mn_cuda_dfree(s->mem);
+    memset(s, 0, sizeof *s);
+}
+int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tokens, float* logits) {
+    mn_cuda_ctx* ctx = cm ? cm->ctx : NULL;
+    if (!cm || !cm->params || !s || !s->mem || s->B == 0 || !tokens)
+        return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "needs a model, a state from mn_cuda_model_state_init "
+                        "and tokens", __LINE__);
+    const mn_config* c = &cm->cfg;
+    mn_model* h = MN__HOST(cm);
+    size_t B = s->B, C = c->d_model, F = c->d_ff, V = c->vocab_size;
+    for (size_t n = 0; n < B; n++)
+        if (tokens[n] < 0 || (size_t)tokens[n] >= V)
+            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "token id outside [0, V)", __LINE__);
+    for (size_t l = 0; l < c->n_layer; l++)   // checked before any layer runs, so a refusal changes nothing
+        if (MN__CM_MIXER(cm, l)->step == mn__cm_attn_step && s->pos >= c->max_seq_len)
+            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
+                            "cache full)", __LINE__);
+    MN__CU(cudaMemcpyAsync(s->tokens, tokens, B * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
+    MN__TRY(mn_cuda_embedding_forward(ctx, s->x, s->tokens, cm->params + cm->tensors[h->emb_idx].offset, B, C));
+    for (size_t l = 0; l < c->n_layer; l++) {
+        MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, MN__PAR(cm, l, MN__CP_ATTN_NORM), B, C,
+                                        c->norm_eps));
+        MN__TRY(MN__CM_MIXER(cm, l)->step(cm, l, s->x, s->layer[l], s->tmp, s->xn, B, s->pos));   // x += mixer
+        MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, MN__PAR(cm, l, MN__CP_MLP_NORM), B, C, c->norm_eps));
+        MN__TRY(mn_cuda_matmul_forward(ctx, s->gate, s->xn, MN__PAR(cm, l, MN__CP_GATE), NULL, B, C, F));
+        MN__TRY(mn_cuda_matmul_forward(ctx, s->up, s->xn, MN__PAR(cm, l, MN__CP_UP), NULL, B, C, F));
+        MN__TRY(mn_cuda_swiglu_forward(ctx, s->h, s->gate, s->up, B * F));
+        MN__TRY(mn__cm_matmul_add(ctx, s->x, s->h, MN__PAR(cm, l, MN__CP_DOWN), B, F, C));   // x += mlp
+    }
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, cm->params + cm->tensors[h->norm_idx].offset, B, C,
+                                    c->norm_eps));
+    MN__TRY(mn_cuda_matmul_forward(ctx, s->logits, s->xn, cm->params + cm->tensors[h->head_idx].offset, NULL, B, C, V));
+    if (logits) MN__TRY(mn_cuda_download(ctx, logits, s->logits, B * V * sizeof(float)));
+    MN__TRY(mn_cuda_sync(ctx));   // a kernel fault of this step is reported by this step
+    s->pos++;
     return MN_OK;
 }

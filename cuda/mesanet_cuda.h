@@ -598,6 +598,32 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp);
 size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T);
 size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm);   // device memory held by the model
 
+// ---- decode on the GPU (mesanet.h's mn_state_init / mn_step / mn_state_reset / mn_state_free) ----
+// The state of B sequences decoded in lockstep, one device allocation: each layer's recurrent state or
+// KV cache (B times the mixer's per-sequence size, laid out batch-major by the mixer), the residual
+// and the backbone's one-token temporaries, the logits. Mixers without a GPU step yet make
+// mn_cuda_model_state_init return MN_ERR_CONFIG (naming the mixer).
+typedef struct mn_cuda_model_state {
+    size_t B;                      // sequences
+    size_t pos;                    // tokens consumed so far
+    size_t bytes;                  // of mem
+    float* mem;                    // device, the allocation
+    float* layer[MN_MAX_LAYERS];   // device, each layer's state (B x its mixer's per-sequence size)
+    float *x, *xn, *rstd;          // device (B,C) residual, (B,C) normed, (B) rstd
+    float *gate, *up, *h;          // device (B,F) x3 the MLP's
+    float* logits;                 // device (B,V) of the last step
+    float* tmp;                    // device (B x tmp_per_seq) the mixers' per-token scratch
+    size_t tmp_per_seq;
+    int* tokens;                   // device (B) the last step's tokens
+} mn_cuda_model_state;
+int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B);
+int mn_cuda_model_state_reset(mn_cuda_model* cm, mn_cuda_model_state* s);   // zeros, pos = 0
+void mn_cuda_model_state_free(mn_cuda_model_state* s);
+// Consumes tokens (B, HOST ids in [0,V)) at position s->pos and writes logits (B,V) to host memory
+// (NULL: only s->logits, on the device); the same math as mn_cuda_model_forward restricted to the newest
+// token. MN_ERR_RANGE for a bad id or an attention layer whose cache is full (pos = max_seq_len).
+int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tokens, float* logits);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2533,6 +2533,153 @@ static void test_slstm_all(void) {
     { "slstm,attn H2x128 cap", "slstm,attn", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-4,  \
       6e-3, 1e-2, 2e-2 },
 
+// which mixer families have a GPU decode step in mn_cuda_model (1) or are refused by state_init (0)
+#define MN__STEP_GLA 1
+#define MN__STEP_DELTA 1
+#define MN__STEP_SSD 0
+#define MN__STEP_RGLRU 1
+#define MN__STEP_MLSTM 1
+#define MN__STEP_SLSTM 1
+// ---- GPU decode: mn_cuda_model_step against mn_step (mesanet.h in double) and the GPU forward ------
+// Both models from the same config and seed (parameters checked equal, then the constant ones perturbed
+// as in test_model so that norms and biases matter), B sequences fed token by token for T tokens.
+// Bounds, and why: every GPU decode op is fp32 (no tensor cores), so against the CPU's double step the
+// logits differ by fp32 rounding (~1e-6 per op, not amplified along 20 tokens): 1e-4; the Mesa layer's
+// fp32 CG against the double CG carries the op step's 1e-3 (test_step) into o, and the logits inherit
+// less than that: 1e-3 for patterns with "mesa". Against the GPU FULL forward at the same positions,
+// the forward's own error vs double is added: the Mesa op and attention run fp16 tensor-core products
+// (test_model's logits bound 6e-3), the others fp32 chunkwise (logits 1e-4: bound 1e-3 for the
+// different order of the chunked sums). Also: a bad token id changes nothing (MN_ERR_RANGE, pos kept),
+// a full KV cache is refused, and after mn_cuda_model_state_reset the first token gives the same logits.
+// Rows with gpu = 0 name mixers whose GPU step is not written yet: state_init must refuse them
+// (MN_ERR_CONFIG, nothing allocated); when a step is added, its row turns to gpu = 1.
+typedef struct model_step_case {
+    const char* name;
+    const char* pattern;
+    size_t window, d_model, layers, heads, head_dim, d_ff, B, T;
+    int gpu;                  // 1: the pattern has a GPU step for every mixer
+    double b_cpu, b_fwd;      // bounds against mn_step and against the GPU forward
+} model_step_case;
+
+static void test_model_step(const model_step_case* sc) {
+    mn_config cfg; memset(&cfg, 0, sizeof cfg);
+    size_t B = sc->B, T = sc->T, V = 256, N = B * T;
+    char nm[320];
+    cfg.vocab_size = V; cfg.d_model = sc->d_model; cfg.n_layer = sc->layers; cfg.n_head = sc->heads;
+    cfg.head_dim = sc->head_dim; cfg.d_ff = sc->d_ff; cfg.max_seq_len = T; cfg.pattern = sc->pattern;
+    cfg.window = sc->window; cfg.seed = 5151;
+    cfg.mesa_cg_train = 30; cfg.mesa_cg_decode = 30;   // the forward's and the step's CG alike
+    printf("-- model step %s: pattern %s (window %zu), d_model %zu, %zu layers, %zu heads of %zu, B=%zu T=%zu\n",
+           sc->name, sc->pattern, sc->window, sc->d_model, sc->layers, sc->heads, sc->head_dim, B, T);
+    G.math = MN_CUDA_MATH_FP32;
+    mn_cuda_model gm;
+    mn_model cm;
+    if (mn_cuda_model_init(&gm, &G, &cfg) != MN_OK) {
+        printf("FAIL mn_cuda_model_init: %s\n", G.msg); n_fail++;
+        return;
+    }
+    if (mn_model_init(&cm, &cfg) != MN_OK) {
+        printf("FAIL mn_model_init\n"); n_fail++; mn_cuda_model_free(&gm);
+        return;
+    }
+    mn_cuda_model_state gs;
+    if (!sc->gpu) {
+        int e = mn_cuda_model_state_init(&gs, &gm, B);
+        snprintf(nm, sizeof nm, "model step: state_init refuses a mixer without a GPU step: %d (%.120s), "
+                 "nothing held (%s)", e, G.msg, sc->name);
+        expect(e == MN_ERR_CONFIG && gs.mem == NULL, nm);
+        mn_cuda_model_free(&gm); mn_model_free(&cm);
+        return;
+    }
+    size_t P = cm.n_params;
+    vf p(P);
+    CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, p.data()));
+    {
+        size_t diff = 0;
+        for (size_t i = 0; i < P; i++) diff += p[i] != (float)cm.params[i];
+        snprintf(nm, sizeof nm, "model step: initial parameters equal to mn_model_init's, %zu differ (%s)", diff,
+                 sc->name);
+        expect(diff == 0, nm);
+    }
+    for (size_t t = 0; t < cm.n_tensors; t++) {   // perturb the ones that start constant (as test_model)
+        const mn_tensor_info* ti = &cm.tensors[t];
+        float* q = p.data() + ti->offset;
+        const char* s = ti->name;
+        size_t ln = strlen(s);
+        int is_norm = ln > 11 && !strcmp(s + ln - 11, "norm.weight"), is_bias = ln > 4 && !strcmp(s + ln - 4, "bias");
+        int is_lam = strstr(s, "lambda") != NULL;
+        for (size_t j = 0; j < ti->numel; j++) {
+            if (is_norm) q[j] = (float)(1.0 + 0.2 * mn_rng_normal(&R));
+            else if (is_bias) q[j] = (float)(0.8 * mn_rng_normal(&R) + (strstr(s, "a_proj") ? 2.0 : 0.0));
+            else if (is_lam) q[j] += (float)(0.7 * mn_rng_normal(&R));
+        }
+    }
+    for (size_t i = 0; i < P; i++) cm.params[i] = p[i];
+    CK(mn_cuda_model_set(&gm, MN_CUDA_PARAMS, p.data()));
+    std::vector<int> tok(N), tt(B);
+    for (size_t i = 0; i < N; i++) tok[i] = (int)(mn_rng_u32(&R) % V);
+    int e = mn_cuda_model_state_init(&gs, &gm, B);
+    snprintf(nm, sizeof nm, "model step: mn_cuda_model_state_init -> %d %.120s (%s)", e, e ? G.msg : "", sc->name);
+    expect(e == MN_OK, nm);
+    if (e != MN_OK) { mn_cuda_model_free(&gm); mn_model_free(&cm); return; }
+    mn_state cs;
+    CK(mn_state_init(&cs, &cm, B));
+    vf gl(N * V), lg(B * V);     // gl (B,T,V): the GPU step's logits at every position, as the forward's
+    vd cl(N * V), lc(B * V);
+    int ok_steps = 1;
+    for (size_t t = 0; t < T; t++) {
+        for (size_t b = 0; b < B; b++) tt[b] = tok[b * T + t];
+        if (t == T / 2) {   // a bad id: refused before anything runs
+            std::vector<int> bad(tt);
+            bad[B - 1] = (int)V;
+            int eb = mn_cuda_model_step(&gm, &gs, bad.data(), lg.data());
+            snprintf(nm, sizeof nm, "model step: token id V refused (%d), pos kept at %zu (%s)", eb, gs.pos, sc->name);
+            expect(eb == MN_ERR_RANGE && gs.pos == t, nm);
+        }
+        int eg = mn_cuda_model_step(&gm, &gs, tt.data(), lg.data());
+        int ec = mn_step(&cm, &cs, tt.data(), lc.data());
+        if (eg != MN_OK || ec != MN_OK) {
+            printf("FAIL model step at position %zu: GPU %d (%s), CPU %d (%s)\n", t, eg, G.msg, ec, sc->name);
+            n_fail++; ok_steps = 0;
+            break;
+        }
+        for (size_t b = 0; b < B; b++)
+            for (size_t v = 0; v < V; v++) {
+                gl[(b * T + t) * V + v] = lg[b * V + v];
+                cl[(b * T + t) * V + v] = lc[b * V + v];
+            }
+    }
+    if (ok_steps) {
+        snprintf(nm, sizeof nm, "model step logits vs CPU mn_step, %zu positions (%s)", T, sc->name);
+        check(nm, gl, cl, sc->b_cpu);
+        CK(mn_cuda_model_forward(&gm, tok.data(), NULL, B, T, NULL));
+        vf fl = host(mn_cuda_model_logits(&gm), N * V);
+        snprintf(nm, sizeof nm, "model step logits vs GPU forward's (%s)", sc->name);
+        check(nm, gl, tod(fl), sc->b_fwd);
+        // max_seq_len = T: an attention layer's cache is full now, any other state takes more tokens
+        int kv = strstr(sc->pattern, "attn") != NULL || strstr(sc->pattern, "swa") != NULL;
+        int ef = mn_cuda_model_step(&gm, &gs, tt.data(), lg.data());
+        snprintf(nm, sizeof nm, "model step at pos = max_seq_len: %d (%s for this pattern) (%s)", ef,
+                 kv ? "MN_ERR_RANGE" : "MN_OK", sc->name);
+        expect(kv ? ef == MN_ERR_RANGE && gs.pos == T : ef == MN_OK && gs.pos == T + 1, nm);
+        // reset: the first token again gives the first position's logits (the same kernels on the same inputs)
+        CK(mn_cuda_model_state_reset(&gm, &gs));
+        for (size_t b = 0; b < B; b++) tt[b] = tok[b * T];
+        CK(mn_cuda_model_step(&gm, &gs, tt.data(), lg.data()));
+        {
+            vf g0(B * V); vd f0(B * V);
+            for (size_t b = 0; b < B; b++)
+                for (size_t v = 0; v < V; v++) { g0[b * V + v] = lg[b * V + v]; f0[b * V + v] = gl[(b * T) * V + v]; }
+            snprintf(nm, sizeof nm, "model step after state_reset: first position again (%s)", sc->name);
+            check(nm, g0, f0, 1e-6);
+        }
+    }
+    mn_state_free(&cs);
+    mn_cuda_model_state_free(&gs);
+    mn_cuda_model_free(&gm);
+    mn_model_free(&cm);
+}
+
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
     int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
@@ -2591,6 +2738,23 @@ int main(int argc, char** argv) {
         };
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
+        static const model_step_case scs[] = {
+            //  name         pattern        window d_model L  H  Dh   d_ff B  T   gpu b_cpu b_fwd
+            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1, 1e-3, 6e-3 },
+            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1, 1e-4, 6e-3 },
+            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1, 1e-4, 6e-3 },
+            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, MN__STEP_GLA, 1e-4, 1e-3 },
+            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, MN__STEP_DELTA, 1e-4, 1e-3 },
+            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, MN__STEP_SSD, 1e-4, 1e-3 },
+            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, MN__STEP_RGLRU, 1e-4, 1e-3 },
+            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, MN__STEP_MLSTM, 1e-4, 1e-3 },
+            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, MN__STEP_SLSTM, 1e-4, 1e-3 },
+            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, MN__STEP_RGLRU, 1e-3, 6e-3 },
+            // xLSTM[7:1]-like: seven mLSTM blocks to one sLSTM block
+            { "xlstm 7:1 H2x64", "mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,slstm", 0, 128, 8, 2, 64, 352, 2, 20,
+              MN__STEP_MLSTM && MN__STEP_SLSTM, 1e-4, 1e-3 },
+        };
+        for (size_t c = 0; c < sizeof scs / sizeof scs[0]; c++) test_model_step(&scs[c]);
         if (model) {
             mn_cuda_free(&G);
             printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
