@@ -9193,10 +9193,10 @@ static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
 #define MN__CM_ROWS_SSD                                                                                          \
     { "mamba2", 0, MN__CSSD_END - MN__CP_MIX, mn__cp_ssd, mn__cm_ssd_check, mn__cm_ssd_acts_layout,              \
       mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward,                               \
-      mn__cm_nostep_state, mn__cm_nostep },                                                                            \
+      mn__cm_ssd_state, mn__cm_ssd_step },                                                                            \
     { "mamba2_neg", 1, MN__CSSD_END - MN__CP_MIX, mn__cp_ssd, mn__cm_ssd_check, mn__cm_ssd_acts_layout,          \
       mn__cm_ssd_dacts_layout, mn__cm_ssd_work, mn__cm_ssd_forward, mn__cm_ssd_backward,                               \
-      mn__cm_nostep_state, mn__cm_nostep },
+      mn__cm_ssd_state, mn__cm_ssd_step },
 // ---- "hawk": Griffin's recurrent block (mesanet.h's mn__rglru_layer_*, call for call) ----
 //   y = gelu_tanh(x Wy + by) ;  x' = conv4(x Wx + bx) + bconv ;  h = RG-LRU(x') (width C, n_head gate blocks)
 //   x2 = res + (h * y) Wout + bout
@@ -9569,14 +9569,6 @@ static int mn__cm_slstm_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
 // their state batch-major, e.g. the KV cache (B,len,H,D), so the hook splits the block by tensor, not
 // by sequence); tmp is per-token scratch, B times the row's per-sequence temporaries.
 #define MN__PAD(n) (((size_t)(n) + 63) / 64 * 64)
-// a mixer without a GPU decode step yet: no state, and mn_cuda_model_state_init refuses the model
-static size_t mn__cm_nostep_state(const mn_config* c, size_t* tmp) { (void)c; *tmp = 0; return 0; }
-static int mn__cm_nostep(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn, size_t B,
-                         size_t pos) {
-    (void)x; (void)state; (void)tmp; (void)xn; (void)B; (void)pos; (void)l;
-    return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "no GPU decode step for a mixer of this pattern yet "
-                    "(decode it on the CPU: mn_step)", __LINE__);
-}
 // One token of the causal depthwise conv (mesanet.h's mn_shortconv_step) for B sequences: state (B,Ch,K-1)
 // the last K-1 inputs per channel, oldest first (shifted, the new input appended); out, inp (B,Ch); w (Ch,K)
 __global__ void mn__k_cm_conv_step(float* out, float* state, const float* inp, const float* w, size_t B, size_t Ch,
@@ -9902,6 +9894,54 @@ static int mn__cm_gla_step(mn_cuda_model* cm, size_t l, float* x, float* state, 
     mn__k_cm_glagate<<<mn__grid(ctx, B * HD, 256), 256, 0, MN__STREAM>>>(l2, l2, B * HD); MN__LAUNCHED();   // gk
     MN__TRY(mn_cuda_gla_step(ctx, ob, state, q, k, v, l2, B, H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh)));
     return mn__cm_gated_out_step(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, x, xn, gg, on, rs, ob, B);
+}
+
+// "mamba2", "mamba2_neg" (mesanet.h's mn__ssd_layer_step): zx = xn W_in = [z | x | B | C | dt]; [x | B | C]
+// through the short conv (ring buffer) + bias + SiLU; Delta, the decay (or the [-1,1] transition) from dt;
+// the SSD op's decode step on X = x Delta; y + D x gated by silu(z), RMSNorm over DI; x += . W_out
+// (the forward's kernels with N = B tokens). state: conv (B,Wc,3), S (B,Hm,P,Ns)
+static size_t mn__cm_ssd_state(const mn_config* c, size_t* tmp) {
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    // zx (W_in); xbci, xbcp, xbc (Wc); dtp, delta, at (Hm); xt, y, yz, yn (DI); bh, ch (Hm Ns); rs (1)
+    *tmp = MN__PAD(d.W_in) + 3 * MN__PAD(d.Wc) + 3 * MN__PAD(d.Hm) + 4 * MN__PAD(d.DI) + 2 * MN__PAD(d.Hm * d.Ns) +
+           MN__PAD(1);
+    return MN__PAD(3 * d.Wc) + d.Hm * d.P * d.Ns;
+}
+static int mn__cm_ssd_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
+                           size_t B, size_t pos) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    const mn_config* c = &cm->cfg;
+    mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
+    size_t C = c->d_model, dt_col = 2 * d.DI + 2 * d.Ns, oc = MN__PAD(B * d.Wc), oh = MN__PAD(B * d.Hm);
+    size_t od = MN__PAD(B * d.DI), on = MN__PAD(B * d.Hm * d.Ns);
+    int neg = mn__cm_variant(cm, l) & 1;
+    float *zx = tmp, *xbci = zx + MN__PAD(B * d.W_in), *xbcp = xbci + oc, *xbc = xbcp + oc;   // (B,W_in), (B,Wc) x3
+    float *dtp = xbc + oc, *delta = dtp + oh, *at = delta + oh;                                // (B,Hm) x3
+    float *xt = at + oh, *y = xt + od, *yz = y + od, *yn = yz + od;                            // (B,DI) x4
+    float *bh = yn + od, *ch = bh + on, *rs = ch + on;                                         // (B,Hm,Ns) x2, (B)
+    float *conv = state, *S = state + MN__PAD(B * 3 * d.Wc);                                   // (B,Wc,3), (B,Hm,P,Ns)
+    (void)pos;
+    MN__TRY(mn_cuda_matmul_forward(ctx, zx, xn, MN__PAR(cm, l, MN__CSSD_IN), NULL, B, C, d.W_in));
+    MN__CU(cudaMemcpy2DAsync(xbci, d.Wc * sizeof(float), zx + d.DI, d.W_in * sizeof(float), d.Wc * sizeof(float), B,
+                             cudaMemcpyDeviceToDevice, MN__STREAM));
+    MN__TRY(mn__cm_conv_step(ctx, xbcp, conv, xbci, MN__PAR(cm, l, MN__CSSD_CONV), B, d.Wc, 4, 0));
+    mn__k_ssd_convact<<<mn__grid(ctx, B * d.Wc, 256), 256, 0, MN__STREAM>>>(xbcp, xbc, MN__PAR(cm, l, MN__CSSD_CONVB),
+                                                                          B * d.Wc, d.Wc);
+    MN__LAUNCHED();
+    mn__k_ssd_dt<<<mn__grid(ctx, B * d.Hm, 256), 256, 0, MN__STREAM>>>(dtp, delta, at, zx, MN__PAR(cm, l, MN__CSSD_DTB),
+                                                                     MN__PAR(cm, l, MN__CSSD_ALOG), B, d.Hm, dt_col,
+                                                                     d.W_in, neg);
+    MN__LAUNCHED();
+    mn__k_ssd_heads<<<mn__grid(ctx, B * d.DI, 256), 256, 0, MN__STREAM>>>(xt, bh, ch, xbc, delta, B, d.Hm, d.P, d.Ns,
+                                                                        d.Wc);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_ssd_step(ctx, y, S, xt, at, bh, ch, B, d.Hm, d.P, d.Ns,
+                             neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY));
+    mn__k_ssd_skip<<<mn__grid(ctx, B * d.DI, 256), 256, 0, MN__STREAM>>>(y, yz, zx, xbc, MN__PAR(cm, l, MN__CSSD_D), B,
+                                                                       d.DI, d.P, d.W_in, d.Wc);
+    MN__LAUNCHED();
+    MN__TRY(mn_cuda_rmsnorm_forward(ctx, yn, rs, yz, MN__PAR(cm, l, MN__CSSD_NORM), B, d.DI, c->norm_eps));
+    return mn__cm_matmul_add(ctx, x, yn, MN__PAR(cm, l, MN__CSSD_OUT), B, d.DI, C);
 }
 
 // ---- the mixer table: one row per mixer the GPU model runs (mesanet.h's mn__mixers, by name) ----
@@ -10429,12 +10469,6 @@ int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B
     for (size_t l = 0; l < c->n_layer; l++) {
         const mn__cm_mixer* mx = MN__CM_MIXER(cm, l);
         size_t t = 0;
-        if (mx->step == mn__cm_nostep) {
-            char what[96];
-            snprintf(what, sizeof what, "no GPU decode step for the mixer \"%s\" yet (decode it on the CPU)",
-                     mx->name);
-            return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_state_init", what, __LINE__);
-        }
         total += MN__PAD(B * mx->state(c, &t));
         if (t > tmp) tmp = t;                  // the layers run one after the other: one scratch
     }

@@ -601,8 +601,8 @@ size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm);   // device memory h
 // ---- decode on the GPU (mesanet.h's mn_state_init / mn_step / mn_state_reset / mn_state_free) ----
 // The state of B sequences decoded in lockstep, one device allocation: each layer's recurrent state or
 // KV cache (B times the mixer's per-sequence size, laid out batch-major by the mixer), the residual
-// and the backbone's one-token temporaries, the logits. Mixers without a GPU step yet make
-// mn_cuda_model_state_init return MN_ERR_CONFIG (naming the mixer).
+// and the backbone's one-token temporaries, the logits. Every mixer of the GPU table has a
+// step (a Mesa layer with a warm-started decode, cfg.mesa_cg_warm >= 2, or 1 with a tolerance, is refused).
 typedef struct mn_cuda_model_state {
     size_t B;                      // sequences
     size_t pos;                    // tokens consumed so far

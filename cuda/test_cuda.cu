@@ -2533,13 +2533,6 @@ static void test_slstm_all(void) {
     { "slstm,attn H2x128 cap", "slstm,attn", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-4,  \
       6e-3, 1e-2, 2e-2 },
 
-// which mixer families have a GPU decode step in mn_cuda_model (1) or are refused by state_init (0)
-#define MN__STEP_GLA 1
-#define MN__STEP_DELTA 1
-#define MN__STEP_SSD 0
-#define MN__STEP_RGLRU 1
-#define MN__STEP_MLSTM 1
-#define MN__STEP_SLSTM 1
 // ---- GPU decode: mn_cuda_model_step against mn_step (mesanet.h in double) and the GPU forward ------
 // Both models from the same config and seed (parameters checked equal, then the constant ones perturbed
 // as in test_model so that norms and biases matter), B sequences fed token by token for T tokens.
@@ -2551,13 +2544,10 @@ static void test_slstm_all(void) {
 // (test_model's logits bound 6e-3), the others fp32 chunkwise (logits 1e-4: bound 1e-3 for the
 // different order of the chunked sums). Also: a bad token id changes nothing (MN_ERR_RANGE, pos kept),
 // a full KV cache is refused, and after mn_cuda_model_state_reset the first token gives the same logits.
-// Rows with gpu = 0 name mixers whose GPU step is not written yet: state_init must refuse them
-// (MN_ERR_CONFIG, nothing allocated); when a step is added, its row turns to gpu = 1.
 typedef struct model_step_case {
     const char* name;
     const char* pattern;
     size_t window, d_model, layers, heads, head_dim, d_ff, B, T;
-    int gpu;                  // 1: the pattern has a GPU step for every mixer
     double b_cpu, b_fwd;      // bounds against mn_step and against the GPU forward
 } model_step_case;
 
@@ -2583,14 +2573,6 @@ static void test_model_step(const model_step_case* sc) {
         return;
     }
     mn_cuda_model_state gs;
-    if (!sc->gpu) {
-        int e = mn_cuda_model_state_init(&gs, &gm, B);
-        snprintf(nm, sizeof nm, "model step: state_init refuses a mixer without a GPU step: %d (%.120s), "
-                 "nothing held (%s)", e, G.msg, sc->name);
-        expect(e == MN_ERR_CONFIG && gs.mem == NULL, nm);
-        mn_cuda_model_free(&gm); mn_model_free(&cm);
-        return;
-    }
     size_t P = cm.n_params;
     vf p(P);
     CK(mn_cuda_model_get(&gm, MN_CUDA_PARAMS, p.data()));
@@ -2739,20 +2721,24 @@ int main(int argc, char** argv) {
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
         static const model_step_case scs[] = {
-            //  name         pattern        window d_model L  H  Dh   d_ff B  T   gpu b_cpu b_fwd
-            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1, 1e-3, 6e-3 },
-            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1, 1e-4, 6e-3 },
-            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1, 1e-4, 6e-3 },
-            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, MN__STEP_GLA, 1e-4, 1e-3 },
-            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, MN__STEP_DELTA, 1e-4, 1e-3 },
-            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, MN__STEP_SSD, 1e-4, 1e-3 },
-            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, MN__STEP_RGLRU, 1e-4, 1e-3 },
-            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, MN__STEP_MLSTM, 1e-4, 1e-3 },
-            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, MN__STEP_SLSTM, 1e-4, 1e-3 },
-            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, MN__STEP_RGLRU, 1e-3, 6e-3 },
+            //  name         pattern        window d_model L  H  Dh   d_ff B  T  b_cpu b_fwd
+            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3 },
+            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 6e-3 },
+            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1e-4, 6e-3 },
+            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, 1e-4, 1e-3 },
+            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3 },
+            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3 },
+            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3 },
+            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3 },
+            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3 },
+            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, 1e-3, 6e-3 },
             // xLSTM[7:1]-like: seven mLSTM blocks to one sLSTM block
             { "xlstm 7:1 H2x64", "mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,slstm", 0, 128, 8, 2, 64, 352, 2, 20,
-              MN__STEP_MLSTM && MN__STEP_SLSTM, 1e-4, 1e-3 },
+              1e-4, 1e-3 },
+            // the other rows of the table: linattn, sgla, DeltaNet (neg), GDN (neg), Mamba-2 (neg)
+            { "linattn,sgla H2x64", "linattn,sgla", 0, 128, 2, 2, 64, 352, 2, 20, 1e-4, 1e-3 },
+            { "deltanet_neg,gdn_neg,mamba2_neg H2x64", "deltanet_neg,gdn_neg,mamba2_neg", 0, 128, 3, 2, 64, 352, 2,
+              20, 1e-4, 1e-3 },
         };
         for (size_t c = 0; c < sizeof scs / sizeof scs[0]; c++) test_model_step(&scs[c]);
         if (model) {
