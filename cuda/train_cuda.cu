@@ -84,6 +84,7 @@ typedef struct {
     size_t window;           // --window W for "swa" layers (0: the library's default, 64)
     size_t d_model, layers, heads, head_dim, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, log_every, save_every;
     size_t sample_len, top_k, cpu_check;
+    size_t gpu_sample;       // --gpu_sample N: also sample N bytes with the GPU decode (mn_cuda_model_step)
     double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol, seconds, peak_tflops;
     int cg, cg_decode, clamp, math, device;   // math: MN_CUDA_MATH_* of the projections (--math, --fp32)
     uint64_t seed;
@@ -106,7 +107,8 @@ static void usage(void) {
            "             [--steps N] [--seconds S] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X] [--seed N]\n"
            "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--math fp32|tf32|bf16] [--fp32]\n"
            "             [--log_every N] [--eval_every N] [--eval_batches N] [--save_every N] [--device N] [--peak_tflops X]\n"
-           "             [--cpu_check T] [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n"
+           "             [--cpu_check T] [--sample N] [--gpu_sample N] [--prompt TEXT] [--temp X] [--top_k N]\n"
+           "             [--top_p X]\n"
            "             [--gpus N | --nccl_id FILE [--rank R --world W] | --nccl_self] [--dist_check [--check_steps N]] [--bench N [--bench_steps N]]\n"
            "  --math: the projections' arithmetic: tf32 (default), fp32, or bf16 (bf16 operands, fp32 accumulation,\n"
            "          fp32 master weights and AdamW); --fp32 is --math fp32\n"
@@ -137,6 +139,7 @@ static int parse(opts* o, int argc, char** argv) {
         EX_OPT_U("--d_ff", d_ff) EX_OPT_U("--seq", seq) EX_OPT_U("--batch", batch) EX_OPT_U("--steps", steps) EX_OPT_U("--warmup", warmup)
         EX_OPT_U("--eval_every", eval_every) EX_OPT_U("--eval_batches", eval_batches) EX_OPT_U("--log_every", log_every)
         EX_OPT_U("--save_every", save_every) EX_OPT_U("--sample", sample_len) EX_OPT_U("--top_k", top_k) EX_OPT_U("--cpu_check", cpu_check)
+        EX_OPT_U("--gpu_sample", gpu_sample)
         EX_OPT_D("--lr", lr) EX_OPT_D("--wd", wd) EX_OPT_D("--clip", clip) EX_OPT_D("--temp", temp) EX_OPT_D("--top_p", top_p)
         EX_OPT_D("--softcap", softcap) EX_OPT_D("--cg_tol", cg_tol) EX_OPT_D("--seconds", seconds) EX_OPT_D("--peak_tflops", peak_tflops)
         EX_OPT_U("--gpus", gpus) EX_OPT_S("--nccl_id", nccl_id) EX_OPT_U("--check_steps", check_steps) EX_OPT_U("--bench", bench)
@@ -330,6 +333,40 @@ static void generate(mn_model* m, const opts* o, mn_rng* r) {
     free(logits);
 }
 
+// the same from the trained model on the GPU (mn_cuda_model_step, one sequence): the prompt, sampler and
+// seed of generate, so the two texts agree until float rounding flips a draw
+static void generate_gpu(mn_cuda_model* gm, const opts* o, mn_rng* r) {
+    mn_cuda_model_state st;
+    size_t i, j, V = gm->cfg.vocab_size;
+    float* lf = (float*)calloc(V, sizeof(float));              // (V) zeros: an empty prompt samples uniformly first
+    mn_real* logits = (mn_real*)malloc(3 * V * sizeof(mn_real));
+    const char* p = o->prompt;
+    int tok = 0, err = MN_OK;
+    double t0;
+    if (!lf || !logits || mn_cuda_model_state_init(&st, gm, 1) != MN_OK) {
+        say_err("GPU decode unavailable: %s\n", lf && logits ? gm->ctx->msg : "out of memory");
+        free(lf); free(logits);
+        return;
+    }
+    printf("---- sample on the GPU (mn_cuda_model_step; temperature %.2f, top-k %zu, top-p %.2f) ----\n%s", o->temp,
+           o->top_k, o->top_p, p);
+    t0 = ex_now();
+    for (i = 0; p[i] && err == MN_OK; i++) { tok = (unsigned char)p[i]; err = mn_cuda_model_step(gm, &st, &tok, lf); }
+    for (i = 0; i < o->gpu_sample && err == MN_OK; i++) {
+        for (j = 0; j < V; j++) logits[j] = lf[j];
+        tok = mn_sample(logits, V, o->temp, o->top_k, o->top_p, r, logits + V);
+        putchar((tok >= 32 && tok < 127) || tok == '\n' ? tok : '?');
+        err = mn_cuda_model_step(gm, &st, &tok, lf);
+    }
+    printf("\n----\n");
+    if (err != MN_OK) say_err("GPU decode failed at position %zu: %s\n", st.pos, gm->ctx->msg);
+    else printf("GPU decode: %zu tokens in %.2f s (one sequence, a synchronised step per token)\n", st.pos,
+                ex_now() - t0);
+    fflush(stdout);
+    mn_cuda_model_state_free(&st);
+    free(lf); free(logits);
+}
+
 static void make_config(const opts* o, mn_config* c) {
     memset(c, 0, sizeof *c);
     c->vocab_size = 256; c->d_model = o->d_model; c->n_layer = o->layers; c->n_head = o->heads; c->head_dim = o->head_dim; c->d_ff = o->d_ff;
@@ -485,6 +522,7 @@ static int run_train(opts o, int rank, int world, int device, const mn_nccl_id* 
             mn_model_free(&cpu);
         }
     }
+    if (talk && rc == 0 && o.gpu_sample) { mn_rng gr; mn_rng_seed(&gr, o.seed + 1000); generate_gpu(&gm, &o, &gr); }
     free(tok); free(tgt);
     mn_cuda_model_free(&gm);
     rank_env_free(&E);
