@@ -8037,7 +8037,8 @@ int mn_cuda_slstm_step(mn_cuda_ctx* ctx, float* y, float* c, float* n, float* m,
 
 // >>cuda_model
 // defines: mn_cuda_model_{init,load,save,free,get,set,reserve,forward,logits,zero_grad,backward,
-//          clip_grad_norm,adamw_step,flops_per_token,device_bytes}
+//          clip_grad_norm,adamw_step,flops_per_token,device_bytes}, the decode
+//          mn_cuda_model_state_{init,reset,free} and mn_cuda_model_step (each mixer's step hook)
 //
 // mesanet.h's model (>>model: mn_forward, mn_backward, and its mixers' layers) on the GPU, call for
 // call with the ops above, the mixers in one table like the CPU's (mn__cm_mixers: a name, the
