@@ -55,6 +55,13 @@ static int mn__fail(mn_cuda_ctx* ctx, int code, const char* what, const char* de
     if (s_ != CUBLAS_STATUS_SUCCESS) return mn__fail(ctx, MN_ERR_CUBLAS, #call, cublasGetStatusString(s_), __LINE__); \
 } while (0)
 #define MN__TRY(expr) do { int r_ = (expr); if (r_ != MN_OK) return r_; } while (0)
+// ctx->math is fp32 while a guard lives, then what it was: the mixers whose gate gradients are sums that cancel
+// (Mamba-2's and mLSTM's use of the GLA op) run the op's products in 3xTF32 in every mode
+struct mn__math_fp32 {
+    mn_cuda_ctx* ctx; int math;
+    explicit mn__math_fp32(mn_cuda_ctx* c) : ctx(c), math(c->math) { c->math = MN_CUDA_MATH_FP32; }
+    ~mn__math_fp32() { ctx->math = math; }
+};
 #define MN__LAUNCHED() MN__CU(cudaGetLastError())
 #define MN__STREAM ((cudaStream_t)ctx->stream)
 
@@ -6368,11 +6375,8 @@ int mn_cuda_ssd_forward_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const 
     const char* why;
     if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward_chunk", why, __LINE__);
-    const int math = ctx->math;
-    ctx->math = MN_CUDA_MATH_FP32;
-    const int r = mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work);
-    ctx->math = math;
-    return r;
+    mn__math_fp32 x3(ctx);
+    return mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work);
 }
 int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
                                const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
@@ -6381,11 +6385,8 @@ int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB
     const char* why;
     if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward_chunk", why, __LINE__);
-    const int math = ctx->math;
-    ctx->math = MN_CUDA_MATH_FP32;
-    const int r = mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work);
-    ctx->math = math;
-    return r;
+    mn__math_fp32 x3(ctx);
+    return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work);
 }
 int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
                         const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
@@ -7422,12 +7423,9 @@ static int mn__mlstm_fwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* o
     if (out) {                                        // NULL: the backward given the forward's output
         // the GLA products in 3xTF32 whatever ctx->math, as the recurrent form's fp32 (the gate gradients are
         // sums over the sequence that cancel: SSD's measured 17x in plain TF32)
-        int math = ctx->math, r;
-        ctx->math = MN_CUDA_MATH_FP32;
-        r = mn_cuda_gla_forward(ctx, out, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1, scale, MN__MLSTM_NC,
-                                w->gla);
-        ctx->math = math;
-        MN__TRY(r);
+        mn__math_fp32 x3(ctx);
+        MN__TRY(mn_cuda_gla_forward(ctx, out, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1, scale, MN__MLSTM_NC,
+                                    w->gla));
     }
     mn__mlstm_nargs p;
     memset(&p, 0, sizeof p);
@@ -7500,12 +7498,9 @@ static int mn__mlstm_bwd_chunk(mn_cuda_ctx* ctx, const mn__mlstm_ws* w, float* d
     MN__LAUNCHED();
     if (acc) MN__CU(cudaMemsetAsync(w->dkp, 0, NR * D * sizeof(float), MN__STREAM));   // dk' always starts at 0
     {   // in 3xTF32, as the forward
-        int math = ctx->math, r;
-        ctx->math = MN_CUDA_MATH_FP32;
-        r = mn__gla_backward(ctx, dq, w->dkp, dv, NULL, NULL, w->o, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D, 1,
-                             scale, MN__MLSTM_NC, w->gla, acc);
-        ctx->math = math;
-        MN__TRY(r);
+        mn__math_fp32 x3(ctx);
+        MN__TRY(mn__gla_backward(ctx, dq, w->dkp, dv, NULL, NULL, w->o, NULL, q, w->kp, v, w->lg, NULL, B, T, H, D, D,
+                                 1, scale, MN__MLSTM_NC, w->gla, acc));
     }
     if (mode == MN_MLSTM_BW_EXACT) {                  // the normaliser's part (detach: dbt = 0, nothing to add)
         mn__mlstm_nargs p;
