@@ -13,21 +13,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-
-def median_ms(fn, reps=20, warm=3):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+from peer_time import median_ms   # cuda/peer_time.py
 
 
 def kernels():
