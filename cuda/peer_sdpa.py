@@ -13,8 +13,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from peer_time import median_ms   # cuda/peer_time.py
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from peer_time import median_ms   # cuda/peer_time.py
 
 
 def main():
