@@ -1042,7 +1042,10 @@ static void test_model(const model_case* mc) {
         int is_norm = ln > 11 && !strcmp(s + ln - 11, "norm.weight"), is_bias = ln > 4 && !strcmp(s + ln - 4, "bias"), is_lam = strstr(s, "lambda") != NULL;
         for (size_t j = 0; j < ti->numel; j++) {
             if (is_norm) q[j] = (float)(1.0 + 0.2 * mn_rng_normal(&R));
-            else if (is_bias) q[j] = (float)(0.8 * mn_rng_normal(&R) + (strstr(s, "a_proj") ? 2.0 : 0.0));   // gamma ~ sigmoid(2 + ...)
+            // gamma ~ sigmoid(2 + ...); a bias added to the residual at every position (Hawk's linear_out) small:
+            // a large one makes the next layer's input the same vector at every position (MN__TEST_MODELS_RGLRU)
+            else if (is_bias) q[j] = (float)((strstr(s, "linear_out") ? 0.02 : 0.8) * mn_rng_normal(&R) +
+                                             (strstr(s, "a_proj") ? 2.0 : 0.0));
             else if (is_lam) q[j] += (float)(0.7 * mn_rng_normal(&R));
         }
     }
@@ -1088,7 +1091,8 @@ static void test_model(const model_case* mc) {
     CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, g.data()));
     for (size_t t = 0; t < cm.n_tensors; t++) {
         const mn_tensor_info* ti = &cm.tensors[t];
-        int small = strstr(ti->name, "lambda") || strstr(ti->name, "_proj.bias");
+        // small: one number per head or channel, a sum over every token (mLSTM's gate biases among them)
+        int small = strstr(ti->name, "lambda") || strstr(ti->name, "_proj.bias") || strstr(ti->name, "gate_preact.bias");
         snprintf(nm, sizeof nm, "grad %s", ti->name);
         check(nm, vf(g.begin() + ti->offset, g.begin() + ti->offset + ti->numel), vd(cm.grads + ti->offset, cm.grads + ti->offset + ti->numel), small ? mc->b_small : mc->b_grad);
     }
@@ -1982,20 +1986,23 @@ static void test_rglru_all(void) {
     { "hawk H2 bw128 cap", "hawk", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 30.0, 1e-5, 1e-4, 1e-3, \
       3e-3 },                                                                                                         \
     { "hawk H4 tf32", "hawk", 0, 256, 3, 4, 64, 512, 2, 100, 30, 0, MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },  \
-    /* Hawk-Mesa: the Mesa layer's q/k-side and gate gradients (q_proj, k_proj, a_proj, lambda) differ from */ \
-    /* the double CPU more than in every other Mesa pattern while loss, logits and the v/o side agree        */ \
-    /* (H200 runs 19-20): no solve 2.0e-2 (default path) / 1.5e-2 (mma.sync CG + fp32 backward), CG 10       */ \
-    /* 6.5-10 % on both paths, CG 30 27-48 % (default path), 1.3e-4 .. 5.3e-2 (mma.sync; run 20, run 21).     */ \
-    /* Cause not settled (cuda/results.md: varies by draw); these hold the measured values meanwhile.       */ \
+    /* Hawk hybrids. test_model draws Hawk's linear_out.bias small (0.02 N(0,1)): at 0.8 N(0,1) (runs 19-22) */ \
+    /* that bias, added at every position, made layer 0's output one constant vector (norm 9-13 against the  */ \
+    /* embedding's 0.2-0.3), so layer 1's inputs had cos(x_t, x_s) 0.97-0.996 and its q/k-side gradients were */ \
+    /* small differences of large terms: attention's dS = P (dP - Delta) cancelled 13-16x, and a CPU          */ \
+    /* emulation of the fp16 kernels gave q/k 0.7-4.4 % off (GPU 1.4e-2); Mesa's q/k/lambda up to 48 %. An   */ \
+    /* ill-posed test, not a bug. With the small bias (run 24): hawk,attn worst 4.5e-3; hawk,mesa worst     */ \
+    /* 1.45e-2 (CG 10, q/k conv weights), 1.04e-2 (no solve, Hawk's gates), CG 30 8.0e-3: bounds 3e-2.      */ \
     { "hawk,mesa H2x128 no solve mma.sync", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, -1, 0, MN_CUDA_MATH_FP32,   \
       0.0, 1e-4, 6e-3, 3e-2, 3e-2 },                                                                                \
     { "hawk,mesa H2x128 cg30 mma.sync", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_FP32, 0.0,  \
-      1e-4, 1e-2, 1e-1, 1.5e-1 },                                                                                   \
+      1e-4, 6e-3, 3e-2, 3e-2 },                                                                                     \
+    { "hawk,mesa H2x128 cg30", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
+      6e-3, 3e-2, 3e-2 },                                                                                           \
     { "hawk,mesa H2x128 cg10", "hawk,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
-      6e-3, 1e-1, 1.5e-1 },                                                                                         \
-    /* the attention layer after Hawk: its q/k gradients 1.4e-2 in run 21 (the same effect as Hawk-Mesa's) */ \
-    { "hawk,attn H2x64", "hawk,attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3, 3e-2, \
-      3e-2 },
+      6e-3, 3e-2, 3e-2 },                                                                                           \
+    { "hawk,attn H2x64", "hawk,attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3, 1e-2, \
+      2e-2 },
 // ---- mLSTM (mn_cuda_mlstm_*) against mesanet.h's chunkwise mn_mlstm_forward / _backward and mn_mlstm_step ----
 // Bounds, and why: the GPU runs the recurrence in fp32 (one FMA chain per state entry over T tokens, read-outs
 // summing Dk or Dv terms), the gates and stabiliser in double like the CPU: outputs, normaliser and final
@@ -2639,7 +2646,12 @@ static void test_model_step(const model_step_case* sc) {
         snprintf(nm, sizeof nm, "model step logits vs GPU forward's (%s)", sc->name);
         check(nm, gl, tod(fl), sc->b_fwd);
         // max_seq_len = T: an attention layer's cache is full now, any other state takes more tokens
-        int kv = strstr(sc->pattern, "attn") != NULL || strstr(sc->pattern, "swa") != NULL;
+        // (the layer names exactly: "linattn" holds "attn" but keeps a recurrent state)
+        int kv = 0;
+        for (const char* q = sc->pattern; *q; q += strcspn(q, ",") + (q[strcspn(q, ",")] == ',')) {
+            size_t n = strcspn(q, ",");
+            kv |= (n == 4 && !strncmp(q, "attn", 4)) || (n == 3 && !strncmp(q, "swa", 3));
+        }
         int ef = mn_cuda_model_step(&gm, &gs, tt.data(), lg.data());
         snprintf(nm, sizeof nm, "model step at pos = max_seq_len: %d (%s for this pattern) (%s)", ef,
                  kv ? "MN_ERR_RANGE" : "MN_OK", sc->name);
@@ -2739,6 +2751,8 @@ int main(int argc, char** argv) {
             { "linattn,sgla H2x64", "linattn,sgla", 0, 128, 2, 2, 64, 352, 2, 20, 1e-4, 1e-3 },
             { "deltanet_neg,gdn_neg,mamba2_neg H2x64", "deltanet_neg,gdn_neg,mamba2_neg", 0, 128, 3, 2, 64, 352, 2,
               20, 1e-4, 1e-3 },
+            // plain DeltaNet, and attention and Mesa after it (caches and states of three kinds in one model)
+            { "deltanet,attn,mesa H2x64", "deltanet,attn,mesa", 0, 128, 3, 2, 64, 352, 2, 20, 1e-3, 6e-3 },
         };
         for (size_t c = 0; c < sizeof scs / sizeof scs[0]; c++) test_model_step(&scs[c]);
         if (model) {
