@@ -61,6 +61,8 @@
 //                     by loss with a one-process run; prints "dist_check: N passed, M failed".
 //   --bench N         tokens/s of --bench_steps (30) steps on 1..N GPUs: global batch --batch split
 //                     over the GPUs (strong scaling), and --batch per GPU (weak scaling).
+//   --bench_decode B  decode tokens/s of mn_cuda_model_step at batch 1 and B (the model as initialised or
+//                     --resume'd: the speed of a step does not depend on the weights), then exit
 //   --nccl_self       one process, through an NCCL communicator of one rank: the multi-GPU code path
 //                     (every NCCL call, the weighting, the sliced clip) on one GPU, where NCCL
 //                     refuses two ranks; with --dist_check it compares that path with the plain one.
@@ -98,6 +100,7 @@ typedef struct {
     size_t bench, bench_steps;   // --bench N: 1..N GPUs; --bench_steps (30)
     const char* bench_out;   // --bench_out FILE: rank 0 writes its tokens/s there (internal)
     int quiet;               // --quiet: no progress lines, loss.csv, checkpoint or CPU check (bench ranks)
+    size_t bench_decode;     // --bench_decode B: decode tokens/s at batch 1 and B (no training)
     int nccl_self;           // --nccl_self: one process through an NCCL communicator of one (tests NCCL on one GPU)
 } opts;
 
@@ -108,7 +111,7 @@ static void usage(void) {
            "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--math fp32|tf32|bf16] [--fp32]\n"
            "             [--log_every N] [--eval_every N] [--eval_batches N] [--save_every N] [--device N] [--peak_tflops X]\n"
            "             [--cpu_check T] [--sample N] [--gpu_sample N] [--prompt TEXT] [--temp X] [--top_k N]\n"
-           "             [--top_p X]\n"
+           "             [--top_p X] [--bench_decode B]\n"
            "             [--gpus N | --nccl_id FILE [--rank R --world W] | --nccl_self] [--dist_check [--check_steps N]] [--bench N [--bench_steps N]]\n"
            "  --math: the projections' arithmetic: tf32 (default), fp32, or bf16 (bf16 operands, fp32 accumulation,\n"
            "          fp32 master weights and AdamW); --fp32 is --math fp32\n"
@@ -117,6 +120,7 @@ static void usage(void) {
            "  --gpus N: data parallel over N GPUs of this host (one process each, NCCL; --batch is the global batch)\n"
            "  --nccl_id FILE: one rank of an external launcher (mpirun, torchrun --no-python); rank 0 writes the id\n"
            "  --dist_check: the multi-GPU gradient and a short run against one process; --bench N: tokens/s on 1..N GPUs\n"
+           "  --bench_decode B: decode tokens/s (mn_cuda_model_step, logits to the host) at batch 1 and B, then exit\n"
            "  --nccl_self: one process, but through an NCCL communicator of one (the multi-GPU code path on one GPU)\n"
            "  NCCL is loaded at run time (libnccl.so.2 on LD_LIBRARY_PATH, or MN_NCCL_LIB); NCCL_NVLS_ENABLE=0 is set\n");
 }
@@ -143,7 +147,7 @@ static int parse(opts* o, int argc, char** argv) {
         EX_OPT_D("--lr", lr) EX_OPT_D("--wd", wd) EX_OPT_D("--clip", clip) EX_OPT_D("--temp", temp) EX_OPT_D("--top_p", top_p)
         EX_OPT_D("--softcap", softcap) EX_OPT_D("--cg_tol", cg_tol) EX_OPT_D("--seconds", seconds) EX_OPT_D("--peak_tflops", peak_tflops)
         EX_OPT_U("--gpus", gpus) EX_OPT_S("--nccl_id", nccl_id) EX_OPT_U("--check_steps", check_steps) EX_OPT_U("--bench", bench)
-        EX_OPT_U("--bench_steps", bench_steps) EX_OPT_S("--bench_out", bench_out)
+        EX_OPT_U("--bench_steps", bench_steps) EX_OPT_U("--bench_decode", bench_decode) EX_OPT_S("--bench_out", bench_out)
         if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); i++; continue; }
         if (!strcmp(a, "--cg") && v) { o->cg = atoi(v); i++; continue; }
         if (!strcmp(a, "--cg_decode") && v) { o->cg_decode = atoi(v); i++; continue; }
@@ -417,6 +421,37 @@ static int rank_env_init(rank_env* E, opts* o, int rank, int world, int device, 
     return 0;
 }
 
+// --bench_decode B: tokens/s of mn_cuda_model_step, one token for each of b sequences per step, at b = 1 and B;
+// 16 warm-up steps, then 256 timed ones (positions 16..271); every step copies its (b, V) logits to the host
+// (what a sampler needs), so the figure is what generation gets, launches and synchronisation included.
+static int bench_decode(mn_cuda_model* gm, size_t Bmax) {
+    size_t Bs[2] = { 1, Bmax }, nb = Bmax > 1 ? 2 : 1, V = gm->cfg.vocab_size, warm = 16, timed = 256, k, i, j;
+    if (gm->cfg.max_seq_len < warm + timed) { say_err("--bench_decode needs max_seq_len >= %zu\n", warm + timed); return 2; }
+    for (k = 0; k < nb; k++) {
+        size_t b = Bs[k];
+        mn_cuda_model_state st;
+        int* tok = (int*)malloc(b * sizeof(int));
+        float* lg = (float*)malloc(b * V * sizeof(float));   // (b, V)
+        mn_rng r; mn_rng_seed(&r, 7);
+        int err = tok && lg ? mn_cuda_model_state_init(&st, gm, b) : MN_ERR_ALLOC;
+        if (err != MN_OK) { say_err("decode bench at batch %zu: %s\n", b, gm->ctx->msg); free(tok); free(lg); return 1; }
+        double t0 = 0;
+        for (i = 0; i < warm + timed && err == MN_OK; i++) {
+            if (i == warm) { cudaDeviceSynchronize(); t0 = ex_now(); }
+            for (j = 0; j < b; j++) tok[j] = (int)(mn_rng_u32(&r) % V);
+            err = mn_cuda_model_step(gm, &st, tok, lg);
+        }
+        double dt = ex_now() - t0;
+        if (err != MN_OK) say_err("decode bench at batch %zu failed: %s\n", b, gm->ctx->msg);
+        else printf("bench_decode: pattern %s, batch %zu: %.0f tokens/s (%.1f us per step, %zu steps after %zu warm-up)\n",
+                    gm->cfg.pattern, b, (double)(b * timed) / dt, 1e6 * dt / (double)timed, timed, warm);
+        fflush(stdout);
+        mn_cuda_model_state_free(&st); free(tok); free(lg);
+        if (err != MN_OK) return 1;
+    }
+    return 0;
+}
+
 // ---- a training run on one rank ----
 static int run_train(opts o, int rank, int world, int device, const mn_nccl_id* id, const char* id_file) {
     rank_env E;
@@ -440,6 +475,7 @@ static int run_train(opts o, int rank, int world, int device, const mn_nccl_id* 
         if ((err = mn_cuda_model_init(&gm, ctx, &c)) != MN_OK) { say_err("%s (%s)\n", mn_cuda_strerror(err), ctx->msg); rank_env_free(&E); return 1; }
     }
     const mn_config* mc = &gm.cfg;
+    if (o.bench_decode) { rc = bench_decode(&gm, o.bench_decode); mn_cuda_model_free(&gm); rank_env_free(&E); return rc; }
     if (o.seq > mc->max_seq_len) { say_err("--seq %zu exceeds the model's max_seq_len %zu\n", o.seq, mc->max_seq_len); mn_cuda_model_free(&gm); rank_env_free(&E); return 1; }
     if (talk && ex_mkdirs(o.out) != 0) { say_err("cannot create %s\n", o.out); mn_cuda_model_free(&gm); rank_env_free(&E); return 1; }
     size_t B = o.batch, Bl = B / (size_t)world, T = o.seq, N = B * T;
