@@ -235,7 +235,7 @@ NVFLAGS ?= -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -lineinfo -Xcomp
 CUDA_LIB = $(BUILD)/mesanet_cuda.o $(BUILD)/mesanet_cuda_host.o
 
 .PHONY: cuda
-cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda $(BUILD)/synth_cuda
+cuda: $(BUILD)/test_cuda $(BUILD)/bench_cuda $(BUILD)/train_cuda $(BUILD)/synth_cuda $(BUILD)/lm_eval_cuda
 $(BUILD)/mesanet_cuda.o: cuda/mesanet_cuda.cu cuda/mesanet_cuda.h mesanet.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -I. -c $< -o $@
 # the library's private float copy of mesanet.h (mn_model_init, mn_save, mn_load for the GPU model)
@@ -253,5 +253,11 @@ $(BUILD)/synth_cuda.o: $(SYNTH_DEPS) | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(filter -DMN_WIP_SKIP_%,$(NVFLAGS)) -DSYNTH_CUDA -DSYNTH_NO_PNG -c $< -o $@
 $(BUILD)/synth_cuda: $(BUILD)/synth_cuda.o $(CUDA_LIB) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< $(CUDA_LIB) -o $@ -lcublas -lm
+# build/lm_eval_cuda: examples/lm_eval.c (-DLM_EVAL_CUDA) with the forwards on the GPU (results/lm.md's evaluation
+# in seconds instead of minutes); OpenMP for the scoring and the CPU decoding, no BLAS or stb
+$(BUILD)/lm_eval_cuda.o: examples/lm_eval.c examples/common.h mesanet.h cuda/mesanet_cuda.h | $(BUILD)
+	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -fopenmp -DLM_EVAL_CUDA -c $< -o $@
+$(BUILD)/lm_eval_cuda: $(BUILD)/lm_eval_cuda.o $(CUDA_LIB) | $(BUILD)
+	$(NVCC) $(NVFLAGS) $< $(CUDA_LIB) -o $@ -lcublas -lgomp -lm
 $(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h cuda/dist_cuda.h mesanet.h examples/common.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp -ldl

@@ -19,7 +19,8 @@
 #
 # The training: fla's anchor backbone (train_cuda --anchor: d_model 640, 8 layers, 5 heads of 128, SwiGLU
 # 1792, vocabulary 256, batch 16 x 2048 tokens), every mixer in every layer (hybrids as listed), AdamW (0.9,
-# 0.98, weight decay 0.1, clip 1), learning rate LR with WARMUP linear steps and a cosine to LR/10 over the
+# 0.98, weight decay 0.1, clip 1), learning rate LR with WARMUP linear steps (at most a tenth of the budget's
+# steps, so a short budget is not all warm-up) and a cosine to LR/10 over the
 # budget, seed 1, --tokens / 32768 steps. A run is cut into pieces that fit one device command: train_cuda
 # saves every SAVE_EVERY steps and a run that --deadline stops (timeout) continues from its last checkpoint at
 # the next call (--resume: the same schedule, the same batches). A pattern the GPU model has no kernels for yet
@@ -57,7 +58,7 @@ xlstm71_attn|mlstm,mlstm,mlstm,attn,mlstm,mlstm,slstm,attn||code
 mamba2_attn|mamba2,mamba2,mamba2,attn||code
 gdn_attn|gdn,gdn,gdn,attn||code
 "
-LR=1e-3; WARMUP=300; SAVE_EVERY=250; EVAL_EVERY=500; BT=32768   # BT: tokens per step, 16 x 2048
+LR=2e-3; WARMUP=300; SAVE_EVERY=250; EVAL_EVERY=500; BT=32768   # BT: tokens per step, 16 x 2048
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "lm_compare: $*" >&2; exit 1; }
@@ -86,6 +87,8 @@ done
 case "$corpus" in code|prose) ;; *) echo "lm_compare: --corpus must be code or prose" >&2; exit 2 ;; esac
 [ "$tokens" -ge "$BT" ] || { echo "lm_compare: --tokens must be at least one step ($BT)" >&2; exit 2; }
 steps=$(( (tokens + BT - 1) / BT ))
+[ $(( steps / 10 )) -lt "$WARMUP" ] && WARMUP=$(( steps / 10 > 1 ? steps / 10 : 1 ))
+[ $(( steps / 4 )) -lt "$EVAL_EVERY" ] && EVAL_EVERY=$(( steps / 4 > 1 ? steps / 4 : 1 ))   # four points of the curve
 t_start=$(date +%s)
 left() { if [ "$deadline" -gt 0 ]; then echo $(( deadline - ($(date +%s) - t_start) )); else echo 1000000; fi; }
 
@@ -116,7 +119,7 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
     if [ -e "$dir/done" ]; then echo "lm_compare: $corpus/$name: trained ($(cat "$dir/done"))"; return 0; fi
     local args=(--anchor --data "$data/$corpus/all" --out "$dir" --pattern "$pattern" $extra --seconds 0
                 --steps "$steps" --lr "$LR" --warmup "$WARMUP" --wd 0.1 --clip 1 --seed 1 --save_every "$SAVE_EVERY"
-                --eval_every "$EVAL_EVERY" --eval_batches 4 --log_every 50 --sample 0 --cpu_check 2048)
+                --eval_every "$EVAL_EVERY" --eval_batches 4 --log_every 50 --sample 0 --cpu_check 512)
     step=$(ckpt_step "$dir")
     if [ -n "$step" ]; then
         args+=(--resume "$dir")
@@ -161,7 +164,9 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
     return 0
 }
 
-lm_eval_bin() {  # the evaluation program: the carried static build, else one built here
+lm_eval_bin() {  # the evaluation program: the GPU build (forwards in seconds), else the carried static build, else one built here
+    if [ -n "${LM_EVAL_BIN:-}" ]; then echo "$LM_EVAL_BIN"; return; fi   # the caller's choice
+    if [ -x build/lm_eval_cuda ] && build/lm_eval_cuda --help > /dev/null 2>&1; then echo build/lm_eval_cuda; return; fi
     if [ -f build/lm_eval_static.xz ] && [ ! -x build/lm_eval_static ]; then
         xz -dc build/lm_eval_static.xz > build/lm_eval_static && chmod +x build/lm_eval_static
     fi

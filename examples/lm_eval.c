@@ -26,6 +26,13 @@
 // The forward runs one window per thread (OpenMP, a copy of the model each: --threads, default all cores).
 // Outputs are written as NAME.tmp and renamed when everything succeeded; a bad input changes nothing.
 //
+// The GPU build (build/lm_eval_cuda: this file compiled with -DLM_EVAL_CUDA, `make build/lm_eval_cuda`) runs the
+// parallel forwards (bits per byte, NLL by position, the recall probe, the CG table's first row) through the GPU
+// model mn_cuda_model in fp32 (cuBLAS fp32 products; the Mesa layer's states fp32-accurate, its CG products fp16
+// as in training), up to LM_GPU_BATCH windows of one length per call, and scores the logits here in double as
+// above; the token-by-token decoding of the CG trade-off stays mn_step on the CPU (OpenMP, no BLAS). A forward on
+// the CPU takes minutes per model at T = 2048 (attention's T^2 in plain C); on the GPU, seconds.
+//
 // Exit status: 0 done; 1 the checkpoint, the validation file or an output failed; 2 a bad command line (also
 // sizes that do not fit the model or the text).
 #define MESANET_IMPLEMENTATION
@@ -33,6 +40,12 @@
 #include "../mesanet.h"
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#ifdef LM_EVAL_CUDA
+#include "cuda/mesanet_cuda.h"
+#define LM_GPU_BATCH 16
+static mn_cuda_ctx lm__ctx;      // the GPU build's device context and model (one per process)
+static mn_cuda_model lm__gm;
 #endif
 
 enum { RC_OK = 0, RC_IO = 1, RC_USAGE = 2 };
@@ -169,9 +182,57 @@ static int model_copy(mn_model* dst, const mn_model* m0) {
 // Runs the forward over n sequences of lengths len[i] (tokens x + i*(stride+1), targets the next byte), one per
 // thread with the thread's own model of the pool, and stores each position's NLL and argmax hit: nll (n, stride),
 // hit (n, stride); fwd (n) the forward's own mean loss. Returns MN_OK or the first error.
+#ifdef LM_EVAL_CUDA
+// The same on the GPU: runs of consecutive sequences of one length, LM_GPU_BATCH at a time, through
+// mn_cuda_model_forward; fwd gets the batch's mean loss for each of its sequences (so the mean over the
+// sequences is the mean of the forward losses, as in the CPU build).
+static int forward_all_gpu(const unsigned char* x, const size_t* len, size_t n, size_t stride, double* nll,
+                           unsigned char* hit, double* fwd) {   // x (n, stride+1), len (n), nll hit (n, stride)
+    size_t V = lm__gm.cfg.vocab_size, i = 0, j, t;
+    double cap = lm__gm.cfg.logit_softcap;
+    int err = MN_OK;
+    int* tok = (int*)malloc(LM_GPU_BATCH * stride * sizeof(int));             // (b, T)
+    int* tgt = (int*)malloc(LM_GPU_BATCH * stride * sizeof(int));             // (b, T)
+    float* lg = (float*)malloc(LM_GPU_BATCH * stride * V * sizeof(float));    // (b, T, V)
+    mn_real* z = (mn_real*)malloc(LM_GPU_BATCH * stride * V * sizeof(mn_real));
+    if (!tok || !tgt || !lg || !z) err = MN_ERR_ALLOC;
+    while (err == MN_OK && i < n) {
+        size_t T = len[i], b = 0;
+        float loss = 0;
+        long long r;
+        while (i + b < n && b < LM_GPU_BATCH && len[i + b] == T) b++;
+        for (j = 0; j < b; j++)
+            for (t = 0; t < T; t++) {
+                const unsigned char* s = x + (i + j) * (stride + 1);
+                tok[j * T + t] = s[t]; tgt[j * T + t] = s[t + 1];
+            }
+        if ((err = mn_cuda_model_forward(&lm__gm, tok, tgt, b, T, &loss)) != MN_OK ||
+            (err = mn_cuda_download(&lm__ctx, lg, mn_cuda_model_logits(&lm__gm), b * T * V * sizeof(float))) != MN_OK)
+            break;
+        for (r = 0; r < (long long)(b * T * V); r++) z[r] = (mn_real)lg[r];
+        #pragma omp parallel for schedule(static)
+        for (r = 0; r < (long long)(b * T); r++) {
+            size_t jj = (size_t)r / T, tt = (size_t)r % T;
+            int ok;
+            nll[(i + jj) * stride + tt] = row_nll(z + (size_t)r * V, V, tgt[r], cap, &ok);
+            hit[(i + jj) * stride + tt] = (unsigned char)ok;
+        }
+        for (j = 0; j < b; j++) fwd[i + j] = loss;
+        i += b;
+    }
+    if (err != MN_OK && err != MN_ERR_ALLOC) fprintf(stderr, "lm_eval: GPU forward: %s\n", lm__ctx.msg);
+    free(tok); free(tgt); free(lg); free(z);
+    return err;
+}
+#endif
+
 static int forward_all(mn_model* pool, const unsigned char* x, const size_t* len, size_t n, size_t stride,
                        double* nll, unsigned char* hit, double* fwd) {   // pool (threads), x (n, stride+1), len (n)
     int err = MN_OK;
+#ifdef LM_EVAL_CUDA
+    (void)pool;
+    return forward_all_gpu(x, len, n, stride, nll, hit, fwd);
+#endif
     #pragma omp parallel
     {
         int id = 0, lerr = MN_OK;
@@ -364,11 +425,29 @@ int lm_eval_main(int argc, char** argv) {
            m0.n_trainable, (unsigned long long)meta.step, o.val, len, nthreads);
     fflush(stdout);
 
+    int n_copies = nthreads;
+#ifdef LM_EVAL_CUDA
+    {   // the forwards run on the GPU: the same checkpoint into mn_cuda_model, fp32 products; no CPU copies
+        mn_train_meta gmeta;
+        n_copies = 0;
+        if (mn_cuda_init(&lm__ctx, 0) != MN_OK) {
+            fprintf(stderr, "lm_eval: no usable CUDA device: %s\n", lm__ctx.msg); mn_model_free(&m0); free(text);
+            return RC_IO;
+        }
+        lm__ctx.math = MN_CUDA_MATH_FP32;
+        if (mn_cuda_model_load(&lm__gm, &lm__ctx, o.ckpt, &gmeta) != MN_OK ||
+            mn_cuda_model_reserve(&lm__gm, LM_GPU_BATCH, Tmax) != MN_OK) {
+            fprintf(stderr, "lm_eval: the GPU model: %s\n", lm__ctx.msg);
+            mn_cuda_free(&lm__ctx); mn_model_free(&m0); free(text); return RC_IO;
+        }
+        printf("lm_eval: forwards on the GPU (mn_cuda_model, fp32 products, batches of %d)\n", LM_GPU_BATCH);
+    }
+#endif
     // one copy of the model per thread (its own activations); m0 itself decodes
     mn_model* pool = (mn_model*)calloc((size_t)nthreads, sizeof(mn_model));
     int n_pool = 0;
     if (!pool) { fprintf(stderr, "lm_eval: out of memory\n"); mn_model_free(&m0); free(text); return RC_IO; }
-    for (n_pool = 0; n_pool < nthreads; n_pool++)
+    for (n_pool = 0; n_pool < n_copies; n_pool++)
         if ((err = model_copy(&pool[n_pool], &m0)) != MN_OK) {
             fprintf(stderr, "lm_eval: cannot copy the model for thread %d: %s\n", n_pool, mn_strerror(err));
             for (k = 0; k < (size_t)n_pool; k++) mn_model_free(&pool[k]);
@@ -397,7 +476,10 @@ int lm_eval_main(int argc, char** argv) {
         }
         for (i = 0; i < N; i++) { for (t = 0; t < T; t++) sum += nll[i * T + t]; fsum += fwd[i]; }
         sum /= (double)(N * T); fsum /= (double)N;
-        fprintf(fs.f, "%s,%s,%zu,%llu,%zu,%zu,%zu,%.6f,%.6f,%.6f,%.1f\n", o.name, m0.cfg.pattern, m0.n_trainable,
+        char pat[256];   // the pattern with its commas as '+' (train.csv's spelling): one CSV field
+        snprintf(pat, sizeof pat, "%s", m0.cfg.pattern);
+        for (k = 0; pat[k]; k++) if (pat[k] == ',') pat[k] = '+';
+        fprintf(fs.f, "%s,%s,%zu,%llu,%zu,%zu,%zu,%.6f,%.6f,%.6f,%.1f\n", o.name, pat, m0.n_trainable,
                 (unsigned long long)meta.step, T, N, N * T, sum, sum / log(2.0), fsum, ex_now() - ts);
         printf("  bits per byte %.4f (NLL %.4f nats; mn_forward's mean loss %.6f) over %zu windows of %zu: %.1f s\n",
                sum / log(2.0), sum, fsum, N, T, ex_now() - ts);
@@ -542,6 +624,10 @@ done:
     for (k = 0; k < (size_t)n_pool; k++) mn_model_free(&pool[k]);
     free(pool);
     mn_model_free(&m0);
+#ifdef LM_EVAL_CUDA
+    mn_cuda_model_free(&lm__gm);
+    mn_cuda_free(&lm__ctx);
+#endif
     return rc;
 }
 

@@ -55,12 +55,20 @@ grep -q "($tr train, $va validation)" "$W/t1.log" && ok "build/train reads all/:
 "$B/train" $tiny --sample 0 --pattern mesa --softcap 0.1 --out "$W/ck/mesanet" > "$W/t2.log" 2>&1 ||
     { bad "train mesa"; cat "$W/t2.log"; }
 
+"$B/train" $tiny --sample 0 --pattern attn,mesa --out "$W/ck/hybrid" > "$W/t3.log" 2>&1 ||
+    { bad "train attn,mesa"; cat "$W/t3.log"; }
+
 # 2. lm_eval
 small="--val $W/d/t/val.txt --seq 64 --seqs 6 --recall_seqs 3 --recall_len 6 --recall_prefix 5 --distances 8,16,40"
 for m in transformer mesanet; do
     "$B/lm_eval" --ckpt "$W/ck/$m" --out "$W/ev/$m" $small --cg_seqs 2 --cg_len 32 --cg_counts 0,1,10,30 \
         --dump_probe "$W/probe_$m.csv" > "$W/e_$m.log" 2>&1 || { bad "lm_eval $m"; cat "$W/e_$m.log"; }
 done
+"$B/lm_eval" --ckpt "$W/ck/hybrid" --out "$W/ev/hybrid" $small --skip recall,cg > "$W/e_hybrid.log" 2>&1 ||
+    { bad "lm_eval attn,mesa"; cat "$W/e_hybrid.log"; }
+awk -F, 'NR == 2 { exit !(NF == 11 && $2 == "attn+mesa") }' "$W/ev/hybrid/summary.csv" &&
+    ok "summary.csv: a hybrid's pattern is one field (attn+mesa), 11 fields" ||
+    { bad "summary.csv of a hybrid"; cat "$W/ev/hybrid/summary.csv"; }
 for m in transformer mesanet; do
     awk -F, 'NR == FNR { if (FNR > 1) { s += $2 * $3; c += $3 } next }
              FNR == 2 { d = s / c - $8; f = ($8 - $10) / $10
