@@ -6,7 +6,8 @@
 // Measures, on --seqs windows of --seq + 1 bytes spread evenly over the validation file (no two overlap):
 //   bits per byte       the mean NLL of every predicted byte of the windows / ln 2 (mn_forward, the parallel form)
 //   NLL by position     position p = 1..T is the number of bytes the model has read when it predicts the next;
-//                       the mean over the windows, with its count (position.csv)
+//                       the mean over the windows, with its count (position.csv); each window's mean NLL
+//                       (windows.csv), from which lm_report takes the standard errors
 //   in-context recall   for each distance d: --recall_seqs sequences of normal validation text with a random string
 //                       R of --recall_len L printable ASCII bytes (33..126) inserted twice, the second copy
 //                       starting d bytes after the first:  text[P] R text[d - L] R  (P = --recall_prefix), length
@@ -460,10 +461,10 @@ int lm_eval_main(int argc, char** argv) {
     double* nll = (double*)malloc(N * T * sizeof(double));              // (N, T)
     unsigned char* hit = (unsigned char*)malloc(N * T);                 // (N, T)
     double* fwd = (double*)calloc(N, sizeof(double));                   // (N)
-    out_file fs, fp, fr, fc, fq;
+    out_file fs, fp, fr, fc, fq, fw;
     int open_r = 0, open_c = 0;
     memset(&fs, 0, sizeof fs); memset(&fp, 0, sizeof fp); memset(&fr, 0, sizeof fr); memset(&fc, 0, sizeof fc);
-    memset(&fq, 0, sizeof fq);
+    memset(&fq, 0, sizeof fq); memset(&fw, 0, sizeof fw);
     if (!win || !wlen || !nll || !hit || !fwd) { fprintf(stderr, "lm_eval: out of memory\n"); rc = RC_IO; goto done; }
     for (i = 0; i < N; i++) { memcpy(win + i * (T + 1), text + i * gap, T + 1); wlen[i] = T; }
     if (out_open(&fs, o.out, "summary.csv")) { rc = RC_IO; goto done; }
@@ -489,6 +490,15 @@ int lm_eval_main(int argc, char** argv) {
             double s = 0;
             for (i = 0; i < N; i++) s += nll[i * T + t];
             fprintf(fp.f, "%zu,%.6f,%zu\n", t + 1, s / (double)N, N);
+        }
+        // each window's mean NLL: the spread over windows gives the standard errors (lm_report: of a model's NLL,
+        // and paired, of two models' difference on the same windows)
+        if (out_open(&fw, o.out, "windows.csv")) { rc = RC_IO; goto done; }
+        fprintf(fw.f, "window,offset,mean_nll\n");
+        for (i = 0; i < N; i++) {
+            double s = 0;
+            for (t = 0; t < T; t++) s += nll[i * T + t];
+            fprintf(fw.f, "%zu,%zu,%.6f\n", i, i * gap, s / (double)T);
         }
     }
     if (o.do_recall) {
@@ -602,11 +612,11 @@ int lm_eval_main(int argc, char** argv) {
         if (rc != RC_OK) goto done;
     }
     // every file complete: close, then rename all
-    if (out_close(&fs) || (fp.f && out_close(&fp)) || (open_r && out_close(&fr)) || (open_c && (out_close(&fc) ||
+    if (out_close(&fs) || (fp.f && out_close(&fp)) || (fw.f && out_close(&fw)) || (open_r && out_close(&fr)) || (open_c && (out_close(&fc) ||
         out_close(&fq)))) { rc = RC_IO; goto done; }
     {
-        out_file* all[5] = { &fs, &fp, &fr, &fc, &fq };
-        for (k = 0; k < 5; k++)
+        out_file* all[6] = { &fs, &fp, &fr, &fc, &fq, &fw };
+        for (k = 0; k < 6; k++)
             if (all[k]->tmp[0] && rename(all[k]->tmp, all[k]->path) != 0) {
                 fprintf(stderr, "lm_eval: cannot rename %s: %s\n", all[k]->tmp, strerror(errno)); rc = RC_IO;
             }
@@ -614,8 +624,8 @@ int lm_eval_main(int argc, char** argv) {
     if (rc == RC_OK) printf("lm_eval: %s done in %.1f s: %s/\n", o.name, ex_now() - t0, o.out);
 done:
     if (rc != RC_OK) {   // nothing half-written stays
-        out_file* all[5] = { &fs, &fp, &fr, &fc, &fq };
-        for (k = 0; k < 5; k++) {
+        out_file* all[6] = { &fs, &fp, &fr, &fc, &fq, &fw };
+        for (k = 0; k < 6; k++) {
             if (all[k]->f) fclose(all[k]->f);
             if (all[k]->tmp[0]) remove(all[k]->tmp);
         }

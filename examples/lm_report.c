@@ -29,6 +29,7 @@ typedef struct {
     int have_sum, have_pos, have_rec, have_cg, have_train;
     double params, tokens_eval, nll, bpb;
     double* pos; size_t n_pos;                 // (n_pos) mean NLL at positions 1..n_pos
+    double* win; size_t n_win;                 // (n_win) each validation window's mean NLL (windows.csv)
     size_t n_dist; double dist[R_MAX_DIST], rec_nll2[R_MAX_DIST], rec_nll1[R_MAX_DIST], rec_acc[R_MAX_DIST],
         rec_exact[R_MAX_DIST];
     size_t n_set; char set_name[R_MAX_SET][32], set_kind[R_MAX_SET][8]; double set_val[R_MAX_SET],
@@ -63,6 +64,17 @@ static int csv_row(csv_t* c) {   // next row split into fields; 0 at the end
 }
 static double num(const csv_t* c, int i) { return i < c->n ? strtod(c->field[i], NULL) : NAN; }
 
+// The standard error of the mean of x (n), or of x - y when y is given (paired); NAN for n < 2.
+static double win_se(const double* x, const double* y, size_t n) {
+    double m = 0, v = 0;
+    size_t i;
+    if (n < 2 || !x) return NAN;
+    for (i = 0; i < n; i++) m += x[i] - (y ? y[i] : 0);
+    m /= (double)n;
+    for (i = 0; i < n; i++) { double d = x[i] - (y ? y[i] : 0) - m; v += d * d; }
+    return sqrt(v / (double)(n - 1) / (double)n);
+}
+
 static int load_model(model_t* m, const char* dir, const char* name) {
     csv_t c;
     memset(m, 0, sizeof *m);
@@ -88,6 +100,18 @@ static int load_model(model_t* m, const char* dir, const char* name) {
         }
         fclose(c.f);
         m->have_pos = m->n_pos > 0;
+    }
+    if (csv_open(&c, dir, name, "windows.csv") == 0) {   // absent in runs before lm_eval wrote it
+        size_t cap = 0;
+        while (csv_row(&c) && c.n >= 3) {
+            if (m->n_win == cap) {
+                double* p = (double*)realloc(m->win, (cap = cap ? 2 * cap : 64) * sizeof(double));
+                if (!p) { fclose(c.f); return -1; }
+                m->win = p;
+            }
+            m->win[m->n_win++] = num(&c, 2);
+        }
+        fclose(c.f);
     }
     if (csv_open(&c, dir, name, "recall.csv") == 0) {
         while (csv_row(&c) && c.n >= 7 && m->n_dist < R_MAX_DIST) {
@@ -142,7 +166,7 @@ static int load_model(model_t* m, const char* dir, const char* name) {
 }
 static void free_model(model_t* m) {
     size_t k;
-    free(m->pos);
+    free(m->pos); free(m->win);
     for (k = 0; k < R_MAX_SET; k++) free(m->cgp_steps[k]);
 }
 
@@ -239,14 +263,23 @@ int main(int argc, char** argv) {
 
     // ---- table 1: validation ----
     fprintf(f, "#### %s: validation bits per byte\n\n", corpus);
-    fprintf(f, "| model | pattern | parameters | evaluated bytes | NLL (nats/byte) | bits/byte | ΔNLL vs %s |\n",
-            baseline);
-    fprintf(f, "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    fprintf(f, "| model | pattern | parameters | evaluated bytes | NLL (nats/byte) | SE | bits/byte | ΔNLL vs %s "
+               "| paired SE |\n", baseline);
+    fprintf(f, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (i = 0; i < nm; i++) {
-        fprintf(f, "| %s | `%s` | %.2f M | %.0f | %.4f | %.4f | ", M[i].name, M[i].pattern, M[i].params / 1e6,
-                M[i].tokens_eval, M[i].nll, M[i].bpb);
-        if (base >= 0) fprintf(f, "%+.4f |\n", M[i].nll - M[base].nll); else fprintf(f, "- |\n");
+        // SE: the windows' spread / sqrt(n) (windows.csv); paired: of the per-window differences to the
+        // baseline on the same windows, which removes the text's own variation from the comparison
+        int paired = base >= 0 && (size_t)base != i && M[base].n_win == M[i].n_win;
+        double se = win_se(M[i].win, NULL, M[i].n_win), pse = paired ? win_se(M[i].win, M[base].win, M[i].n_win) : NAN;
+        fprintf(f, "| %s | `%s` | %.2f M | %.0f | %.4f | ", M[i].name, M[i].pattern, M[i].params / 1e6,
+                M[i].tokens_eval, M[i].nll);
+        if (isnan(se)) fprintf(f, "- | "); else fprintf(f, "%.4f | ", se);
+        fprintf(f, "%.4f | ", M[i].bpb);
+        if (base >= 0) fprintf(f, "%+.4f | ", M[i].nll - M[base].nll); else fprintf(f, "- | ");
+        if (isnan(pse)) fprintf(f, "- |\n"); else fprintf(f, "%.4f |\n", pse);
     }
+    fprintf(f, "\nSE: the standard error of the mean over the validation windows (windows.csv; - where a run "
+               "predates it); paired SE: of the per-window difference to %s.\n", baseline);
     if (base < 0)
         fprintf(f, "\n(no model named %s: the ΔNLL columns and the position plots are left out)\n", baseline);
     {   // the training runs, as lm_compare.sh recorded them

@@ -64,6 +64,11 @@ for m in transformer mesanet; do
     "$B/lm_eval" --ckpt "$W/ck/$m" --out "$W/ev/$m" $small --cg_seqs 2 --cg_len 32 --cg_counts 0,1,10,30 \
         --dump_probe "$W/probe_$m.csv" > "$W/e_$m.log" 2>&1 || { bad "lm_eval $m"; cat "$W/e_$m.log"; }
 done
+for m in transformer mesanet; do
+    awk -F, 'NR == FNR { if (FNR > 1) { s += $3; n++ } next } FNR == 2 { d = s / n - $8; exit !(n == 6 && d < 1e-5 && d > -1e-5) }' \
+        "$W/ev/$m/windows.csv" "$W/ev/$m/summary.csv" && ok "$m: windows.csv's 6 window means average to summary.csv's NLL" ||
+        bad "$m: windows.csv vs summary"
+done
 "$B/lm_eval" --ckpt "$W/ck/hybrid" --out "$W/ev/hybrid" $small --skip recall,cg > "$W/e_hybrid.log" 2>&1 ||
     { bad "lm_eval attn,mesa"; cat "$W/e_hybrid.log"; }
 awk -F, 'NR == 2 { exit !(NF == 11 && $2 == "attn+mesa") }' "$W/ev/hybrid/summary.csv" &&
@@ -136,6 +141,9 @@ npng=$(ls "$W"/lm_tiny_*.png 2>/dev/null | wc -l)
 grep -q "^| mesanet | \`mesa\` |" "$W/t.md" && grep -q "^| transformer | \`attn\` |" "$W/t.md" &&
     grep -q "fixed 30" "$W/t.md" &&
     [ "$npng" = 6 ] && ok "lm_report: tables and 6 PNGs" || bad "lm_report: $npng PNGs; $(head -5 "$W/t.md")"
+awk -F'|' '!d && $2 == " mesanet " { se = $7 + 0; pse = $10 + 0; m = $6 + 0; d = 1 } END { exit !(se > 0 && se < m && pse > 0) }' \
+    "$W/t.md" && ok "lm_report: the validation table gives the SE over windows and the paired SE against the transformer" ||
+    bad "lm_report: SE columns: $(grep '^| mesanet' "$W/t.md" | head -1)"
 mkdir -p "$W/res/code" && cp -r "$W/ev/transformer" "$W/ev/mesanet" "$W/res/code/"
 printf 'head\n<!-- lm:code:begin -->\nold\n<!-- lm:code:end -->\ntail\n' > "$W/lm.md"
 "$R/examples/lm_compare.sh" report --results "$W/res" --md "$W/lm.md" --png-dir "$W" > "$W/c.log" 2>&1 &&
