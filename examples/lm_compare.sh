@@ -28,10 +28,12 @@
 # Divergence (train_cuda's status 3) is recorded in the run's train.csv and the last good checkpoint evaluated.
 #
 # `device` is one call on the GPU machine: unpacks data/lm/lm_CORPUS.tar.xz (examples/lm_data.sh) unless the
-# corpus is there, uses the carried build/train_cuda and build/lm_eval_static.xz (`prepare` makes both here:
-# the GPU machine has nvcc but no OpenBLAS; without them it builds train_cuda with nvcc and lm_eval with
-# BLAS=0), trains what is left within --deadline, evaluates every finished run that has no results yet, and
-# packs the results (CSVs only, no checkpoint) into $OUT/lm_results.tar.gz (or ./lm_results.tar.gz).
+# corpus is there, uses the carried build/train_cuda, build/lm_eval_cuda and build/lm_eval_static.xz
+# (`prepare` makes them here: the GPU machine has nvcc but no OpenBLAS; without them it builds train_cuda with
+# nvcc and lm_eval with BLAS=0), trains what is left within --deadline, evaluates every finished run that has
+# no results yet (each as soon as its training ends, beside the next training), and packs the results (CSVs
+# only, no checkpoint) into $OUT/lm_results.tar.gz (or ./lm_results.tar.gz). LM_EVAL_BIN=PATH picks the
+# evaluation program (default: build/lm_eval_cuda if it runs, else the static CPU build, else build/lm_eval).
 # Exit status: 0 done (also when models were skipped or paused: the messages say which); 1 a step failed;
 # 2 a bad command line.
 set -uo pipefail
@@ -209,8 +211,9 @@ list)
 prepare)   # here, before a device call: what it carries besides the data
     make build/train build/lm_eval build/lm_report || exit 1
     make build/lm_eval_static && xz -6 -T2 -c build/lm_eval_static > build/lm_eval_static.xz || exit 1
-    make build/train_cuda || echo "lm_compare: no build/train_cuda here (no nvcc?): the device call builds it itself"
-    carry="data/lm/lm_$corpus.tar.xz build/train_cuda build/lm_eval_static.xz"
+    make build/train_cuda build/lm_eval_cuda ||
+        echo "lm_compare: no build/train_cuda here (no nvcc?): the device call builds it itself"
+    carry="data/lm/lm_$corpus.tar.xz build/train_cuda build/lm_eval_cuda build/lm_eval_static.xz"
     # shellcheck disable=SC2086
     echo "carry: $carry ($(du -cb $carry 2>/dev/null | tail -1 | cut -f1) bytes; the working tree travels too)"
     ;;
@@ -227,10 +230,29 @@ train|eval|device)
         make BLAS=0 build/lm_eval > /dev/null || die "cannot build lm_eval"
     fi
     fail=0
-    for m in $list; do
-        if [ "$cmd" != eval ]; then train_one "$m"; rc=$?; [ $rc = 1 ] && fail=1; fi
-        if [ "$cmd" != train ]; then eval_one "$m"; rc=$?; [ $rc = 1 ] && fail=1; fi
-    done
+    if [ "$cmd" = device ] && [ "$dry" = 0 ]; then
+        # the GPU trains one model after another; each model is evaluated as soon as its training is done, in
+        # the background (the GPU build's forwards take seconds, a Mesa model's CG sweep on the CPU minutes), so
+        # evaluations never hold up the training; the training stops a minute before --deadline so that the
+        # last model's evaluation fits
+        tdl=$deadline; [ "$deadline" -gt 60 ] && tdl=$(( deadline - 60 ))
+        ( deadline=$tdl; r=0; for m in $list; do train_one "$m"; [ $? = 1 ] && r=1; done; exit $r ) &
+        tp=$!; pids=""
+        for m in $list; do
+            while [ ! -e "$runs/$corpus/$m/done" ] && kill -0 "$tp" 2>/dev/null; do sleep 1; done
+            [ -e "$runs/$corpus/$m/done" ] || break   # the training stopped before this model
+            eval_one "$m" > "$runs/$corpus/$m/eval.log" 2>&1 &
+            pids="$pids $!"
+        done
+        wait "$tp" || fail=1
+        for p in $pids; do wait "$p"; [ $? = 1 ] && fail=1; done
+        for m in $list; do [ -f "$runs/$corpus/$m/eval.log" ] && cat "$runs/$corpus/$m/eval.log"; done
+    else
+        for m in $list; do
+            if [ "$cmd" != eval ]; then train_one "$m"; rc=$?; [ $rc = 1 ] && fail=1; fi
+            if [ "$cmd" != train ]; then eval_one "$m"; rc=$?; [ $rc = 1 ] && fail=1; fi
+        done
+    fi
     if [ "$cmd" = device ] && [ "$dry" = 0 ]; then
         pack=${OUT:-.}/lm_results.tar.gz
         if [ -d "$results" ]; then
