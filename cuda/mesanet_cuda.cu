@@ -9591,11 +9591,19 @@ static int mn__cm_conv_step(mn_cuda_ctx* ctx, float* out, float* state, const fl
 // buffers) and the per-head l2 norm; the gates from xn; the Mesa op's decode step (H, S updated, x =
 // (H + diag lambda)^-1 q by CG with the decode options); per-head RMSNorm; x += o Wo.
 // state: cq, ck (B,HD,3) the convs' last 3 inputs; hkk, hkv (B,H,D,D) (the CPU's per-sequence pieces,
-// batch-major; the CPU's warm-start solutions and CG counts are not kept: see mn__cm_mesa_step_check)
+// batch-major; the CPU's warm-start solutions are not kept: warm starts are refused below); iters (B,H)
+// ints, the step's CG iterations per system, which mn_cuda_model_step adds into the state's CG totals
+// (the CPU keeps per-sequence totals instead: the same sums)
 static size_t mn__cm_mesa_state(const mn_config* c, size_t* tmp) {
     size_t H = c->n_head, D = c->head_dim, HD = H * D;
     *tmp = 9 * MN__PAD(HD) + 5 * MN__PAD(H);   // ql kl v qc kc q k on (B,HD), al bl g beta rs (B,H), lamb (HD)
-    return 2 * MN__PAD(3 * HD) + 2 * H * D * D;
+    return 2 * MN__PAD(3 * HD) + 2 * H * D * D + H;   // + H: iters, one int in each float's room
+}
+// The iters piece (B,H) of a Mesa layer's block of B sequences, after cq, ck, hkk, hkv (the hook and
+// mn_cuda_model_state_init find it here). B x the per-sequence size covers it: PAD(B n) <= B PAD(n).
+static int* mn__cm_mesa_iters(const mn_config* c, float* state, size_t B) {
+    size_t H = c->n_head, D = c->head_dim;
+    return (int*)(state + 2 * MN__PAD(B * 3 * H * D) + 2 * B * H * D * D);
 }
 static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
                             size_t B, size_t pos) {
@@ -9606,6 +9614,7 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     float *ql = tmp, *kl = ql + o, *v = kl + o, *qc = v + o, *kc = qc + o, *q = kc + o, *k = q + o, *on = k + o;
     float *al = on + o, *bl = al + oh, *g = bl + oh, *beta = g + oh, *rs = beta + oh, *lamb = rs + oh;   // (B,H); (HD)
     float *cq = state, *ck = cq + sc, *hkk = ck + sc, *hkv = hkk + B * H * Dh * Dh;
+    int* its = mn__cm_mesa_iters(c, state, B);                                      // (B,H)
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     (void)pos;
     // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm >= 2) and the
@@ -9627,7 +9636,7 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     MN__LAUNCHED();
     mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
     MN__LAUNCHED();
-    MN__TRY(mn_cuda_mesa_step(ctx, qc, NULL, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));   // qc: o
+    MN__TRY(mn_cuda_mesa_step(ctx, qc, its, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));   // qc: o
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, qc, MN__PAR(cm, l, MN__CP_ON), N, Dh, c->norm_eps));
     return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CP_O), B, HD, C);
 }
@@ -10452,6 +10461,27 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
 // ---- decode (mn_state_init / mn_step / mn_state_free of mesanet.h) ----
 // The backbone of mn_step on B sequences at once: embed, per layer RMSNorm -> the mixer's step hook
 // (x += mixer) -> RMSNorm -> SwiGLU MLP (x += mlp), the final norm, the head.
+// CG statistics (mn_state_cg_stats): after the layers, cg[0] += the sum of the step's iterations over the
+// n = B*H systems of each Mesa layer and cg[1] += n per Mesa layer (the CPU adds per sequence its H heads'
+// iterations and H, every token, also when nothing is solved). One launch per step for all Mesa layers (their
+// iters pieces passed by value), one block, exact 64-bit integer sums: the order of the additions is moot.
+typedef struct mn__cm_cg_list {
+    const int* iters[MN_MAX_LAYERS];  // device (B,H) each: the Mesa layers' iters pieces
+    unsigned n_layers;
+} mn__cm_cg_list;
+__global__ void mn__k_cm_cg_count(unsigned long long* cg, mn__cm_cg_list L, size_t n) {   // cg (2)
+    __shared__ unsigned long long part[256];
+    unsigned long long a = 0;
+    for (unsigned j = 0; j < L.n_layers; j++)
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x) a += (unsigned long long)L.iters[j][i];
+    part[threadIdx.x] = a;
+    __syncthreads();
+    for (unsigned h = blockDim.x / 2; h > 0; h /= 2) {   // tree sum over the block (blockDim a power of 2)
+        if (threadIdx.x < h) part[threadIdx.x] += part[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { cg[0] += part[0]; cg[1] += (unsigned long long)n * L.n_layers; }
+}
 int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B) {
     const mn_config* c;
     size_t total = 0, off = 0, C, F, V, tmp = 0;
@@ -10469,12 +10499,14 @@ int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B
         if (t > tmp) tmp = t;                  // the layers run one after the other: one scratch
     }
     total += MN__PAD(B * C) * 2 + MN__PAD(B) + 3 * MN__PAD(B * F) + MN__PAD(B * V) + MN__PAD(B * tmp) + MN__PAD(B);
+    total += MN__PAD(4);                       // the CG totals: 2 x 64 bits
     MN__TRY(mn_cuda_malloc(cm->ctx, (void**)&s->mem, total * sizeof(float)));
     s->bytes = total * sizeof(float);
     s->B = B; s->tmp_per_seq = tmp;
     for (size_t l = 0; l < c->n_layer; l++) {
         size_t t;
         s->layer[l] = s->mem + off; off += MN__PAD(B * MN__CM_MIXER(cm, l)->state(c, &t));
+        if (MN__CM_MIXER(cm, l)->step == mn__cm_mesa_step) s->cg_iters[l] = mn__cm_mesa_iters(c, s->layer[l], B);
     }
     s->x = s->mem + off; off += MN__PAD(B * C);
     s->xn = s->mem + off; off += MN__PAD(B * C);
@@ -10485,13 +10517,29 @@ int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B
     s->logits = s->mem + off; off += MN__PAD(B * V);
     s->tmp = s->mem + off; off += MN__PAD(B * tmp);
     s->tokens = (int*)(s->mem + off); off += MN__PAD(B);   // B ints in B floats' room
+    s->cg = (unsigned long long*)(s->mem + off); off += MN__PAD(4);   // 256-byte aligned, as every piece
     return mn_cuda_model_state_reset(cm, s);
 }
 int mn_cuda_model_state_reset(mn_cuda_model* cm, mn_cuda_model_state* s) {
     mn_cuda_ctx* ctx = cm->ctx;
     if (!s || !s->mem) return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_state_reset", "no state", __LINE__);
-    MN__CU(cudaMemsetAsync(s->mem, 0, s->bytes, MN__STREAM));   // every recurrent state starts at zero
+    MN__CU(cudaMemsetAsync(s->mem, 0, s->bytes, MN__STREAM));   // every recurrent state (and cg) starts at zero
     s->pos = 0;
+    return MN_OK;
+}
+int mn_cuda_model_state_cg_stats(mn_cuda_model* cm, const mn_cuda_model_state* s, double* iters, double* solves) {
+    mn_cuda_ctx* ctx = cm ? cm->ctx : NULL;
+    unsigned long long h[2] = { 0, 0 };        // iterations, solves
+    int mesa = 0;
+    if (iters) *iters = 0;
+    if (solves) *solves = 0;
+    if (!cm || !cm->params || !s || !s->mem || !s->cg)
+        return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_state_cg_stats", "needs a model and a state from "
+                        "mn_cuda_model_state_init", __LINE__);
+    for (size_t l = 0; l < cm->cfg.n_layer; l++) mesa |= s->cg_iters[l] != NULL;
+    if (mesa) MN__TRY(mn_cuda_download(ctx, h, s->cg, sizeof h));   // after the stream's steps (in order)
+    if (iters) *iters = (double)h[0];          // exact below 2^53
+    if (solves) *solves = (double)h[1];
     return MN_OK;
 }
 void mn_cuda_model_state_free(mn_cuda_model_state* s) {
@@ -10514,12 +10562,15 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
         if (MN__CM_MIXER(cm, l)->step == mn__cm_attn_step && s->pos >= c->max_seq_len)
             return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
                             "cache full)", __LINE__);
+    mn__cm_cg_list cgl;
+    cgl.n_layers = 0;
     MN__CU(cudaMemcpyAsync(s->tokens, tokens, B * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
     MN__TRY(mn_cuda_embedding_forward(ctx, s->x, s->tokens, cm->params + cm->tensors[h->emb_idx].offset, B, C));
     for (size_t l = 0; l < c->n_layer; l++) {
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, MN__PAR(cm, l, MN__CP_ATTN_NORM), B, C,
                                         c->norm_eps));
         MN__TRY(MN__CM_MIXER(cm, l)->step(cm, l, s->x, s->layer[l], s->tmp, s->xn, B, s->pos));   // x += mixer
+        if (s->cg_iters[l]) cgl.iters[cgl.n_layers++] = s->cg_iters[l];   // a Mesa layer: its counts, summed below
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, MN__PAR(cm, l, MN__CP_MLP_NORM), B, C, c->norm_eps));
         MN__TRY(mn_cuda_matmul_forward(ctx, s->gate, s->xn, MN__PAR(cm, l, MN__CP_GATE), NULL, B, C, F));
         MN__TRY(mn_cuda_matmul_forward(ctx, s->up, s->xn, MN__PAR(cm, l, MN__CP_UP), NULL, B, C, F));
@@ -10529,6 +10580,10 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, cm->params + cm->tensors[h->norm_idx].offset, B, C,
                                     c->norm_eps));
     MN__TRY(mn_cuda_matmul_forward(ctx, s->logits, s->xn, cm->params + cm->tensors[h->head_idx].offset, NULL, B, C, V));
+    if (cgl.n_layers) {                        // the step's CG counts into the state's totals, on the device
+        mn__k_cm_cg_count<<<1, 256, 0, MN__STREAM>>>(s->cg, cgl, B * c->n_head);
+        MN__LAUNCHED();
+    }
     if (logits) MN__TRY(mn_cuda_download(ctx, logits, s->logits, B * V * sizeof(float)));
     MN__TRY(mn_cuda_sync(ctx));   // a kernel fault of this step is reported by this step
     s->pos++;

@@ -603,6 +603,9 @@ size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm);   // device memory h
 // KV cache (B times the mixer's per-sequence size, laid out batch-major by the mixer), the residual
 // and the backbone's one-token temporaries, the logits. Every mixer of the GPU table has a
 // step (a Mesa layer with a warm-started decode, cfg.mesa_cg_warm >= 2, or 1 with a tolerance, is refused).
+// A step reads the decode settings from cm->cfg (mesa_cg_decode, mesa_cg_tol): a caller may change them
+// between steps. The Mesa layers' CG counts stay on the device (no synchronisation per step):
+// mn_cuda_model_state_cg_stats reads them.
 typedef struct mn_cuda_model_state {
     size_t B;                      // sequences
     size_t pos;                    // tokens consumed so far
@@ -615,10 +618,20 @@ typedef struct mn_cuda_model_state {
     float* tmp;                    // device (B x tmp_per_seq) the mixers' per-token scratch
     size_t tmp_per_seq;
     int* tokens;                   // device (B) the last step's tokens
+    // CG statistics (mn_state_cg_stats): each Mesa layer's (B,H) iteration counts of the last step (in
+    // that layer's block; NULL for the other mixers), summed after its step into cg (device (2): CG
+    // iterations, systems solved, since the init or reset; a system is one (sequence, head, Mesa layer)
+    // per token, counted also when mesa_cg_decode < 0 solves nothing (0 iterations), as the CPU does)
+    int* cg_iters[MN_MAX_LAYERS];
+    unsigned long long* cg;
 } mn_cuda_model_state;
 int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B);
 int mn_cuda_model_state_reset(mn_cuda_model* cm, mn_cuda_model_state* s);   // zeros, pos = 0
 void mn_cuda_model_state_free(mn_cuda_model_state* s);
+// The CG statistics since the init or reset, host values: *iters the CG iterations, *solves the systems
+// solved, summed over the Mesa layers, sequences and heads (either pointer may be NULL); their ratio is
+// mn_state_cg_stats's mean. 0 / 0 for a model without Mesa layers. One small download (synchronises).
+int mn_cuda_model_state_cg_stats(mn_cuda_model* cm, const mn_cuda_model_state* s, double* iters, double* solves);
 // Consumes tokens (B, HOST ids in [0,V)) at position s->pos and writes logits (B,V) to host memory
 // (NULL: only s->logits, on the device); the same math as mn_cuda_model_forward restricted to the newest
 // token. MN_ERR_RANGE for a bad id or an attention layer whose cache is full (pos = max_seq_len).

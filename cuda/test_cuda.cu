@@ -2551,11 +2551,23 @@ static void test_slstm_all(void) {
 // (test_model's logits bound 6e-3), the others fp32 chunkwise (logits 1e-4: bound 1e-3 for the
 // different order of the chunked sums). Also: a bad token id changes nothing (MN_ERR_RANGE, pos kept),
 // a full KV cache is refused, and after mn_cuda_model_state_reset the first token gives the same logits.
+// CG statistics (mn_cuda_model_state_cg_stats against mn_state_cg_stats on the same tokens): the systems
+// solved equal exactly (one per token, sequence, head and Mesa layer, also with no solve), and the iterations
+// by the decode setting: no solve (cg < 0) 0; a fixed count in fla's arithmetic (every step runs) equal, and
+// cg per system; a tolerance: the mean per system within b_cg (fp32 sums against double ones move a system
+// across the stop now and then, a step each; mesanet.h's float and double builds gave equal means on these
+// models); a textbook fixed count stops at the element type's precision, which fp32 reaches in about half
+// the steps double needs (mesanet.h float build 14-17, double 28-30 on these models): GPU mean <= CPU's.
+// A model without Mesa layers gives 0 / 0; a reset gives 0 / 0, and one step then B x H x (Mesa layers).
 typedef struct model_step_case {
     const char* name;
     const char* pattern;
     size_t window, d_model, layers, heads, head_dim, d_ff, B, T;
     double b_cpu, b_fwd;      // bounds against mn_step and against the GPU forward
+    int cg;                   // mesa_cg_train and mesa_cg_decode (0: 30; negative: no solve)
+    double tol;               // mesa_cg_tol (the decode's dynamic stop; 0: a fixed count)
+    int fla;                  // mesa_cg_fla
+    double b_cg;              // with a tolerance: bound on |GPU - CPU| mean CG iterations per system
 } model_step_case;
 
 static void test_model_step(const model_step_case* sc) {
@@ -2565,9 +2577,11 @@ static void test_model_step(const model_step_case* sc) {
     cfg.vocab_size = V; cfg.d_model = sc->d_model; cfg.n_layer = sc->layers; cfg.n_head = sc->heads;
     cfg.head_dim = sc->head_dim; cfg.d_ff = sc->d_ff; cfg.max_seq_len = T; cfg.pattern = sc->pattern;
     cfg.window = sc->window; cfg.seed = 5151;
-    cfg.mesa_cg_train = 30; cfg.mesa_cg_decode = 30;   // the forward's and the step's CG alike
-    printf("-- model step %s: pattern %s (window %zu), d_model %zu, %zu layers, %zu heads of %zu, B=%zu T=%zu\n",
-           sc->name, sc->pattern, sc->window, sc->d_model, sc->layers, sc->heads, sc->head_dim, B, T);
+    cfg.mesa_cg_train = cfg.mesa_cg_decode = sc->cg ? sc->cg : 30;   // the forward's and the step's CG alike
+    cfg.mesa_cg_tol = sc->tol; cfg.mesa_cg_fla = sc->fla;
+    printf("-- model step %s: pattern %s (window %zu), d_model %zu, %zu layers, %zu heads of %zu, B=%zu T=%zu, "
+           "CG %d tol %g fla %d\n", sc->name, sc->pattern, sc->window, sc->d_model, sc->layers, sc->heads,
+           sc->head_dim, B, T, cfg.mesa_cg_decode, sc->tol, sc->fla);
     G.math = MN_CUDA_MATH_FP32;
     mn_cuda_model gm;
     mn_model cm;
@@ -2638,6 +2652,37 @@ static void test_model_step(const model_step_case* sc) {
                 cl[(b * T + t) * V + v] = lc[b * V + v];
             }
     }
+    size_t n_mesa = 0;                                  // Mesa layers (the rows with a CG count)
+    for (size_t l = 0; l < cfg.n_layer; l++) n_mesa += mn__mixers[cm.mixer[l]].cg_count != NULL;
+    if (ok_steps) {   // the CG statistics of the T steps (before the extra step below)
+        double gi = -1, gso = -1, cso = 0, cmean = mn_state_cg_stats(&cm, &cs, &cso);
+        int es = mn_cuda_model_state_cg_stats(&gm, &gs, &gi, &gso);
+        double gmean = gso > 0 ? gi / gso : 0.0, cit = floor(cmean * cso + 0.5);   // the CPU's total (an integer)
+        double want = (double)(T * B * sc->heads * n_mesa);                       // one per token, sequence, head
+        snprintf(nm, sizeof nm, "model step CG stats: %d, solves GPU %.0f CPU %.0f (T B H x %zu Mesa layers = %.0f) "
+                 "(%s)", es, gso, cso, n_mesa, want, sc->name);
+        expect(es == MN_OK && gso == cso && cso == want, nm);
+        if (n_mesa == 0) {
+            snprintf(nm, sizeof nm, "model step CG stats without Mesa layers: %.0f / %.0f (%s)", gi, gso, sc->name);
+            expect(es == MN_OK && gi == 0 && gso == 0, nm);
+        } else if (cfg.mesa_cg_decode < 0) {
+            snprintf(nm, sizeof nm, "model step CG stats, no solve: iterations GPU %.0f CPU %.0f (%s)", gi, cit,
+                     sc->name);
+            expect(gi == 0 && cit == 0, nm);
+        } else if (sc->fla && !(sc->tol > 0)) {
+            snprintf(nm, sizeof nm, "model step CG stats, fla count %d: iterations GPU %.0f CPU %.0f, all steps (%s)",
+                     cfg.mesa_cg_decode, gi, cit, sc->name);
+            expect(gi == cit && gi == (double)cfg.mesa_cg_decode * gso, nm);
+        } else if (sc->tol > 0) {
+            snprintf(nm, sizeof nm, "model step CG stats, tol %g: mean iterations GPU %.4f CPU %.4f (bound %.2f) (%s)",
+                     sc->tol, gmean, cmean, sc->b_cg, sc->name);
+            expect(fabs(gmean - cmean) <= sc->b_cg && gmean >= 1 && gmean <= cfg.mesa_cg_decode, nm);
+        } else {
+            snprintf(nm, sizeof nm, "model step CG stats, count %d: mean iterations GPU %.4f <= CPU (double) %.4f (%s)",
+                     cfg.mesa_cg_decode, gmean, cmean, sc->name);
+            expect(gmean >= 1 && gmean <= cmean && cmean <= cfg.mesa_cg_decode, nm);
+        }
+    }
     if (ok_steps) {
         snprintf(nm, sizeof nm, "model step logits vs CPU mn_step, %zu positions (%s)", T, sc->name);
         check(nm, gl, cl, sc->b_cpu);
@@ -2658,8 +2703,17 @@ static void test_model_step(const model_step_case* sc) {
         expect(kv ? ef == MN_ERR_RANGE && gs.pos == T : ef == MN_OK && gs.pos == T + 1, nm);
         // reset: the first token again gives the first position's logits (the same kernels on the same inputs)
         CK(mn_cuda_model_state_reset(&gm, &gs));
-        for (size_t b = 0; b < B; b++) tt[b] = tok[b * T];
-        CK(mn_cuda_model_step(&gm, &gs, tt.data(), lg.data()));
+        {   // the reset zeroes the CG totals; one step then counts one system per sequence, head and Mesa layer
+            double ri = -1, rs = -1, si = -1, ss = -1;
+            int e0 = mn_cuda_model_state_cg_stats(&gm, &gs, &ri, &rs);
+            for (size_t b = 0; b < B; b++) tt[b] = tok[b * T];
+            CK(mn_cuda_model_step(&gm, &gs, tt.data(), lg.data()));
+            int e1 = mn_cuda_model_state_cg_stats(&gm, &gs, &si, &ss);
+            snprintf(nm, sizeof nm, "model step CG stats after reset %.0f / %.0f, after one step %.0f / %.0f (%s)", ri,
+                     rs, si, ss, sc->name);
+            expect(e0 == MN_OK && e1 == MN_OK && ri == 0 && rs == 0 && ss == (double)(B * sc->heads * n_mesa) &&
+                   si <= (cfg.mesa_cg_decode > 0 ? cfg.mesa_cg_decode : 0) * ss, nm);
+        }
         {
             vf g0(B * V); vd f0(B * V);
             for (size_t b = 0; b < B; b++)
@@ -2670,6 +2724,12 @@ static void test_model_step(const model_step_case* sc) {
     }
     mn_state_free(&cs);
     mn_cuda_model_state_free(&gs);
+    {   // a freed state is refused, and the outputs are zeroed
+        double fi = -1, fs = -1;
+        int ef = mn_cuda_model_state_cg_stats(&gm, &gs, &fi, &fs);
+        snprintf(nm, sizeof nm, "model step CG stats of a freed state: %d (MN_ERR_STATE) (%s)", ef, sc->name);
+        expect(ef == MN_ERR_STATE && fi == 0 && fs == 0, nm);
+    }
     mn_cuda_model_free(&gm);
     mn_model_free(&cm);
 }
@@ -2733,26 +2793,37 @@ int main(int argc, char** argv) {
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
         static const model_step_case scs[] = {
-            //  name         pattern        window d_model L  H  Dh   d_ff B  T  b_cpu b_fwd
-            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3 },
-            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 6e-3 },
-            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1e-4, 6e-3 },
-            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, 1e-4, 1e-3 },
-            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3 },
-            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3 },
-            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3 },
-            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3 },
-            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3 },
-            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, 1e-3, 6e-3 },
+            //  name  pattern  window d_model L  H  Dh  d_ff B  T  b_cpu b_fwd  cg tol fla b_cg (cg 0: 30 steps)
+            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0 },
+            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 6e-3, 0, 0.0, 0, 0.0 },
+            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1e-4, 6e-3, 0, 0.0, 0, 0.0 },
+            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0 },
             // xLSTM[7:1]-like: seven mLSTM blocks to one sLSTM block
             { "xlstm 7:1 H2x64", "mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,slstm", 0, 128, 8, 2, 64, 352, 2, 20,
-              1e-4, 1e-3 },
+              1e-4, 1e-3, 0, 0.0, 0, 0.0 },
             // the other rows of the table: linattn, sgla, DeltaNet (neg), GDN (neg), Mamba-2 (neg)
-            { "linattn,sgla H2x64", "linattn,sgla", 0, 128, 2, 2, 64, 352, 2, 20, 1e-4, 1e-3 },
+            { "linattn,sgla H2x64", "linattn,sgla", 0, 128, 2, 2, 64, 352, 2, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
             { "deltanet_neg,gdn_neg,mamba2_neg H2x64", "deltanet_neg,gdn_neg,mamba2_neg", 0, 128, 3, 2, 64, 352, 2,
-              20, 1e-4, 1e-3 },
+              20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
             // plain DeltaNet, and attention and Mesa after it (caches and states of three kinds in one model)
-            { "deltanet,attn,mesa H2x64", "deltanet,attn,mesa", 0, 128, 3, 2, 64, 352, 2, 20, 1e-3, 6e-3 },
+            { "deltanet,attn,mesa H2x64", "deltanet,attn,mesa", 0, 128, 3, 2, 64, 352, 2, 20, 1e-3, 6e-3, 0, 0.0, 0,
+              0.0 },
+            // the decode settings of lm_eval's CG sweep. The paper's dynamic stop at 1e-4: the step's solutions
+            // differ from the 30-step forward's by the tolerance (mesanet.h's own step: logits 1.5e-4 .. 9.5e-4
+            // from its forward on these models), and a system stopping a step apart on GPU and CPU moves that
+            // token's output by as much: the logit bounds 2e-3 and 8e-3
+            { "mesa H2x64 tol1e-4", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25 },
+            { "mesa H2x128 tol1e-4", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25 },
+            // fla's arithmetic: exactly the count, step and forward alike (10: the count is read, not a default)
+            { "mesa H2x64 cg10 fla", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3, 10, 0.0, 1, 0.0 },
+            // no solve (lm_eval's "fixed 0"): x = q, every system counted with 0 iterations, as the CPU does
+            { "mesa H2x128 no solve", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 1e-3, 6e-3, -1, 0.0, 0, 0.0 },
         };
         for (size_t c = 0; c < sizeof scs / sizeof scs[0]; c++) test_model_step(&scs[c]);
         if (model) {

@@ -31,8 +31,10 @@
 // parallel forwards (bits per byte, NLL by position, the recall probe, the CG table's first row) through the GPU
 // model mn_cuda_model in fp32 (cuBLAS fp32 products; the Mesa layer's states fp32-accurate, its CG products fp16
 // as in training), up to LM_GPU_BATCH windows of one length per call, and scores the logits here in double as
-// above; the token-by-token decoding of the CG trade-off stays mn_step on the CPU (OpenMP, no BLAS). A forward on
-// the CPU takes minutes per model at T = 2048 (attention's T^2 in plain C); on the GPU, seconds.
+// above; the token-by-token decoding of the CG trade-off runs on the GPU too (mn_cuda_model_step, the --cg_seqs
+// windows in lockstep, fp32, the CG statistics from mn_cuda_model_state_cg_stats; a setting the GPU step
+// refuses, a warm-started decode, falls back to mn_step on the CPU). A forward on the CPU takes minutes per model
+// at T = 2048 (attention's T^2 in plain C), on the GPU seconds; a decode step 15-50 ms on the CPU, ~1.5 ms here.
 //
 // Exit status: 0 done; 1 the checkpoint, the validation file or an output failed; 2 a bad command line (also
 // sizes that do not fit the model or the text).
@@ -337,6 +339,43 @@ static int decode_pass(mn_model* m, const unsigned char* x, size_t n, size_t str
     return err;
 }
 
+#ifdef LM_EVAL_CUDA
+// decode_pass on the GPU: the n windows in lockstep through mn_cuda_model_step (B = n sequences), the setting
+// read from lm__gm.cfg at every step (the caller sets mesa_cg_decode and mesa_cg_tol there as in m0.cfg); the
+// same per-position sums, the CG steps from mn_cuda_model_state_cg_stats (cumulative iterations and systems
+// since the init, all Mesa layers, sequences and heads: mn_state_cg_stats's definitions) differenced per
+// position. MN_ERR_CONFIG when the GPU step refuses the setting (a warm-started decode): the caller decodes
+// on the CPU instead.
+static int decode_pass_gpu(const unsigned char* x, size_t n, size_t stride, size_t T, cg_acc* acc,
+                           double* mean_steps) {   // x (n, stride+1), acc (T)
+    mn_cuda_model_state st;
+    size_t V = lm__gm.cfg.vocab_size, i, t;
+    double cap = lm__gm.cfg.logit_softcap, it_prev = 0, so_prev = 0;
+    int err, *tok = (int*)malloc(n * sizeof(int));              // (n)
+    float* lf = (float*)malloc(n * V * sizeof(float));          // (n, V) the step's logits
+    mn_real* lg = (mn_real*)malloc(n * V * sizeof(mn_real));    // (n, V) the same as mn_real for row_nll
+    if (!tok || !lf || !lg) { free(tok); free(lf); free(lg); return MN_ERR_ALLOC; }
+    if ((err = mn_cuda_model_state_init(&st, &lm__gm, n)) != MN_OK) { free(tok); free(lf); free(lg); return err; }
+    for (t = 0; t < T && err == MN_OK; t++) {
+        double so, it, nll = 0;
+        for (i = 0; i < n; i++) tok[i] = x[i * (stride + 1) + t];
+        if ((err = mn_cuda_model_step(&lm__gm, &st, tok, lf)) != MN_OK ||
+            (err = mn_cuda_model_state_cg_stats(&lm__gm, &st, &it, &so)) != MN_OK)
+            break;
+        for (i = 0; i < n * V; i++) lg[i] = (mn_real)lf[i];
+        for (i = 0; i < n; i++) nll += row_nll(lg + i * V, V, x[i * (stride + 1) + t + 1], cap, NULL);
+        acc[t].nll = nll / (double)n;
+        acc[t].steps = so > so_prev ? (it - it_prev) / (so - so_prev) : 0.0;
+        it_prev = it; so_prev = so;
+    }
+    *mean_steps = so_prev > 0 ? it_prev / so_prev : 0.0;
+    if (err != MN_OK && !(err == MN_ERR_CONFIG && t == 0))
+        fprintf(stderr, "lm_eval: GPU decoding at position %zu: %s\n", t, lm__ctx.msg);
+    mn_cuda_model_state_free(&st); free(tok); free(lf); free(lg);
+    return err;
+}
+#endif
+
 int lm_eval_main(int argc, char** argv) {
     lm_opts o; memset(&o, 0, sizeof o);
     o.seq = 2048; o.seqs = 64; o.recall_seqs = 32; o.recall_len = 32; o.recall_prefix = 64;
@@ -441,7 +480,8 @@ int lm_eval_main(int argc, char** argv) {
             fprintf(stderr, "lm_eval: the GPU model: %s\n", lm__ctx.msg);
             mn_cuda_free(&lm__ctx); mn_model_free(&m0); free(text); return RC_IO;
         }
-        printf("lm_eval: forwards on the GPU (mn_cuda_model, fp32 products, batches of %d)\n", LM_GPU_BATCH);
+        printf("lm_eval: forwards on the GPU (mn_cuda_model, fp32 products, batches of %d), decoding too "
+               "(mn_cuda_model_step)\n", LM_GPU_BATCH);
     }
 #endif
     // one copy of the model per thread (its own activations); m0 itself decodes
@@ -589,7 +629,19 @@ int lm_eval_main(int argc, char** argv) {
                 m0.cfg.mesa_cg_decode = o.cg_max; m0.cfg.mesa_cg_tol = o.cg_tols[si];
                 snprintf(label, sizeof label, "tol %g", o.cg_tols[si]);
             }
+#ifdef LM_EVAL_CUDA
+            // the GPU decodes (the setting into the GPU model's cfg, which its step reads); a setting its step
+            // refuses (a warm start: MN_ERR_CONFIG at the first token) decodes on the CPU as in the CPU build
+            lm__gm.cfg.mesa_cg_decode = m0.cfg.mesa_cg_decode; lm__gm.cfg.mesa_cg_tol = m0.cfg.mesa_cg_tol;
+            err = decode_pass_gpu(win, S, stride, Tc, acc + si * Tc, &steps);
+            if (err == MN_ERR_CONFIG) {
+                printf("  decode %-10s: the GPU step refuses it (%s): on the CPU\n", label, lm__ctx.msg);
+                err = decode_pass(&m0, win, S, stride, Tc, acc + si * Tc, &steps);
+            }
+            if (err != MN_OK) {
+#else
             if ((err = decode_pass(&m0, win, S, stride, Tc, acc + si * Tc, &steps)) != MN_OK) {
+#endif
                 fprintf(stderr, "lm_eval: decoding (%s) failed: %s\n", label, mn_strerror(err));
                 rc = RC_IO; break;
             }
@@ -608,6 +660,9 @@ int lm_eval_main(int argc, char** argv) {
             fflush(stdout);
         }
         m0.cfg.mesa_cg_decode = dec0; m0.cfg.mesa_cg_tol = tol0;
+#ifdef LM_EVAL_CUDA
+        lm__gm.cfg.mesa_cg_decode = dec0; lm__gm.cfg.mesa_cg_tol = tol0;
+#endif
         free(acc);
         if (rc != RC_OK) goto done;
     }
