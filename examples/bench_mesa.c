@@ -596,6 +596,43 @@ static double anorm_rel(const mn_real* Hm, const mn_real* lamb, const double* x0
     }
     return den > 0 ? sqrt(num / den) : NAN;
 }
+// A start that no library form has (yet): Woodbury on the last r tokens. H_t = sum_j w_j k_j k_j^T with w_j =
+// beta_j prod_{i>j} gamma_i, so with short memory (gamma ~ 0.5) the last few tokens hold nearly all of H_t, and
+//   (Lambda + K_r^T diag(w) K_r)^-1 q = z - Lambda^-1 K_r^T (diag(1/w) + K_r Lambda^-1 K_r^T)^-1 K_r z, z = Lambda^-1 q
+// is nearly the solution. Its cost with an incremental Gram matrix: about 3 r K + r^3 / 3 flops, under one
+// product with A (K^2) for r = 8 at K = 64. kr (r,K) the window's keys, w (r) their weights; G (r,r), L (r,r),
+// y, c (r) scratch.
+static void woodbury_start(double* x0, const double* kr, const double* w, size_t r, const mn_real* lamb,
+                           const mn_real* q, size_t K, double* G, double* L, double* y, double* c) {
+    size_t i, j, p;
+    for (p = 0; p < K; p++) x0[p] = q[p] / lamb[p];                       // z
+    for (i = 0; i < r; i++) {
+        double a = 0;
+        for (p = 0; p < K; p++) a += kr[i * K + p] * x0[p];
+        y[i] = a;
+        for (j = 0; j <= i; j++) {
+            double gg = 0;
+            for (p = 0; p < K; p++) gg += kr[i * K + p] * kr[j * K + p] / lamb[p];
+            G[i * r + j] = G[j * r + i] = gg + (i == j ? 1.0 / w[i] : 0.0);
+        }
+    }
+    if (r == 0 || chol_solve(c, G, y, r, L) != 0) return;                 // no window (or not SPD): z
+    for (p = 0; p < K; p++) {
+        double a = 0;
+        for (i = 0; i < r; i++) a += kr[i * K + p] * c[i];
+        x0[p] -= a / lamb[p];
+    }
+}
+// CG iterations the library's solver takes from the start x0 to ||r|| <= 1e-4 ||q|| (at most 30): x0 passed as the
+// "previous solution" of MN_MESA_WARM, which starts from it as it is and measures the stop against ||q||, so every
+// start faces the same demand. xg, pg (K) scratch; work K*K + 3K.
+static double cg_from(const double* x0, const mn_real* Hm, const mn_real* lamb, const mn_real* q, size_t K,
+                      mn_real* xg, mn_real* pg, mn_real* work) {
+    mn_mesa_opts o; size_t i;
+    memset(&o, 0, sizeof o); o.cg_iters = 30; o.cg_tol = 1e-4; o.warm = MN_MESA_WARM;
+    for (i = 0; i < K; i++) pg[i] = (mn_real)x0[i];
+    return (double)mn__mesa_solve(xg, pg, Hm, lamb, q, K, &o, work);
+}
 // Why the starts do what they do: the model's own systems (the forward's q, k, v, gates and lambda of every Mesa
 // layer on the m->act_B windows of the last mn_forward), solved exactly token by token (Cholesky), and each start's
 // error in the A-norm relative to x0 = 0's, with the mean forget gate and the cosine of consecutive queries.
@@ -605,48 +642,75 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
     mn_real *Hm = falloc(K * K), *Sm = falloc(K * V), *x = falloc(K), *xp = falloc(K), *wk = falloc(K * K + 8 * K);
     mn_real *o1 = falloc(V), *x0r = falloc(K), *rr = falloc(K), *u = falloc(K), *w2 = falloc(K);
     double* x0 = dalloc(K);
+    enum { WB_R = 16 };   // the longest Woodbury window
+    double *wkr = dalloc(WB_R * K), *ww = dalloc(WB_R), *wG = dalloc(WB_R * WB_R), *wL = dalloc(WB_R * WB_R);
+    double *wy = dalloc(WB_R), *wc = dalloc(WB_R);
+    mn_real *xg = falloc(K), *pg = falloc(K);
     mn_mesa_opts ex; memset(&ex, 0, sizeof ex); ex.solver = MN_MESA_EXACT;
     out("\nWhy: the model's own systems. The forward's q, k, v, gates and lambda of every Mesa layer on the same "
         "windows, each system solved exactly (Cholesky) token by token; per head, the mean forget gate gamma, the mean "
         "cosine of consecutive queries q_t . q_{t-1} (unit vectors), and each start's error ||x0 - x*||_A / ||x*||_A "
         "(the A-norm error CG minimises, relative to x0 = 0's, which is 1), means over positions 2-%zu.\n\n"
-        "| layer | head | gamma | q_t . q_{t-1} | Jacobi | x_{t-1} | scaled x_{t-1} | blend |\n"
-        "|---|---|---|---|---|---|---|---|\n", W);
+        "| layer | head | gamma | q_t . q_{t-1} | Jacobi | x_{t-1} | scaled x_{t-1} | blend | Woodbury r 4 | r 8 | r 16 "
+        "| CG steps at 1e-4 from Jacobi | from r 4 | r 8 | r 16 |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", W);
     for (l = 0; l < c->n_layer; l++) {
         mn__block_act blk; mn__mesa_act A;
         if (strcmp(mn__mixers[m->mixer[l]].name, "mesa")) continue;
         mn__block_act_layout(&blk, m->acts + m->act_layer[l], m, l, NW, W);
         mn__mesa_act_layout(&A, blk.mix, c, NW, W);
         for (h = 0; h < H; h++) {
-            double sg = 0, sq = 0, e[4] = { 0, 0, 0, 0 }, cnt = 0;
+            double sg = 0, sq = 0, e[7] = { 0, 0, 0, 0, 0, 0, 0 }, st[4] = { 0, 0, 0, 0 }, cnt = 0;
             const mn_real* lamb = A.lamb + h * K;
             for (n = 0; n < NW; n++) {
+                size_t nwin = 0;   // the Woodbury window: the last nwin <= WB_R keys (newest last) and weights
                 memset(Hm, 0, K * K * sizeof(mn_real)); memset(Sm, 0, K * V * sizeof(mn_real));
                 for (t = 0; t < W; t++) {
                     size_t r = (n * W + t) * H + h, s;
                     const mn_real* q = A.q + r * K;
                     mn__mesa_token(o1, x, NULL, Hm, Sm, q, A.k + r * K, A.v + r * V, A.g[r], A.beta[r], lamb, K, V,
                                    &ex, wk);
+                    {   // H_t = gamma_t H_{t-1} + beta_t k_t k_t^T: the window's weights decay, k_t enters
+                        double gam = exp(A.g[r]);
+                        if (nwin == WB_R) {
+                            memmove(wkr, wkr + K, (WB_R - 1) * K * sizeof(double));
+                            memmove(ww, ww + 1, (WB_R - 1) * sizeof(double));
+                            nwin--;
+                        }
+                        for (i = 0; i < nwin; i++) ww[i] *= gam;
+                        for (i = 0; i < K; i++) wkr[nwin * K + i] = A.k[r * K + i];
+                        ww[nwin++] = A.beta[r];
+                    }
                     if (t > 0) {
                         double cq = 0;
                         for (i = 0; i < K; i++) cq += (double)q[i] * A.q[r * K - H * K + i];
                         sg += exp(A.g[r]); sq += cq; cnt++;
                         for (i = 0; i < K; i++) x0[i] = q[i] / ((double)Hm[i * K + i] + lamb[i]);
                         e[0] += anorm_rel(Hm, lamb, x0, x, K);
+                        st[0] += cg_from(x0, Hm, lamb, q, K, xg, pg, wk);
                         for (s = 1; s < 4; s++) {   // the warm starts as the library forms them
                             mn__mesa_warm(x0r, rr, u, w2, xp, Hm, lamb, q, K, (int)s);
                             for (i = 0; i < K; i++) x0[i] = x0r[i];
                             e[s] += anorm_rel(Hm, lamb, x0, x, K);
                         }
+                        for (s = 0; s < 3; s++) {   // Woodbury on the last 4, 8, 16 tokens (the newest of the window)
+                            size_t rw = (size_t)4 << s, nr = rw < nwin ? rw : nwin;
+                            woodbury_start(x0, wkr + (nwin - nr) * K, ww + (nwin - nr), nr, lamb, q, K, wG, wL, wy,
+                                           wc);
+                            e[4 + s] += anorm_rel(Hm, lamb, x0, x, K);
+                            st[1 + s] += cg_from(x0, Hm, lamb, q, K, xg, pg, wk);
+                        }
                     }
                     memcpy(xp, x, K * sizeof(mn_real));
                 }
             }
-            out("| %zu | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l, h, sg / cnt, sq / cnt, e[0] / cnt,
-                e[1] / cnt, e[2] / cnt, e[3] / cnt);
+            out("| %zu | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.4f | %.4f | %.4f | %.2f | %.2f | %.2f | %.2f |\n",
+                l, h, sg / cnt, sq / cnt, e[0] / cnt, e[1] / cnt, e[2] / cnt, e[3] / cnt, e[4] / cnt, e[5] / cnt,
+                e[6] / cnt, st[0] / cnt, st[1] / cnt, st[2] / cnt, st[3] / cnt);
         }
     }
     free(Hm); free(Sm); free(x); free(xp); free(wk); free(o1); free(x0r); free(rr); free(u); free(w2); free(x0);
+    free(wkr); free(ww); free(wG); free(wL); free(wy); free(wc); free(xg); free(pg);
 }
 static const char* warm_ckpt = "runs/mesa_warm";
 static void section_warm(void) {
