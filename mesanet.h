@@ -175,7 +175,9 @@ typedef struct mn_config {
     // Where each Mesa head's CG starts at decode (mn_step): 0 x0 = 0 (the default, as the training forward);
     // 1 the Jacobi guess q / diag(H_t + Lambda); 2 the head's previous solution x_{t-1}; 3 x_{t-1} scaled, 4 x_{t-1}
     // blended with the Jacobi guess, each by the A-norm-optimal coefficients (MN_MESA_WARM_*). 2-4 start at the
-    // Jacobi guess at a sequence's first token. Each stops at ||r|| <= mesa_cg_tol ||q_t|| (for 0 that is ||r_0||).
+    // Jacobi guess at a sequence's first token. 5 and 6: the exact solve of the part of H_t held by the last 8 or 16
+    // tokens (mn_mesa_step_woodbury; the decoding state then keeps those keys). Each stops at
+    // ||r|| <= mesa_cg_tol ||q_t|| (for 0 that is ||r_0||). A state from mn_state_init fits the value it saw.
     int mesa_cg_warm;
 } mn_config;
 
@@ -261,7 +263,9 @@ typedef struct mn_state {
 //            mlstm         forward backward     _parallel, forward_recurrent step   work_size(_parallel)
 //            slstm         forward backward     (the scan is the only form) step    work_size
 //            mesa          forward backward     _recurrent                  step    work_size(_recurrent)
-//                                                                       (+ step_warm: keeps x_t for the next CG)
+//                                                                       (+ step_warm: keeps x_t for the next CG;
+//                                                                          step_woodbury: starts CG from the
+//                                                                          last r tokens' exact solve)
 MNDEF const char* mn_strerror(int code);
 
 // --- rng (xorshift64*, as llm.c; seeded, deterministic across platforms) ---
@@ -551,6 +555,12 @@ MNDEF void mn_mesa_step_warm(mn_real* out, mn_real* xs, int* iters, mn_real* hkk
                              const mn_real* k, const mn_real* v, const mn_real* g, const mn_real* beta,
                              const mn_real* lamb, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o,
                              mn_real* work);
+// the step with CG started from the exact solve of the last r tokens' part of H_t (Woodbury; >>mesa):
+// ring (H, r*(Dk+2)+1) in/out, each head's window (all zeros: a new sequence); xs (H,Dk) receives x_t (may be NULL)
+MNDEF void mn_mesa_step_woodbury(mn_real* out, mn_real* xs, mn_real* ring, int* iters, mn_real* hkk, mn_real* hkv,
+                                 const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
+                                 const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, size_t r,
+                                 const mn_mesa_opts* o, mn_real* work);
 MNDEF void mn_mesa_forward_recurrent(mn_real* out, mn_real* xs, int* iters, mn_real* hkk, mn_real* hkv,
                                      const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
                                      const mn_real* beta, const mn_real* lamb, size_t B, size_t T, size_t H, size_t Dk,
@@ -586,6 +596,8 @@ MNDEF int mn_adamw_step(mn_model* m, double lr, const mn_adamw* hp);
 MNDEF void mn_adamw_update(mn_real* p, const mn_real* g, mn_real* m, mn_real* v, size_t n, double lr, double beta1,
                            double beta2, double eps, double wd, uint64_t t);
 MNDEF double mn_lr_schedule(size_t step, size_t warmup, size_t total, double lr_max, double lr_min);
+// the state's size follows m->cfg as it is now (cfg.mesa_cg_warm 5, 6 add the Woodbury window): after changing it,
+// init the state again (mn_step refuses a state of another size with MN_ERR_STATE)
 MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq);
 MNDEF void mn_state_reset(mn_state* s);
 MNDEF void mn_state_free(mn_state* s);
@@ -4796,7 +4808,7 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 }
 
 // >>mesa
-// defines: mn_mesa_work_size, mn_mesa_step(_warm), mn_mesa_{forward,backward}_recurrent,
+// defines: mn_mesa_work_size, mn_mesa_step(_warm, _woodbury), mn_mesa_{forward,backward}_recurrent,
 //          mn_mesa_{forward,backward}; the layer "mesa"
 // The Mesa layer's op (von Oswald et al. 2025, eq. 7-8; fla ops/mesa_net). Per batch b and head h:
 //     H_t = gamma_t H_{t-1} + beta_t k_t k_t^T         (Dk x Dk, "h_kk")      gamma_t = exp(g_t)
@@ -4822,7 +4834,8 @@ static double mn__slstm_layer_flops(const mn_config* c, size_t T) {
 // good start only when q_t and A_t change little from one token to the next. In a small byte-level MesaNet
 // trained here consecutive queries are nearly orthogonal (mean cosine 0.1-0.4) and gamma is 0.4-0.7, so
 // x_{t-1} starts further from x_t than x0 = 0 does, and only the blend comes level with the Jacobi start, at one
-// more product with A (results/mesa_warm.md, bench_mesa section 6).
+// more product with A (results/mesa_warm.md, bench_mesa section 6). What short memories do make good is a start
+// from the recent keys: mn_mesa_step_woodbury solves the last r tokens' part of H_t exactly (Woodbury, r x r).
 //
 // Why this is the "locally optimal" layer: x_t = A_t^-1 q_t makes o_t = Phi_t q_t with Phi_t the
 // minimiser of 1/2 sum_{s<=t} zeta_ts beta_s ||v_s - Phi k_s||^2 + 1/2 Tr(Phi Lambda Phi^T),
@@ -5041,6 +5054,123 @@ MNDEF void mn_mesa_step(mn_real* out, int* iters, mn_real* hkk, mn_real* hkv, co
                         const mn_real* v, const mn_real* g, const mn_real* beta, const mn_real* lamb, size_t H,
                         size_t Dk, size_t Dv, const mn_mesa_opts* o, mn_real* work) {
     mn_mesa_step_warm(out, NULL, iters, hkk, hkv, q, k, v, g, beta, lamb, H, Dk, Dv, o, work);
+}
+
+// ---- the windowed-Woodbury start (mn_mesa_step_woodbury; the layer's cfg.mesa_cg_warm 5 and 6) ----
+// Unrolled, H_t = sum_{j<=t} w_j k_j k_j^T with w_j = beta_j prod_{i=j+1..t} gamma_i: a key's weight shrinks by
+// every later gate. With short memories (gamma ~ 0.5-0.7 in the models of results/mesa_warm.md) the last r tokens
+// hold nearly all of H_t (an older key is down by at least the window's product of gates, 0.5^8 = 0.004 at r = 8),
+// so the exact solve of that part alone is nearly x_t. By the Woodbury identity (Lambda diagonal) it costs an
+// r x r factorisation, not a K x K one:
+//   x0 = (Lambda + K_r^T W K_r)^-1 q = z - Lambda^-1 K_r^T (W^-1 + K_r Lambda^-1 K_r^T)^-1 K_r z,   z = Lambda^-1 q,
+// K_r (r,K) the window's keys, W = diag(w). CG then starts at x0 as it is (opts.warm = MN_MESA_WARM: r_0 = q - A x0,
+// one product with A, as the Jacobi start's) and stops at ||r|| <= cg_tol ||q_t||, the other warm starts' demand.
+// Where the gates are near 1 the window misses much of H_t and x0 is a poorer (still valid) start.
+// Cost per head and token, the Gram matrix K_r Lambda^-1 K_r^T recomputed each time (Lambda is constant, so it could
+// be updated incrementally at r K; it is not): r(r+1)/2 K multiply-adds for it, 3 r K for Lambda^-1, K_r z and the
+// correction, r^3/6 + r^2 for the Cholesky and its two solves; against K^2 for one product with A
+// (bench_mesa section 6 counts it so).
+// The ring of one head, r*(K+2)+1 elements: keys (r,K), then betas (r), log-gates (r), then the count n <= r. The
+// window is rows 0..n-1, oldest first and newest last; once the ring is full a new token shifts the rows up by one
+// (r K copies: cheaper than the Gram matrix, and the window reads in time order). All zeros: an empty window.
+#define MN__MESA_WINDOW_MAX 32   // the longest window (its r x r double scratch lives on the stack)
+static size_t mn__mesa_ring_slot(size_t K, size_t r) { return r * (K + 2) + 1; }
+static void mn__mesa_ring_push(mn_real* ring, const mn_real* k, double beta, double g, size_t K, size_t r) {
+    mn_real *keys = ring, *bet = ring + r * K, *lg = bet + r, *cnt = lg + r;   // (r,K), (r), (r), (1)
+    size_t n = (size_t)cnt[0];
+    if (n == r) {                                        // full: drop the oldest
+        memmove(keys, keys + K, (r - 1) * K * sizeof(mn_real));
+        memmove(bet, bet + 1, (r - 1) * sizeof(mn_real));
+        memmove(lg, lg + 1, (r - 1) * sizeof(mn_real));
+        n--;
+    }
+    memcpy(keys + n * K, k, K * sizeof(mn_real));
+    bet[n] = (mn_real)beta; lg[n] = (mn_real)g;
+    cnt[0] = (mn_real)(n + 1);
+}
+// x0 (K) = the window's exact solve above, for rhs q (K) and lamb (K). Returns 0, x0 unspecified, when there is no
+// usable window (empty, every weight 0) or the r x r matrix does not factor (it is SPD, so only through rounding).
+static int mn__mesa_woodbury(mn_real* x0, const mn_real* ring, const mn_real* lamb, const mn_real* q, size_t K,
+                             size_t r) {
+    const mn_real *keys = ring, *bet = ring + r * K, *lg = bet + r;
+    size_t n = (size_t)ring[r * (K + 2)], j, a, b, p, m = 0, use[MN__MESA_WINDOW_MAX];
+    double G[MN__MESA_WINDOW_MAX * MN__MESA_WINDOW_MAX], c[MN__MESA_WINDOW_MAX], iw[MN__MESA_WINDOW_MAX], acc = 0;
+    MN_ASSERT(n <= r && r <= MN__MESA_WINDOW_MAX);
+    // weights newest to oldest: w_j = beta_j exp(sum of the later log-gates); a weight that underflows adds nothing
+    // to H_t and would put an infinite 1/w_j into G, so that key is left out (rows kept in time order)
+    for (j = n; j-- > 0;) {
+        double w = (double)bet[j] * exp(acc);
+        acc += (double)lg[j];
+        if (w > 1e-300) { use[m] = j; iw[m++] = 1.0 / w; }
+    }
+    if (m == 0) return 0;
+    for (p = 0; p < K; p++) x0[p] = (mn_real)(1.0 / lamb[p]);   // Lambda^-1, held in x0 until the correction
+    for (a = 0; a < m; a++) {                            // G = W^-1 + K_r Lambda^-1 K_r^T (lower half), c = K_r z
+        const mn_real* ka = keys + use[a] * K;
+        double y = 0;
+        for (p = 0; p < K; p++) y += (double)ka[p] * x0[p] * q[p];
+        c[a] = y;
+        for (b = 0; b <= a; b++) {
+            const mn_real* kb = keys + use[b] * K;
+            double s = 0;
+            for (p = 0; p < K; p++) s += (double)ka[p] * kb[p] * x0[p];
+            G[a * m + b] = s + (a == b ? iw[a] : 0.0);
+        }
+    }
+    for (b = 0; b < m; b++) {                            // Cholesky G = L L^T in place (lower), in double
+        double d = G[b * m + b];
+        for (p = 0; p < b; p++) d -= G[b * m + p] * G[b * m + p];
+        if (!(d > 0)) return 0;
+        d = sqrt(d); G[b * m + b] = d;
+        for (a = b + 1; a < m; a++) {
+            double s = G[a * m + b];
+            for (p = 0; p < b; p++) s -= G[a * m + p] * G[b * m + p];
+            G[a * m + b] = s / d;
+        }
+    }
+    for (a = 0; a < m; a++) {                            // L u = c, then L^T c = u: c = G^-1 K_r z
+        double s = c[a];
+        for (p = 0; p < a; p++) s -= G[a * m + p] * c[p];
+        c[a] = s / G[a * m + a];
+    }
+    for (a = m; a-- > 0;) {
+        double s = c[a];
+        for (p = a + 1; p < m; p++) s -= G[p * m + a] * c[p];
+        c[a] = s / G[a * m + a];
+    }
+    for (p = 0; p < K; p++) {                            // x0 = Lambda^-1 (q - K_r^T c)
+        double s = q[p];
+        for (a = 0; a < m; a++) s -= (double)keys[use[a] * K + p] * c[a];
+        x0[p] = (mn_real)(s / lamb[p]);
+    }
+    return 1;
+}
+// Generation as mn_mesa_step, each head's CG started at the window's exact solve above: per head the token's
+// (k_t, beta_t, g_t) enters its ring (ring (H, r*(Dk+2)+1) in/out; a zero ring starts a sequence), x0 is formed
+// from the window (which then ends with token t), and CG runs from it to ||r|| <= cg_tol ||q_t|| (opts.warm and
+// opts.jacobi are set here: MN_MESA_WARM from x0; the Jacobi guess where there is no x0, or r = 0, ring unused).
+// xs (H,Dk) receives the solutions x_t (may be NULL); iters (H) the CG steps (may be NULL); r <= 32. work:
+// mn_mesa_work_size_recurrent(1, 1, H, ...), as the step.
+MNDEF void mn_mesa_step_woodbury(mn_real* out, mn_real* xs, mn_real* ring, int* iters, mn_real* hkk, mn_real* hkv,
+                                 const mn_real* q, const mn_real* k, const mn_real* v, const mn_real* g,
+                                 const mn_real* beta, const mn_real* lamb, size_t H, size_t Dk, size_t Dv, size_t r,
+                                 const mn_mesa_opts* o, mn_real* work) {
+    mn_mesa_opts t, ow; const mn_mesa_opts* op = mn__mesa_opts(o, &t);
+    size_t h, slot = mn__mesa_slot(MN__MESA_RECURRENT, 1, Dk, Dv, op->chunk);
+    MN_ASSERT(r <= MN__MESA_WINDOW_MAX);
+    ow = *op; ow.warm = MN_MESA_WARM; ow.jacobi = 1;
+    for (h = 0; h < H; h++) {
+        mn_real *w = work + h * slot, *x = xs ? xs + h * Dk : w, *x0 = w + Dk;   // x, x0 (Dk); then the solve's
+        int have = 0, it;                                                         // K*K + 3K
+        if (r) {
+            mn_real* rg = ring + h * mn__mesa_ring_slot(Dk, r);
+            mn__mesa_ring_push(rg, k + h * Dk, beta[h], g[h], Dk, r);
+            have = mn__mesa_woodbury(x0, rg, lamb + h * Dk, q + h * Dk, Dk, r);
+        }
+        it = mn__mesa_token(out + h * Dv, x, have ? x0 : NULL, hkk + h * Dk * Dk, hkv + h * Dk * Dv, q + h * Dk,
+                            k + h * Dk, v + h * Dv, g[h], beta[h], lamb + h * Dk, Dk, Dv, &ow, w + 2 * Dk);
+        if (iters) iters[h] = it;
+    }
 }
 
 // Recurrent form: the step run over t for every (b,h) (parallel over (b,h)). xs (B,T,H,Dk)
@@ -5622,7 +5752,9 @@ typedef struct mn__mesa_act {
 typedef struct mn__mesa_state {
     mn_real *cq, *ck;     // (HD,3) the q and k conv windows
     mn_real *hkk, *hkv;   // (H,D,D) the states H_t and S_t
-    mn_real* xs;          // (H,D) the last token's solutions, the next one's CG start (cfg.mesa_cg_warm >= 2)
+    mn_real* xs;          // (H,D) the last token's solutions, the next one's CG start (cfg.mesa_cg_warm 2-4)
+    mn_real* ring;        // (H, r*(D+2)+1) the last r tokens' keys, betas, log-gates and their count (cfg.mesa_cg_warm
+                          // 5 and 6, r = mn__mesa_window; no elements otherwise): mn_mesa_step_woodbury's window
     mn_real* cg;          // (2) CG iterations and systems solved since the reset (mn_state_cg_stats; exact
                           // integers up to 2^24 in float)
 } mn__mesa_state;
@@ -5733,11 +5865,18 @@ static void mn__mesa_layer_backward(mn_model* m, size_t l, mn_real* din, const m
     mn__qkv_backward(din, dP.q_proj, dP.k_proj, dP.v_proj, dA.ql, dA.kl, dA.v, in, P.q_proj, P.k_proj, P.v_proj, N, C,
                      HD);
 }
+// The Woodbury window of cfg.mesa_cg_warm 5 and 6 (tokens), 0 for the other starts. 8 holds all but 0.5^8 = 0.4 %
+// of H_t's weight at gamma 0.5; 16 reaches gates near 0.7 (0.7^16 = 0.3 %) for about two more products.
+enum { MN__MESA_WINDOW_SHORT = 8, MN__MESA_WINDOW_LONG = 16 };
+static size_t mn__mesa_window(const mn_config* c) {
+    return c->mesa_cg_warm == 5 ? MN__MESA_WINDOW_SHORT : c->mesa_cg_warm == 6 ? MN__MESA_WINDOW_LONG : 0;
+}
 static size_t mn__mesa_state_layout(void* p, mn_real* base, const mn_config* c) {
     mn__mesa_state t, *a = p ? (mn__mesa_state*)p : &t;
-    size_t H = c->n_head, D = c->head_dim, off = 0;
+    size_t H = c->n_head, D = c->head_dim, off = 0, r = mn__mesa_window(c);
     MN__PIECE(cq, 3 * H * D); MN__PIECE(ck, 3 * H * D);
     MN__PIECE(hkk, H * D * D); MN__PIECE(hkv, H * D * D); MN__PIECE(xs, H * D);
+    MN__PIECE(ring, r ? H * mn__mesa_ring_slot(D, r) : 0);
     MN__PIECE(cg, 2);
     return off;
 }
@@ -5763,9 +5902,11 @@ static void mn__mesa_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* st
     // kernel starts at the Jacobi guess); a tolerance asks for the paper's stop, i.e. textbook CG
     op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
     // the start (cfg.mesa_cg_warm): 1-4 set opts.warm, so the tolerance is measured against ||q_t|| whatever the
-    // start; 1 passes no previous solutions, so every token starts at the Jacobi guess
+    // start; 1 passes no previous solutions, so every token starts at the Jacobi guess; 5, 6: the Woodbury step
+    // (which sets both itself)
     op.jacobi = c->mesa_cg_warm >= 1;
-    op.warm = c->mesa_cg_warm >= 2 ? c->mesa_cg_warm - 1 : c->mesa_cg_warm == 1 ? MN_MESA_WARM : MN_MESA_COLD;
+    op.warm = c->mesa_cg_warm >= 2 && c->mesa_cg_warm <= 4 ? c->mesa_cg_warm - 1
+              : c->mesa_cg_warm == 1 ? MN_MESA_WARM : MN_MESA_COLD;
     MN_UNUSED(pos);
     mn__layer_point(m, l, m->params, mn__mesa_par_walk, &P);
     mn__mesa_state_layout(&S, state, c);
@@ -5782,8 +5923,12 @@ static void mn__mesa_layer_step(mn_model* m, size_t l, mn_real* out, mn_real* st
     {
         int it[256]; size_t h;
         MN_ASSERT(H <= 256);
-        mn_mesa_step_warm(X.o, c->mesa_cg_warm >= 2 ? S.xs : NULL, it, S.hkk, S.hkv, X.q, X.k, X.v, X.g, X.beta,
-                          X.lamb, H, D, D, &op, X.work);
+        if (mn__mesa_window(c))
+            mn_mesa_step_woodbury(X.o, NULL, S.ring, it, S.hkk, S.hkv, X.q, X.k, X.v, X.g, X.beta, X.lamb, H, D, D,
+                                  mn__mesa_window(c), &op, X.work);
+        else
+            mn_mesa_step_warm(X.o, c->mesa_cg_warm >= 2 ? S.xs : NULL, it, S.hkk, S.hkv, X.q, X.k, X.v, X.g, X.beta,
+                              X.lamb, H, D, D, &op, X.work);
         for (h = 0; h < H; h++) S.cg[0] += (mn_real)it[h];
         S.cg[1] += (mn_real)H;
     }
@@ -5986,9 +6131,9 @@ MNDEF int mn_config_resolve(mn_config* out, const mn_config* in) {
         MN_LOG("mesanet: mesa_cg_tol must be in [0,1), mesa_chunk <= 4096\n");
         return MN_ERR_CONFIG;
     }
-    if (out->mesa_cg_warm < 0 || out->mesa_cg_warm > 4) {
-        MN_LOG("mesanet: mesa_cg_warm must be 0 (x0 = 0), 1 (Jacobi), 2, 3 or 4 (warm starts); got %d\n",
-               out->mesa_cg_warm);
+    if (out->mesa_cg_warm < 0 || out->mesa_cg_warm > 6) {
+        MN_LOG("mesanet: mesa_cg_warm must be 0 (x0 = 0), 1 (Jacobi), 2, 3 or 4 (from the previous solution) or 5, 6 "
+               "(Woodbury on the last 8, 16 tokens); got %d\n", out->mesa_cg_warm);
         return MN_ERR_CONFIG;
     }
     if (!(fabs(out->mesa_gate_bias) <= 50)) {   // NaN fails too; beyond 50 sigmoid is 0 or 1 in double
@@ -6278,6 +6423,13 @@ static size_t mn__step_temp_layout(mn__step_temp* a, mn_real* base, const mn_mod
     MN__PIECE(mix, mx);
     return off;
 }
+// Elements of the decoding state of n_seq sequences (mn_state_init's allocation), as the config now sizes it.
+static size_t mn__state_elems(const mn_model* m, size_t n_seq) {
+    size_t l, total = 0;
+    mn__step_temp tmp;
+    for (l = 0; l < m->cfg.n_layer; l++) total += n_seq * mn__mixer_state_size(m, l);
+    return total + n_seq * (m->cfg.d_model + m->cfg.vocab_size + mn__step_temp_layout(&tmp, NULL, m));
+}
 MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
     const mn_config* c;
     size_t l, total = 0, off = 0, C, per_seq_scratch, per_seq;
@@ -6294,8 +6446,7 @@ MNDEF int mn_state_init(mn_state* s, const mn_model* m, size_t n_seq) {
         MN_LOG("mesanet: decoding state for %zu sequences too large\n", n_seq);
         return MN_ERR_ALLOC;
     }
-    for (l = 0; l < c->n_layer; l++) total += n_seq * mn__mixer_state_size(m, l);
-    total += n_seq * (C + c->vocab_size + per_seq_scratch);
+    total = mn__state_elems(m, n_seq);
     s->mem = (mn_real*)mn__calloc(total, sizeof(mn_real));
     if (!s->mem) return MN_ERR_ALLOC;
     s->bytes = total * sizeof(mn_real);
@@ -6333,6 +6484,13 @@ MNDEF int mn_step(mn_model* m, mn_state* s, const int* tokens, mn_real* logits) 
         return MN_ERR_STATE;
     }
     c = &m->cfg; C = c->d_model; F = c->d_ff; V = c->vocab_size;
+    // the layers' state sizes follow the config (a Mesa layer keeps its Woodbury window only for mesa_cg_warm 5
+    // and 6): a state made under other settings would be read out of its bounds
+    if (mn__state_elems(m, s->n_seq) * sizeof(mn_real) != s->bytes) {
+        MN_LOG("mesanet: mn_step: the state was made for other settings (mesa_cg_warm changed?); mn_state_init it "
+               "again\n");
+        return MN_ERR_STATE;
+    }
     for (n = 0; n < (long long)s->n_seq; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V) {
             MN_LOG("mesanet: token id %d outside [0,%zu)\n", tokens[n], V);

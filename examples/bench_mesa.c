@@ -11,7 +11,8 @@
 //   4 speed: chunkwise forward + backward, T scaling, the decode step
 //   5 dynamic CG in a small trained MesaNet (held-out loss vs mean CG steps)
 //   6 warm-started CG at decode in a checkpoint of ./build/train (ckpt, default runs/mesa_warm): CG steps and
-//     held-out loss per start (cfg.mesa_cg_warm) and tolerance; its command is in results/mesa_warm.md
+//     held-out loss per start (cfg.mesa_cg_warm 0-6, Woodbury included) and tolerance; its command is in
+//     results/mesa_warm.md
 //
 // Float build (mn_real = float) with OpenBLAS. Truth: the float build's exact recurrent form
 // (Cholesky per token, MN_MESA_EXACT) and the independent float64 oracle reference/mesa_oracle.h,
@@ -715,14 +716,15 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
 static const char* warm_ckpt = "runs/mesa_warm";
 static void section_warm(void) {
     const char* data = "/usr/share/common-licenses";   // train.c's default text: the same held-out 10 %
-    enum { NW = 16, W = 256, NB = 4, NROW = 16 };
+    enum { NW = 16, W = 256, NB = 4, NROW = 22, NS = 7 };
     static const size_t bin_end[NB] = { 16, 64, 128, 256 };   // position bins 1-16, 17-64, 65-128, 129-256
     // the rows: CG start (mesa_cg_warm) and tolerance; the first is the fixed 30 steps of the reference loss
-    static const int start[NROW] = { 0, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4 };
-    static const double tol[NROW] = { 0, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3,
-                                      1e-2, 1e-2, 1e-2, 1e-2, 1e-2 };
-    static const char* names[5] = { "x0 = 0", "Jacobi", "warm x_{t-1}", "warm, scaled", "warm, blend with Jacobi" };
-    static const int start_products[5] = { 0, 1, 1, 1, 2 };   // products with A before CG's first step
+    static const int start[NROW] = { 0, 0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4, 5, 6 };
+    static const double tol[NROW] = { 0, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3,
+                                      1e-3, 1e-3, 1e-2, 1e-2, 1e-2, 1e-2, 1e-2, 1e-2, 1e-2 };
+    static const char* names[NS] = { "x0 = 0", "Jacobi", "warm x_{t-1}", "warm, scaled", "warm, blend with Jacobi",
+                                     "Woodbury, last 8", "Woodbury, last 16" };
+    double start_products[NS] = { 0, 1, 1, 1, 2, 0, 0 };   // products with A before CG's first step (5, 6: below)
     unsigned char* text; size_t len, split, i, t, n, b;
     mn_model m; mn_state st; mn_train_meta meta;
     int tok[NW], *ftok = NULL, *ftgt = NULL, err;
@@ -748,6 +750,10 @@ static void section_warm(void) {
     for (n = 0; n < NW; n++)
         for (t = 0; t < W; t++) { ftok[n * W + t] = text[offs[n] + t]; ftgt[n * W + t] = text[offs[n] + t + 1]; }
     if (mn_forward(&m, ftok, ftgt, NW, W, &loss) == MN_OK) fwd_loss = loss;
+    for (i = 5; i < NS; i++) {   // the Woodbury start (mn__mesa_woodbury) in products with A (K^2 multiply-adds)
+        double K = (double)m.cfg.head_dim, r = i == 5 ? MN__MESA_WINDOW_SHORT : MN__MESA_WINDOW_LONG;
+        start_products[i] = 1 + (r * (r + 1) / 2 * K + 3 * r * K + r * r * r / 6 + r * r) / (K * K);
+    }
     out("Checkpoint `%s`: pattern \"%s\", d_model %zu, %zu layers, %zu heads of %zu, %zu parameters, trained with %d "
         "CG steps (chunkwise). Evaluation: %d windows of %d bytes evenly spaced over the held-out last 10 %% of %s, "
         "decoded token by token with mn_step (all windows in lockstep, mn_state_reset before each row), at most 30 CG "
@@ -755,8 +761,12 @@ static void section_warm(void) {
         "(cfg.mesa_cg_tol). Every start but x0 = 0 stops at ||r|| <= eps ||q_t||, the same accuracy demand whatever "
         "the start (x0 = 0 has r_0 = q_t: the paper's stop); the warm starts begin each window at the Jacobi guess. CG "
         "steps: mean per (token, head, layer) from mn_state_cg_stats, overall and per position bin; products: CG steps "
-        "plus the products with A that the start costs (0 for x0 = 0, 1 for Jacobi, warm and scaled, 2 for the blend), "
-        "the cost that is comparable across starts. Loss: mean next-byte cross-entropy (nats) over all %d positions; "
+        "plus the products with A (K^2 multiply-adds each) that the start costs, the cost that is comparable across "
+        "starts: 0 for x0 = 0, 1 for Jacobi, warm and scaled (r_0 = q - A x0), 2 for the blend, and for the Woodbury "
+        "starts (cfg.mesa_cg_warm 5 and 6: the exact solve of the last r = 8 or 16 tokens' part of H_t, "
+        "mn_mesa_step_woodbury) 1 for r_0 plus the start itself, its Gram matrix recomputed every token: "
+        "(r(r+1)/2 K + 3 r K + r^3/6 + r^2) / K^2 = %.2f and %.2f at K = %zu. Loss: mean next-byte cross-entropy "
+        "(nats) over all %d positions; "
         "the training forward (chunkwise CG %d) on the same windows: %.4f. Time: the whole row's decode (s). The "
         "training settings stored with the checkpoint: `%s`. The default checkpoint (runs/mesa_warm) is made by "
         "`OMP_NUM_THREADS=1 ./build/train --steps 600 --heads 2 --sample 0 --out runs/mesa_warm` (all else train's "
@@ -764,15 +774,16 @@ static void section_warm(void) {
         "| start | eps | CG steps | products | pos 1-16 | 17-64 | 65-128 | 129-256 | loss | loss - loss(30 steps) "
         "| s |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
         warm_ckpt, m.cfg.pattern, m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.n_trainable,
-        m.cfg.mesa_cg_train, NW, W, data, NW * W, m.cfg.mesa_cg_train, fwd_loss, meta.notes[0] ? meta.notes : "none");
+        m.cfg.mesa_cg_train, NW, W, data, start_products[5] - 1, start_products[6] - 1, m.cfg.head_dim, NW * W,
+        m.cfg.mesa_cg_train, fwd_loss, meta.notes[0] ? meta.notes : "none");
     m.cfg.mesa_cg_decode = 30;
-    if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation skipped: state init failed)\n"); goto done; }
     for (i = 0; i < NROW; i++) {
         double sum = 0, it_bin[NB], so_bin[NB], prev_it = 0, prev_so = 0, t0, so, it;
         size_t V = m.cfg.vocab_size;
         progress("warm: start %d eps %g", start[i], tol[i]);
         m.cfg.mesa_cg_warm = start[i]; m.cfg.mesa_cg_tol = tol[i];
-        mn_state_reset(&st);
+        // the state's size follows the start (5 and 6 keep the window), so each row makes its own
+        if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation stopped: state init failed)\n"); goto done; }
         t0 = ex_now();
         for (t = 0, b = 0; t < W; t++) {
             for (n = 0; n < NW; n++) tok[n] = text[offs[n] + t];
@@ -800,16 +811,16 @@ static void section_warm(void) {
         out(" | %.2f | %.2f |", it, it + start_products[start[i]]);
         for (b = 0; b < NB; b++) out(" %.2f |", so_bin[b] > 0 ? it_bin[b] / so_bin[b] : NAN);
         out(" %.4f | %+.4f | %.2f |\n", sum, sum - base_loss, t0);
+        mn_state_free(&st);
     }
-    mn_state_free(&st);
     // the target at each tolerance: fewer mean CG steps than the Jacobi start with no worse loss (within
     // 1e-4 nats, the rounding of the table); the same with the start's own products counted
     out("\nTarget (fewer mean CG steps than the Jacobi start at the same eps, loss no worse than Jacobi's "
         "+ 1e-4):\n\n");
-    for (i = 2; i < NROW; i += 5) {   // row i is Jacobi at tol[i]; rows i+1..i+3 the warm starts
+    for (i = 2; i < NROW; i += NS) {   // row i is Jacobi at tol[i]; rows i+1..i+5 the warm and Woodbury starts
         size_t j;
         out("- eps 1e%d: Jacobi %.2f steps (loss %.4f);", (int)floor(log10(tol[i]) + 0.5), row_it[i], row_loss[i]);
-        for (j = i + 1; j <= i + 3; j++) {
+        for (j = i + 1; j <= i + NS - 2; j++) {
             int met = row_it[j] < row_it[i] && row_loss[j] <= row_loss[i] + 1e-4;
             int cheaper = row_it[j] + start_products[start[j]] < row_it[i] + start_products[start[i]];
             out(" %s %.2f steps (%+.1f %%), %.2f products against %.2f, loss %.4f: %s;", names[start[j]], row_it[j],

@@ -12,7 +12,8 @@
 static void usage(FILE* f) {
     fprintf(f, "usage: generate [--ckpt DIR] [--prompt TEXT] [--n N] [--temp X] [--top_k N] [--top_p X] [--seed N]\n"
                "                [--cg N (Mesa decode CG steps)] [--cg_tol EPS (dynamic stop; 0 = fixed)]\n"
-               "                [--cg_warm 0-4 (CG start: 0 x0 = 0, 1 Jacobi, 2-4 from the previous solution)]\n");
+               "                [--cg_warm 0-6 (CG start: 0 x0 = 0, 1 Jacobi, 2-4 from the previous solution,\n"
+               "                 5, 6 the exact solve of the last 8, 16 tokens' part of H_t: Woodbury)]\n");
 }
 
 int main(int argc, char** argv) {
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
             bad = ex_parse_double(k, v, &top_p) || RANGE(top_p < 0 || top_p > 1, "--top_p must be in [0, 1]");
         else if (!strcmp(k, "--seed")) bad = ex_parse_u64(k, v, UINT64_MAX, &seed);
         else if (!strcmp(k, "--cg")) bad = ex_parse_int(k, v, 1, 1000, &cg);
-        else if (!strcmp(k, "--cg_warm")) bad = ex_parse_int(k, v, 0, 4, &cg_warm);
+        else if (!strcmp(k, "--cg_warm")) bad = ex_parse_int(k, v, 0, 6, &cg_warm);
         else if (!strcmp(k, "--cg_tol"))
             bad = ex_parse_double(k, v, &cg_tol) || RANGE(cg_tol < 0 || cg_tol >= 1, "--cg_tol must be in [0, 1)");
         else { fprintf(stderr, "generate: unknown option %s\n", k); usage(stderr); return 2; }

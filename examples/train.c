@@ -78,7 +78,7 @@ static const opt_def defs[] = {
     O("--cg", 'i', 'a', cg, 1, 1000, 0), O("--cg_decode", 'i', 'a', cg_decode, 1, 1000, 0),
     O("--cg_tol", 'd', 'a', cg_tol, 0, 0.5, 0), O("--chunk", 'z', 'a', chunk, 1, 4096, 0),
     O("--gamma_clamp", 'i', 'a', clamp, 0, 1, 0), O("--cg_fla", 'i', 'a', cg_fla, 0, 1, 0),
-    O("--cg_warm", 'i', 'a', cg_warm, 0, 4, 0), O("--gate_bias", 'd', 'x', gate_bias, -50, 50, 0),
+    O("--cg_warm", 'i', 'a', cg_warm, 0, 6, 0), O("--gate_bias", 'd', 'x', gate_bias, -50, 50, 0),
     O("--overwrite", 'i', 'x', overwrite, 0, 1, 0),
     O("--seq", 'z', 'd', seq, 1, 1 << 24, 0), O("--batch", 'z', 'd', batch, 1, 1u << 31, 0),
     O("--seed", 'u', 'd', seed, 0, 0, 0), O("--eval_batches", 'z', 'd', eval_batches, 1, 1 << 20, 0),
@@ -98,7 +98,8 @@ static void usage(FILE* f) {
            "             [--eval_every N] [--eval_batches N] [--seed N]\n"
            "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] [--cg_tol EPS (dynamic stop when decoding)]\n"
            "                          [--chunk C] [--gamma_clamp 0|1] [--cg_fla 0|1 (fla's CG arithmetic)]\n"
-           "                          [--cg_warm 0-4 (decoding CG start: 0 x0 = 0, 1 Jacobi, 2-4 warm)]\n"
+           "                          [--cg_warm 0-6 (decoding CG start: 0 x0 = 0, 1 Jacobi, 2-4 warm,\n"
+           "                           5, 6 Woodbury on the last 8, 16 tokens)]\n"
            "                          [--gate_bias X (initial forget-gate bias; log 19 = 2.944: gamma ~0.95)]\n"
            "             [--sample N] [--prompt TEXT] [--temp X] [--top_k N] [--top_p X]\n"
            "             [--overwrite 1 (start afresh in an --out that holds a checkpoint)]\n"

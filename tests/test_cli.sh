@@ -175,7 +175,7 @@ report $? "a second trainer (fresh or --resume) on a busy --out: status 4; the f
 bad_args=0
 for a in "--steps abc" "--steps -5" "--steps 0" "--lr -1" "--lr nan" "--lr inf" "--clip -1" "--wd -1" "--cg -5" \
          "--d_model 0" "--eval_every 0" "--eval_batches 0" "--batch 1000000000" "--batch 4611686018427387904 --seq 4" \
-         "--seed 1x" "--top_p 2" "--steps" "--gate_bias 99" "--cg_warm 5"; do
+         "--seed 1x" "--top_p 2" "--steps" "--gate_bias 99" "--cg_warm 7"; do
     "$B/train" $a --out "$W/x2" > "$W/e.log" 2>&1; rc=$?
     if [ $rc -ne 2 ] || [ ! -s "$W/e.log" ] || [ -e "$W/x2" ]; then
         bad_args=$((bad_args+1)); echo "    train $a: rc $rc"; cat "$W/e.log"

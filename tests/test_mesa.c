@@ -204,34 +204,54 @@ static double dist2(const double* x, const double* y, size_t n) {
     for (i = 0; i < n; i++) s += (x[i] - y[i]) * (x[i] - y[i]);
     return sqrt(s);
 }
-// Decodes p with mn_mesa_step_warm under o; warm = 0 zeroes xs before every token (no previous solution: the
-// Jacobi start of the warm modes' fallback, with their stop). Checks every solve against the exact one xe: the
-// true residual within the tolerance, ||r|| <= tol ||q||, and hence ||x - x*|| <= ||A^-1|| ||r|| <= ||r|| /
-// min lambda (H_t is PSD). Returns the mean CG steps per (token, head); *worst the largest ||x - x*|| seen.
-static double decode_warm(const prob* p, const mn_mesa_opts* o, int keep, const double* xe, double* worst) {
+// Decodes p with mn_mesa_step_warm under o (win = 0), or with mn_mesa_step_woodbury on a window of win tokens (its
+// ring zeroed at the start); warm = 0 zeroes xs before every token (no previous solution: the Jacobi start of the
+// warm modes' fallback, with their stop). Checks every solve against the exact one xe: the true residual within
+// the tolerance, ||r|| <= tol ||q||, and hence ||x - x*|| <= ||A^-1|| ||r|| <= ||r|| / min lambda (H_t is PSD).
+// Fills the mean CG steps per (token, head), the most steps of one solve, the largest ||x - x*|| and, given the
+// exact outputs oe, the largest |o - o*|.
+typedef struct { double mean, worst, worst_out; int itmax; } decode_stats;
+static decode_stats decode_start(const prob* p, const mn_mesa_opts* o, int keep, size_t win, const double* xe,
+                                 const double* oe) {
     size_t T = p->T, H = p->H, K = p->K, V = p->V, t, h, i, n = 0;
     double *hkk = arr(H * K * K), *hkv = arr(H * K * V), *out = arr(H * V), *xs = arr(H * K);
     double *w = arr(mn_mesa_work_size_recurrent(1, 1, H, K, V, o)), lmin = 1e300, tol = o->cg_tol, total = 0;
+    double* ring = arr(H * (win * (K + 2) + 1));
     int it[8], res_ok = 1, err_ok = 1;
+    decode_stats st = { 0, 0, 0, 0 };
     for (i = 0; i < H * K; i++) lmin = fmin(lmin, p->lamb[i]);
-    *worst = 0;
     for (t = 0; t < T; t++) {
         if (!keep) memset(xs, 0, H * K * sizeof(double));
-        mn_mesa_step_warm(out, xs, it, hkk, hkv, p->q + t * H * K, p->k + t * H * K, p->v + t * H * V, p->g + t * H,
-                          p->beta + t * H, p->lamb, H, K, V, o, w);
+        if (win)
+            mn_mesa_step_woodbury(out, xs, ring, it, hkk, hkv, p->q + t * H * K, p->k + t * H * K, p->v + t * H * V,
+                                  p->g + t * H, p->beta + t * H, p->lamb, H, K, V, win, o, w);
+        else
+            mn_mesa_step_warm(out, xs, it, hkk, hkv, p->q + t * H * K, p->k + t * H * K, p->v + t * H * V,
+                              p->g + t * H, p->beta + t * H, p->lamb, H, K, V, o, w);
         for (h = 0; h < H; h++) {
             const double *q = p->q + (t * H + h) * K, *x = xs + h * K;
             double r = true_residual(hkk + h * K * K, p->lamb + h * K, q, x, K), e = dist2(x, xe + (t * H + h) * K, K);
             res_ok &= r <= tol * norm2(q, K) * (1 + 1e-6) + 1e-14;   // the recursive residual drifts by ~1e-16
             err_ok &= e <= r / lmin * (1 + 1e-6) + 1e-13;
-            *worst = fmax(*worst, e);
+            st.worst = fmax(st.worst, e);
+            for (i = 0; oe && i < V; i++)
+                st.worst_out = fmax(st.worst_out, fabs(out[h * V + i] - oe[(t * H + h) * V + i]));
             total += it[h]; n++;
+            if (it[h] > st.itmax) st.itmax = it[h];
         }
     }
-    TU_CHECK(res_ok, "warm %d keep %d: every true residual within tol ||q|| (tol %g)", o->warm, keep, tol);
-    TU_CHECK(err_ok, "warm %d keep %d: every solution within ||r|| / min lambda of the exact one", o->warm, keep);
-    free(hkk); free(hkv); free(out); free(xs); free(w);
-    return total / (double)n;
+    TU_CHECK(res_ok, "warm %d keep %d window %zu: every true residual within tol ||q|| (tol %g)", o->warm, keep, win,
+             tol);
+    TU_CHECK(err_ok, "warm %d keep %d window %zu: every solution within ||r|| / min lambda of the exact one", o->warm,
+             keep, win);
+    free(hkk); free(hkv); free(out); free(xs); free(w); free(ring);
+    st.mean = total / (double)n;
+    return st;
+}
+static double decode_warm(const prob* p, const mn_mesa_opts* o, int keep, const double* xe, double* worst) {
+    decode_stats st = decode_start(p, o, keep, 0, xe, NULL);
+    *worst = st.worst;
+    return st.mean;
 }
 static void test_warm_start(void) {
     size_t T = 120, H = 2, K = 16, V = 16, N = T * H, c, i, t;
@@ -335,6 +355,96 @@ static void test_warm_start(void) {
     }
 }
 
+// ---- 6. the windowed-Woodbury start (mn_mesa_step_woodbury; the model's cfg.mesa_cg_warm 5 and 6) ----
+// x = (lamb + sum_j w_j k_j k_j^T)^-1 q by a dense K x K Cholesky, the sum over rows j of kr (n,K) with weights w (n)
+static void dense_window_solve(double* x, const double* kr, const double* w, size_t n, const double* lamb,
+                               const double* q, size_t K) {
+    double* A = arr(K * K);
+    size_t i, j, p;
+    for (i = 0; i < K; i++) {
+        A[i * K + i] = lamb[i];
+        for (j = 0; j < K; j++) for (p = 0; p < n; p++) A[i * K + j] += w[p] * kr[p * K + i] * kr[p * K + j];
+    }
+    for (j = 0; j < K; j++) {   // A = L L^T in place
+        for (p = 0; p < j; p++) A[j * K + j] -= A[j * K + p] * A[j * K + p];
+        A[j * K + j] = sqrt(A[j * K + j]);
+        for (i = j + 1; i < K; i++) {
+            for (p = 0; p < j; p++) A[i * K + j] -= A[i * K + p] * A[j * K + p];
+            A[i * K + j] /= A[j * K + j];
+        }
+    }
+    for (i = 0; i < K; i++) { x[i] = q[i]; for (p = 0; p < i; p++) x[i] -= A[i * K + p] * x[p]; x[i] /= A[i * K + i]; }
+    for (i = K; i-- > 0;) { for (p = i + 1; p < K; p++) x[i] -= A[p * K + i] * x[p]; x[i] /= A[i * K + i]; }
+    free(A);
+}
+static void test_woodbury_start(void) {
+    size_t H = 2, K = 16, V = 16, i, t, c;
+    mn_mesa_opts ex = exact_opts(), o;
+    {   // the start itself: after each push the ring's x0 is the dense solve of lambda + the last r tokens' part of
+        // H_t, w_j = beta_j exp(g_{j+1} + ... + g_t), built here from the token arrays (the ring's shift and weights)
+        size_t T = 40, r = 8, h = 1;
+        prob p = make(1, T, H, K, V, 1, 0);
+        double *ring = arr(r * (K + 2) + 1), *x0 = arr(K), *xd = arr(K), *w = arr(r), e = 0;
+        for (t = 0; t < T; t++) {
+            size_t n = t + 1 < r ? t + 1 : r, j0 = t + 1 - n, j;
+            const double* q = p.q + (t * H + h) * K;
+            mn__mesa_ring_push(ring, p.k + (t * H + h) * K, p.beta[t * H + h], p.g[t * H + h], K, r);
+            TU_CHECK(mn__mesa_woodbury(x0, ring, p.lamb + h * K, q, K, r), "Woodbury start formed at t %zu", t);
+            for (j = j0; j <= t; j++) {
+                double s = 0; size_t u;
+                for (u = j + 1; u <= t; u++) s += p.g[u * H + h];
+                w[j - j0] = p.beta[j * H + h] * exp(s);
+            }
+            {
+                double* kr = arr(n * K);
+                for (j = 0; j < n; j++) memcpy(kr + j * K, p.k + ((j0 + j) * H + h) * K, K * sizeof(double));
+                dense_window_solve(xd, kr, w, n, p.lamb + h * K, q, K);
+                free(kr);
+            }
+            e = fmax(e, dist2(x0, xd, K) / norm2(xd, K));
+        }
+        printf("  Woodbury start, window 8 over 40 tokens: x0 vs the dense solve of the window: %.1e\n", e);
+        TU_CHECK(e < 1e-12, "Woodbury x0 == dense solve of lambda + the last 8 tokens' part of H_t (%.3e)", e);
+        free(ring); free(x0); free(xd); free(w); drop(&p);
+    }
+    for (c = 0; c < 2; c++) {   // (a) a sequence no longer than the window: x0 is the exact solve, CG has nothing to do
+        size_t T = c ? 11 : 8, r = c ? 16 : 8;
+        prob p = make(1, T, H, K, V, 1, 0);
+        result re = run(&p, &ex, 0, 0, 0);
+        decode_stats st;
+        memset(&o, 0, sizeof o); o.cg_iters = 30; o.cg_tol = 1e-8;
+        st = decode_start(&p, &o, 1, r, re.xs, re.out);
+        printf("  Woodbury start, T = %zu <= window %zu: most CG steps %d, ||x - x*|| %.1e, |o - o*| %.1e\n", T, r,
+               st.itmax, st.worst, st.worst_out);
+        TU_CHECK(st.itmax == 0 && st.worst < 1e-12 && st.worst_out < 1e-12,
+                 "T %zu <= window %zu: x0 exact (CG steps %d, error %.3e, output %.3e)", T, r, st.itmax, st.worst,
+                 st.worst_out);
+        unrun(&re); drop(&p);
+    }
+    for (c = 0; c < 2; c++) {   // (b) gates ~0.5 (short memory), (c) gates 0.99 (long memory), T = 300
+        size_t T = 300, N = T * H;
+        prob p = make(1, T, H, K, V, 1, 0);
+        result re;
+        decode_stats sj, s8, s16;
+        double tol = 1e-6;
+        for (i = 0; i < N; i++) p.g[i] = c ? log(0.99) : log(0.4 + 0.2 * mn_rng_uniform(&rng));
+        re = run(&p, &ex, 0, 0, 0);
+        memset(&o, 0, sizeof o); o.cg_iters = 100; o.cg_tol = tol; o.jacobi = 1; o.warm = MN_MESA_WARM;
+        sj = decode_start(&p, &o, 0, 0, re.xs, NULL);   // the Jacobi start, with the same stop against ||q||
+        memset(&o, 0, sizeof o); o.cg_iters = 100; o.cg_tol = tol;
+        s8 = decode_start(&p, &o, 1, 8, re.xs, NULL);
+        s16 = decode_start(&p, &o, 1, 16, re.xs, NULL);
+        printf("  Woodbury start, T = 300, gates %s, tol 1e-6: mean CG steps Jacobi %.2f, window 8 %.2f, 16 %.2f; "
+               "worst ||x - x*|| %.1e\n", c ? "0.99" : "0.4-0.6", sj.mean, s8.mean, s16.mean,
+               fmax(s8.worst, s16.worst));
+        if (c == 0)
+            TU_CHECK(s8.mean < sj.mean && s16.mean < sj.mean,
+                     "gates ~0.5: the Woodbury start takes fewer CG steps than Jacobi (%.2f, %.2f vs %.2f)", s8.mean,
+                     s16.mean, sj.mean);
+        unrun(&re); drop(&p);
+    }
+}
+
 // The model's decode with cfg.mesa_cg_warm: against the forward (chunkwise CG with 5 D steps: the exact solve to
 // ~1e-14), a fixed count equal to it, a tolerance within a bound that shrinks with it; the first token after
 // mn_state_reset is the Jacobi start's; the setting round-trips through mn_save / mn_load and is range-checked.
@@ -358,8 +468,9 @@ static void test_model_warm(void) {
     mn_config c; mn_model m, m2; mn_state s;
     size_t B = 2, T = 40, V = 16, i;
     int tok[80], w;
-    mn_real *ref = (mn_real*)arr(B * T * V), first[5][2 * 16];
-    double e_fixed, e_tol[3], tols[3] = { 1e-4, 1e-6, 1e-8 }, it_w[5];
+    mn_real *ref = (mn_real*)arr(B * T * V), first[7][2 * 16];
+    double e_fixed, e_tol[3], tols[3] = { 1e-4, 1e-6, 1e-8 }, it_w[7];
+    size_t bytes[7];
     memset(&c, 0, sizeof c);
     c.vocab_size = V; c.d_model = 32; c.n_layer = 2; c.n_head = 2; c.max_seq_len = 64; c.pattern = "mesa";
     c.init_std = 0.3; c.seed = 11; c.mesa_cg_train = 80; c.mesa_cg_decode = 60;
@@ -367,10 +478,11 @@ static void test_model_warm(void) {
     for (i = 0; i < B * T; i++) tok[i] = (int)(mn_rng_u32(&rng) % V);
     mn_forward(&m, tok, NULL, B, T, NULL);
     memcpy(ref, mn_logits(&m), B * T * V * sizeof(mn_real));
-    mn_state_init(&s, &m, B);
-    for (w = 0; w <= 4; w++) {
+    for (w = 0; w <= 6; w++) {
         double sv;
         m.cfg.mesa_cg_warm = w;
+        mn_state_init(&s, &m, B);   // its size follows the start (5 and 6 keep the Woodbury window)
+        bytes[w] = s.bytes;
         m.cfg.mesa_cg_tol = 0;                                          // 60 steps at most: the exact solve
         e_fixed = model_decode(&m, &s, tok, B, T, ref, NULL);
         for (i = 0; i < 3; i++) { m.cfg.mesa_cg_tol = tols[i]; e_tol[i] = model_decode(&m, &s, tok, B, T, ref, NULL); }
@@ -384,8 +496,39 @@ static void test_model_warm(void) {
         TU_CHECK(e_fixed < 1e-11, "warm %d: fixed count vs forward %.3e", w, e_fixed);
         for (i = 0; i < 3; i++)
             TU_CHECK(e_tol[i] < 250 * tols[i], "warm %d: tol %g vs forward %.3e", w, tols[i], e_tol[i]);
-        if (w >= 2)   // after mn_state_reset the first token starts at the Jacobi guess: the same logits as cfg 1's
+        if (w >= 2 && w <= 4)   // after mn_state_reset the first token starts at the Jacobi guess: cfg 1's logits
             TU_CHECK(!memcmp(first[w], first[1], B * V * sizeof(mn_real)), "warm %d: first token == Jacobi start's", w);
+        if (w >= 5) {   // the window lives in the state: reset clears it, so a second decode repeats every logit
+            mn_real* all = (mn_real*)arr(2 * B * T * V);
+            size_t t, b, r;
+            int st[4];
+            for (r = 0; r < 2; r++) {
+                mn_state_reset(&s);
+                for (t = 0; t < T; t++) {
+                    for (b = 0; b < B; b++) st[b] = tok[b * T + t];
+                    mn_step(&m, &s, st, all + (r * T + t) * B * V);
+                }
+            }
+            TU_CHECK(!memcmp(all, all + B * T * V, B * T * V * sizeof(mn_real)),
+                     "warm %d: the decode after mn_state_reset repeats every logit (the window cleared)", w);
+            TU_CHECK(bytes[w] > bytes[0], "warm %d: the state holds the window (%zu bytes, %zu without)", w, bytes[w],
+                     bytes[0]);
+            free(all);
+        }
+        if (w < 6) mn_state_free(&s);
+    }
+    {   // a state made under one start and stepped under another of another size is refused, not overrun
+        int st[2] = { 1, 2 };
+        mn_real lg[2 * 16];
+        m.cfg.mesa_cg_warm = 1;
+        TU_CHECK(mn_step(&m, &s, st, lg) == MN_ERR_STATE, "a warm-6 state stepped under warm 1: refused");
+        m.cfg.mesa_cg_warm = 5;
+        TU_CHECK(mn_step(&m, &s, st, lg) == MN_ERR_STATE, "a warm-6 state stepped under warm 5: refused");
+        m.cfg.mesa_cg_warm = 6;
+        TU_CHECK(mn_step(&m, &s, st, lg) == MN_OK, "a warm-6 state stepped under warm 6: accepted");
+        mn_state_free(&s);
+        m.cfg.mesa_cg_warm = 4;     // the state of the check below
+        mn_state_init(&s, &m, B);
     }
     // the same decode twice (mn_state_reset between) gives the same logits: nothing survives the reset
     {
@@ -408,8 +551,10 @@ static void test_model_warm(void) {
         mn_config pc, rc; char pat[16];
         TU_CHECK(mn_config_parse_json(&pc, js, strlen(js), pat, sizeof pat) == MN_OK && pc.mesa_cg_warm == 2,
                  "config.json key mesanet_cg_warm read");
-        pc.mesa_cg_warm = 5;
-        TU_CHECK(mn_config_resolve(&rc, &pc) == MN_ERR_CONFIG, "mesa_cg_warm 5 refused");
+        pc.mesa_cg_warm = 6;
+        TU_CHECK(mn_config_resolve(&rc, &pc) == MN_OK, "mesa_cg_warm 6 accepted");
+        pc.mesa_cg_warm = 7;
+        TU_CHECK(mn_config_resolve(&rc, &pc) == MN_ERR_CONFIG, "mesa_cg_warm 7 refused");
         pc.mesa_cg_warm = -1;
         TU_CHECK(mn_config_resolve(&rc, &pc) == MN_ERR_CONFIG, "mesa_cg_warm -1 refused");
     }
@@ -423,6 +568,7 @@ int main(void) {
     test_chunk_vs_exact();
     test_step_and_dynamic_stopping();
     test_warm_start();
+    test_woodbury_start();
     test_model_warm();
     return tu_finish("test_mesa");
 }
