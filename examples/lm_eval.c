@@ -22,6 +22,9 @@
 //                       from x0 = 0 with no step would read out nothing. Mean CG steps per token, head and Mesa
 //                       layer, and the mean NLL (cg.csv), and both by position (cg_position.csv); cg.csv's first row
 //                       is the parallel forward on the same windows (its training CG count), for comparison.
+//                       --cg_starts 0,1,5,6: the tolerance rows once per CG start (cfg.mesa_cg_warm: 0 x0 = 0, 1
+//                       Jacobi, 2-4 warm, 5 / 6 the last 8 / 16 tokens' Woodbury solve), labelled "tol E start S"
+//                       for a start other than the first; the fixed counts run with the first start.
 // Every window is scored in double from the logits (the logit soft-cap applied as in training), and
 // summary.csv holds the mean of mn_forward's own losses beside that mean: they agree to float rounding.
 // The forward runs one window per thread (OpenMP, a copy of the model each: --threads, default all cores).
@@ -60,6 +63,7 @@ typedef struct {
     size_t distances[LM_MAX_LIST], n_dist;
     double cg_tols[LM_MAX_LIST]; size_t n_tols;
     int cg_counts[LM_MAX_LIST]; size_t n_counts;
+    int cg_starts[LM_MAX_LIST]; size_t n_starts;   // --cg_starts: cfg.mesa_cg_warm values (default: the model's)
     int cg_max;
     uint64_t seed;
     int do_bpb, do_recall, do_cg, cg_seqs_given;
@@ -70,7 +74,8 @@ static void usage(FILE* f) {
                "               [--recall_seqs N (32)] [--recall_len L (32)] [--recall_prefix P (64)]\n"
                "               [--distances 64,128,... (default: powers of two that fit, and the longest)]\n"
                "               [--cg_seqs N (8, at most --seqs)] [--cg_len T (--seq)] [--cg_tols 1e-2,1e-3,1e-4,1e-5]\n"
-               "               [--cg_counts 0,1,5,10,20,30] [--cg_max N (30)] [--skip bpb,recall,cg]\n"
+               "               [--cg_counts 0,1,5,10,20,30] [--cg_max N (30)] [--cg_starts 0,1,5 (the model's)]\n"
+               "               [--skip bpb,recall,cg]\n"
                "               [--threads N (all)] [--seed N (1)] [--dump_probe FILE]\n"
                "exit status: 0 done, 1 input/output failed, 2 bad command line or sizes\n");
 }
@@ -125,6 +130,11 @@ static int parse(lm_opts* o, int argc, char** argv) {
             i++; continue;
         }
         if (!strcmp(a, "--cg_tols")) { if (parse_tols(a, v, o->cg_tols, &o->n_tols)) return -1; i++; continue; }
+        if (!strcmp(a, "--cg_starts")) {   // cfg.mesa_cg_warm values 0..6
+            if (parse_sizes(a, v, 0, 6, tmp, &o->n_starts)) return -1;
+            for (k = 0; k < o->n_starts; k++) o->cg_starts[k] = (int)tmp[k];
+            i++; continue;
+        }
         if (!strcmp(a, "--cg_counts")) {
             if (parse_sizes(a, v, 0, 1000, tmp, &o->n_counts)) return -1;
             for (k = 0; k < o->n_counts; k++) o->cg_counts[k] = (int)tmp[k];
@@ -601,7 +611,11 @@ int lm_eval_main(int argc, char** argv) {
         if (rc != RC_OK) goto done;
     }
     if (o.do_cg && is_mesa) {
-        size_t S = o.cg_seqs, Tc = o.cg_len, ns = o.n_tols + o.n_counts, si;
+        // the settings: the tolerances once per start (the first start: the model's own unless --cg_starts),
+        // then the fixed counts with the first start
+        size_t S = o.cg_seqs, Tc = o.cg_len, nst = o.n_starts ? o.n_starts : 1, ntol = o.n_tols * nst;
+        size_t ns = ntol + o.n_counts, si;
+        int warm0 = m0.cfg.mesa_cg_warm, start1 = o.n_starts ? o.cg_starts[0] : warm0;
         cg_acc* acc = (cg_acc*)malloc(ns * Tc * sizeof(cg_acc));   // (settings, Tc)
         int dec0 = m0.cfg.mesa_cg_decode; double tol0 = m0.cfg.mesa_cg_tol;
         double fsum = 0;
@@ -619,20 +633,24 @@ int lm_eval_main(int argc, char** argv) {
                 fsum / (double)(S * Tc), S, Tc);
         for (si = 0; si < ns; si++) {
             double ts = ex_now(), steps = 0, mean = 0;
-            int fixed = si >= o.n_tols;
+            int fixed = si >= ntol, start = fixed || !o.n_starts ? start1 : o.cg_starts[si / o.n_tols];
+            double tol = fixed ? 0 : o.cg_tols[si % o.n_tols];
             char label[64];
+            m0.cfg.mesa_cg_warm = start;   // decode_pass inits its state after this: sized for the start
             if (fixed) {   // a fixed count: no tolerance; 0 = no solve (x = q)
-                int c = o.cg_counts[si - o.n_tols];
+                int c = o.cg_counts[si - ntol];
                 m0.cfg.mesa_cg_decode = c == 0 ? -1 : c; m0.cfg.mesa_cg_tol = 0;
                 snprintf(label, sizeof label, "fixed %d", c);
             } else {
-                m0.cfg.mesa_cg_decode = o.cg_max; m0.cfg.mesa_cg_tol = o.cg_tols[si];
-                snprintf(label, sizeof label, "tol %g", o.cg_tols[si]);
+                m0.cfg.mesa_cg_decode = o.cg_max; m0.cfg.mesa_cg_tol = tol;
+                if (start == start1) snprintf(label, sizeof label, "tol %g", tol);
+                else snprintf(label, sizeof label, "tol %g start %d", tol, start);
             }
 #ifdef LM_EVAL_CUDA
             // the GPU decodes (the setting into the GPU model's cfg, which its step reads); a setting its step
             // refuses (a warm start: MN_ERR_CONFIG at the first token) decodes on the CPU as in the CPU build
             lm__gm.cfg.mesa_cg_decode = m0.cfg.mesa_cg_decode; lm__gm.cfg.mesa_cg_tol = m0.cfg.mesa_cg_tol;
+            lm__gm.cfg.mesa_cg_warm = m0.cfg.mesa_cg_warm;
             err = decode_pass_gpu(win, S, stride, Tc, acc + si * Tc, &steps);
             if (err == MN_ERR_CONFIG) {
                 printf("  decode %-10s: the GPU step refuses it (%s): on the CPU\n", label, lm__ctx.msg);
@@ -648,20 +666,20 @@ int lm_eval_main(int argc, char** argv) {
             for (t = 0; t < Tc; t++) mean += acc[si * Tc + t].nll;
             mean /= (double)Tc;
             if (fixed)
-                fprintf(fc.f, "%s,fixed,%d,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_counts[si - o.n_tols], steps, mean, S,
+                fprintf(fc.f, "%s,fixed,%d,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_counts[si - ntol], steps, mean, S,
                         Tc, ex_now() - ts);
             else
-                fprintf(fc.f, "%s,tol,%g,%.4f,%.6f,%zu,%zu,%.1f\n", label, o.cg_tols[si], steps, mean, S, Tc,
-                        ex_now() - ts);
+                fprintf(fc.f, "%s,%s,%g,%.4f,%.6f,%zu,%zu,%.1f\n", label, start == start1 ? "tol" : "start", tol,
+                        steps, mean, S, Tc, ex_now() - ts);
             for (t = 0; t < Tc; t++)
                 fprintf(fq.f, "%s,%zu,%.6f,%.4f\n", label, t + 1, acc[si * Tc + t].nll, acc[si * Tc + t].steps);
             printf("  decode %-10s: %6.2f CG steps per token, NLL %.4f (%zu x %zu tokens, %.1f s)\n", label, steps,
                    mean, S, Tc, ex_now() - ts);
             fflush(stdout);
         }
-        m0.cfg.mesa_cg_decode = dec0; m0.cfg.mesa_cg_tol = tol0;
+        m0.cfg.mesa_cg_decode = dec0; m0.cfg.mesa_cg_tol = tol0; m0.cfg.mesa_cg_warm = warm0;
 #ifdef LM_EVAL_CUDA
-        lm__gm.cfg.mesa_cg_decode = dec0; lm__gm.cfg.mesa_cg_tol = tol0;
+        lm__gm.cfg.mesa_cg_decode = dec0; lm__gm.cfg.mesa_cg_tol = tol0; lm__gm.cfg.mesa_cg_warm = warm0;
 #endif
         free(acc);
         if (rc != RC_OK) goto done;

@@ -69,6 +69,14 @@ for m in transformer mesanet; do
         "$W/ev/$m/windows.csv" "$W/ev/$m/summary.csv" && ok "$m: windows.csv's 6 window means average to summary.csv's NLL" ||
         bad "$m: windows.csv vs summary"
 done
+# --cg_starts: the tolerance rows again from the Woodbury start (cfg.mesa_cg_warm 5), the same NLL, fewer steps
+"$B/lm_eval" --ckpt "$W/ck/mesanet" --out "$W/ev/mesa_starts" $small --skip recall --cg_seqs 2 --cg_len 32 \
+    --cg_counts 30 --cg_starts 0,5 > "$W/e_starts.log" 2>&1 || { bad "lm_eval --cg_starts"; cat "$W/e_starts.log"; }
+awk -F, '$2 == "tol" { n0[$3] = $5; s0[$3] = $4 } $2 == "start" { n5[$3] = $5; s5[$3] = $4; k++ }
+         END { for (t in n5) { d = n5[t] - n0[t]; if (d > 1e-3 || d < -1e-3 || s5[t] > s0[t]) bad = 1 }
+               exit bad || k != 4 }' "$W/ev/mesa_starts/cg.csv" &&
+    ok "lm_eval --cg_starts 0,5: 4 Woodbury-start rows, each within 1e-3 of x0 = 0's NLL at no more CG steps" ||
+    { bad "--cg_starts rows"; cat "$W/ev/mesa_starts/cg.csv"; }
 "$B/lm_eval" --ckpt "$W/ck/hybrid" --out "$W/ev/hybrid" $small --skip recall,cg > "$W/e_hybrid.log" 2>&1 ||
     { bad "lm_eval attn,mesa"; cat "$W/e_hybrid.log"; }
 awk -F, 'NR == 2 { exit !(NF == 11 && $2 == "attn+mesa") }' "$W/ev/hybrid/summary.csv" &&
