@@ -3349,8 +3349,12 @@ typedef struct mn__step_args {
     float *out, *hkk, *hkv;
     int* iters;
     const float *q, *k, *v, *g, *beta, *lamb;
+    // (B*H, K) CG starts, then (B*H) flags (nonzero: start at that row; 0: the head's Jacobi guess): the
+    // Woodbury step's (mn_cuda_mesa_step_woodbury); NULL: x0 = 0 or the Jacobi guess, as jacobi says
+    const float* x0;
     unsigned H, V;
     int n_iter, fla, jacobi;
+    int warm;               // 1: the stop is relative to ||q|| (r_0 at x0 = 0), the CPU's opts.warm; 0: ||r_0||
     float stop, eps;        // squared relative residual where a system stops; fla's 1e-5 (else 0)
 } mn__step_args;
 
@@ -3439,8 +3443,10 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
     int it = 0;
     if (A.n_iter >= 0) {
         float r = qi;
-        x = A.jacobi ? qi / (sdg[ir] + li) : 0.f;
-        if (A.jacobi) {                            // r0 = q - (H_t + diag lambda) x0
+        // a given start (block-uniform: one head per block), else the Jacobi guess of H_t or 0
+        const bool given = A.x0 && A.x0[(size_t)gridDim.x * K + bh] != 0.f;
+        x = given ? A.x0[bh * K + ir] : A.jacobi ? qi / (sdg[ir] + li) : 0.f;
+        if (given || A.jacobi) {                   // r0 = q - (H_t + diag lambda) x0
             if (owner) svx[ir] = x;
             __syncthreads();
             float vc[CW];
@@ -3451,7 +3457,13 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
         float p = r, pc[CW];
         if (owner) svr[ir] = r;
         float delta = bsum(r * r, sred);           // its barrier also publishes svr
-        const float delta0 = delta;
+        // the stop's reference: ||r_0||^2, or with warm ||q||^2, summed by every thread from shared memory in
+        // one order (so block-uniform, and no reduction buffer shared with the loop's)
+        float delta0 = delta;
+        if (A.warm) {
+            delta0 = 0.f;
+            for (int j = 0; j < K; j++) delta0 = fmaf(sq[j], sq[j], delta0);
+        }
 #pragma unroll
         for (int j = 0; j < CW; j++) pc[j] = svr[c0 + j];
         for (; it < A.n_iter; it++) {
@@ -3506,24 +3518,23 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
     }
 }
 
-int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k,
-                      const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
-                      size_t Dk, size_t Dv, const mn_mesa_opts* o) {
-    mn_mesa_opts tmp;
-    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
-    size_t K = Dk, V = Dv, n = B * H;
+// The checks both steps make (what: the caller's name); MN_OK when the shapes and options fit the kernel.
+static int mn__mesa_step_check(mn_cuda_ctx* ctx, const char* what, const mn_mesa_opts* op, const float* hkk,
+                               const float* hkv, size_t K, size_t V, size_t n) {
     if ((K != 64 && K != 128) || V == 0 || V % 4 || K * V > 16384)
-        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
-                        "needs Dk in {64, 128}, Dv % 4 == 0 and Dk * Dv <= 16384", __LINE__);
-    if (op->solver != MN_MESA_CG) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
-                                                  "the CUDA step solves by CG only", __LINE__);
-    // the CPU step's warm starts (x0 from the previous token's solution) are not on the GPU: refuse, never ignore
-    if (op->warm != MN_MESA_COLD) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
-                                                  "the CUDA step has no warm start (needs warm 0)", __LINE__);
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "needs Dk in {64, 128}, Dv % 4 == 0 and Dk * Dv <= 16384", __LINE__);
+    if (op->solver != MN_MESA_CG)
+        return mn__fail(ctx, MN_ERR_CONFIG, what, "the CUDA step solves by CG only", __LINE__);
     if (n == 0) return MN_OK;
-    if (((uintptr_t)hkk | (uintptr_t)hkv) % 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
+    if (((uintptr_t)hkk | (uintptr_t)hkv) % 16) return mn__fail(ctx, MN_ERR_CONFIG, what,
                                                                 "hkk and hkv must be 16-byte aligned", __LINE__);
-    if (n > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step", "B * H beyond the grid", __LINE__);
+    if (n > 0x7fffffff) return mn__fail(ctx, MN_ERR_CONFIG, what, "B * H beyond the grid", __LINE__);
+    return MN_OK;
+}
+// The arguments both steps share (x0 NULL, warm 0: the plain step's).
+static mn__step_args mn__mesa_step_fill(float* out, int* iters, float* hkk, float* hkv, const float* q,
+                                        const float* k, const float* v, const float* g, const float* beta,
+                                        const float* lamb, size_t H, size_t V, const mn_mesa_opts* op) {
     mn__step_args a;
     memset(&a, 0, sizeof a);
     a.out = out; a.hkk = hkk; a.hkv = hkv; a.iters = iters;
@@ -3532,6 +3543,10 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
     a.n_iter = op->cg_iters; a.fla = op->fla; a.jacobi = op->jacobi;
     a.stop = op->cg_tol > 0 ? (float)(op->cg_tol * op->cg_tol) : 1.1920929e-07f * 1.1920929e-07f;
     a.eps = op->fla ? 1e-5f : 0.f;
+    return a;
+}
+// One launch of mn__k_mesa_step<K> over n = B*H blocks (the shared-memory opt-in raised once per size).
+static int mn__mesa_step_launch(mn_cuda_ctx* ctx, const mn__step_args& a, size_t K, size_t V, size_t n) {
     if (K == 128) {
         static size_t set = 0;
         size_t smem = mn__step_smem<128>(V);
@@ -3551,6 +3566,170 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
     }
     MN__LAUNCHED();
     return MN_OK;
+}
+
+int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k,
+                      const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
+                      size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    mn_mesa_opts tmp;
+    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, n = B * H;
+    MN__TRY(mn__mesa_step_check(ctx, "mn_cuda_mesa_step", op, hkk, hkv, K, V, n));
+    // the CPU step's warm starts (x0 from the previous token's solution) are not on the GPU: refuse, never ignore
+    if (op->warm != MN_MESA_COLD) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
+                                                  "the CUDA step has no warm start (needs warm 0)", __LINE__);
+    if (n == 0) return MN_OK;
+    return mn__mesa_step_launch(ctx, mn__mesa_step_fill(out, iters, hkk, hkv, q, k, v, g, beta, lamb, H, V, op), K, V,
+                                n);
+}
+
+// ---- the windowed-Woodbury start (mn_cuda_mesa_step_woodbury; mesanet.h's mn_mesa_step_woodbury) ----
+// Unrolled, H_t = sum_j w_j k_j k_j^T with w_j = beta_j exp(sum of the later log-gates); the last r tokens' part
+// of it is solved exactly by Woodbury (Lambda diagonal), an r x r system instead of a K x K one:
+//   x0 = (Lambda + K_r^T W K_r)^-1 q = Lambda^-1 (q - K_r^T c),  c = (W^-1 + K_r Lambda^-1 K_r^T)^-1 K_r Lambda^-1 q,
+// and CG starts there (warm stop: ||r|| <= cg_tol ||q||). The ring of one head is the CPU's, value for value:
+// keys (r,K) oldest first, betas (r), log-gates (r), the count n <= r (all zeros: an empty window); a push onto
+// a full ring shifts the rows up by one. mn__k_mesa_woodbury: one block (256 threads) per (sequence, head):
+//   1. the window after the push into shared memory (row j from old row j + drop, the new token last), a
+//      barrier, then the whole window back to the ring: no thread writes a row another has still to read;
+//   2. thread 0: the weights newest to oldest in double (an underflowed one, w <= 1e-300, is left out as the
+//      CPU leaves it: 1/w would be infinite), the rows used in that order (newest first, as the CPU's G);
+//   3. the Gram matrix G = W^-1 + K_r Lambda^-1 K_r^T (lower half) and K_r Lambda^-1 q in double, one warp
+//      per entry (lanes over K, a butterfly sum);
+//   4. warp 0: G = L L^T column by column in the CPU's order (lanes over the rows below the diagonal), lane 0
+//      the two triangular solves; a pivot <= 0 (rounding only: G is SPD) means no start;
+//   5. x0 = (q - K_r^T c) / lambda (thread per entry) and the head's flag (1; 0: no usable window, the step
+//      then starts at the Jacobi guess of the UPDATED H_t, which only the step kernel sees, as the CPU does).
+#define MN__WB_MAX 32      // the longest window (mesanet.h's MN__MESA_WINDOW_MAX; the shared arrays' size)
+#define MN__WB_KMAX 128    // the largest head (the step's Dk)
+size_t mn_cuda_mesa_ring_slot(size_t Dk, size_t r) { return r * (Dk + 2) + 1; }
+size_t mn_cuda_mesa_ring_size(size_t B, size_t H, size_t Dk, size_t r) {
+    return r ? B * H * (mn_cuda_mesa_ring_slot(Dk, r) + Dk + 1) : 0;   // the rings, then x0 (B*H,Dk), flags (B*H)
+}
+__global__ void __launch_bounds__(256) mn__k_mesa_woodbury(float* ring, const float* q, const float* k,
+                                                          const float* g, const float* beta, const float* lamb,
+                                                          unsigned H, int K, int r) {
+    __shared__ float sK[MN__WB_MAX * MN__WB_KMAX];        // (r,K) the window's keys after the push
+    __shared__ float sb[MN__WB_MAX], slg[MN__WB_MAX];     // (r) its betas and log-gates
+    __shared__ double sG[MN__WB_MAX * MN__WB_MAX];        // (m,m) G, then its Cholesky factor L (lower)
+    __shared__ double sc[MN__WB_MAX], siw[MN__WB_MAX];    // (m) K_r z, then c = G^-1 K_r z; 1 / w
+    __shared__ double sil[MN__WB_KMAX], sqd[MN__WB_KMAX]; // (K) 1 / lambda, q
+    __shared__ int suse[MN__WB_MAX], sm, sok;             // the rows used (newest first), their count; factored
+    const size_t bh = blockIdx.x, nbh = gridDim.x, h = bh % H, R = (size_t)r, slot = R * (K + 2) + 1;
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    float* rg = ring + bh * slot;                          // (slot) this head's ring
+    float* x0 = ring + nbh * slot + bh * K;                // (K) its start
+    float* flag = ring + nbh * slot + nbh * K + bh;        // (1)
+    const float cf = rg[R * (K + 2)];
+    int n = cf >= 1.f ? (int)cf : 0;                       // the stored count (a corrupt one clamped to [0, r])
+    if (n > r) n = r;
+    const int drop = n == r, n1 = n - drop + 1;            // full: the oldest row leaves; n1 rows after the push
+    // 1. the new window into shared memory, then back (the barrier orders every read of the old ring first)
+    for (int i = tid; i < (n1 - 1) * K; i += 256) sK[i] = rg[(size_t)drop * K + i];
+    for (int i = tid; i < K; i += 256) {
+        sK[(size_t)(n1 - 1) * K + i] = k[bh * K + i];
+        sil[i] = 1.0 / (double)lamb[h * K + i];
+        sqd[i] = q[bh * K + i];
+    }
+    if (tid < n1 - 1) { sb[tid] = rg[R * K + drop + tid]; slg[tid] = rg[R * K + R + drop + tid]; }
+    if (tid == 0) { sb[n1 - 1] = beta[bh]; slg[n1 - 1] = g[bh]; }
+    __syncthreads();
+    for (int i = tid; i < n1 * K; i += 256) rg[i] = sK[i];
+    if (tid < n1) { rg[R * K + tid] = sb[tid]; rg[R * K + R + tid] = slg[tid]; }
+    if (tid == 0) rg[R * (K + 2)] = (float)n1;
+    // 2. the weights, newest to oldest: w_j = beta_j exp(the log-gates after j)
+    if (tid == 0) {
+        double acc = 0;
+        int m = 0;
+        for (int j = n1 - 1; j >= 0; j--) {
+            const double wj = (double)sb[j] * exp(acc);
+            acc += (double)slg[j];
+            if (wj > 1e-300) { suse[m] = j; siw[m++] = 1.0 / wj; }
+        }
+        sm = m;
+    }
+    __syncthreads();
+    const int m = sm;
+    // 3. entry (a, b <= a) of G, or with b = m entry a of K_r Lambda^-1 q: warp w takes e = w, w + 8, ...
+    for (int e = w; e < m * (m + 1); e += 8) {
+        const int a = e / (m + 1), b = e % (m + 1);
+        if (b > a && b < m) continue;                      // the upper half (warp-uniform): G is symmetric
+        const float* ka = sK + (size_t)suse[a] * K;        // (K)
+        const float* kb = sK + (size_t)suse[b < m ? b : a] * K;
+        double s = 0;
+        for (int p = lane; p < K; p += 32) s += (double)ka[p] * (b < m ? (double)kb[p] : sqd[p]) * sil[p];
+#pragma unroll
+        for (int o = 16; o >= 1; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (lane == 0) {
+            if (b < m) sG[a * m + b] = s + (a == b ? siw[a] : 0.0);
+            else sc[a] = s;
+        }
+    }
+    __syncthreads();
+    // 4. Cholesky, column b: every lane forms the pivot in the same order (so all agree on it and on a failure),
+    // lanes take the rows below it; then lane 0 solves L u = K_r z and L^T c = u in place in sc
+    if (w == 0) {
+        int ok = m > 0;
+        for (int b = 0; b < m && ok; b++) {
+            double d = sG[b * m + b];
+            for (int p = 0; p < b; p++) d -= sG[b * m + p] * sG[b * m + p];
+            if (!(d > 0)) { ok = 0; break; }
+            d = sqrt(d);
+            for (int a = b + 1 + lane; a < m; a += 32) {
+                double s = sG[a * m + b];
+                for (int p = 0; p < b; p++) s -= sG[a * m + p] * sG[b * m + p];
+                sG[a * m + b] = s / d;
+            }
+            __syncwarp();                                  // every lane has read the old diagonal entry
+            if (lane == 0) sG[b * m + b] = d;
+            __syncwarp();                                  // column b complete before column b + 1 reads it
+        }
+        if (lane == 0 && ok) {
+            for (int a = 0; a < m; a++) {
+                double s = sc[a];
+                for (int p = 0; p < a; p++) s -= sG[a * m + p] * sc[p];
+                sc[a] = s / sG[a * m + a];
+            }
+            for (int a = m - 1; a >= 0; a--) {
+                double s = sc[a];
+                for (int p = a + 1; p < m; p++) s -= sG[p * m + a] * sc[p];
+                sc[a] = s / sG[a * m + a];
+            }
+        }
+        if (lane == 0) sok = ok;
+    }
+    __syncthreads();
+    // 5. x0 = Lambda^-1 (q - K_r^T c), and the flag the step kernel reads
+    if (sok)
+        for (int p = tid; p < K; p += 256) {
+            double s = sqd[p];
+            for (int a = 0; a < m; a++) s -= (double)sK[(size_t)suse[a] * K + p] * sc[a];
+            x0[p] = (float)(s / (double)lamb[h * K + p]);
+        }
+    if (tid == 0) *flag = sok ? 1.f : 0.f;
+}
+
+int mn_cuda_mesa_step_woodbury(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, float* ring,
+                               const float* q, const float* k, const float* v, const float* g, const float* beta,
+                               const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, size_t r,
+                               const mn_mesa_opts* o) {
+    mn_mesa_opts tmp;
+    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, n = B * H;
+    MN__TRY(mn__mesa_step_check(ctx, "mn_cuda_mesa_step_woodbury", op, hkk, hkv, K, V, n));
+    if (r > MN__WB_MAX) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step_woodbury", "needs r <= 32", __LINE__);
+    if (r && !ring) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step_woodbury", "needs the ring", __LINE__);
+    if (n == 0) return MN_OK;
+    // as the CPU: the warm stop (against ||q_t||) and the Jacobi guess where a head has no start, whatever o says
+    mn__step_args a = mn__mesa_step_fill(out, iters, hkk, hkv, q, k, v, g, beta, lamb, H, V, op);
+    a.jacobi = 1; a.warm = 1;
+    if (r) {                                               // r = 0: no window, every head at the Jacobi guess
+        mn__k_mesa_woodbury<<<(unsigned)n, 256, 0, MN__STREAM>>>(ring, q, k, g, beta, lamb, (unsigned)H, (int)K,
+                                                                 (int)r);
+        MN__LAUNCHED();
+        a.x0 = ring + n * mn_cuda_mesa_ring_slot(K, r);
+    }
+    return mn__mesa_step_launch(ctx, a, K, V, n);
 }
 
 // ---- tested alternatives ---------------------------------------------------------------------
@@ -9591,13 +9770,23 @@ static int mn__cm_conv_step(mn_cuda_ctx* ctx, float* out, float* state, const fl
 // buffers) and the per-head l2 norm; the gates from xn; the Mesa op's decode step (H, S updated, x =
 // (H + diag lambda)^-1 q by CG with the decode options); per-head RMSNorm; x += o Wo.
 // state: cq, ck (B,HD,3) the convs' last 3 inputs; hkk, hkv (B,H,D,D) (the CPU's per-sequence pieces,
-// batch-major; the CPU's warm-start solutions are not kept: warm starts are refused below); iters (B,H)
+// batch-major; the CPU's warm-start solutions xs are not kept: those starts are refused below); iters (B,H)
 // ints, the step's CG iterations per system, which mn_cuda_model_step adds into the state's CG totals
-// (the CPU keeps per-sequence totals instead: the same sums)
+// (the CPU keeps per-sequence totals instead: the same sums); then, for the Woodbury starts (cfg.mesa_cg_warm
+// 5 and 6), mn_cuda_mesa_step_woodbury's ring block (B*H windows of r tokens as the CPU's S.ring, then its x0
+// scratch), r = mn__cm_mesa_window; nothing for the other starts. The ring comes after iters, so iters stays
+// where mn__cm_mesa_iters finds it whatever the start.
+// The window of cfg.mesa_cg_warm 5 / 6 in tokens, 0 for the other starts: mesanet.h's mn__mesa_window
+// (MN__MESA_WINDOW_SHORT / _LONG; that header's implementation is not compiled into this unit)
+enum { MN__CM_WINDOW_SHORT = 8, MN__CM_WINDOW_LONG = 16 };
+static size_t mn__cm_mesa_window(const mn_config* c) {
+    return c->mesa_cg_warm == 5 ? MN__CM_WINDOW_SHORT : c->mesa_cg_warm == 6 ? MN__CM_WINDOW_LONG : 0;
+}
 static size_t mn__cm_mesa_state(const mn_config* c, size_t* tmp) {
     size_t H = c->n_head, D = c->head_dim, HD = H * D;
     *tmp = 9 * MN__PAD(HD) + 5 * MN__PAD(H);   // ql kl v qc kc q k on (B,HD), al bl g beta rs (B,H), lamb (HD)
-    return 2 * MN__PAD(3 * HD) + 2 * H * D * D + H;   // + H: iters, one int in each float's room
+    // + H: iters, one int in each float's room; + the ring block of one sequence's H heads
+    return 2 * MN__PAD(3 * HD) + 2 * H * D * D + H + mn_cuda_mesa_ring_size(1, H, D, mn__cm_mesa_window(c));
 }
 // The iters piece (B,H) of a Mesa layer's block of B sequences, after cq, ck, hkk, hkv (the hook and
 // mn_cuda_model_state_init find it here). B x the per-sequence size covers it: PAD(B n) <= B PAD(n).
@@ -9605,23 +9794,29 @@ static int* mn__cm_mesa_iters(const mn_config* c, float* state, size_t B) {
     size_t H = c->n_head, D = c->head_dim;
     return (int*)(state + 2 * MN__PAD(B * 3 * H * D) + 2 * B * H * D * D);
 }
+// The ring block (mn_cuda_mesa_ring_size(B, H, D, r) floats), right after the iters piece's B*H floats.
+static float* mn__cm_mesa_ring(const mn_config* c, float* state, size_t B) {
+    return (float*)mn__cm_mesa_iters(c, state, B) + B * c->n_head;
+}
 static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state, float* tmp, const float* xn,
                             size_t B, size_t pos) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     size_t C = c->d_model, H = c->n_head, Dh = c->head_dim, HD = H * Dh, N = B * H, o = MN__PAD(B * HD);
-    size_t oh = MN__PAD(B * H), sc = MN__PAD(B * 3 * HD);
+    size_t oh = MN__PAD(B * H), sc = MN__PAD(B * 3 * HD), r = mn__cm_mesa_window(c);
     float *ql = tmp, *kl = ql + o, *v = kl + o, *qc = v + o, *kc = qc + o, *q = kc + o, *k = q + o, *on = k + o;
     float *al = on + o, *bl = al + oh, *g = bl + oh, *beta = g + oh, *rs = beta + oh, *lamb = rs + oh;   // (B,H); (HD)
     float *cq = state, *ck = cq + sc, *hkk = ck + sc, *hkv = hkk + B * H * Dh * Dh;
     int* its = mn__cm_mesa_iters(c, state, B);                                      // (B,H)
+    float* ring = mn__cm_mesa_ring(c, state, B);                                    // (ring_size(B,H,Dh,r))
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     (void)pos;
-    // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm >= 2) and the
-    // tolerance against ||q_t|| (mesa_cg_warm 1 with a tolerance) have no GPU kernel: refused
-    if (c->mesa_cg_warm >= 2 || (c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0))
-        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "the GPU Mesa step has no warm start "
-                        "(mesa_cg_warm >= 2, or 1 with a tolerance)", __LINE__);
+    // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm 2-4) and the tolerance
+    // against ||q_t|| with the Jacobi start (mesa_cg_warm 1 with a tolerance) have no GPU kernel: refused; the
+    // Woodbury starts (5, 6) run mn_cuda_mesa_step_woodbury, which sets its start and stop itself
+    if ((c->mesa_cg_warm >= 2 && !r) || (c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0))
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "the GPU Mesa step has no warm start from "
+                        "the previous solution (mesa_cg_warm 2-4, or 1 with a tolerance; 0, 1, 5, 6 run)", __LINE__);
     op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
     op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
     op.jacobi = c->mesa_cg_warm >= 1;
@@ -9636,7 +9831,9 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     MN__LAUNCHED();
     mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
     MN__LAUNCHED();
-    MN__TRY(mn_cuda_mesa_step(ctx, qc, its, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));   // qc: o
+    if (r) MN__TRY(mn_cuda_mesa_step_woodbury(ctx, qc, its, hkk, hkv, ring, q, k, v, g, beta, lamb, B, H, Dh, Dh, r,
+                                              &op));                                 // qc: o
+    else MN__TRY(mn_cuda_mesa_step(ctx, qc, its, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, qc, MN__PAR(cm, l, MN__CP_ON), N, Dh, c->norm_eps));
     return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CP_O), B, HD, C);
 }
@@ -10482,6 +10679,22 @@ __global__ void mn__k_cm_cg_count(unsigned long long* cg, mn__cm_cg_list L, size
     }
     if (threadIdx.x == 0) { cg[0] += part[0]; cg[1] += (unsigned long long)n * L.n_layers; }
 }
+// Floats of the decode state of B sequences for the model's current cfg (*tmp: the per-sequence scratch). A state's
+// size follows the cfg (a Mesa layer's ring exists for mesa_cg_warm 5 and 6 only): mn_cuda_model_step compares.
+static size_t mn__cm_state_floats(const mn_cuda_model* cm, size_t B, size_t* tmp_out) {
+    const mn_config* c = &cm->cfg;
+    size_t total = 0, tmp = 0, C = c->d_model, F = c->d_ff, V = c->vocab_size;
+    for (size_t l = 0; l < c->n_layer; l++) {
+        const mn__cm_mixer* mx = MN__CM_MIXER(cm, l);
+        size_t t = 0;
+        total += MN__PAD(B * mx->state(c, &t));
+        if (t > tmp) tmp = t;                  // the layers run one after the other: one scratch
+    }
+    total += MN__PAD(B * C) * 2 + MN__PAD(B) + 3 * MN__PAD(B * F) + MN__PAD(B * V) + MN__PAD(B * tmp) + MN__PAD(B);
+    total += MN__PAD(4);                       // the CG totals: 2 x 64 bits
+    *tmp_out = tmp;
+    return total;
+}
 int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B) {
     const mn_config* c;
     size_t total = 0, off = 0, C, F, V, tmp = 0;
@@ -10492,14 +10705,7 @@ int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B
     c = &cm->cfg; C = c->d_model; F = c->d_ff; V = c->vocab_size;
     if (B == 0 || B > ((size_t)1 << 20))
         return mn__fail(cm->ctx, MN_ERR_CONFIG, "mn_cuda_model_state_init", "B must be in [1, 2^20]", __LINE__);
-    for (size_t l = 0; l < c->n_layer; l++) {
-        const mn__cm_mixer* mx = MN__CM_MIXER(cm, l);
-        size_t t = 0;
-        total += MN__PAD(B * mx->state(c, &t));
-        if (t > tmp) tmp = t;                  // the layers run one after the other: one scratch
-    }
-    total += MN__PAD(B * C) * 2 + MN__PAD(B) + 3 * MN__PAD(B * F) + MN__PAD(B * V) + MN__PAD(B * tmp) + MN__PAD(B);
-    total += MN__PAD(4);                       // the CG totals: 2 x 64 bits
+    total = mn__cm_state_floats(cm, B, &tmp);
     MN__TRY(mn_cuda_malloc(cm->ctx, (void**)&s->mem, total * sizeof(float)));
     s->bytes = total * sizeof(float);
     s->B = B; s->tmp_per_seq = tmp;
@@ -10555,6 +10761,12 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
     const mn_config* c = &cm->cfg;
     mn_model* h = MN__HOST(cm);
     size_t B = s->B, C = c->d_model, F = c->d_ff, V = c->vocab_size;
+    {   // a state made for another cfg (mesa_cg_warm 5 / 6 add the Woodbury ring) would be read out of bounds
+        size_t tmp = 0;
+        if (s->bytes != mn__cm_state_floats(cm, B, &tmp) * sizeof(float) || tmp != s->tmp_per_seq)
+            return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "the state was made for another cfg (e.g. "
+                            "mesa_cg_warm changed to or from 5 / 6): init it again", __LINE__);
+    }
     for (size_t n = 0; n < B; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V)
             return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "token id outside [0, V)", __LINE__);

@@ -93,7 +93,8 @@
    SUPPORTED SHAPES (Mesa): chunk forward/backward: Dk == Dv in {64, 128}, chunk 64, solver CG with
      x0 = 0 (opts.jacobi = 0), fixed count or relative tolerance, fla's epsilons or textbook CG,
      cg_iters < 0 (no solve). Decode step: Dk in {64, 128}, Dv a multiple of 4 with Dk*Dv <= 16384,
-     CG from x0 = 0 or the Jacobi guess, every other option as the CPU step. Attention: Dk == Dv in
+     CG from x0 = 0 or the Jacobi guess (or the windowed-Woodbury start: mn_cuda_mesa_step_woodbury), every
+     other option as the CPU step. Attention: Dk == Dv in
      {64, 128}, B*H <= 65535, the (B,T,H,D) tensors 16-byte aligned; any T and window; its decode
      step: Dk == Dv in {64, 128}. GLA family: Dk == Dv in {64, 128}, chunk 64, G in {0, 1, Dk}, B*H <=
      65535, the (B,T,H,D) inputs 16-byte aligned; its decode step: any Dk, Dv <= 1024. RoPE: D even.
@@ -308,6 +309,24 @@ int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, flo
 int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k,
                       const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
                       size_t Dk, size_t Dv, const mn_mesa_opts* o);
+// The step with each head's CG started at the exact solve of the last r tokens' part of H_t (the windowed-Woodbury
+// start; contract as mn_mesa_step_woodbury of mesanet.h, B sequences in one call): per head (k_t, beta_t, g_t)
+// enters its window, x0 = (Lambda + K_r^T W K_r)^-1 q (W the window's weights beta_j prod of the later gates) by
+// an r x r Cholesky in double, and CG runs from x0 (r_0 = q - A x0) until ||r|| <= cg_tol ||q_t|| (cg_tol 0: a
+// fixed count ending early at float precision relative to ||q_t||); a head without a usable window (none yet,
+// every weight underflowed) starts at the Jacobi guess of H_t. opts.warm and opts.jacobi are set here, as the
+// CPU's; cg_iters, cg_tol, fla as mn_cuda_mesa_step. r in [0, 32] (0: every head at the Jacobi guess, ring not
+// read). ring in/out, mn_cuda_mesa_ring_size(B, H, Dk, r) floats: first the B*H windows, each
+// mn_cuda_mesa_ring_slot(Dk, r) floats laid out exactly as the CPU's ring (keys (r,Dk) oldest first, betas (r),
+// log-gates (r), the count; all zeros: a new sequence), so a CPU and a GPU ring compare value for value; then
+// scratch rewritten by every call: the starts x0 (B*H,Dk) and one flag per head (B*H; 0: the Jacobi guess).
+// The other arguments as mn_cuda_mesa_step. Two launches (the window's solve, then the step).
+size_t mn_cuda_mesa_ring_slot(size_t Dk, size_t r);                  // r * (Dk + 2) + 1, mesanet.h's slot
+size_t mn_cuda_mesa_ring_size(size_t B, size_t H, size_t Dk, size_t r);   // B*H*(slot + Dk + 1); 0 for r = 0
+int mn_cuda_mesa_step_woodbury(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, float* ring,
+                               const float* q, const float* k, const float* v, const float* g, const float* beta,
+                               const float* lamb, size_t B, size_t H, size_t Dk, size_t Dv, size_t r,
+                               const mn_mesa_opts* o);
 
 // ---- DeltaNet / Gated DeltaNet, Mamba-2 SSD, RG-LRU, mLSTM, sLSTM (mesanet_cuda.cu's sections of the same names) ----
 // --- DeltaNet / Gated DeltaNet: the gated delta rule (contracts as mn_delta_rule_* of mesanet.h) ---
@@ -602,7 +621,10 @@ size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm);   // device memory h
 // The state of B sequences decoded in lockstep, one device allocation: each layer's recurrent state or
 // KV cache (B times the mixer's per-sequence size, laid out batch-major by the mixer), the residual
 // and the backbone's one-token temporaries, the logits. Every mixer of the GPU table has a
-// step (a Mesa layer with a warm-started decode, cfg.mesa_cg_warm >= 2, or 1 with a tolerance, is refused).
+// step (a Mesa layer with a decode started at the previous solution, cfg.mesa_cg_warm 2-4, or 1 with a
+// tolerance, is refused; 5 and 6, the Woodbury starts, run mn_cuda_mesa_step_woodbury with the window in the
+// state). The state's size follows cfg.mesa_cg_warm: after changing it to or from 5 / 6, init the state again
+// (mn_cuda_model_step refuses a state of another size with MN_ERR_STATE).
 // A step reads the decode settings from cm->cfg (mesa_cg_decode, mesa_cg_tol): a caller may change them
 // between steps. The Mesa layers' CG counts stay on the device (no synchronisation per step):
 // mn_cuda_model_state_cg_stats reads them.

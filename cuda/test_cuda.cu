@@ -961,6 +961,125 @@ static void test_step(const step_case* c) {
     mn_cuda_dfree(ghk); mn_cuda_dfree(ghv); mn_cuda_dfree(gl); mn_cuda_dfree(gout); mn_cuda_dfree(git);
 }
 
+// ---- the windowed-Woodbury step ----------------------------------------------------------------
+// mn_cuda_mesa_step_woodbury (B sequences in one call) against mn_mesa_step_woodbury in double (one call per
+// sequence), T tokens of a new sequence (zero states and rings on both sides, the same float inputs). Head 0 of
+// every sequence gets beta = 0 at the first token: its window then has no usable weight, so it starts at the
+// Jacobi guess (the GPU's flag-0 path) there. Checks, and why:
+//   - out, all tokens: the GPU's start is the CPU's to float rounding (both solve the r x r system in double), so
+//     what remains is fp32 CG against double CG from the same point: with a fixed count both converge (float:
+//     to its precision), 1e-4; with a tolerance a system now and then stops one step apart on the two sides
+//     (float and double residuals cross 1e-4 at different steps) and that token moves by about the tolerance
+//     times the conditioning: 3e-4 at gates ~0.5 (about one step from a near-exact start), 1e-3 at ~0.95 (the
+//     window misses much of H_t: several steps, test_step's Jacobi bound);
+//   - the first min(T, r) tokens (the window holds all of H_t, so the start is the exact solve): out against
+//     the CPU's exact (Cholesky, double) step, 1e-5 (fp32 rounding of x0 and of S^T x), and with a tolerance at
+//     most one CG step on either side (0 expected: r_0 is float rounding, ~1e-6 ||q||);
+//   - the rings after every token equal exactly: both copy the same float keys, betas and log-gates and count
+//     the same small integer, so nothing is rounded; states hkk, hkv 1e-5 as test_step;
+//   - iterations in [0, cg_iters]; with a tolerance the mean within 0.3 of the CPU's (with a fixed count fp32
+//     stops at its precision, double much later: not compared). Outputs, iteration counts and the x0 scratch are
+//     NaN-poisoned before every call (a flag nobody wrote reads as NaN, i.e. "start at x0", and x0 is NaN).
+typedef struct wood_case {
+    const char* name;
+    size_t B, H, K, V, r;
+    int iters;
+    double tol, gmu;
+    int T;
+    double bout;
+} wood_case;
+
+static void test_step_woodbury(const wood_case* c) {
+    size_t B = c->B, H = c->H, K = c->K, V = c->V, r = c->r, BH = B * H, SK = BH * K * K, SV = BH * K * V;
+    size_t slot = r ? mn__mesa_ring_slot(K, r) : 0, nr = BH * slot, T = (size_t)c->T, nx = r < T ? r : T;
+    char nm[200];
+    printf("-- mesa step woodbury %s: B=%zu H=%zu K=%zu V=%zu r=%zu cg=%d tol=%g T=%zu gamma~sigmoid(N(%g,1))\n",
+           c->name, B, H, K, V, r, c->iters, c->tol, T, c->gmu);
+    snprintf(nm, sizeof nm, "woodbury ring sizes: GPU slot %zu == CPU %zu, block %zu (%s)",
+             r ? mn_cuda_mesa_ring_slot(K, r) : 0, slot, mn_cuda_mesa_ring_size(B, H, K, r), c->name);
+    expect((!r || mn_cuda_mesa_ring_slot(K, r) == slot) && mn_cuda_mesa_ring_size(B, H, K, r) ==
+           (r ? BH * (slot + K + 1) : 0), nm);
+    vf lam = randu(H * K, 0.25, 1.0);
+    vd L = tod(lam), hkc(SK, 0.0), hvc(SV, 0.0), hke(SK, 0.0), hve(SV, 0.0), rc(nr, 0.0);
+    mn_mesa_opts oc, oe; memset(&oc, 0, sizeof oc);
+    oc.cg_iters = c->iters; oc.cg_tol = c->tol;
+    oe = oc; oe.solver = MN_MESA_EXACT;
+    vd wk(mn_mesa_work_size_recurrent(1, 1, H, K, V, &oc));
+    float *ghk = dev(vf(SK, 0.f)), *ghv = dev(vf(SV, 0.f)), *gl = dev(lam), *gout = poison(BH * V);
+    float* gring = r ? (float*)devbytes(mn_cuda_mesa_ring_size(B, H, K, r) * sizeof(float)) : NULL;
+    int* git = (int*)devbytes(BH * sizeof(int));
+    if (gring) cudaMemset(gring, 0, nr * sizeof(float));      // empty windows: a new sequence
+    vf allg, exg; vd allc, exc;
+    std::vector<int> itg, itc;
+    int ring_same = 1, early_ok = 1, early_max = 0;
+    for (size_t t = 0; t < T; t++) {
+        vf q = randn(BH * K, 0, 1), k = randn(BH * K, 0, 1), v = randn(BH * V, 0, 1), g(BH), be(BH);
+        unit_rows(q, BH, K); unit_rows(k, BH, K);
+        mesa_gates(g, be, c->gmu);
+        if (t == 0) for (size_t b = 0; b < B; b++) be[b * H] = 0.f;   // no usable window: the Jacobi start
+        vd Q = tod(q), Kd = tod(k), Vd = tod(v), Gd = tod(g), Bd = tod(be), outc(BH * V), oute(BH * V);
+        std::vector<int> ic(BH), ig(BH);
+        for (size_t b = 0; b < B; b++) {
+            mn_mesa_step_woodbury(outc.data() + b * H * V, NULL, r ? rc.data() + b * H * slot : NULL,
+                                  ic.data() + b * H, hkc.data() + b * H * K * K, hvc.data() + b * H * K * V,
+                                  Q.data() + b * H * K, Kd.data() + b * H * K, Vd.data() + b * H * V, Gd.data() + b * H,
+                                  Bd.data() + b * H, L.data(), H, K, V, r, &oc, wk.data());
+            mn_mesa_step(oute.data() + b * H * V, NULL, hke.data() + b * H * K * K, hve.data() + b * H * K * V,
+                         Q.data() + b * H * K, Kd.data() + b * H * K, Vd.data() + b * H * V, Gd.data() + b * H,
+                         Bd.data() + b * H, L.data(), H, K, V, &oe, wk.data());
+        }
+        float *gq = dev(q), *gk = dev(k), *gv = dev(v), *gg = dev(g), *gb = dev(be);
+        cudaMemset(gout, 0xFF, BH * V * sizeof(float));
+        cudaMemset(git, 0xFF, BH * sizeof(int));
+        if (gring) cudaMemset(gring + nr, 0xFF, BH * (K + 1) * sizeof(float));   // the x0 scratch and flags
+        CK(mn_cuda_mesa_step_woodbury(&G, gout, git, ghk, ghv, gring, gq, gk, gv, gg, gb, gl, B, H, K, V, r, &oc));
+        vf ho = host(gout, BH * V);
+        CK(mn_cuda_download(&G, ig.data(), git, BH * sizeof(int)));
+        if (r) {
+            vf hr = host(gring, nr);
+            for (size_t i = 0; i < nr; i++) ring_same &= (double)hr[i] == rc[i];
+        }
+        allg.insert(allg.end(), ho.begin(), ho.end()); allc.insert(allc.end(), outc.begin(), outc.end());
+        itg.insert(itg.end(), ig.begin(), ig.end()); itc.insert(itc.end(), ic.begin(), ic.end());
+        if (t < nx) {   // the window holds all of H_t: the start is the exact solve
+            exg.insert(exg.end(), ho.begin(), ho.end()); exc.insert(exc.end(), oute.begin(), oute.end());
+            for (size_t i = 0; i < BH; i++) {
+                if (ig[i] > early_max) early_max = ig[i];
+                if (ic[i] > early_max) early_max = ic[i];
+            }
+        }
+        mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gg); mn_cuda_dfree(gb);
+    }
+    if (c->tol > 0) early_ok = early_max <= 1;
+    snprintf(nm, sizeof nm, "woodbury step out vs CPU woodbury step, %zu tokens (%s)", T, c->name);
+    check(nm, allg, allc, c->bout);
+    if (r) {
+        snprintf(nm, sizeof nm, "woodbury step out vs the exact solve, first %zu tokens (%s)", nx, c->name);
+        check(nm, exg, exc, 1e-5);
+        snprintf(nm, sizeof nm, "woodbury first %zu tokens: at most %d CG steps on either side%s (%s)", nx,
+                 early_max, c->tol > 0 ? " (bound 1)" : " (fixed count: not bounded)", c->name);
+        expect(early_ok, nm);
+        snprintf(nm, sizeof nm, "woodbury rings equal to the CPU's after every token (%s)", c->name);
+        expect(ring_same, nm);
+    }
+    snprintf(nm, sizeof nm, "woodbury step final hkk (%s)", c->name); check(nm, host(ghk, SK), hkc, 1e-5);
+    snprintf(nm, sizeof nm, "woodbury step final hkv (%s)", c->name); check(nm, host(ghv, SV), hvc, 1e-5);
+    {
+        int inrange = 1;
+        double mg = 0, mc = 0;
+        for (size_t i = 0; i < itg.size(); i++) {
+            mg += itg[i]; mc += itc[i];
+            if (itg[i] < 0 || itg[i] > c->iters) inrange = 0;
+        }
+        mg /= (double)itg.size(); mc /= (double)itg.size();
+        snprintf(nm, sizeof nm, "woodbury step iters in range%s, mean %.3f (CPU double %.3f) (%s)",
+                 c->tol > 0 ? ", mean within 0.3" : "", mg, mc, c->name);
+        expect(inrange && (!(c->tol > 0) || fabs(mg - mc) <= 0.3), nm);
+    }
+    mn_cuda_dfree(ghk); mn_cuda_dfree(ghv); mn_cuda_dfree(gl); mn_cuda_dfree(gout); mn_cuda_dfree(git);
+    if (gring) mn_cuda_dfree(gring);
+}
+
 // ---- the whole model: mn_cuda_model against mn_model (mesanet.h in double) ----------------------
 // Same config and the same initial parameters on both (the GPU model's float values, checked equal
 // to the CPU init, then perturbed so that no gradient is trivial: norm weights, biases and lambda
@@ -2568,6 +2687,7 @@ typedef struct model_step_case {
     double tol;               // mesa_cg_tol (the decode's dynamic stop; 0: a fixed count)
     int fla;                  // mesa_cg_fla
     double b_cg;              // with a tolerance: bound on |GPU - CPU| mean CG iterations per system
+    int warm;                 // mesa_cg_warm: 0 (omitted) x0 = 0; 5 / 6 the Woodbury start of the last 8 / 16 tokens
 } model_step_case;
 
 static void test_model_step(const model_step_case* sc) {
@@ -2578,10 +2698,10 @@ static void test_model_step(const model_step_case* sc) {
     cfg.head_dim = sc->head_dim; cfg.d_ff = sc->d_ff; cfg.max_seq_len = T; cfg.pattern = sc->pattern;
     cfg.window = sc->window; cfg.seed = 5151;
     cfg.mesa_cg_train = cfg.mesa_cg_decode = sc->cg ? sc->cg : 30;   // the forward's and the step's CG alike
-    cfg.mesa_cg_tol = sc->tol; cfg.mesa_cg_fla = sc->fla;
+    cfg.mesa_cg_tol = sc->tol; cfg.mesa_cg_fla = sc->fla; cfg.mesa_cg_warm = sc->warm;
     printf("-- model step %s: pattern %s (window %zu), d_model %zu, %zu layers, %zu heads of %zu, B=%zu T=%zu, "
-           "CG %d tol %g fla %d\n", sc->name, sc->pattern, sc->window, sc->d_model, sc->layers, sc->heads,
-           sc->head_dim, B, T, cfg.mesa_cg_decode, sc->tol, sc->fla);
+           "CG %d tol %g fla %d warm %d\n", sc->name, sc->pattern, sc->window, sc->d_model, sc->layers, sc->heads,
+           sc->head_dim, B, T, cfg.mesa_cg_decode, sc->tol, sc->fla, sc->warm);
     G.math = MN_CUDA_MATH_FP32;
     mn_cuda_model gm;
     mn_model cm;
@@ -2659,6 +2779,9 @@ static void test_model_step(const model_step_case* sc) {
         int es = mn_cuda_model_state_cg_stats(&gm, &gs, &gi, &gso);
         double gmean = gso > 0 ? gi / gso : 0.0, cit = floor(cmean * cso + 0.5);   // the CPU's total (an integer)
         double want = (double)(T * B * sc->heads * n_mesa);                       // one per token, sequence, head
+        // the least mean: 1 from x0 = 0 or Jacobi; from the Woodbury start a token within the window is the exact
+        // solve (0 steps from an r_0 of float rounding), which is most of T = 20 tokens at r = 16
+        double least = sc->warm >= 5 ? 0.0 : 1.0;
         snprintf(nm, sizeof nm, "model step CG stats: %d, solves GPU %.0f CPU %.0f (T B H x %zu Mesa layers = %.0f) "
                  "(%s)", es, gso, cso, n_mesa, want, sc->name);
         expect(es == MN_OK && gso == cso && cso == want, nm);
@@ -2676,11 +2799,11 @@ static void test_model_step(const model_step_case* sc) {
         } else if (sc->tol > 0) {
             snprintf(nm, sizeof nm, "model step CG stats, tol %g: mean iterations GPU %.4f CPU %.4f (bound %.2f) (%s)",
                      sc->tol, gmean, cmean, sc->b_cg, sc->name);
-            expect(fabs(gmean - cmean) <= sc->b_cg && gmean >= 1 && gmean <= cfg.mesa_cg_decode, nm);
+            expect(fabs(gmean - cmean) <= sc->b_cg && gmean >= least && gmean <= cfg.mesa_cg_decode, nm);
         } else {
             snprintf(nm, sizeof nm, "model step CG stats, count %d: mean iterations GPU %.4f <= CPU (double) %.4f (%s)",
                      cfg.mesa_cg_decode, gmean, cmean, sc->name);
-            expect(gmean >= 1 && gmean <= cmean && cmean <= cfg.mesa_cg_decode, nm);
+            expect(gmean >= least && gmean <= cmean && cmean <= cfg.mesa_cg_decode, nm);
         }
     }
     if (ok_steps) {
@@ -2732,6 +2855,50 @@ static void test_model_step(const model_step_case* sc) {
     }
     mn_cuda_model_free(&gm);
     mn_model_free(&cm);
+}
+
+// The decode starts the GPU step refuses (MN_ERR_CONFIG at the first step, nothing run): mesa_cg_warm 2-4 (from the
+// previous solution) and 1 with a tolerance; 5 runs. A state made for another start's size is MN_ERR_STATE (the
+// Woodbury ring exists only for 5 and 6, so a state from warm 2 is too small for 5, and one from 5 too big for 0).
+static void test_model_step_refusals(void) {
+    mn_config cfg; memset(&cfg, 0, sizeof cfg);
+    cfg.vocab_size = 256; cfg.d_model = 128; cfg.n_layer = 1; cfg.n_head = 2; cfg.head_dim = 64; cfg.d_ff = 352;
+    cfg.max_seq_len = 8; cfg.pattern = "mesa"; cfg.seed = 77; cfg.mesa_cg_warm = 2;
+    mn_cuda_model gm;
+    mn_cuda_model_state gs, g5;
+    int tok[2] = { 3, 200 }, e;
+    char nm[200];
+    if (mn_cuda_model_init(&gm, &G, &cfg) != MN_OK) {
+        printf("FAIL mn_cuda_model_init: %s\n", G.msg); n_fail++;
+        return;
+    }
+    CK(mn_cuda_model_state_init(&gs, &gm, 2));
+    for (int w = 2; w <= 4; w++) {
+        gm.cfg.mesa_cg_warm = w;
+        e = mn_cuda_model_step(&gm, &gs, tok, NULL);
+        snprintf(nm, sizeof nm, "model step with mesa_cg_warm %d: %d (MN_ERR_CONFIG), pos %zu kept", w, e, gs.pos);
+        expect(e == MN_ERR_CONFIG && gs.pos == 0, nm);
+    }
+    gm.cfg.mesa_cg_warm = 1; gm.cfg.mesa_cg_tol = 1e-4;
+    e = mn_cuda_model_step(&gm, &gs, tok, NULL);
+    snprintf(nm, sizeof nm, "model step with mesa_cg_warm 1 and a tolerance: %d (MN_ERR_CONFIG)", e);
+    expect(e == MN_ERR_CONFIG, nm);
+    gm.cfg.mesa_cg_warm = 5;
+    e = mn_cuda_model_step(&gm, &gs, tok, NULL);
+    snprintf(nm, sizeof nm, "model step with mesa_cg_warm 5 on a state made for 2: %d (MN_ERR_STATE)", e);
+    expect(e == MN_ERR_STATE && gs.pos == 0, nm);
+    CK(mn_cuda_model_state_init(&g5, &gm, 2));
+    e = mn_cuda_model_step(&gm, &g5, tok, NULL);
+    snprintf(nm, sizeof nm, "model step with mesa_cg_warm 5 (Woodbury) and tolerance 1e-4 on its own state: %d (MN_OK)",
+             e);
+    expect(e == MN_OK && g5.pos == 1, nm);
+    gm.cfg.mesa_cg_warm = 0;
+    e = mn_cuda_model_step(&gm, &g5, tok, NULL);
+    snprintf(nm, sizeof nm, "model step with mesa_cg_warm 0 on a state made for 5: %d (MN_ERR_STATE)", e);
+    expect(e == MN_ERR_STATE && g5.pos == 1, nm);
+    mn_cuda_model_state_free(&g5);
+    mn_cuda_model_state_free(&gs);
+    mn_cuda_model_free(&gm);
 }
 
 int main(int argc, char** argv) {
@@ -2793,39 +2960,45 @@ int main(int argc, char** argv) {
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
         static const model_step_case scs[] = {
-            //  name  pattern  window d_model L  H  Dh  d_ff B  T  b_cpu b_fwd  cg tol fla b_cg (cg 0: 30 steps)
-            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0 },
-            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 6e-3, 0, 0.0, 0, 0.0 },
-            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1e-4, 6e-3, 0, 0.0, 0, 0.0 },
-            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
-            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
-            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
-            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
-            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
-            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
-            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0 },
+            //  name  pattern  window d_model L  H  Dh  d_ff B  T  b_cpu b_fwd  cg tol fla b_cg warm (cg 0: 30 steps)
+            { "mesa H2x64", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0, 0 },
+            { "attn H2x64", "attn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 6e-3, 0, 0.0, 0, 0.0, 0 },
+            { "swa W7 H2x128", "swa", 7, 256, 2, 2, 128, 688, 2, 20, 1e-4, 6e-3, 0, 0.0, 0, 0.0, 0 },
+            { "gla H2x128", "gla", 0, 256, 2, 2, 128, 688, 2, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
+            { "gdn H2x64", "gdn", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
+            { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
+            { "hawk H4 bw32", "hawk", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
+            { "mlstm H2x64", "mlstm", 0, 128, 2, 2, 64, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
+            { "slstm H4x32", "slstm", 0, 128, 2, 4, 32, 352, 3, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
+            { "hawk,mesa H2x64", "hawk,mesa", 0, 128, 2, 2, 64, 352, 2, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0, 0 },
             // xLSTM[7:1]-like: seven mLSTM blocks to one sLSTM block
             { "xlstm 7:1 H2x64", "mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,slstm", 0, 128, 8, 2, 64, 352, 2, 20,
-              1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+              1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
             // the other rows of the table: linattn, sgla, DeltaNet (neg), GDN (neg), Mamba-2 (neg)
-            { "linattn,sgla H2x64", "linattn,sgla", 0, 128, 2, 2, 64, 352, 2, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+            { "linattn,sgla H2x64", "linattn,sgla", 0, 128, 2, 2, 64, 352, 2, 20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
             { "deltanet_neg,gdn_neg,mamba2_neg H2x64", "deltanet_neg,gdn_neg,mamba2_neg", 0, 128, 3, 2, 64, 352, 2,
-              20, 1e-4, 1e-3, 0, 0.0, 0, 0.0 },
+              20, 1e-4, 1e-3, 0, 0.0, 0, 0.0, 0 },
             // plain DeltaNet, and attention and Mesa after it (caches and states of three kinds in one model)
             { "deltanet,attn,mesa H2x64", "deltanet,attn,mesa", 0, 128, 3, 2, 64, 352, 2, 20, 1e-3, 6e-3, 0, 0.0, 0,
-              0.0 },
+              0.0, 0 },
             // the decode settings of lm_eval's CG sweep. The paper's dynamic stop at 1e-4: the step's solutions
             // differ from the 30-step forward's by the tolerance (mesanet.h's own step: logits 1.5e-4 .. 9.5e-4
             // from its forward on these models), and a system stopping a step apart on GPU and CPU moves that
             // token's output by as much: the logit bounds 2e-3 and 8e-3
-            { "mesa H2x64 tol1e-4", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25 },
-            { "mesa H2x128 tol1e-4", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25 },
+            { "mesa H2x64 tol1e-4", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25, 0 },
+            { "mesa H2x128 tol1e-4", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25, 0 },
             // fla's arithmetic: exactly the count, step and forward alike (10: the count is read, not a default)
-            { "mesa H2x64 cg10 fla", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3, 10, 0.0, 1, 0.0 },
+            { "mesa H2x64 cg10 fla", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 1e-3, 6e-3, 10, 0.0, 1, 0.0, 0 },
             // no solve (lm_eval's "fixed 0"): x = q, every system counted with 0 iterations, as the CPU does
-            { "mesa H2x128 no solve", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 1e-3, 6e-3, -1, 0.0, 0, 0.0 },
+            { "mesa H2x128 no solve", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 1e-3, 6e-3, -1, 0.0, 0, 0.0, 0 },
+            // the Woodbury starts (cfg.mesa_cg_warm 5 / 6: the ring in the state, mn_cuda_mesa_step_woodbury): the
+            // tolerance row's bounds (a system a step apart moves a token as much as from x0 = 0), and with a fixed
+            // count the plain rows' (both sides converge, fp32 to its precision, from the same start)
+            { "mesa H2x64 woodbury8 tol1e-4", "mesa", 0, 128, 2, 2, 64, 352, 3, 20, 2e-3, 8e-3, 30, 1e-4, 0, 0.25, 5 },
+            { "mesa H2x128 woodbury16", "mesa", 0, 256, 2, 2, 128, 688, 2, 20, 1e-3, 6e-3, 0, 0.0, 0, 0.0, 6 },
         };
         for (size_t c = 0; c < sizeof scs / sizeof scs[0]; c++) test_model_step(&scs[c]);
+        test_model_step_refusals();
         if (model) {
             mn_cuda_free(&G);
             printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
@@ -2941,6 +3114,18 @@ int main(int argc, char** argv) {
         { "K64 V256 tol1e-4",       2, 2, 64,  256, 30, 0,  1,  1e-4, 4,    2,  1e-3 },
     };
     for (size_t c = 0; c < sizeof steps / sizeof steps[0] && !mesa; c++) test_step(&steps[c]);
+    // the Woodbury start (gmu 2.944 = log 19: gates near 0.95, the window missing much of H_t; 0: near 0.5)
+    static const wood_case woods[] = {
+        //  name                     B  H  K    V    r   cg  tol   gmu    T   bound
+        { "K64 r8 g0.5 tol1e-4",     2, 3, 64,  64,  8,  30, 1e-4, 0.0,   40, 3e-4 },
+        { "K128 r16 g0.5 tol1e-4",   2, 2, 128, 128, 16, 30, 1e-4, 0.0,   40, 3e-4 },
+        { "K64 r16 g0.95 tol1e-4",   2, 2, 64,  64,  16, 30, 1e-4, 2.944, 40, 1e-3 },
+        { "K128 V64 r8 g0.95 tol1e-4", 2, 2, 128, 64, 8, 30, 1e-4, 2.944, 40, 1e-3 },
+        { "K64 r8 g0.5 fixed30",     2, 2, 64,  64,  8,  30, 0.0,  0.0,   40, 1e-4 },
+        { "K128 r16 g0.95 fixed30",  2, 2, 128, 128, 16, 30, 0.0,  2.944, 40, 1e-4 },
+        { "K64 r0 (Jacobi, warm stop) tol1e-4", 2, 2, 64, 64, 0, 30, 1e-4, 0.0, 20, 1e-3 },
+    };
+    for (size_t c = 0; c < sizeof woods / sizeof woods[0] && !mesa; c++) test_step_woodbury(&woods[c]);
     mn_cuda_free(&G);
     printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
