@@ -163,4 +163,34 @@ printf 'head\n<!-- lm:code:begin -->\nold\n<!-- lm:code:end -->\ntail\n' > "$W/l
     { bad "lm_compare.sh report"; cat "$W/c.log"; }
 "$R/examples/lm_compare.sh" train --models nope > /dev/null 2>&1; rc=$?
 [ $rc = 2 ] && ok "lm_compare.sh: an unknown model is status 2" || bad "lm_compare.sh unknown model: $rc"
+# 5. `device` end to end on the CPU: a stand-in train_cuda (a tiny build/train run with train_cuda's outputs) in a
+#    copy of the layout, the real lm_eval: both models trained in order, each evaluated beside the next training,
+#    the pack written; a deadline too short to train leaves everything as it was and exits 0
+mkdir -p "$W/dev/examples" "$W/dev/build" "$W/dev/data/code"
+cp "$R/examples/lm_compare.sh" "$W/dev/examples/" && cp "$B/train" "$B/lm_eval" "$W/dev/build/"
+cp -r "$W/d/t/all" "$W/dev/data/code/all" && cp "$W/d/t/val.txt" "$W/dev/data/code/val.txt"
+cat > "$W/dev/build/train_cuda" <<'FAKE'
+#!/usr/bin/env bash
+# the test's stand-in: reads --out --pattern --data, trains 3 steps of a tiny model, prints train_cuda's lines
+while [ $# -gt 0 ]; do case "$1" in --out) out=$2; shift 2 ;; --pattern) pat=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;; *) shift ;; esac; done
+./build/train --data "$data" --out "$out" --pattern "$pat" --d_model 32 --layers 2 --heads 2 --seq 64 --batch 4 \
+    --steps 3 --eval_every 3 --eval_batches 2 --sample 0 --overwrite 1 > /dev/null || exit 1
+echo "summary: 3 steps; 1000 tokens/s after the first step"
+echo "checkpoint on the CPU: loss 1 (GPU 1, relative difference 1.0e-06)"
+FAKE
+chmod +x "$W/dev/build/train_cuda"
+(cd "$W/dev" && OUT="$W/dev" ./examples/lm_compare.sh device --corpus code --models "transformer mesanet" \
+    --tokens 32768 --deadline 300 --data data --eval "$small --cg_seqs 2 --cg_len 32 --cg_counts 0,30" \
+    > "$W/dev.log" 2>&1); rc=$?
+[ $rc = 0 ] && [ -f "$W/dev/results/lm/code/transformer/summary.csv" ] &&
+    [ -f "$W/dev/results/lm/code/mesanet/cg.csv" ] && [ -f "$W/dev/results/lm/code/mesanet/train.csv" ] &&
+    tar -tzf "$W/dev/lm_results.tar.gz" | grep -q "mesanet/summary.csv" &&
+    ok "lm_compare.sh device: both models trained and evaluated, the results packed" ||
+    { bad "lm_compare.sh device (status $rc)"; tail -20 "$W/dev.log"; }
+(cd "$W/dev" && ./examples/lm_compare.sh device --corpus code --models "gdn" --tokens 32768 --deadline 61 --data data \
+    > "$W/dev2.log" 2>&1); rc=$?
+[ $rc = 0 ] && grep -q "no time left" "$W/dev2.log" && [ ! -e "$W/dev/runs/lm/code/gdn" ] &&
+    ok "lm_compare.sh device: a deadline too short to train starts nothing" ||
+    { bad "lm_compare.sh device, short deadline (status $rc)"; cat "$W/dev2.log"; }
 finish "language-model comparison (CPU side)"
