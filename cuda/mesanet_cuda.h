@@ -44,8 +44,8 @@
        relative (a product's expected error ~2.3e-3 relative RMS, bound 8e-3 in test_cuda). The parameters,
        AdamW's moments and every checkpoint stay fp32 (master weights): the model makes a bf16 image of
        its parameter block once per update (mn_cuda_model's params_version) and of each layer's normed
-       inputs (xn1, xn2) once per pass, shared by the projections reading them; any other operand is converted where it enters the product (a conversion kernel
-       into the context's scratch). A projection whose width (IC or OC) is not a multiple of 8, such as
+       inputs (xn1, xn2) once per pass, shared by the projections reading them; any other operand is
+       converted where it enters the product (a conversion kernel into the context's scratch). A projection whose width (IC or OC) is not a multiple of 8, such as
        the Mesa gates' N x H, stays fp32. Everything else runs as with MN_CUDA_MATH_FP32: the norms,
        losses and optimizer in fp32, the mixer ops with their fp32-accurate states and (where a kernel
        reads ctx->math) fp32 / 3xTF32 products.
