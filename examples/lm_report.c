@@ -75,6 +75,24 @@ static double win_se(const double* x, const double* y, size_t n) {
     return sqrt(v / (double)(n - 1) / (double)n);
 }
 
+// Column col of every row of DIR/MODEL/FILE into a growing array (*out, *n); a missing file leaves it empty.
+// Returns -1 only when memory runs out.
+static int read_column(const char* dir, const char* model, const char* file, int col, double** out, size_t* n) {
+    csv_t c;
+    size_t cap = 0;
+    if (csv_open(&c, dir, model, file) != 0) return 0;
+    while (csv_row(&c) && c.n > col) {
+        if (*n == cap) {
+            double* p = (double*)realloc(*out, (cap = cap ? 2 * cap : 64) * sizeof(double));
+            if (!p) { fclose(c.f); return -1; }
+            *out = p;
+        }
+        (*out)[(*n)++] = num(&c, col);
+    }
+    fclose(c.f);
+    return 0;
+}
+
 static int load_model(model_t* m, const char* dir, const char* name) {
     csv_t c;
     memset(m, 0, sizeof *m);
@@ -88,31 +106,10 @@ static int load_model(model_t* m, const char* dir, const char* name) {
         fclose(c.f);
     }
     if (!m->have_sum) { fprintf(stderr, "lm_report: %s/%s/summary.csv: missing or empty\n", dir, name); return -1; }
-    if (csv_open(&c, dir, name, "position.csv") == 0) {
-        size_t cap = 0;
-        while (csv_row(&c) && c.n >= 2) {
-            if (m->n_pos == cap) {
-                double* p = (double*)realloc(m->pos, (cap = cap ? 2 * cap : 4096) * sizeof(double));
-                if (!p) { fclose(c.f); return -1; }
-                m->pos = p;
-            }
-            m->pos[m->n_pos++] = num(&c, 1);
-        }
-        fclose(c.f);
-        m->have_pos = m->n_pos > 0;
-    }
-    if (csv_open(&c, dir, name, "windows.csv") == 0) {   // absent in runs before lm_eval wrote it
-        size_t cap = 0;
-        while (csv_row(&c) && c.n >= 3) {
-            if (m->n_win == cap) {
-                double* p = (double*)realloc(m->win, (cap = cap ? 2 * cap : 64) * sizeof(double));
-                if (!p) { fclose(c.f); return -1; }
-                m->win = p;
-            }
-            m->win[m->n_win++] = num(&c, 2);
-        }
-        fclose(c.f);
-    }
+    if (read_column(dir, name, "position.csv", 1, &m->pos, &m->n_pos) != 0) return -1;
+    m->have_pos = m->n_pos > 0;
+    // absent in runs before lm_eval wrote it: no standard errors then
+    if (read_column(dir, name, "windows.csv", 2, &m->win, &m->n_win) != 0) return -1;
     if (csv_open(&c, dir, name, "recall.csv") == 0) {
         while (csv_row(&c) && c.n >= 7 && m->n_dist < R_MAX_DIST) {
             size_t k = m->n_dist++;
