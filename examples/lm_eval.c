@@ -323,6 +323,19 @@ static int out_close(out_file* o) {
 
 typedef struct { double nll, steps; } cg_acc;   // sums per position
 
+// One decoded position t of both decoding passes: the mean NLL over the n sequences of the step's logits lg (n, V)
+// against x's next bytes, and the CG steps per solve of this step from the cumulative counts it, so (whose previous
+// values *it_prev, *so_prev it advances).
+static void decode_score(cg_acc* a, const mn_real* lg, const unsigned char* x, size_t n, size_t stride, size_t t,
+                         size_t V, double cap, double it, double so, double* it_prev, double* so_prev) {
+    double nll = 0;
+    size_t i;
+    for (i = 0; i < n; i++) nll += row_nll(lg + i * V, V, x[i * (stride + 1) + t + 1], cap, NULL);
+    a->nll = nll / (double)n;
+    a->steps = so > *so_prev ? (it - *it_prev) / (so - *so_prev) : 0.0;
+    *it_prev = it; *so_prev = so;
+}
+
 // The decoding pass of one setting: n sequences of T tokens (windows x) in lockstep through mn_step; per position
 // the summed NLL and CG steps (over the sequences; steps also over Mesa layers and heads, divided by the solves).
 static int decode_pass(mn_model* m, const unsigned char* x, size_t n, size_t stride, size_t T, cg_acc* acc,
@@ -335,14 +348,11 @@ static int decode_pass(mn_model* m, const unsigned char* x, size_t n, size_t str
     if (!tok || !lg) { free(tok); free(lg); return MN_ERR_ALLOC; }
     if ((err = mn_state_init(&st, m, n)) != MN_OK) { free(tok); free(lg); return err; }
     for (t = 0; t < T && err == MN_OK; t++) {
-        double so, it, nll = 0;
+        double so, it;
         for (i = 0; i < n; i++) tok[i] = x[i * (stride + 1) + t];
         if ((err = mn_step(m, &st, tok, lg)) != MN_OK) break;
-        for (i = 0; i < n; i++) nll += row_nll(lg + i * V, V, x[i * (stride + 1) + t + 1], m->cfg.logit_softcap, NULL);
         it = mn_state_cg_stats(m, &st, &so) * so;   // cumulative iterations and solves since the reset
-        acc[t].nll = nll / (double)n;
-        acc[t].steps = so > so_prev ? (it - it_prev) / (so - so_prev) : 0.0;
-        it_prev = it; so_prev = so;
+        decode_score(&acc[t], lg, x, n, stride, t, V, m->cfg.logit_softcap, it, so, &it_prev, &so_prev);
     }
     *mean_steps = so_prev > 0 ? it_prev / so_prev : 0.0;
     mn_state_free(&st); free(tok); free(lg);
@@ -367,16 +377,13 @@ static int decode_pass_gpu(const unsigned char* x, size_t n, size_t stride, size
     if (!tok || !lf || !lg) { free(tok); free(lf); free(lg); return MN_ERR_ALLOC; }
     if ((err = mn_cuda_model_state_init(&st, &lm__gm, n)) != MN_OK) { free(tok); free(lf); free(lg); return err; }
     for (t = 0; t < T && err == MN_OK; t++) {
-        double so, it, nll = 0;
+        double so, it;
         for (i = 0; i < n; i++) tok[i] = x[i * (stride + 1) + t];
         if ((err = mn_cuda_model_step(&lm__gm, &st, tok, lf)) != MN_OK ||
             (err = mn_cuda_model_state_cg_stats(&lm__gm, &st, &it, &so)) != MN_OK)
             break;
         for (i = 0; i < n * V; i++) lg[i] = (mn_real)lf[i];
-        for (i = 0; i < n; i++) nll += row_nll(lg + i * V, V, x[i * (stride + 1) + t + 1], cap, NULL);
-        acc[t].nll = nll / (double)n;
-        acc[t].steps = so > so_prev ? (it - it_prev) / (so - so_prev) : 0.0;
-        it_prev = it; so_prev = so;
+        decode_score(&acc[t], lg, x, n, stride, t, V, cap, it, so, &it_prev, &so_prev);
     }
     *mean_steps = so_prev > 0 ? it_prev / so_prev : 0.0;
     if (err != MN_OK && !(err == MN_ERR_CONFIG && t == 0))
