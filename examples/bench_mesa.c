@@ -597,33 +597,6 @@ static double anorm_rel(const mn_real* Hm, const mn_real* lamb, const double* x0
     }
     return den > 0 ? sqrt(num / den) : NAN;
 }
-// A start that no library form has (yet): Woodbury on the last r tokens. H_t = sum_j w_j k_j k_j^T with w_j =
-// beta_j prod_{i>j} gamma_i, so with short memory (gamma ~ 0.5) the last few tokens hold nearly all of H_t, and
-//   (Lambda + K_r^T diag(w) K_r)^-1 q = z - Lambda^-1 K_r^T (diag(1/w) + K_r Lambda^-1 K_r^T)^-1 K_r z, z = Lambda^-1 q
-// is nearly the solution. Its cost with an incremental Gram matrix: about 3 r K + r^3 / 3 flops, under one
-// product with A (K^2) for r = 8 at K = 64. kr (r,K) the window's keys, w (r) their weights; G (r,r), L (r,r),
-// y, c (r) scratch.
-static void woodbury_start(double* x0, const double* kr, const double* w, size_t r, const mn_real* lamb,
-                           const mn_real* q, size_t K, double* G, double* L, double* y, double* c) {
-    size_t i, j, p;
-    for (p = 0; p < K; p++) x0[p] = q[p] / lamb[p];                       // z
-    for (i = 0; i < r; i++) {
-        double a = 0;
-        for (p = 0; p < K; p++) a += kr[i * K + p] * x0[p];
-        y[i] = a;
-        for (j = 0; j <= i; j++) {
-            double gg = 0;
-            for (p = 0; p < K; p++) gg += kr[i * K + p] * kr[j * K + p] / lamb[p];
-            G[i * r + j] = G[j * r + i] = gg + (i == j ? 1.0 / w[i] : 0.0);
-        }
-    }
-    if (r == 0 || chol_solve(c, G, y, r, L) != 0) return;                 // no window (or not SPD): z
-    for (p = 0; p < K; p++) {
-        double a = 0;
-        for (i = 0; i < r; i++) a += kr[i * K + p] * c[i];
-        x0[p] -= a / lamb[p];
-    }
-}
 // CG iterations the library's solver takes from the start x0 to ||r|| <= 1e-4 ||q|| (at most 30): x0 passed as the
 // "previous solution" of MN_MESA_WARM, which starts from it as it is and measures the stop against ||q||, so every
 // start faces the same demand. xg, pg (K) scratch; work K*K + 3K.
@@ -643,10 +616,9 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
     mn_real *Hm = falloc(K * K), *Sm = falloc(K * V), *x = falloc(K), *xp = falloc(K), *wk = falloc(K * K + 8 * K);
     mn_real *o1 = falloc(V), *x0r = falloc(K), *rr = falloc(K), *u = falloc(K), *w2 = falloc(K);
     double* x0 = dalloc(K);
-    enum { WB_R = 16 };   // the longest Woodbury window
-    double *wkr = dalloc(WB_R * K), *ww = dalloc(WB_R), *wG = dalloc(WB_R * WB_R), *wL = dalloc(WB_R * WB_R);
-    double *wy = dalloc(WB_R), *wc = dalloc(WB_R);
-    mn_real *xg = falloc(K), *pg = falloc(K);
+    // the library's Woodbury windows (mn_mesa_step_woodbury's ring and start) for r = 4, 8, 16, one ring each
+    mn_real *ring[3], *xg = falloc(K), *pg = falloc(K);
+    for (i = 0; i < 3; i++) ring[i] = falloc(mn__mesa_ring_slot(K, (size_t)4 << i));
     mn_mesa_opts ex; memset(&ex, 0, sizeof ex); ex.solver = MN_MESA_EXACT;
     out("\nWhy: the model's own systems. The forward's q, k, v, gates and lambda of every Mesa layer on the same "
         "windows, each system solved exactly (Cholesky) token by token; per head, the mean forget gate gamma, the mean "
@@ -664,24 +636,15 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
             double sg = 0, sq = 0, e[7] = { 0, 0, 0, 0, 0, 0, 0 }, st[4] = { 0, 0, 0, 0 }, cnt = 0;
             const mn_real* lamb = A.lamb + h * K;
             for (n = 0; n < NW; n++) {
-                size_t nwin = 0;   // the Woodbury window: the last nwin <= WB_R keys (newest last) and weights
                 memset(Hm, 0, K * K * sizeof(mn_real)); memset(Sm, 0, K * V * sizeof(mn_real));
+                for (i = 0; i < 3; i++) memset(ring[i], 0, mn__mesa_ring_slot(K, (size_t)4 << i) * sizeof(mn_real));
                 for (t = 0; t < W; t++) {
                     size_t r = (n * W + t) * H + h, s;
                     const mn_real* q = A.q + r * K;
                     mn__mesa_token(o1, x, NULL, Hm, Sm, q, A.k + r * K, A.v + r * V, A.g[r], A.beta[r], lamb, K, V,
                                    &ex, wk);
-                    {   // H_t = gamma_t H_{t-1} + beta_t k_t k_t^T: the window's weights decay, k_t enters
-                        double gam = exp(A.g[r]);
-                        if (nwin == WB_R) {
-                            memmove(wkr, wkr + K, (WB_R - 1) * K * sizeof(double));
-                            memmove(ww, ww + 1, (WB_R - 1) * sizeof(double));
-                            nwin--;
-                        }
-                        for (i = 0; i < nwin; i++) ww[i] *= gam;
-                        for (i = 0; i < K; i++) wkr[nwin * K + i] = A.k[r * K + i];
-                        ww[nwin++] = A.beta[r];
-                    }
+                    for (i = 0; i < 3; i++)   // token t enters each window, as in mn_mesa_step_woodbury
+                        mn__mesa_ring_push(ring[i], A.k + r * K, A.beta[r], A.g[r], K, (size_t)4 << i);
                     if (t > 0) {
                         double cq = 0;
                         for (i = 0; i < K; i++) cq += (double)q[i] * A.q[r * K - H * K + i];
@@ -694,10 +657,10 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
                             for (i = 0; i < K; i++) x0[i] = x0r[i];
                             e[s] += anorm_rel(Hm, lamb, x0, x, K);
                         }
-                        for (s = 0; s < 3; s++) {   // Woodbury on the last 4, 8, 16 tokens (the newest of the window)
-                            size_t rw = (size_t)4 << s, nr = rw < nwin ? rw : nwin;
-                            woodbury_start(x0, wkr + (nwin - nr) * K, ww + (nwin - nr), nr, lamb, q, K, wG, wL, wy,
-                                           wc);
+                        for (s = 0; s < 3; s++) {   // the library's Woodbury start on the last 4, 8, 16 tokens
+                            int have = mn__mesa_woodbury(x0r, ring[s], lamb, q, K, (size_t)4 << s);
+                            for (i = 0; i < K; i++)   // no usable window: the Jacobi guess, as the step falls back
+                                x0[i] = have ? (double)x0r[i] : q[i] / ((double)Hm[i * K + i] + lamb[i]);
                             e[4 + s] += anorm_rel(Hm, lamb, x0, x, K);
                             st[1 + s] += cg_from(x0, Hm, lamb, q, K, xg, pg, wk);
                         }
@@ -711,7 +674,8 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
         }
     }
     free(Hm); free(Sm); free(x); free(xp); free(wk); free(o1); free(x0r); free(rr); free(u); free(w2); free(x0);
-    free(wkr); free(ww); free(wG); free(wL); free(wy); free(wc); free(xg); free(pg);
+    for (i = 0; i < 3; i++) free(ring[i]);
+    free(xg); free(pg);
 }
 static const char* warm_ckpt = "runs/mesa_warm";
 static void section_warm(void) {
