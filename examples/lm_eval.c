@@ -423,13 +423,17 @@ int lm_eval_main(int argc, char** argv) {
     mn_model m0; mn_train_meta meta; memset(&meta, 0, sizeof meta);
     int err, rc = RC_OK, is_mesa;
     double t0 = ex_now();
-    if ((err = mn_load(&m0, o.ckpt, &meta)) != MN_OK) {
+    // the training step comes from optimizer.safetensors when the folder has one; a weights-only checkpoint
+    // (mn_save without meta, an fla export) is evaluated as well, its step printed as 0
+    char opt_path[4096]; struct stat st;
+    snprintf(opt_path, sizeof opt_path, "%s/optimizer.safetensors", o.ckpt);
+    int has_opt = stat(opt_path, &st) == 0;
+    if ((err = mn_load(&m0, o.ckpt, has_opt ? &meta : NULL)) != MN_OK) {
         fprintf(stderr, "lm_eval: cannot load the checkpoint %s: %s\n", o.ckpt, mn_strerror(err));
         return RC_IO;
     }
     is_mesa = strstr(m0.cfg.pattern, "mesa") != NULL;
     unsigned char* text = NULL; size_t len = 0, Tmax = m0.cfg.max_seq_len, k;
-    struct stat st;
     if (stat(o.val, &st) != 0 || !S_ISREG(st.st_mode)) {
         fprintf(stderr, "lm_eval: --val %s: not a readable file\n", o.val);
         mn_model_free(&m0); return RC_IO;
@@ -492,7 +496,7 @@ int lm_eval_main(int argc, char** argv) {
             return RC_IO;
         }
         lm__ctx.math = MN_CUDA_MATH_FP32;
-        if (mn_cuda_model_load(&lm__gm, &lm__ctx, o.ckpt, &gmeta) != MN_OK ||
+        if (mn_cuda_model_load(&lm__gm, &lm__ctx, o.ckpt, has_opt ? &gmeta : NULL) != MN_OK ||
             mn_cuda_model_reserve(&lm__gm, LM_GPU_BATCH, Tmax) != MN_OK) {
             fprintf(stderr, "lm_eval: the GPU model: %s\n", lm__ctx.msg);
             mn_cuda_free(&lm__ctx); mn_model_free(&m0); free(text); return RC_IO;

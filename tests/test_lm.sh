@@ -82,6 +82,14 @@ awk -F, '$2 == "tol" { n0[$3] = $5; s0[$3] = $4 } $2 == "start" { n5[$3] = $5; s
 awk -F, 'NR == 2 { exit !(NF == 11 && $2 == "attn+mesa") }' "$W/ev/hybrid/summary.csv" &&
     ok "summary.csv: a hybrid's pattern is one field (attn+mesa), 11 fields" ||
     { bad "summary.csv of a hybrid"; cat "$W/ev/hybrid/summary.csv"; }
+# a weights-only checkpoint (no optimizer.safetensors: an fla export, a save without meta) is evaluated too,
+# with the same NLL as the full one
+mkdir -p "$W/ck/wonly" && cp "$W/ck/hybrid/config.json" "$W/ck/hybrid/model.safetensors" "$W/ck/wonly/"
+"$B/lm_eval" --ckpt "$W/ck/wonly" --out "$W/ev/wonly" $small --skip recall,cg > "$W/e_wonly.log" 2>&1 &&
+    awk -F, 'NR == FNR { if (FNR == 2) a = $8; next } FNR == 2 { exit !($8 == a && $4 == 0) }' \
+        "$W/ev/hybrid/summary.csv" "$W/ev/wonly/summary.csv" &&
+    ok "lm_eval of a weights-only checkpoint: the full checkpoint's NLL, step 0" ||
+    { bad "lm_eval weights-only"; cat "$W/e_wonly.log" "$W/ev/wonly/summary.csv"; }
 for m in transformer mesanet; do
     awk -F, 'NR == FNR { if (FNR > 1) { s += $2 * $3; c += $3 } next }
              FNR == 2 { d = s / c - $8; f = ($8 - $10) / $10
