@@ -2905,6 +2905,7 @@ int main(int argc, char** argv) {
     int mesa = argc > 2 && !strcmp(argv[2], "mesa"), attn = argc > 2 && !strcmp(argv[2], "attn");
     int gla = argc > 2 && !strcmp(argv[2], "gla");
     const char* only = argc > 2 ? argv[2] : "";   // delta, ssd, rglru, mlstm, slstm: that family's tests alone
+    int steps_only = !strcmp(only, "step");       // "step": only the Mesa decode steps and the Woodbury start
     cudaDeviceProp prop;
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
@@ -3020,7 +3021,7 @@ int main(int argc, char** argv) {
         printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
-    if (!mesa) {          // "mesa": only the chunkwise Mesa cases below
+    if (!mesa && !steps_only) {   // "mesa": only the chunkwise Mesa cases below
     test_errors();
     test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
     // bf16 mode: N, IC, OC, offset (the projections' shapes: d_model -> heads, d_ff -> d_model, thin gates)
@@ -3095,9 +3096,12 @@ int main(int argc, char** argv) {
         { "K64 state tf32 scan", 2, 200, 3, 64, 30, 0, 0,  1, 2, 1, MN_CUDA_MATH_FP32, MN_CUDA_SCAN_TF32,   0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
         { "K128 state fast", 2, 300,  2, 128, 30, 1, 0,    1, 2, 1, MN_CUDA_MATH_TF32, MN_CUDA_SCAN_TF32,   0.006, 0.008, 0.015, MN_CUDA_CG_WGMMA },
     };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0] && !steps_only; c++)
         if (!quick || cases[c].T < 1024) test_mesa(&cases[c]);
-    test_mesa_keep(128, MN_CUDA_CG_WGMMA); test_mesa_keep(128, MN_CUDA_CG_MMA); test_mesa_keep(64, MN_CUDA_CG_WGMMA);
+    if (!steps_only) {
+        test_mesa_keep(128, MN_CUDA_CG_WGMMA); test_mesa_keep(128, MN_CUDA_CG_MMA);
+        test_mesa_keep(64, MN_CUDA_CG_WGMMA);
+    }
     static const step_case steps[] = {
         //  name                    B  H  K    V    cg  fla jac tol   steps gmu bound
         { "K64 tol1e-4 jacobi",     3, 4, 64,  64,  30, 0,  1,  1e-4, 12,   2,  1e-3 },
