@@ -889,31 +889,43 @@ int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, co
 // row at position p = pos0 + t rotate by phi = p theta^(-2i/D),
 //   y_i = x_i cos phi - x_{i+D/2} sin phi,  y_{i+D/2} = x_{i+D/2} cos phi + x_i sin phi,
 // the angle, its cosine and sine and the rotation in double as on the CPU (a float angle is off by
-// ~1e-4 rad at p ~ 4000). One thread per (t, i) walks the B H rows of that position, so each sine and
-// cosine is computed once per call. sign = -1 rotates back (the backward: the inverse rotation);
-// acc = 1 adds the result to out; out may alias inp when acc = 0 (each thread reads its pair first).
+// ~1e-4 rad at p ~ 4000). A thread per (t, i) computes that position's sine and cosine once and rotates
+// the rows of its slice of the B H rows at that position (blockIdx.y: slice blockIdx.y of rows_per rows).
+// The slices matter when T is short and B H large (the synthetic tasks: T <= 128, B H = 512): one slice
+// would give T D / 2 = 4096 threads walking 512 rows each (run 29, ncu: 282 us a call, 45 % of a
+// Transformer cell's GPU time); the launch makes enough slices for ~64 threads per SM lane group.
+// sign = -1 rotates back (the backward: the inverse rotation); acc = 1 adds the result to out; out may
+// alias inp when acc = 0 (each thread reads its pair first).
 __global__ void mn__k_rope(float* out, const float* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
-                           double theta, double sign, int acc) {
-    const size_t half = D / 2;
+                           double theta, double sign, int acc, size_t rows_per) {
+    const size_t half = D / 2, BH = B * H, r0 = blockIdx.y * rows_per;
+    const size_t r1 = r0 + rows_per < BH ? r0 + rows_per : BH;
     MN__FOR(idx, T * half) {
         const size_t t = idx / half, i = idx % half;
         const double phi = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)D);
         const double cs = cos(phi), sn = sign * sin(phi);
-        for (size_t b = 0; b < B; b++)
-            for (size_t h = 0; h < H; h++) {
-                const size_t o = ((b * T + t) * H + h) * D;
-                const double x1 = inp[o + i], x2 = inp[o + i + half];
-                const float y1 = (float)(x1 * cs - x2 * sn), y2 = (float)(x2 * cs + x1 * sn);
-                if (acc) { out[o + i] += y1; out[o + i + half] += y2; }
-                else { out[o + i] = y1; out[o + i + half] = y2; }
-            }
+        for (size_t r = r0; r < r1; r++) {
+            const size_t b = r / H, h = r % H, o = ((b * T + t) * H + h) * D;
+            const double x1 = inp[o + i], x2 = inp[o + i + half];
+            const float y1 = (float)(x1 * cs - x2 * sn), y2 = (float)(x2 * cs + x1 * sn);
+            if (acc) { out[o + i] += y1; out[o + i + half] += y2; }
+            else { out[o + i] = y1; out[o + i + half] = y2; }
+        }
     }
 }
 static int mn__rope(mn_cuda_ctx* ctx, float* out, const float* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
                     double theta, double sign, int acc) {
     if (D % 2) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_rope", "RoPE needs an even head dimension", __LINE__);
     if (B * T * H * D == 0) return MN_OK;
-    mn__k_rope<<<mn__grid(ctx, T * (D / 2), 256), 256, 0, MN__STREAM>>>(out, inp, B, T, H, D, pos0, theta, sign, acc);
+    // slices of the B H rows: enough that the grid has ~2048 threads per SM, at least 8 rows a slice
+    size_t BH = B * H, pairs = T * (D / 2), want = (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) * 2048;
+    size_t ns = want / pairs < 1 ? 1 : want / pairs, rows_per;
+    if (ns > (BH + 7) / 8) ns = (BH + 7) / 8;
+    if (ns > 65535) ns = 65535;
+    rows_per = (BH + ns - 1) / ns;
+    ns = (BH + rows_per - 1) / rows_per;
+    dim3 grid(mn__grid(ctx, pairs, 256), (unsigned)ns);
+    mn__k_rope<<<grid, 256, 0, MN__STREAM>>>(out, inp, B, T, H, D, pos0, theta, sign, acc, rows_per);
     MN__LAUNCHED();
     return MN_OK;
 }
@@ -9811,12 +9823,14 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     float* ring = mn__cm_mesa_ring(c, state, B);                                    // (ring_size(B,H,Dh,r))
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     (void)pos;
-    // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm 2-4) and the tolerance
-    // against ||q_t|| with the Jacobi start (mesa_cg_warm 1 with a tolerance) have no GPU kernel: refused; the
-    // Woodbury starts (5, 6) run mn_cuda_mesa_step_woodbury, which sets its start and stop itself
-    if ((c->mesa_cg_warm >= 2 && !r) || (c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0))
+    // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm 2-4) have no GPU kernel:
+    // refused. The Woodbury starts (5, 6) run mn_cuda_mesa_step_woodbury, which sets its start and stop itself;
+    // so does the Jacobi start with a tolerance (1, tol > 0: the CPU's warm stop against ||q_t||), which is that
+    // kernel with an empty window (r = 0: every head at the Jacobi guess, no ring)
+    int jacobi_tol = c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0;
+    if (c->mesa_cg_warm >= 2 && !r)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "the GPU Mesa step has no warm start from "
-                        "the previous solution (mesa_cg_warm 2-4, or 1 with a tolerance; 0, 1, 5, 6 run)", __LINE__);
+                        "the previous solution (mesa_cg_warm 2-4; 0, 1, 5, 6 run)", __LINE__);
     op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
     op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
     op.jacobi = c->mesa_cg_warm >= 1;
@@ -9831,8 +9845,9 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     MN__LAUNCHED();
     mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
     MN__LAUNCHED();
-    if (r) MN__TRY(mn_cuda_mesa_step_woodbury(ctx, qc, its, hkk, hkv, ring, q, k, v, g, beta, lamb, B, H, Dh, Dh, r,
-                                              &op));                                 // qc: o
+    if (r || jacobi_tol)
+        MN__TRY(mn_cuda_mesa_step_woodbury(ctx, qc, its, hkk, hkv, r ? ring : NULL, q, k, v, g, beta, lamb, B, H, Dh,
+                                           Dh, r, &op));                             // qc: o
     else MN__TRY(mn_cuda_mesa_step(ctx, qc, its, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, qc, MN__PAR(cm, l, MN__CP_ON), N, Dh, c->norm_eps));
     return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CP_O), B, HD, C);

@@ -12,7 +12,8 @@
 #
 # Options: --corpus code|prose (default code) --models "a b ..." (default: every model of the corpus)
 #   --tokens N (training tokens per model, default 100000000) --deadline S (seconds this call may take, default
-#   0 = no limit) --data DIR (data/lm) --runs DIR (runs/lm) --results DIR (results/lm) --dry-run (print the
+#   0 = no limit) --seed N (default 1; a run of seed N != 1 is named MODEL.sN: runs/lm/CORPUS/MODEL.sN and
+#   results/lm/CORPUS/MODEL.sN, reported beside seed 1) --data DIR (data/lm) --runs DIR (runs/lm) --results DIR (results/lm) --dry-run (print the
 #   commands only) --eval "ARGS" (extra lm_eval arguments, e.g. "--seqs 32 --cg_seqs 4"); report: --md FILE
 #   (results/lm.md, which holds the markers <!-- lm:CORPUS:begin --> and <!-- lm:CORPUS:end -->) --png-dir DIR
 #   (results: DIR/lm_CORPUS_*.png).
@@ -21,7 +22,7 @@
 # 1792, vocabulary 256, batch 16 x 2048 tokens), every mixer in every layer (hybrids as listed), AdamW (0.9,
 # 0.98, weight decay 0.1, clip 1), learning rate LR with WARMUP linear steps (at most a tenth of the budget's
 # steps, so a short budget is not all warm-up) and a cosine to LR/10 over the
-# budget, seed 1, --tokens / 32768 steps. A run is cut into pieces that fit one device command: train_cuda
+# budget, seed 1 (--seed), --tokens / 32768 steps. A run is cut into pieces that fit one device command: train_cuda
 # saves every SAVE_EVERY steps and a run that --deadline stops (timeout) continues from its last checkpoint at
 # the next call (--resume: the same schedule, the same batches). A pattern the GPU model has no kernels for yet
 # (train_cuda says "no GPU kernels for the mixer") is skipped with a message and tried again at the next call.
@@ -65,15 +66,15 @@ LR=2e-3; WARMUP=300; SAVE_EVERY=250; EVAL_EVERY=500; BT=32768   # BT: tokens per
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "lm_compare: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
-corpus=code; models=""; tokens=100000000; deadline=0; data=data/lm; runs=runs/lm; results=results/lm; dry=0
+corpus=code; models=""; tokens=100000000; deadline=0; seed=1; data=data/lm; runs=runs/lm; results=results/lm; dry=0
 eval_args=""; file=""; md=results/lm.md; pngdir=results
 while [ $# -gt 0 ]; do
     case "$1" in
         --corpus) corpus=${2:-}; shift 2 || exit 2 ;;
         --models) models=${2:-}; shift 2 || exit 2 ;;
-        --tokens|--deadline)
+        --tokens|--deadline|--seed)
             [[ "${2:-}" =~ ^[0-9]+$ ]] || { echo "lm_compare: $1 needs a whole number" >&2; exit 2; }
-            if [ "$1" = --tokens ]; then tokens=$2; else deadline=$2; fi; shift 2 ;;
+            case $1 in --tokens) tokens=$2 ;; --deadline) deadline=$2 ;; *) seed=$2 ;; esac; shift 2 ;;
         --data) data=${2:-}; shift 2 || exit 2 ;;
         --runs) runs=${2:-}; shift 2 || exit 2 ;;
         --results) results=${2:-}; shift 2 || exit 2 ;;
@@ -89,6 +90,8 @@ done
 case "$corpus" in code|prose) ;; *) echo "lm_compare: --corpus must be code or prose" >&2; exit 2 ;; esac
 [ "$tokens" -ge "$BT" ] || { echo "lm_compare: --tokens must be at least one step ($BT)" >&2; exit 2; }
 steps=$(( (tokens + BT - 1) / BT ))
+[ "$seed" -ge 1 ] || { echo "lm_compare: --seed must be at least 1" >&2; exit 2; }
+sfx=""; [ "$seed" = 1 ] || sfx=".s$seed"   # a run's name: MODEL for seed 1, MODEL.sN for seed N
 [ $(( steps / 10 )) -lt "$WARMUP" ] && WARMUP=$(( steps / 10 > 1 ? steps / 10 : 1 ))
 [ $(( steps / 4 )) -lt "$EVAL_EVERY" ] && EVAL_EVERY=$(( steps / 4 > 1 ? steps / 4 : 1 ))   # four points of the curve
 t_start=$(date +%s)
@@ -117,10 +120,10 @@ run_or_print() { if [ "$dry" = 1 ]; then echo "  $*"; return 0; fi; "$@"; }
 train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1 failed
     local name=$1 line pattern extra dir log rc step
     line=$(model_line "$name"); pattern=$(field "$line" 2); extra=$(field "$line" 3)
-    dir=$runs/$corpus/$name; log=$dir/train.log
-    if [ -e "$dir/done" ]; then echo "lm_compare: $corpus/$name: trained ($(cat "$dir/done"))"; return 0; fi
+    dir=$runs/$corpus/$name$sfx; log=$dir/train.log
+    if [ -e "$dir/done" ]; then echo "lm_compare: $corpus/$name$sfx: trained ($(cat "$dir/done"))"; return 0; fi
     local args=(--anchor --data "$data/$corpus/all" --out "$dir" --pattern "$pattern" $extra --seconds 0
-                --steps "$steps" --lr "$LR" --warmup "$WARMUP" --wd 0.1 --clip 1 --seed 1 --save_every "$SAVE_EVERY"
+                --steps "$steps" --lr "$LR" --warmup "$WARMUP" --wd 0.1 --clip 1 --seed "$seed" --save_every "$SAVE_EVERY"
                 --eval_every "$EVAL_EVERY" --eval_batches 4 --log_every 50 --sample 0 --cpu_check 512)
     step=$(ckpt_step "$dir")
     if [ -n "$step" ]; then
@@ -130,24 +133,24 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
             mv "$dir/loss.csv.tmp" "$dir/loss.csv"
     fi
     local budget; budget=$(left)
-    if [ "$budget" -lt 60 ]; then echo "lm_compare: $corpus/$name: no time left in this call"; return 10; fi
-    echo "lm_compare: $corpus/$name: pattern $pattern, $steps steps of $BT tokens${step:+, from step $step}" \
+    if [ "$budget" -lt 60 ]; then echo "lm_compare: $corpus/$name$sfx: no time left in this call"; return 10; fi
+    echo "lm_compare: $corpus/$name$sfx: pattern $pattern, $steps steps of $BT tokens${step:+, from step $step}" \
          "(this call: ${budget} s left)"
     if [ "$dry" = 1 ]; then echo "  ./build/train_cuda ${args[*]}"; return 0; fi
     mkdir -p "$dir"
     timeout "$budget" ./build/train_cuda "${args[@]}" >> "$log" 2>&1; rc=$?
     if grep -q "no GPU kernels for the mixer" "$log" && [ -z "$(ckpt_step "$dir")" ]; then
-        echo "lm_compare: $corpus/$name: SKIPPED: $(grep -o 'no GPU kernels for the mixer[^(]*' "$log" | tail -1)" \
+        echo "lm_compare: $corpus/$name$sfx: SKIPPED: $(grep -o 'no GPU kernels for the mixer[^(]*' "$log" | tail -1)" \
              "- the GPU model does not support this pattern yet"
         rm -rf "$dir"; return 10
     fi
     step=$(ckpt_step "$dir")
     case $rc in
         0) ;;
-        124) echo "lm_compare: $corpus/$name: paused at step ${step:-0} of $steps (deadline); the next call continues"
+        124) echo "lm_compare: $corpus/$name$sfx: paused at step ${step:-0} of $steps (deadline); the next call continues"
              return 10 ;;
-        3) echo "lm_compare: $corpus/$name: DIVERGED (train_cuda status 3); last good checkpoint: step ${step:-none}" ;;
-        *) echo "lm_compare: $corpus/$name: train_cuda failed (status $rc); the end of $log:" >&2; tail -5 "$log" >&2
+        3) echo "lm_compare: $corpus/$name$sfx: DIVERGED (train_cuda status 3); last good checkpoint: step ${step:-none}" ;;
+        *) echo "lm_compare: $corpus/$name$sfx: train_cuda failed (status $rc); the end of $log:" >&2; tail -5 "$log" >&2
            return 1 ;;
     esac
     # the run's line for the report: what it trained, how fast, how it ended
@@ -159,10 +162,10 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
     cpu=$(grep -o 'relative difference [0-9.e+-]*' "$log" | tail -1 | cut -d' ' -f3)
     {
         echo "model,pattern,steps,tokens,train_seconds,tokens_per_s,val_loss_gpu,cpu_gpu_rel_diff,status"
-        echo "$name,${pattern//,/+},${step:-0},$(( ${step:-0} * BT )),${secs:-},${tps:-},${val:-},${cpu:-},$status"
+        echo "$name$sfx,${pattern//,/+},${step:-0},$(( ${step:-0} * BT )),${secs:-},${tps:-},${val:-},${cpu:-},$status"
     } > "$dir/train.csv"
     echo "$status, step ${step:-0}" > "$dir/done"
-    echo "lm_compare: $corpus/$name: trained: step ${step:-0}, $status"
+    echo "lm_compare: $corpus/$name$sfx: trained: step ${step:-0}, $status"
     return 0
 }
 
@@ -178,7 +181,7 @@ lm_eval_bin() {  # the evaluation program: the GPU build (forwards in seconds), 
 }
 
 eval_one() {  # eval_one NAME
-    local name=$1 dir=$runs/$corpus/$1 res=$results/$corpus/$1 bin budget
+    local name=$1$sfx dir=$runs/$corpus/$1$sfx res=$results/$corpus/$1$sfx bin budget
     [ -e "$dir/done" ] || return 0
     if [ -f "$res/summary.csv" ]; then echo "lm_compare: $corpus/$name: evaluated already ($res)"; return 0; fi
     budget=$(left)
@@ -239,14 +242,14 @@ train|eval|device)
         ( deadline=$tdl; r=0; for m in $list; do train_one "$m"; [ $? = 1 ] && r=1; done; exit $r ) &
         tp=$!; pids=""
         for m in $list; do
-            while [ ! -e "$runs/$corpus/$m/done" ] && kill -0 "$tp" 2>/dev/null; do sleep 1; done
-            [ -e "$runs/$corpus/$m/done" ] || break   # the training stopped before this model
-            eval_one "$m" > "$runs/$corpus/$m/eval.log" 2>&1 &
+            while [ ! -e "$runs/$corpus/$m$sfx/done" ] && kill -0 "$tp" 2>/dev/null; do sleep 1; done
+            [ -e "$runs/$corpus/$m$sfx/done" ] || break   # the training stopped before this model
+            eval_one "$m" > "$runs/$corpus/$m$sfx/eval.log" 2>&1 &
             pids="$pids $!"
         done
         wait "$tp" || fail=1
         for p in $pids; do wait "$p"; [ $? = 1 ] && fail=1; done
-        for m in $list; do [ -f "$runs/$corpus/$m/eval.log" ] && cat "$runs/$corpus/$m/eval.log"; done
+        for m in $list; do [ -f "$runs/$corpus/$m$sfx/eval.log" ] && cat "$runs/$corpus/$m$sfx/eval.log"; done
     else
         for m in $list; do
             if [ "$cmd" != eval ]; then train_one "$m"; rc=$?; [ $rc = 1 ] && fail=1; fi
@@ -286,6 +289,25 @@ report)
             $0 == e {skip = 0} !skip {print}' "$md" > "$md.tmp" && mv "$md.tmp" "$md"
         rm -f "$frag"; any=1
         echo "lm_compare: $md: the $c tables; $pngdir/lm_${c}_*.png"
+        # the runs of other seeds (MODEL.sN, --seed): their own tables (recall, the CG trade-off of the Mesa
+        # models) between the markers <!-- lm:CORPUS-seeds:begin/end -->, plots $pngdir/lm_CORPUS_seeds_*.png
+        sorder=$(echo "$MODELS" | awk -F'|' -v c="$c" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}' |
+            while read -r m; do
+                for d in "$results/$c/$m".s*; do
+                    [ -f "$d/summary.csv" ] && [[ $(basename "$d") =~ ^$m\.s[1-9][0-9]*$ ]] && basename "$d"
+                done | sort -V
+            done | paste -sd, -)
+        [ -n "$sorder" ] || continue
+        grep -q "<!-- lm:$c-seeds:begin -->" "$md" && grep -q "<!-- lm:$c-seeds:end -->" "$md" ||
+            die "$md lacks the markers <!-- lm:$c-seeds:begin --> and <!-- lm:$c-seeds:end --> (runs of other seeds)"
+        frag=$(mktemp)
+        ./build/lm_report --results "$results/$c" --models "$sorder" --corpus "$c" --md "$frag" \
+            --png "$pngdir/lm_${c}_seeds" || { rm -f "$frag"; die "lm_report failed for the $c seed runs"; }
+        awk -v f="$frag" -v b="<!-- lm:$c-seeds:begin -->" -v e="<!-- lm:$c-seeds:end -->" '
+            $0 == b {print; while ((getline l < f) > 0) print l; skip = 1; next}
+            $0 == e {skip = 0} !skip {print}' "$md" > "$md.tmp" && mv "$md.tmp" "$md"
+        rm -f "$frag"
+        echo "lm_compare: $md: the $c seed runs ($sorder); $pngdir/lm_${c}_seeds_*.png"
     done
     [ $any = 1 ] || die "no results under $results/code or $results/prose"
     ;;

@@ -14,20 +14,28 @@
 //   PNG_cg.png            Mesa models: NLL against mean CG steps per token, fixed counts and tolerances
 //   PNG_cg_position.png   Mesa models: mean CG steps per token against log10(position), per tolerance
 // The baseline (--baseline, default "transformer") must be one of the models for the position plots and the
-// ΔNLL columns; without it they are left out, with a note. Exit status: 0 done; 1 a file could not be read or
-// written; 2 a bad command line.
+// ΔNLL columns; without it they are left out, with a note.
+// Other seeds: a model's runs of seed N >= 2 (lm_compare.sh --seed N) lie beside it as RESULTS/MODEL.sN. Every
+// table and plot above is of seed 1 (the folder MODEL); only the table "validation bits per byte over seeds"
+// reads the seed folders' summary.csv, and only for models that have one - without any it is not written.
+// Without --models, a folder MODEL.sN is a seed of MODEL when MODEL is there too, not a model of its own.
+// Exit status: 0 done; 1 a file could not be read or written; 2 a bad command line.
 #include "examples/common.h"
 #define MN_PLOT_IMPLEMENTATION
 #include "examples/plot.h"
 
 #define R_MAX_MODELS 32
-#define R_MAX_SET 32      // CG settings per model
+#define R_MAX_SET 64      // CG settings per model (tolerances x starts + fixed counts + the forward)
 #define R_MAX_DIST 32
+#define R_MAX_SEEDS 32    // seeds per model besides seed 1
 
 typedef struct {
     char name[64], pattern[128];
     int have_sum, have_pos, have_rec, have_cg, have_train;
-    double params, tokens_eval, nll, bpb;
+    double params, step, tokens_eval, nll, bpb;
+    // the other seeds' runs (MODEL.sN), by seed; odd: evaluated at another step or on another number of bytes
+    // than seed 1, so not the same experiment - flagged in the table rather than dropped
+    size_t n_seed; int seed[R_MAX_SEEDS], seed_odd[R_MAX_SEEDS]; double seed_bpb[R_MAX_SEEDS];
     double* pos; size_t n_pos;                 // (n_pos) mean NLL at positions 1..n_pos
     double* win; size_t n_win;                 // (n_win) each validation window's mean NLL (windows.csv)
     size_t n_dist; double dist[R_MAX_DIST], rec_nll2[R_MAX_DIST], rec_nll1[R_MAX_DIST], rec_acc[R_MAX_DIST],
@@ -100,7 +108,8 @@ static int load_model(model_t* m, const char* dir, const char* name) {
     if (csv_open(&c, dir, name, "summary.csv") == 0) {
         if (csv_row(&c) && c.n >= 10) {
             snprintf(m->pattern, sizeof m->pattern, "%s", c.field[1]);
-            m->params = num(&c, 2); m->tokens_eval = num(&c, 6); m->nll = num(&c, 7); m->bpb = num(&c, 8);
+            m->params = num(&c, 2); m->step = num(&c, 3); m->tokens_eval = num(&c, 6); m->nll = num(&c, 7);
+            m->bpb = num(&c, 8);
             m->have_sum = 1;
         }
         fclose(c.f);
@@ -120,8 +129,14 @@ static int load_model(model_t* m, const char* dir, const char* name) {
         m->have_rec = m->n_dist > 0;
     }
     if (csv_open(&c, dir, name, "cg.csv") == 0) {
-        while (csv_row(&c) && c.n >= 5 && m->n_set < R_MAX_SET) {
+        while (csv_row(&c) && c.n >= 5) {
             size_t k = m->n_set++;
+            if (k == R_MAX_SET) {   // say so rather than draw a table that silently lacks settings
+                fprintf(stderr, "lm_report: %s/%s/cg.csv: more than %d settings, the rest left out\n", dir, name,
+                        R_MAX_SET);
+                m->n_set = R_MAX_SET;
+                break;
+            }
             snprintf(m->set_name[k], sizeof m->set_name[k], "%s", c.field[0]);
             snprintf(m->set_kind[k], sizeof m->set_kind[k], "%s", c.field[1]);
             m->set_val[k] = num(&c, 2); m->set_steps[k] = num(&c, 3); m->set_nll[k] = num(&c, 4);
@@ -165,6 +180,82 @@ static void free_model(model_t* m) {
     size_t k;
     free(m->pos); free(m->win);
     for (k = 0; k < R_MAX_SET; k++) free(m->cgp_steps[k]);
+}
+
+// The seed N of a folder named MODEL.sN (N >= 2, written without leading zeros, so that s2 and s02 cannot both
+// claim seed 2), or 0 when entry is not a seed folder of model.
+static int seed_of(const char* entry, const char* model) {
+    size_t l = strlen(model);
+    const char* s;
+    long n = 0;
+    if (strncmp(entry, model, l) || entry[l] != '.' || entry[l + 1] != 's' || entry[l + 2] < '1' ||
+        entry[l + 2] > '9')
+        return 0;
+    for (s = entry + l + 2; *s; s++) {
+        if (*s < '0' || *s > '9' || n > 1000000) return 0;
+        n = 10 * n + (*s - '0');
+    }
+    return n >= 2 ? (int)n : 0;
+}
+// The name without a seed suffix .sN (N >= 2) into base; 0 when name has none.
+static int seed_base(const char* name, char* base, size_t cap) {
+    const char* d = strrchr(name, '.');
+    if (!d || d == name || (size_t)(d - name) >= cap) return 0;
+    snprintf(base, cap, "%.*s", (int)(d - name), name);
+    return seed_of(name, base);
+}
+static int cmp_int(const void* a, const void* b) { return *(const int*)a - *(const int*)b; }
+static int cmp_double(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+// Every model's other seeds: the folders DIR/MODEL.sN that have a summary.csv (a folder without one is a run
+// not evaluated yet). Only the bits per byte are read; everything else in the report stays seed 1's.
+static void load_seeds(model_t* M, size_t nm, const char* dir) {
+    DIR* d = opendir(dir);
+    struct dirent* e;
+    size_t i, k;
+    if (!d) return;   // main read the models from dir already, so this cannot fail but for a race
+    while ((e = readdir(d))) {
+        for (i = 0; i < nm; i++) {
+            model_t* m = &M[i];
+            int s = seed_of(e->d_name, m->name);
+            csv_t c;
+            if (!s) continue;
+            if (csv_open(&c, dir, e->d_name, "summary.csv") != 0) continue;
+            if (!csv_row(&c) || c.n < 10)
+                fprintf(stderr, "lm_report: %s/%s/summary.csv: empty, seed %d left out\n", dir, e->d_name, s);
+            else if (m->n_seed == R_MAX_SEEDS)
+                fprintf(stderr, "lm_report: %s: more than %d seeds, %s left out\n", m->name, R_MAX_SEEDS, e->d_name);
+            else {
+                k = m->n_seed++;
+                m->seed[k] = s; m->seed_bpb[k] = num(&c, 8);
+                m->seed_odd[k] = num(&c, 3) != m->step || num(&c, 6) != m->tokens_eval;
+                if (m->seed_odd[k])
+                    fprintf(stderr, "lm_report: %s: step %.0f on %.0f bytes, seed 1: step %.0f on %.0f bytes\n",
+                            e->d_name, num(&c, 3), num(&c, 6), m->step, m->tokens_eval);
+            }
+            fclose(c.f);
+        }
+    }
+    closedir(d);
+    for (i = 0; i < nm; i++) {   // by seed (readdir's order is the file system's): sort the triples together
+        model_t* m = &M[i];
+        for (k = 1; k < m->n_seed; k++)
+            for (size_t j = k; j > 0 && m->seed[j - 1] > m->seed[j]; j--) {
+                int t = m->seed[j]; m->seed[j] = m->seed[j - 1]; m->seed[j - 1] = t;
+                t = m->seed_odd[j]; m->seed_odd[j] = m->seed_odd[j - 1]; m->seed_odd[j - 1] = t;
+                double b = m->seed_bpb[j]; m->seed_bpb[j] = m->seed_bpb[j - 1]; m->seed_bpb[j - 1] = b;
+            }
+    }
+}
+
+// A CG tolerance for a plot's legend: a power of ten as 1e-3, anything else as %g.
+static void tol_str(char* out, size_t cap, double t) {
+    double e = t > 0 ? floor(log10(t) + 0.5) : 0;
+    if (t > 0 && fabs(t / pow(10.0, e) - 1) < 1e-9) snprintf(out, cap, "1e%d", (int)e);
+    else snprintf(out, cap, "%g", t);
 }
 
 // Mean of v[lo, hi) (positions lo+1 .. hi), skipping NaN; NaN when none.
@@ -222,7 +313,8 @@ int main(int argc, char** argv) {
         a++;
     }
     if (!dir || !md || !png) { fprintf(stderr, "lm_report: --results, --md and --png are needed\n"); return 2; }
-    {   // the model list: --models, or every folder of dir that has a summary.csv, in name order
+    {   // the model list: --models, or every folder of dir that has a summary.csv, in name order, but for
+        // the seed folders MODEL.sN of a MODEL that is there (they are read as its seeds, below)
         char* names[R_MAX_MODELS]; size_t n = 0;
         if (models) {
             char buf[2048], *t, *save = NULL;
@@ -233,9 +325,14 @@ int main(int argc, char** argv) {
             DIR* d = opendir(dir); struct dirent* e;
             if (!d) { fprintf(stderr, "lm_report: cannot open %s: %s\n", dir, strerror(errno)); return 1; }
             while ((e = readdir(d)) && n < R_MAX_MODELS) {
-                char p[1400]; struct stat st;
+                char p[1400], b[256]; struct stat st;
                 snprintf(p, sizeof p, "%s/%s/summary.csv", dir, e->d_name);
-                if (e->d_name[0] != '.' && stat(p, &st) == 0) names[n++] = strdup(e->d_name);
+                if (e->d_name[0] == '.' || stat(p, &st) != 0) continue;
+                if (seed_base(e->d_name, b, sizeof b)) {
+                    snprintf(p, sizeof p, "%s/%s/summary.csv", dir, b);
+                    if (stat(p, &st) == 0) continue;
+                }
+                names[n++] = strdup(e->d_name);
             }
             closedir(d);
             qsort(names, n, sizeof(char*), ex_cmpstr);
@@ -248,6 +345,7 @@ int main(int argc, char** argv) {
         if (rc) { fprintf(stderr, "lm_report: a model's results are missing (above): nothing written\n"); return 1; }
         if (nm == 0) { fprintf(stderr, "lm_report: no model results in %s\n", dir); return 1; }
     }
+    load_seeds(M, nm, dir);
     int base = -1;
     for (i = 0; i < nm; i++) if (!strcmp(M[i].name, baseline)) base = (int)i;
     char path[1400];
@@ -295,6 +393,55 @@ int main(int argc, char** argv) {
                 for (const char* s = M[i].train_line; *s; s++) { if (*s == ',') fprintf(f, " | "); else fputc(*s, f); }
                 fprintf(f, " |\n");
             }
+        }
+    }
+    {   // ---- the seeds: bits per byte of every training run of a model, seed 1 and MODEL.sN ----
+        // the columns: every seed >= 2 that some model has, so that a seed nobody ran is no empty column
+        int col[R_MAX_MODELS * R_MAX_SEEDS], odd = 0;
+        size_t nc = 0, c;
+        for (i = 0; i < nm; i++)
+            for (k = 0; k < M[i].n_seed; k++) {
+                for (c = 0; c < nc && col[c] != M[i].seed[k]; c++) {}
+                if (c == nc) col[nc++] = M[i].seed[k];
+            }
+        qsort(col, nc, sizeof col[0], cmp_int);
+        if (nc) {
+            fprintf(f, "\n#### %s: validation bits per byte over seeds\n\n| model | seed 1 |", corpus);
+            for (c = 0; c < nc; c++) fprintf(f, " seed %d |", col[c]);
+            fprintf(f, " n | median | SE over seeds | spread (max - min) |\n| --- | ---: |");
+            for (c = 0; c < nc + 4; c++) fprintf(f, " ---: |");
+            fprintf(f, "\n");
+        }
+        for (i = 0; nc && i < nm; i++) {
+            double v[R_MAX_SEEDS + 1], med, se;
+            size_t n = 0;
+            if (!M[i].n_seed) continue;
+            v[n++] = M[i].bpb;
+            fprintf(f, "| %s | %.4f |", M[i].name, M[i].bpb);
+            for (c = 0, k = 0; c < nc; c++) {   // both lists are sorted by seed: walk them together
+                if (k < M[i].n_seed && M[i].seed[k] == col[c]) {
+                    fprintf(f, " %.4f%s |", M[i].seed_bpb[k], M[i].seed_odd[k] ? " *" : "");
+                    odd |= M[i].seed_odd[k];
+                    v[n++] = M[i].seed_bpb[k++];
+                } else
+                    fprintf(f, " - |");
+            }
+            se = win_se(v, NULL, n);   // the sample sd / sqrt(n): the same formula as over windows
+            qsort(v, n, sizeof v[0], cmp_double);
+            med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+            fprintf(f, " %zu | %.4f | ", n, med);
+            if (isnan(se)) fprintf(f, "- |"); else fprintf(f, "%.4f |", se);
+            fprintf(f, " %.4f |\n", v[n - 1] - v[0]);
+        }
+        if (nc) {
+            fprintf(f, "\nEach column is one training run of the model that differs only in the seed (the "
+                       "initialisation and the order of the batches), evaluated on the same validation text. SE over "
+                       "seeds: the sample standard deviation of those runs' bits per byte / sqrt(n) (- for n < 2), "
+                       "the uncertainty of the mean that comes from training itself - unlike the SE over validation "
+                       "windows above, which is of one run's evaluation. Models with only seed 1 are left out.\n");
+            if (odd)
+                fprintf(f, "\n\\* evaluated at another step or on another number of bytes than seed 1 (a run cut "
+                           "short, or other --tokens or --eval arguments): not the same experiment.\n");
         }
     }
     // ---- table 2: NLL by position, in octaves: positions 1, 2-3, 4-7, ... ----
@@ -353,22 +500,30 @@ int main(int argc, char** argv) {
         }
     }
     // ---- table 4: the CG trade-off ----
+    // The reference is the largest fixed count that was run (30 in lm_eval's default list): the solve closest to
+    // exact, whatever counts --cg_counts gave and in whatever order; none run, the relative columns are '-'.
     for (i = 0; i < nm; i++) {
-        double ref = NAN, ref_steps = NAN;
+        double ref = NAN, ref_steps = NAN, ref_val = -1;
+        char rl[48] = "the largest fixed count";
         if (!M[i].have_cg) continue;
-        for (k = 0; k < M[i].n_set; k++) if (!strcmp(M[i].set_kind[k], "fixed") && M[i].set_val[k] == 30) {
-            ref = M[i].set_nll[k]; ref_steps = M[i].set_steps[k];
+        for (k = 0; k < M[i].n_set; k++) if (!strcmp(M[i].set_kind[k], "fixed") && M[i].set_val[k] >= ref_val) {
+            ref = M[i].set_nll[k]; ref_steps = M[i].set_steps[k]; ref_val = M[i].set_val[k];
         }
+        if (ref_val >= 0) snprintf(rl, sizeof rl, "fixed %.0f", ref_val);
         fprintf(f, "\n#### %s: %s, test-time compute (decoding with mn_step)\n\n", corpus, M[i].name);
-        fprintf(f, "| setting | mean CG steps per token | NLL | ΔNLL vs fixed 30 | steps / fixed 30's |\n");
+        fprintf(f, "| setting | mean CG steps per token | NLL | ΔNLL vs %s | steps / %s's |\n", rl, rl);
         fprintf(f, "| --- | ---: | ---: | ---: | ---: |\n");
         for (k = 0; k < M[i].n_set; k++) {
+            double d = M[i].set_nll[k] - ref;
             if (!strcmp(M[i].set_kind[k], "train"))   // the parallel forward: its count is nominal, not measured
-                fprintf(f, "| parallel forward, the training count | %.0f (fixed) | %.4f | %+.4f | - |\n",
-                        M[i].set_steps[k], M[i].set_nll[k], M[i].set_nll[k] - ref);
+                fprintf(f, "| parallel forward, the training count | %.0f (fixed) | %.4f | ", M[i].set_steps[k],
+                        M[i].set_nll[k]);
             else
-                fprintf(f, "| %s | %.2f | %.4f | %+.4f | %.2f |\n", M[i].set_name[k], M[i].set_steps[k],
-                        M[i].set_nll[k], M[i].set_nll[k] - ref, M[i].set_steps[k] / ref_steps);
+                fprintf(f, "| %s | %.2f | %.4f | ", M[i].set_name[k], M[i].set_steps[k], M[i].set_nll[k]);
+            if (isnan(d)) fprintf(f, "- | "); else fprintf(f, "%+.4f | ", d);
+            // a ratio to fixed 0's zero steps (the only count run) would be infinite: '-' as well
+            if (!strcmp(M[i].set_kind[k], "train") || !(ref_steps > 0)) fprintf(f, "- |\n");
+            else fprintf(f, "%.2f |\n", M[i].set_steps[k] / ref_steps);
         }
     }
     rc = ferror(f);
@@ -455,18 +610,30 @@ int main(int argc, char** argv) {
     }
     {   // the CG trade-off: NLL against steps, one line per Mesa model and kind; steps by position per tolerance
         mn_plot_opts po; memset(&po, 0, sizeof po);
-        static char labels[R_MAX_MODELS * 4][96];
+        static char labels[R_MAX_MODELS * 4][128];   // a name (64), a setting or a tolerance range
         for (ns = 0, i = 0; i < nm; i++) {
             if (!M[i].have_cg) continue;
             for (int kind = 0; kind < 2 && ns < R_MAX_MODELS * 4; kind++) {
                 float *x = XY(ns, 0), *y = XY(ns, 1);
-                size_t cnt = 0;
-                for (k = 0; k < M[i].n_set; k++)
-                    if (!strcmp(M[i].set_kind[k], kind ? "tol" : "fixed")) { x[cnt] = (float)M[i].set_steps[k];
-                                                                              y[cnt++] = (float)M[i].set_nll[k]; }
+                size_t cnt = 0, idx[R_MAX_SET];
+                char t0[16], t1[16];
+                for (k = 0; k < M[i].n_set; k++) {
+                    // in the order of more work (counts up, tolerances down), not the file's, so that the line
+                    // does not double back when --cg_counts listed the counts out of order (0,1,5,10,30,20)
+                    if (strcmp(M[i].set_kind[k], kind ? "tol" : "fixed")) continue;
+                    for (j = cnt++; j > 0 && (kind ? M[i].set_val[idx[j - 1]] < M[i].set_val[k]
+                                                   : M[i].set_val[idx[j - 1]] > M[i].set_val[k]); j--)
+                        idx[j] = idx[j - 1];
+                    idx[j] = k;
+                }
                 if (!cnt) continue;
-                snprintf(labels[ns], sizeof labels[ns], "%s, %s", M[i].name,
-                         kind ? "tolerance 1e-2..1e-5" : "fixed count");
+                for (j = 0; j < cnt; j++) { x[j] = (float)M[i].set_steps[idx[j]]; y[j] = (float)M[i].set_nll[idx[j]]; }
+                if (kind) {   // the tolerances that were run, e.g. "tolerance 1e-2..1e-5"
+                    tol_str(t0, sizeof t0, M[i].set_val[idx[0]]); tol_str(t1, sizeof t1, M[i].set_val[idx[cnt - 1]]);
+                    snprintf(labels[ns], sizeof labels[ns], "%s, tolerance %s%s%s", M[i].name, t0,
+                             cnt > 1 ? ".." : "", cnt > 1 ? t1 : "");
+                } else
+                    snprintf(labels[ns], sizeof labels[ns], "%s, fixed count", M[i].name);
                 S[ns].label = labels[ns]; S[ns].x = x; S[ns].y = y; S[ns].n = cnt; S[ns].rgb = 0; ns++;
             }
         }

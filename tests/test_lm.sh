@@ -7,7 +7,8 @@
 #     by mn_step at its training CG count gives the parallel forward's NLL, CG counts behave, the recall
 #     probes are what lm_eval says they are;
 #  3. bad input: a clear message, the documented status, nothing written;
-#  4. lm_report and lm_compare.sh report turn the CSVs into tables and PNGs and splice the tables into
+#  4. lm_report and lm_compare.sh report turn the CSVs into tables and PNGs (a model's seed folders MODEL.sN into
+#     the seeds table) and splice the tables into
 #     the markdown between the markers, twice giving the same file.
 . "$(dirname "$0")/lib.sh"
 R=$(cd "$(dirname "$0")/.." && pwd)
@@ -160,6 +161,35 @@ grep -q "^| mesanet | \`mesa\` |" "$W/t.md" && grep -q "^| transformer | \`attn\
 awk -F'|' '!d && $2 == " mesanet " { se = $7 + 0; pse = $10 + 0; m = $6 + 0; d = 1 } END { exit !(se > 0 && se < m && pse > 0) }' \
     "$W/t.md" && ok "lm_report: the validation table gives the SE over windows and the paired SE against the transformer" ||
     bad "lm_report: SE columns: $(grep '^| mesanet' "$W/t.md" | head -1)"
+# seeds: a real run's folder as seed 1 and as MODEL.s2, MODEL.s3, the bits per byte set to 1.60, 1.70, 1.65
+# (median 1.65, sd 0.05, SE 0.05 / sqrt 3 = 0.0289, spread 0.10); the transformer has seed 1 only, so no row
+P="$R/results/lm/prose"
+mkdir -p "$W/seeds"
+cp -r "$P/transformer" "$W/seeds/transformer"
+for s in 1:1.600000 2:1.700000 3:1.650000; do
+    d="$W/seeds/mesanet"; [ "${s%:*}" = 1 ] || d="$d.s${s%:*}"
+    cp -r "$P/mesanet" "$d" && awk -F, -v OFS=, -v b="${s#*:}" 'NR == 2 { $9 = b } 1' "$P/mesanet/summary.csv" \
+        > "$d/summary.csv"
+done
+mkdir -p "$W/seeds/mesanet.s4"   # a seed not evaluated yet (no summary.csv): not a column
+"$B/lm_report" --results "$W/seeds" --models transformer,mesanet --corpus prose --md "$W/s.md" --png "$W/s" \
+    > "$W/s.log" 2>&1 || { bad "lm_report with seeds"; cat "$W/s.log"; }
+row='| mesanet | 1.6000 | 1.7000 | 1.6500 | 3 | 1.6500 | 0.0289 | 0.1000 |'
+[ "$(grep -c 'validation bits per byte over seeds' "$W/s.md")" = 1 ] && grep -qxF -- "$row" "$W/s.md" &&
+    grep -q '^| model | seed 1 | seed 2 | seed 3 | n | median |' "$W/s.md" &&
+    ! sed -n '/over seeds/,/^Each column/p' "$W/s.md" | grep -q '^| transformer' &&
+    grep -q '^| mesanet | `mesa` | 41.07 M | 98304 | 1.1527 | .* | 1.6000 |' "$W/s.md" &&
+    ok "lm_report: 3 seeds give the seeds table (median 1.65, SE 0.0289, spread 0.10); the rest stays seed 1" ||
+    { bad "lm_report: seeds table"; grep -A6 'over seeds' "$W/s.md"; }
+# without --models the seed folders are mesanet's seeds, not models; without seed folders, no seeds table
+"$B/lm_report" --results "$W/seeds" --corpus prose --md "$W/s2.md" --png "$W/s2" > /dev/null 2>&1 &&
+    grep -qxF -- "$row" "$W/s2.md" && ! grep -q '^| mesanet\.s' "$W/s2.md" &&
+    ok "lm_report without --models: MODEL.sN is a seed of MODEL, not a model" ||
+    bad "lm_report without --models: $(grep -c '^| mesanet.s' "$W/s2.md") rows of seed folders"
+rm -r "$W/seeds/mesanet.s2" "$W/seeds/mesanet.s3"
+"$B/lm_report" --results "$W/seeds" --models transformer,mesanet --corpus prose --md "$W/s3.md" --png "$W/s3" \
+    > /dev/null 2>&1 && ! grep -q 'over seeds' "$W/s3.md" && grep -q '^| mesanet | `mesa` |' "$W/s3.md" &&
+    ok "lm_report: seed 1 only, no seeds table" || bad "lm_report: a seeds table without seed folders"
 mkdir -p "$W/res/code" && cp -r "$W/ev/transformer" "$W/ev/mesanet" "$W/res/code/"
 printf 'head\n<!-- lm:code:begin -->\nold\n<!-- lm:code:end -->\ntail\n' > "$W/lm.md"
 "$R/examples/lm_compare.sh" report --results "$W/res" --md "$W/lm.md" --png-dir "$W" > "$W/c.log" 2>&1 &&
