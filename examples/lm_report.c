@@ -287,7 +287,7 @@ int main(int argc, char** argv) {
     int a, rc = 0;
     model_t* M = (model_t*)calloc(R_MAX_MODELS, sizeof(model_t));
     if (!M) return 1;
-    for (a = 1; a < argc; a++) {
+    for (a = 1; a < argc; a += 2) {   // options come in pairs: NAME VALUE
         const char *o = argv[a], *v = a + 1 < argc ? argv[a + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: lm_report --results DIR --md FILE --png PREFIX [--corpus NAME] [--models a,b,...] "
@@ -310,7 +310,6 @@ int main(int argc, char** argv) {
             fprintf(stderr, "lm_report: unknown option %s\n", o);
             return 2;
         }
-        a++;
     }
     if (!dir || !md || !png) { fprintf(stderr, "lm_report: --results, --md and --png are needed\n"); return 2; }
     {   // the model list: --models, or every folder of dir that has a summary.csv, in name order, but for
