@@ -13,8 +13,8 @@
 # Options: --corpus code|prose (default code) --models "a b ..." (default: every model of the corpus)
 #   --tokens N (training tokens per model, default 100000000) --deadline S (seconds this call may take, default
 #   0 = no limit) --seed N (default 1; a run of seed N != 1 is named MODEL.sN: runs/lm/CORPUS/MODEL.sN and
-#   results/lm/CORPUS/MODEL.sN, reported beside seed 1) --data DIR (data/lm) --runs DIR (runs/lm) --results DIR (results/lm) --dry-run (print the
-#   commands only) --eval "ARGS" (extra lm_eval arguments, e.g. "--seqs 32 --cg_seqs 4"); report: --md FILE
+#   results/lm/CORPUS/MODEL.sN, reported beside seed 1) --data DIR (data/lm) --runs DIR (runs/lm) --results DIR
+#   (results/lm) --dry-run (print the commands only) --eval "ARGS" (extra lm_eval arguments, e.g. "--seqs 32 --cg_seqs 4"); report: --md FILE
 #   (results/lm.md, which holds the markers <!-- lm:CORPUS:begin --> and <!-- lm:CORPUS:end -->) --png-dir DIR
 #   (results: DIR/lm_CORPUS_*.png).
 #
@@ -123,7 +123,8 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
     dir=$runs/$corpus/$name$sfx; log=$dir/train.log
     if [ -e "$dir/done" ]; then echo "lm_compare: $corpus/$name$sfx: trained ($(cat "$dir/done"))"; return 0; fi
     local args=(--anchor --data "$data/$corpus/all" --out "$dir" --pattern "$pattern" $extra --seconds 0
-                --steps "$steps" --lr "$LR" --warmup "$WARMUP" --wd 0.1 --clip 1 --seed "$seed" --save_every "$SAVE_EVERY"
+                --steps "$steps" --lr "$LR" --warmup "$WARMUP" --wd 0.1 --clip 1 --seed "$seed"
+                --save_every "$SAVE_EVERY"
                 --eval_every "$EVAL_EVERY" --eval_batches 4 --log_every 50 --sample 0 --cpu_check 512)
     step=$(ckpt_step "$dir")
     if [ -n "$step" ]; then
@@ -147,7 +148,8 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
     step=$(ckpt_step "$dir")
     case $rc in
         0) ;;
-        124) echo "lm_compare: $corpus/$name$sfx: paused at step ${step:-0} of $steps (deadline); the next call continues"
+        124) echo "lm_compare: $corpus/$name$sfx: paused at step ${step:-0} of $steps (deadline);" \
+                  "the next call continues"
              return 10 ;;
         3) echo "lm_compare: $corpus/$name$sfx: DIVERGED (train_cuda status 3); last good checkpoint: step ${step:-none}" ;;
         *) echo "lm_compare: $corpus/$name$sfx: train_cuda failed (status $rc); the end of $log:" >&2; tail -5 "$log" >&2

@@ -210,10 +210,12 @@ cp -r "$W/d/t/all" "$W/dev/data/code/all" && cp "$W/d/t/val.txt" "$W/dev/data/co
 cat > "$W/dev/build/train_cuda" <<'FAKE'
 #!/usr/bin/env bash
 # the test's stand-in: reads --out --pattern --data, trains 3 steps of a tiny model, prints train_cuda's lines
+all="$*"
 while [ $# -gt 0 ]; do case "$1" in --out) out=$2; shift 2 ;; --pattern) pat=$2; shift 2 ;;
     --data) data=$2; shift 2 ;; *) shift ;; esac; done
 ./build/train --data "$data" --out "$out" --pattern "$pat" --d_model 32 --layers 2 --heads 2 --seq 64 --batch 4 \
     --steps 3 --eval_every 3 --eval_batches 2 --sample 0 --overwrite 1 > /dev/null || exit 1
+echo "$all" > "$out/args.txt"
 echo "summary: 3 steps; 1000 tokens/s after the first step"
 echo "checkpoint on the CPU: loss 1 (GPU 1, relative difference 1.0e-06)"
 FAKE
@@ -231,4 +233,34 @@ chmod +x "$W/dev/build/train_cuda"
 [ $rc = 0 ] && grep -q "no time left" "$W/dev2.log" && [ ! -e "$W/dev/runs/lm/code/gdn" ] &&
     ok "lm_compare.sh device: a deadline too short to train starts nothing" ||
     { bad "lm_compare.sh device, short deadline (status $rc)"; cat "$W/dev2.log"; }
+# --seed N: the run is MODEL.sN (its folders, its train.csv line), train_cuda gets --seed N, seed 1's run stays;
+# report puts the seed runs' own tables between the CORPUS-seeds markers and refuses a file without them
+(cd "$W/dev" && OUT="$W/dev" ./examples/lm_compare.sh device --corpus code --models "mesanet" --seed 2 \
+    --tokens 32768 --deadline 300 --data data --eval "$small --cg_seqs 2 --cg_len 32 --cg_counts 0,30" \
+    > "$W/dev3.log" 2>&1); rc=$?
+[ $rc = 0 ] && [ -f "$W/dev/results/lm/code/mesanet.s2/summary.csv" ] &&
+    [ -f "$W/dev/results/lm/code/mesanet.s2/cg.csv" ] &&
+    grep -q -- "--seed 2 " "$W/dev/runs/lm/code/mesanet.s2/args.txt" &&
+    grep -q "^mesanet.s2,mesa," "$W/dev/results/lm/code/mesanet.s2/train.csv" &&
+    grep -q -- "--seed 1 " "$W/dev/runs/lm/code/mesanet/args.txt" &&
+    [ -f "$W/dev/results/lm/code/mesanet/summary.csv" ] &&
+    ok "lm_compare.sh device --seed 2: the run mesanet.s2 trained with seed 2 and evaluated, seed 1's kept" ||
+    { bad "lm_compare.sh device --seed 2 (status $rc)"; tail -20 "$W/dev3.log"; }
+printf 'h\n<!-- lm:code:begin -->\n<!-- lm:code:end -->\n' > "$W/dev/lm.md"
+cp "$B/lm_report" "$W/dev/build/"
+(cd "$W/dev" && ./examples/lm_compare.sh report --md lm.md --png-dir . > "$W/dev4.log" 2>&1)
+rc=$?
+[ $rc = 1 ] && grep -q "lacks the markers <!-- lm:code-seeds:begin -->" "$W/dev4.log" &&
+    ok "lm_compare.sh report: seed runs without their markers in the file is an error" ||
+    { bad "lm_compare.sh report without the seeds markers (status $rc)"; cat "$W/dev4.log"; }
+printf '%s\n' h '<!-- lm:code:begin -->' '<!-- lm:code:end -->' m '<!-- lm:code-seeds:begin -->' old \
+    '<!-- lm:code-seeds:end -->' t > "$W/dev/lm.md"
+(cd "$W/dev" && ./examples/lm_compare.sh report --md lm.md --png-dir . > "$W/dev5.log" 2>&1); rc=$?
+[ $rc = 0 ] && ! grep -q "^old$" "$W/dev/lm.md" && grep -q "over seeds" "$W/dev/lm.md" &&
+    awk '/lm:code-seeds:begin/,/lm:code-seeds:end/' "$W/dev/lm.md" | grep -q "^| mesanet.s2 |" &&
+    [ -s "$W/dev/lm_code_seeds_cg.png" ] && tail -1 "$W/dev/lm.md" | grep -qx t &&
+    ok "lm_compare.sh report: the seeds table, and the seed runs' tables between their markers" ||
+    { bad "lm_compare.sh report with seed runs (status $rc)"; cat "$W/dev5.log"; }
+"$R/examples/lm_compare.sh" train --models mesanet --seed 0 > /dev/null 2>&1; rc=$?
+[ $rc = 2 ] && ok "lm_compare.sh: --seed 0 is status 2" || bad "lm_compare.sh --seed 0: $rc"
 finish "language-model comparison (CPU side)"
