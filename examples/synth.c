@@ -36,6 +36,10 @@
 //   gpu: the published budgets, evaluation and seeds with 2 heads of 64 (d_model 128) for every model: the GPU
 //     kernels of Mesa, attention and the GLA family take head dims 64 and 128 only. Its own protocol (tier "gpu" in
 //     the CSV, default --out results/synth_gpu.csv), so its rows never mix with the 4-head published tier's.
+//   gpu-tf32: tier gpu with the GPU model's matrix products in TF32 (mn_cuda_ctx.math = MN_CUDA_MATH_TF32: 10-bit
+//     mantissas into fp32 accumulation, as the LM runs train) instead of fp32, for speed: a cell of this tiny
+//     model is bound by many small fp32 GEMMs (results/synth.md). Its own tier name in the CSV and the state
+//     notes (default --out results/synth_gpu_tf32.csv); only build/synth_cuda trains it (the CPU build plans it).
 //   quick: the small-CPU tier of results/synth.csv and tests/test_synth.sh: d_model 64, 4 heads of 16, lr 3e-3,
 //     warm-up 5 % then cosine to 1e-5, 256 evaluation sequences, Mesa CG 16 (with d_k = 16 the exact solve),
 //     seed 1, the steps x batch of its table times --budget (default 0.1: about 1 % of the published budgets).
@@ -85,6 +89,7 @@
 #endif
 #include "cuda/mesanet_cuda.h"
 #define SYNTH_EVAL_TOKENS 65536   // tokens per evaluation forward: the GPU wants large batches
+static int synth__tf32;   // tier gpu-tf32: the GPU model's products in TF32 (set by main before any cell)
 typedef struct {
     mn_cuda_ctx ctx; mn_cuda_model m;
     float* logits; size_t cap;   // (cap) host copy of the last evaluation forward's logits
@@ -95,6 +100,7 @@ static int net_ctx(synth_net* n) {
     int err;
     if (n->ctx_up) return MN_OK;
     if ((err = mn_cuda_init(&n->ctx, 0)) != MN_OK) return err;
+    n->ctx.math = synth__tf32 ? MN_CUDA_MATH_TF32 : MN_CUDA_MATH_FP32;
     n->ctx_up = 1;
     return MN_OK;
 }
@@ -252,19 +258,21 @@ typedef struct {
     size_t shard_i, shard_n, pause_step;
     double lr, budget, deadline, stop, save_every, t_start;   // t_start: when the run began (ex_now)
     int cg, list, plan, supported;
-    int pub_tier;   // 1: the published budgets (tiers published and gpu), 0: quick
-    int gpu_tier;   // 1: tier gpu (2 heads of 64)
+    int pub_tier;   // 1: the published budgets (tiers published, gpu and gpu-tf32), 0: quick
+    int gpu_tier;   // 1: tier gpu or gpu-tf32 (2 heads of 64)
+    int tf32;       // 1: tier gpu-tf32 (the GPU model's products in TF32)
     char state_buf[1024];   // the default --state: --out without .csv, plus .state
 } opts;
 
 static void usage(void) {
-    printf("usage: synth [--tier published|gpu|quick (default published; synth_cuda: gpu)] [--tasks all|t1,t2]\n"
+    printf("usage: synth [--tier published|gpu|gpu-tf32|quick (default published; synth_cuda: gpu)]\n"
+           "             [--tasks all|t1,t2]\n"
            "             [--models all|m1,m2]\n"
            "             [--seeds 1,2,3] [--cells FILE (\"task model seed\" per line, instead of tasks x models x\n"
            "             seeds)]\n"
            "             [--shard I/N (the cells whose index in the list is I mod N)] [--plan (print, run nothing)]\n"
-           "             [--out CSV (published: results/synth_published.csv, gpu: results/synth_gpu.csv, quick:\n"
-           "             results/synth.csv)]\n"
+           "             [--out CSV (published: results/synth_published.csv, gpu: results/synth_gpu.csv, gpu-tf32:\n"
+           "             results/synth_gpu_tf32.csv, quick: results/synth.csv)]\n"
            "             [--jobs N (cells at a time, default 2)] [--budget X (scales the per-task steps and warm-up;\n"
            "             published 1, quick 0.1)] [--steps N --batch B (override the per-task table)] [--lr X]\n"
            "             [--train_len L] [--eval_lens 128,512,2048] [--eval_n N (sequences per evaluation length)]\n"
@@ -330,14 +338,16 @@ static int parse(opts* o, int argc, char** argv) {
 #else
     if (!o->tier) o->tier = "published";
 #endif
-    if (strcmp(o->tier, "published") && strcmp(o->tier, "gpu") && strcmp(o->tier, "quick")) {
-        fprintf(stderr, "synth: --tier must be published, gpu or quick (got '%s')\n", o->tier);
+    if (strcmp(o->tier, "published") && strcmp(o->tier, "gpu") && strcmp(o->tier, "gpu-tf32") &&
+        strcmp(o->tier, "quick")) {
+        fprintf(stderr, "synth: --tier must be published, gpu, gpu-tf32 or quick (got '%s')\n", o->tier);
         return -1;
     }
-    o->gpu_tier = !strcmp(o->tier, "gpu");
+    o->tf32 = !strcmp(o->tier, "gpu-tf32");
+    o->gpu_tier = o->tf32 || !strcmp(o->tier, "gpu");
     o->pub_tier = o->gpu_tier || !strcmp(o->tier, "published");
-    if (!o->out) o->out = o->gpu_tier ? "results/synth_gpu.csv" : o->pub_tier ? "results/synth_published.csv"
-                                                                          : "results/synth.csv";
+    if (!o->out) o->out = o->tf32 ? "results/synth_gpu_tf32.csv" : o->gpu_tier ? "results/synth_gpu.csv"
+                          : o->pub_tier ? "results/synth_published.csv" : "results/synth.csv";
     if (!o->state) {   // beside the CSV: results/synth_gpu.csv -> results/synth_gpu.state
         size_t l = strlen(o->out);
         if (l > 4 && !strcmp(o->out + l - 4, ".csv")) l -= 4;
@@ -1556,5 +1566,13 @@ int main(int argc, char** argv) {
     if (o.merge) return merge(&o);
     if (o.report) return report(&o);
     if (o.supported) return list_supported(&o);
+#ifdef SYNTH_CUDA
+    synth__tf32 = o.tf32;
+#else
+    if (o.tf32 && !o.plan) {   // the CPU model has no TF32: its cells would carry a tier they were not run at
+        fprintf(stderr, "synth: --tier gpu-tf32 trains on the GPU only (build/synth_cuda); this build plans it\n");
+        return 2;
+    }
+#endif
     return run_grid(&o);
 }

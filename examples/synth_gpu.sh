@@ -10,8 +10,10 @@
 #
 # subset: --tasks t1,t2 --models m1,m2 --seeds 1,2,3 (default: every task, every model the GPU build supports
 #   (synth_cuda --supported), seeds 1,2,3). Other options: --jobs N (cells at once, default 16: one per CPU core)
-#   --csv FILE (the grid's CSV, default results/synth_gpu.csv) --bin FILE (default build/synth_cuda; missing:
-#   built here with make) --states DIR (a folder holding the state pieces an earlier call brought back)
+#   --tier gpu|gpu-tf32 (default gpu; gpu-tf32: the same protocol with the GPU model's products in TF32, its own
+#   CSV results/synth_gpu_tf32.csv) --csv FILE (the grid's CSV, default results/synth_gpu.csv or _gpu_tf32.csv)
+#   --bin FILE (default build/synth_cuda; missing: built here with make) --states DIR (a folder holding the
+#   state pieces an earlier call brought back)
 #   --dest DIR (where run writes; default $OUT when set, else results) --mps (start an MPS server for the
 #   run and stop it after, if nvidia-cuda-mps-control exists: kernels of different processes then share the
 #   GPU at once instead of taking turns; off by default) --dry-run (print the synth_cuda command only)
@@ -39,7 +41,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 cmd=${1:-}; [ $# -gt 0 ] && shift
-tasks=all models="" seeds=1,2,3 jobs=16 time=0 csv=results/synth_gpu.csv bin=build/synth_cuda states="" dest=""
+tasks=all models="" seeds=1,2,3 jobs=16 time=0 csv="" tier=gpu bin=build/synth_cuda states="" dest=""
 readme="" mps=0 dry=0 file="" extra="" pack_mb=40
 while [ $# -gt 0 ]; do
     case $1 in
@@ -49,6 +51,7 @@ while [ $# -gt 0 ]; do
         --jobs) jobs=$2; shift 2 ;;
         --time) time=$2; shift 2 ;;
         --csv) csv=$2; shift 2 ;;
+        --tier) tier=$2; shift 2 ;;
         --bin) bin=$2; shift 2 ;;
         --states) states=$2; shift 2 ;;
         --dest) dest=$2; shift 2 ;;
@@ -63,6 +66,11 @@ while [ $# -gt 0 ]; do
 done
 case $jobs$time$pack_mb in
     *[!0-9]*) echo "synth_gpu.sh: --jobs, --time and --pack_mb take whole numbers" >&2; exit 2 ;;
+esac
+case $tier in
+    gpu) [ -n "$csv" ] || csv=results/synth_gpu.csv ;;
+    gpu-tf32) [ -n "$csv" ] || csv=results/synth_gpu_tf32.csv ;;
+    *) echo "synth_gpu.sh: --tier must be gpu or gpu-tf32" >&2; exit 2 ;;
 esac
 [ -n "$dest" ] || dest=${OUT:-results}
 name=$(basename "$csv" .csv)
@@ -82,9 +90,9 @@ need_bin() {
 # the cells left ("task model seed" lines) in run order, from synth's own plan of the subset
 plan_cells() {  # plan_cells CSV STATE_DIR
     local m=$models
-    [ -n "$m" ] || m=$("$bin" --supported --tier gpu $extra 2> /dev/null)
+    [ -n "$m" ] || m=$("$bin" --supported --tier "$tier" $extra 2> /dev/null)
     [ -n "$m" ] || { echo "synth_gpu.sh: $bin --supported: no model this build can train" >&2; exit 1; }
-    "$bin" --tier gpu $extra --plan --tasks "$tasks" --models "$m" --seeds "$seeds" --out "$1" | grep -v '^#' |
+    "$bin" --tier "$tier" $extra --plan --tasks "$tasks" --models "$m" --seeds "$seeds" --out "$1" | grep -v '^#' |
     awk -v st="$2" '
         BEGIN { n = split("parity s3 z5 mqar majority majority_count anbn anbncn modarith modarith_brackets", t, " ")
                 for (i = 1; i <= n; i++) rank[t[i]] = i }
@@ -111,13 +119,13 @@ run)
         cat "$states/$name".state.tar.part* | tar -xf - -C "$st" || exit 1
     fi
     if [ -z "$models" ]; then   # every model the GPU build can train (the library says why not on stderr)
-        models=$("$bin" --supported --tier gpu $extra 2> "$st.supported") || { cat "$st.supported"; exit 1; }
+        models=$("$bin" --supported --tier "$tier" $extra 2> "$st.supported") || { cat "$st.supported"; exit 1; }
         echo "synth_gpu.sh: the GPU build trains $models"
     fi
     plan_cells "$out" "$st" > "$st.cells" || exit 1
     ncells=$(wc -l < "$st.cells")
     # shellcheck disable=SC2206
-    run_cmd=("$bin" --tier gpu $extra --cells "$st.cells" --jobs "$jobs" --out "$out" --state "$st" --save_every 60)
+    run_cmd=("$bin" --tier "$tier" $extra --cells "$st.cells" --jobs "$jobs" --out "$out" --state "$st" --save_every 60)
     [ "$time" -gt 0 ] && run_cmd+=(--stop "$time")
     echo "synth_gpu.sh: $ncells cells left; ${run_cmd[*]}"
     [ $dry -eq 1 ] && { cat "$st.cells"; rm -f "$st.cells" "$st.supported"; exit 0; }
@@ -168,7 +176,7 @@ report)
     if [ -n "$readme" ]; then "$s" --report "$csv" --readme "$readme"; else "$s" --report "$csv"; fi
     ;;
 *)
-    sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] && exit 0 || exit 2
     ;;
 esac

@@ -129,7 +129,7 @@ head -1 "$W/old2.csv" | grep -q ',acc_se$' && [ "$(awk -F, 'NF==23' "$W/old2.csv
     || bad "unknown model (rc $rc)"
 
 "$B/synth" --tier nope > "$W/e" 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "tier must be published, gpu or quick" "$W/e" && ok "unknown tier: clear error" \
+[ $rc -eq 2 ] && grep -q "tier must be published, gpu, gpu-tf32 or quick" "$W/e" && ok "unknown tier: clear error" \
     || bad "unknown tier (rc $rc)"
 "$B/synth" --shard 2/2 > "$W/e" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "0 <= I < N" "$W/e" && ok "bad --shard: clear error" || bad "bad --shard (rc $rc)"
@@ -171,6 +171,19 @@ cut -d, -f1-19,22- "$W/u.csv" | sort > "$W/u.cut"; cut -d, -f1-19,22- "$W/pz.csv
 grep -q "tier gpu, d_model 128, 2 layers, 2 heads, .* out results/synth_gpu.csv" "$W/gp" \
     && grep -q "^# parity  *20000  *256 " "$W/gp" && ok "--tier gpu: the published budgets with 2 heads of 64" \
     || { bad "--tier gpu plan"; cat "$W/gp"; }
+# gpu-tf32: the gpu tier's protocol under its own name and CSV; the CPU build plans it but trains no cell of it
+"$B/synth" --tier gpu-tf32 --tasks parity --models mesa --plan > "$W/gt" 2>&1
+grep -q "tier gpu-tf32, d_model 128, 2 layers, 2 heads, .* out results/synth_gpu_tf32.csv" "$W/gt" &&
+    diff <(grep '^# parity' "$W/gp") <(grep '^# parity' "$W/gt") > /dev/null &&
+    ok "--tier gpu-tf32: the gpu tier's budgets, its own CSV" || { bad "--tier gpu-tf32 plan"; cat "$W/gt"; }
+"$B/synth" --tier gpu-tf32 --tasks parity --models mesa --seeds 1 --steps 2 --out "$W/tf.csv" > "$W/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "gpu-tf32 trains on the GPU only" "$W/e" && [ ! -e "$W/tf.csv" ] &&
+    ok "--tier gpu-tf32 in the CPU build: refused, nothing written" ||
+    { bad "gpu-tf32 on the CPU (rc $rc)"; cat "$W/e"; }
+SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" plan --tier gpu-tf32 --tasks parity --seeds 1 \
+    --csv "$W/none.csv" \
+    > "$W/pt" 2> "$W/e" && [ "$(wc -l < "$W/pt")" -eq 13 ] && head -1 "$W/pt" | grep -qx "parity transformer 1" &&
+    ok "synth_gpu.sh plan --tier gpu-tf32: the 13 parity cells of seed 1" || { bad "synth_gpu.sh --tier"; cat "$W/e"; }
 [ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
     || bad "--supported"
 # the GPU build (make cuda), where built: what it does before touching a GPU - the head-dim refusal, and its plan
