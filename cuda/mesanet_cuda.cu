@@ -3364,6 +3364,11 @@ typedef struct mn__step_args {
     // (B*H, K) CG starts, then (B*H) flags (nonzero: start at that row; 0: the head's Jacobi guess): the
     // Woodbury step's (mn_cuda_mesa_step_woodbury); NULL: x0 = 0 or the Jacobi guess, as jacobi says
     const float* x0;
+    // (B*H, K) each head's previous solution in (a zero row: none, a new sequence), this token's out; NULL: none.
+    // wmode: how a previous solution starts CG (mesanet.h's mn__mesa_warm): MN_MESA_WARM x_{t-1}, _SCALED
+    // c x_{t-1}, _BLEND a x_{t-1} + b x_J, the coefficients minimising the error's A-norm; 0: not at all
+    float* xs;
+    int wmode;
     unsigned H, V;
     int n_iter, fla, jacobi;
     int warm;               // 1: the stop is relative to ||q|| (r_0 at x0 = 0), the CPU's opts.warm; 0: ||r_0||
@@ -3455,16 +3460,51 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
     int it = 0;
     if (A.n_iter >= 0) {
         float r = qi;
-        // a given start (block-uniform: one head per block), else the Jacobi guess of H_t or 0
-        const bool given = A.x0 && A.x0[(size_t)gridDim.x * K + bh] != 0.f;
-        x = given ? A.x0[bh * K + ir] : A.jacobi ? qi / (sdg[ir] + li) : 0.f;
-        if (given || A.jacobi) {                   // r0 = q - (H_t + diag lambda) x0
-            if (owner) svx[ir] = x;
-            __syncthreads();
+        // the head's previous solution (block-uniform: any nonzero entry; a zero row is a new sequence)
+        const float prv = A.xs && A.wmode ? A.xs[bh * K + ir] : 0.f;
+        const bool have = A.xs && A.wmode && __syncthreads_or(prv != 0.f) != 0;
+        if (have) {
+            // mesanet.h's mn__mesa_warm in float: u = A x_{t-1}; the line's optimum c = x_{t-1}.q / x_{t-1}.A
+            // x_{t-1}; BLEND: the plane of x_{t-1} and x_J by the 2 x 2 Galerkin system; r0 by linearity. The block
+            // sums alternate between the two halves of sred (a sum's barrier orders the other half's reads)
             float vc[CW];
+            if (owner) svx[ir] = prv;
+            __syncthreads();
 #pragma unroll
             for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
-            r = qi - matvec(vc) - li * x;
+            const float u = matvec(vc) + li * prv;
+            const float pu = bsum(prv * u, sred), pr = bsum(prv * qi, sred + 8);
+            float a = 1.f, b = 0.f, xj = 0.f, wj = 0.f;
+            if (A.wmode != MN_MESA_WARM) a = pu > 0.f ? pr / pu : 0.f;
+            if (A.wmode == MN_MESA_WARM_BLEND) {
+                xj = qi / (sdg[ir] + li);          // x_J, then w = A x_J
+                if (owner) svx[ir] = xj;           // every vc read of x_{t-1} was before pr's barrier
+                __syncthreads();
+#pragma unroll
+                for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
+                wj = matvec(vc) + li * xj;
+                const float jj = bsum(xj * wj, sred), pj = bsum(prv * wj, sred + 8), jp = bsum(xj * u, sred),
+                            jr = bsum(xj * qi, sred + 8);
+                const float pjs = 0.5f * (pj + jp), det = pu * jj - pjs * pjs;
+                if (det > 64.f * 1.1920929e-07f * pu * jj) {
+                    a = (pr * jj - pjs * jr) / det;
+                    b = (pu * jr - pjs * pr) / det;
+                }
+            }
+            x = a * prv + b * xj;
+            r = qi - a * u - b * wj;
+        } else {
+            // a given start (block-uniform: one head per block), else the Jacobi guess of H_t or 0
+            const bool given = A.x0 && A.x0[(size_t)gridDim.x * K + bh] != 0.f;
+            x = given ? A.x0[bh * K + ir] : A.jacobi ? qi / (sdg[ir] + li) : 0.f;
+            if (given || A.jacobi) {               // r0 = q - (H_t + diag lambda) x0
+                if (owner) svx[ir] = x;
+                __syncthreads();
+                float vc[CW];
+#pragma unroll
+                for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
+                r = qi - matvec(vc) - li * x;
+            }
         }
         float p = r, pc[CW];
         if (owner) svr[ir] = r;
@@ -3496,6 +3536,7 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
         }
     }
     if (owner) svx[ir] = x;
+    if (A.xs && owner) A.xs[bh * K + ir] = x;      // the next token's start (its row was read at the top)
     if (A.iters && tid == 0) A.iters[bh] = it;
     mn__cp_wait_all();
     __syncthreads();                               // S and x in shared memory
@@ -3587,12 +3628,31 @@ int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, floa
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, n = B * H;
     MN__TRY(mn__mesa_step_check(ctx, "mn_cuda_mesa_step", op, hkk, hkv, K, V, n));
-    // the CPU step's warm starts (x0 from the previous token's solution) are not on the GPU: refuse, never ignore
+    // the warm starts need the previous solutions: mn_cuda_mesa_step_warm keeps them; refuse, never ignore
     if (op->warm != MN_MESA_COLD) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step",
-                                                  "the CUDA step has no warm start (needs warm 0)", __LINE__);
+                                                  "opts.warm needs the previous solutions: mn_cuda_mesa_step_warm",
+                                                  __LINE__);
     if (n == 0) return MN_OK;
     return mn__mesa_step_launch(ctx, mn__mesa_step_fill(out, iters, hkk, hkv, q, k, v, g, beta, lamb, H, V, op), K, V,
                                 n);
+}
+
+// The step with each head's CG started from its previous solution (mesanet.h's mn_mesa_step_warm): xs (B*H,K) in/out.
+int mn_cuda_mesa_step_warm(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
+                           const float* k, const float* v, const float* g, const float* beta, const float* lamb,
+                           size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o) {
+    mn_mesa_opts tmp;
+    const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
+    size_t K = Dk, V = Dv, n = B * H;
+    MN__TRY(mn__mesa_step_check(ctx, "mn_cuda_mesa_step_warm", op, hkk, hkv, K, V, n));
+    if (op->warm < MN_MESA_COLD || op->warm > MN_MESA_WARM_BLEND)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_step_warm", "opts.warm must be MN_MESA_COLD, _WARM, "
+                        "_WARM_SCALED or _WARM_BLEND", __LINE__);
+    if (n == 0) return MN_OK;
+    mn__step_args a = mn__mesa_step_fill(out, iters, hkk, hkv, q, k, v, g, beta, lamb, H, V, op);
+    a.xs = xs; a.wmode = xs ? op->warm : 0;
+    a.warm = op->warm != MN_MESA_COLD;     // as the CPU: any warm mode measures the stop against ||q_t||
+    return mn__mesa_step_launch(ctx, a, K, V, n);
 }
 
 // ---- the windowed-Woodbury start (mn_cuda_mesa_step_woodbury; mesanet.h's mn_mesa_step_woodbury) ----
@@ -9782,23 +9842,26 @@ static int mn__cm_conv_step(mn_cuda_ctx* ctx, float* out, float* state, const fl
 // buffers) and the per-head l2 norm; the gates from xn; the Mesa op's decode step (H, S updated, x =
 // (H + diag lambda)^-1 q by CG with the decode options); per-head RMSNorm; x += o Wo.
 // state: cq, ck (B,HD,3) the convs' last 3 inputs; hkk, hkv (B,H,D,D) (the CPU's per-sequence pieces,
-// batch-major; the CPU's warm-start solutions xs are not kept: those starts are refused below); iters (B,H)
-// ints, the step's CG iterations per system, which mn_cuda_model_step adds into the state's CG totals
-// (the CPU keeps per-sequence totals instead: the same sums); then, for the Woodbury starts (cfg.mesa_cg_warm
-// 5 and 6), mn_cuda_mesa_step_woodbury's ring block (B*H windows of r tokens as the CPU's S.ring, then its x0
-// scratch), r = mn__cm_mesa_window; nothing for the other starts. The ring comes after iters, so iters stays
-// where mn__cm_mesa_iters finds it whatever the start.
+// batch-major); iters (B,H) ints, the step's CG iterations per system, which mn_cuda_model_step adds into the
+// state's CG totals (the CPU keeps per-sequence totals instead: the same sums); then, for the Woodbury starts
+// (cfg.mesa_cg_warm 5 and 6), mn_cuda_mesa_step_woodbury's ring block (B*H windows of r tokens as the CPU's
+// S.ring, then its x0 scratch), r = mn__cm_mesa_window; for the starts from the previous solution (2-4) those
+// solutions (B,H,D) in the same place (the CPU's S.xs); nothing for the other starts. That block comes after
+// iters, so iters stays where mn__cm_mesa_iters finds it whatever the start.
 // The window of cfg.mesa_cg_warm 5 / 6 in tokens, 0 for the other starts: mesanet.h's mn__mesa_window
 // (MN__MESA_WINDOW_SHORT / _LONG; that header's implementation is not compiled into this unit)
 enum { MN__CM_WINDOW_SHORT = 8, MN__CM_WINDOW_LONG = 16 };
 static size_t mn__cm_mesa_window(const mn_config* c) {
     return c->mesa_cg_warm == 5 ? MN__CM_WINDOW_SHORT : c->mesa_cg_warm == 6 ? MN__CM_WINDOW_LONG : 0;
 }
+// 1 when the decode starts from the previous solution (cfg.mesa_cg_warm 2-4): the state keeps them (B,H,D)
+static int mn__cm_mesa_prev(const mn_config* c) { return c->mesa_cg_warm >= 2 && c->mesa_cg_warm <= 4; }
 static size_t mn__cm_mesa_state(const mn_config* c, size_t* tmp) {
     size_t H = c->n_head, D = c->head_dim, HD = H * D;
     *tmp = 9 * MN__PAD(HD) + 5 * MN__PAD(H);   // ql kl v qc kc q k on (B,HD), al bl g beta rs (B,H), lamb (HD)
     // + H: iters, one int in each float's room; + the ring block of one sequence's H heads
-    return 2 * MN__PAD(3 * HD) + 2 * H * D * D + H + mn_cuda_mesa_ring_size(1, H, D, mn__cm_mesa_window(c));
+    return 2 * MN__PAD(3 * HD) + 2 * H * D * D + H + mn_cuda_mesa_ring_size(1, H, D, mn__cm_mesa_window(c)) +
+           (mn__cm_mesa_prev(c) ? HD : 0);
 }
 // The iters piece (B,H) of a Mesa layer's block of B sequences, after cq, ck, hkk, hkv (the hook and
 // mn_cuda_model_state_init find it here). B x the per-sequence size covers it: PAD(B n) <= B PAD(n).
@@ -9823,17 +9886,16 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     float* ring = mn__cm_mesa_ring(c, state, B);                                    // (ring_size(B,H,Dh,r))
     mn_mesa_opts op; memset(&op, 0, sizeof op);
     (void)pos;
-    // the CPU step's options: warm starts from the previous solutions (mesa_cg_warm 2-4) have no GPU kernel:
-    // refused. The Woodbury starts (5, 6) run mn_cuda_mesa_step_woodbury, which sets its start and stop itself;
-    // so does the Jacobi start with a tolerance (1, tol > 0: the CPU's warm stop against ||q_t||), which is that
-    // kernel with an empty window (r = 0: every head at the Jacobi guess, no ring)
-    int jacobi_tol = c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0;
-    if (c->mesa_cg_warm >= 2 && !r)
-        return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_model_step", "the GPU Mesa step has no warm start from "
-                        "the previous solution (mesa_cg_warm 2-4; 0, 1, 5, 6 run)", __LINE__);
+    // the CPU step's options (mesanet.h's mn__mesa_layer_step): the Woodbury starts (5, 6) run
+    // mn_cuda_mesa_step_woodbury, which sets its start and stop itself; so does the Jacobi start with a
+    // tolerance (1, tol > 0: the CPU's warm stop against ||q_t||), which is that kernel with an empty window
+    // (r = 0: every head at the Jacobi guess, no ring); 2-4 start from the previous solutions kept in the state
+    // (mn_cuda_mesa_step_warm: opts.warm = warm - 1, the Jacobi guess at a sequence's first token)
+    int jacobi_tol = c->mesa_cg_warm == 1 && c->mesa_cg_tol > 0, prev = mn__cm_mesa_prev(c);
     op.cg_iters = c->mesa_cg_decode; op.cg_tol = c->mesa_cg_tol;
     op.fla = c->mesa_cg_fla && !(c->mesa_cg_tol > 0);
     op.jacobi = c->mesa_cg_warm >= 1;
+    op.warm = prev ? c->mesa_cg_warm - 1 : MN_MESA_COLD;
     MN__TRY(mn__cm_qkv_forward(cm, l, MN__CP_Q, xn, ql, kl, v, B));
     MN__TRY(mn__cm_conv_step(ctx, qc, cq, ql, MN__PAR(cm, l, MN__CP_QC), B, HD, 4, 1));
     MN__TRY(mn__cm_conv_step(ctx, kc, ck, kl, MN__PAR(cm, l, MN__CP_KC), B, HD, 4, 1));
@@ -9848,6 +9910,8 @@ static int mn__cm_mesa_step(mn_cuda_model* cm, size_t l, float* x, float* state,
     if (r || jacobi_tol)
         MN__TRY(mn_cuda_mesa_step_woodbury(ctx, qc, its, hkk, hkv, r ? ring : NULL, q, k, v, g, beta, lamb, B, H, Dh,
                                            Dh, r, &op));                             // qc: o
+    else if (prev)   // the solutions where the ring would be: (B,H,Dh)
+        MN__TRY(mn_cuda_mesa_step_warm(ctx, qc, ring, its, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));
     else MN__TRY(mn_cuda_mesa_step(ctx, qc, its, hkk, hkv, q, k, v, g, beta, lamb, B, H, Dh, Dh, &op));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, on, rs, qc, MN__PAR(cm, l, MN__CP_ON), N, Dh, c->norm_eps));
     return mn__cm_matmul_add(ctx, x, on, MN__PAR(cm, l, MN__CP_O), B, HD, C);
@@ -10780,7 +10844,7 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
         size_t tmp = 0;
         if (s->bytes != mn__cm_state_floats(cm, B, &tmp) * sizeof(float) || tmp != s->tmp_per_seq)
             return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "the state was made for another cfg (e.g. "
-                            "mesa_cg_warm changed to or from 5 / 6): init it again", __LINE__);
+                            "mesa_cg_warm changed between 0-1, 2-4, 5 and 6): init it again", __LINE__);
     }
     for (size_t n = 0; n < B; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V)

@@ -309,6 +309,16 @@ int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, flo
 int mn_cuda_mesa_step(mn_cuda_ctx* ctx, float* out, int* iters, float* hkk, float* hkv, const float* q, const float* k,
                       const float* v, const float* g, const float* beta, const float* lamb, size_t B, size_t H,
                       size_t Dk, size_t Dv, const mn_mesa_opts* o);
+// The step with each head's CG started from its previous token's solution (contract as mn_mesa_step_warm of
+// mesanet.h, B sequences in one call): xs (B,H,Dk) holds each head's x_{t-1} on entry (a zero row: none, a new
+// sequence; that head starts as opts.jacobi says) and receives x_t. opts.warm picks the start from x_{t-1}:
+// MN_MESA_WARM x_{t-1} itself, MN_MESA_WARM_SCALED c x_{t-1}, MN_MESA_WARM_BLEND a x_{t-1} + b x_J (x_J the Jacobi
+// guess), the coefficients minimising the error's A-norm (in float; the CPU's in double); any of them measures
+// the stop against ||q_t||, as the CPU. MN_MESA_COLD runs the plain step and still writes x_t into xs. xs may be
+// NULL (no previous solutions). The other arguments as mn_cuda_mesa_step; one launch.
+int mn_cuda_mesa_step_warm(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
+                           const float* k, const float* v, const float* g, const float* beta, const float* lamb,
+                           size_t B, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o);
 // The step with each head's CG started at the exact solve of the last r tokens' part of H_t (the windowed-Woodbury
 // start; contract as mn_mesa_step_woodbury of mesanet.h, B sequences in one call): per head (k_t, beta_t, g_t)
 // enters its window, x0 = (Lambda + K_r^T W K_r)^-1 q (W the window's weights beta_j prod of the later gates) by
@@ -621,10 +631,11 @@ size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm);   // device memory h
 // The state of B sequences decoded in lockstep, one device allocation: each layer's recurrent state or
 // KV cache (B times the mixer's per-sequence size, laid out batch-major by the mixer), the residual
 // and the backbone's one-token temporaries, the logits. Every mixer of the GPU table has a
-// step (a Mesa layer with a decode started at the previous solution, cfg.mesa_cg_warm 2-4, or 1 with a
-// tolerance, is refused; 5 and 6, the Woodbury starts, run mn_cuda_mesa_step_woodbury with the window in the
-// state). The state's size follows cfg.mesa_cg_warm: after changing it to or from 5 / 6, init the state again
-// (mn_cuda_model_step refuses a state of another size with MN_ERR_STATE).
+// step, every cfg.mesa_cg_warm of the CPU included: 2-4 (from the previous solution) run mn_cuda_mesa_step_warm
+// with the solutions in the state, 1 with a tolerance and 5, 6 (the Woodbury starts) mn_cuda_mesa_step_woodbury
+// (with the window in the state for 5, 6). The state's size follows cfg.mesa_cg_warm: after changing it between
+// the groups {0, 1}, {2, 3, 4}, {5}, {6}, init the state again (mn_cuda_model_step refuses a state of another
+// size with MN_ERR_STATE).
 // A step reads the decode settings from cm->cfg (mesa_cg_decode, mesa_cg_tol): a caller may change them
 // between steps. The Mesa layers' CG counts stay on the device (no synchronisation per step):
 // mn_cuda_model_state_cg_stats reads them.

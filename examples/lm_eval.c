@@ -36,8 +36,9 @@
 // as in training), up to LM_GPU_BATCH windows of one length per call, and scores the logits here in double as
 // above; the token-by-token decoding of the CG trade-off runs on the GPU too (mn_cuda_model_step, the --cg_seqs
 // windows in lockstep, fp32, the CG statistics from mn_cuda_model_state_cg_stats; a setting the GPU step
-// refuses, a warm-started decode, falls back to mn_step on the CPU). A forward on the CPU takes minutes per model
-// at T = 2048 (attention's T^2 in plain C), on the GPU seconds; a decode step 15-50 ms on the CPU, ~1.5 ms here.
+// refuses falls back to mn_step on the CPU: none since it runs every cfg.mesa_cg_warm; the fallback stays). A
+// forward on the CPU takes minutes per model at T = 2048 (attention's T^2 in plain C), on the GPU seconds; a
+// decode step 15-50 ms on the CPU, ~1.5 ms here.
 //
 // Exit status: 0 done; 1 the checkpoint, the validation file or an output failed; 2 a bad command line (also
 // sizes that do not fit the model or the text).
@@ -364,8 +365,7 @@ static int decode_pass(mn_model* m, const unsigned char* x, size_t n, size_t str
 // read from lm__gm.cfg at every step (the caller sets mesa_cg_decode and mesa_cg_tol there as in m0.cfg); the
 // same per-position sums, the CG steps from mn_cuda_model_state_cg_stats (cumulative iterations and systems
 // since the init, all Mesa layers, sequences and heads: mn_state_cg_stats's definitions) differenced per
-// position. MN_ERR_CONFIG when the GPU step refuses the setting (a warm-started decode): the caller decodes
-// on the CPU instead.
+// position. MN_ERR_CONFIG when the GPU step refuses the setting: the caller decodes on the CPU instead.
 static int decode_pass_gpu(const unsigned char* x, size_t n, size_t stride, size_t T, cg_acc* acc,
                            double* mean_steps) {   // x (n, stride+1), acc (T)
     mn_cuda_model_state st;
@@ -659,7 +659,7 @@ int lm_eval_main(int argc, char** argv) {
             }
 #ifdef LM_EVAL_CUDA
             // the GPU decodes (the setting into the GPU model's cfg, which its step reads); a setting its step
-            // refuses (a warm start: MN_ERR_CONFIG at the first token) decodes on the CPU as in the CPU build
+            // refuses (MN_ERR_CONFIG at the first token) decodes on the CPU as in the CPU build
             lm__gm.cfg.mesa_cg_decode = m0.cfg.mesa_cg_decode; lm__gm.cfg.mesa_cg_tol = m0.cfg.mesa_cg_tol;
             lm__gm.cfg.mesa_cg_warm = m0.cfg.mesa_cg_warm;
             err = decode_pass_gpu(win, S, stride, Tc, acc + si * Tc, &steps);
