@@ -14,8 +14,9 @@
 #   --tokens N (training tokens per model, default 100000000) --deadline S (seconds this call may take, default
 #   0 = no limit) --seed N (default 1; a run of seed N != 1 is named MODEL.sN: runs/lm/CORPUS/MODEL.sN and
 #   results/lm/CORPUS/MODEL.sN, reported beside seed 1) --data DIR (data/lm) --runs DIR (runs/lm) --results DIR
-#   (results/lm) --dry-run (print the commands only) --eval "ARGS" (extra lm_eval arguments, e.g. "--seqs 32 --cg_seqs 4"); report: --md FILE
-#   (results/lm.md, which holds the markers <!-- lm:CORPUS:begin --> and <!-- lm:CORPUS:end -->) --png-dir DIR
+#   (results/lm) --dry-run (print the commands only) --eval "ARGS" (extra lm_eval arguments, e.g. "--seqs 32
+#   --cg_seqs 4"); report: --md FILE (results/lm.md, which holds the markers <!-- lm:CORPUS:begin --> and
+#   <!-- lm:CORPUS:end -->, and <!-- lm:CORPUS-seeds:begin/end --> where runs of other seeds exist) --png-dir DIR
 #   (results: DIR/lm_CORPUS_*.png).
 #
 # The training: fla's anchor backbone (train_cuda --anchor: d_model 640, 8 layers, 5 heads of 128, SwiGLU
@@ -63,7 +64,7 @@ gdn_attn|gdn,gdn,gdn,attn||code
 "
 LR=2e-3; WARMUP=300; SAVE_EVERY=250; EVAL_EVERY=500; BT=32768   # BT: tokens per step, 16 x 2048
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "lm_compare: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
 corpus=code; models=""; tokens=100000000; deadline=0; seed=1; data=data/lm; runs=runs/lm; results=results/lm; dry=0
@@ -98,12 +99,14 @@ t_start=$(date +%s)
 left() { if [ "$deadline" -gt 0 ]; then echo $(( deadline - ($(date +%s) - t_start) )); else echo 1000000; fi; }
 
 field() { echo "$1" | cut -d'|' -f"$2"; }   # field LINE N
+# the models of corpus $1, in the table's order
+corpus_models() { echo "$MODELS" | awk -F'|' -v c="$1" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}'; }
 model_line() { echo "$MODELS" | grep "^$1|" | head -1; }
 # the models of this corpus, in the table's order, or those of --models (each checked against the table)
 selected() {
     local m line
     if [ -z "$models" ]; then
-        echo "$MODELS" | awk -F'|' -v c="$corpus" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}'
+        corpus_models "$corpus"
         return
     fi
     for m in $models; do
@@ -151,8 +154,10 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
         124) echo "lm_compare: $corpus/$name$sfx: paused at step ${step:-0} of $steps (deadline);" \
                   "the next call continues"
              return 10 ;;
-        3) echo "lm_compare: $corpus/$name$sfx: DIVERGED (train_cuda status 3); last good checkpoint: step ${step:-none}" ;;
-        *) echo "lm_compare: $corpus/$name$sfx: train_cuda failed (status $rc); the end of $log:" >&2; tail -5 "$log" >&2
+        3) echo "lm_compare: $corpus/$name$sfx: DIVERGED (train_cuda status 3);" \
+                "last good checkpoint: step ${step:-none}" ;;
+        *) echo "lm_compare: $corpus/$name$sfx: train_cuda failed (status $rc); the end of $log:" >&2
+           tail -5 "$log" >&2
            return 1 ;;
     esac
     # the run's line for the report: what it trained, how fast, how it ended
@@ -205,6 +210,17 @@ need_data() {
     [ -f "$b" ] || die "no $data/$corpus/val.txt and no $b (examples/lm_data.sh makes both)"
     echo "lm_compare: unpacking $b"
     tar -xJf "$b" -C "$data" || die "cannot unpack $b"
+}
+
+has_marks() { grep -q "<!-- lm:$1:begin -->" "$md" && grep -q "<!-- lm:$1:end -->" "$md"; }
+splice() {  # splice CORPUS MARK MODELS PNG: lm_report's tables of MODELS between $md's lm:MARK markers
+    local frag; frag=$(mktemp)
+    ./build/lm_report --results "$results/$1" --models "$3" --corpus "$1" --md "$frag" --png "$4" ||
+        { rm -f "$frag"; die "lm_report failed for $2"; }
+    awk -v f="$frag" -v b="<!-- lm:$2:begin -->" -v e="<!-- lm:$2:end -->" '
+        $0 == b {print; while ((getline l < f) > 0) print l; skip = 1; next}
+        $0 == e {skip = 0} !skip {print}' "$md" > "$md.tmp" && mv "$md.tmp" "$md"
+    rm -f "$frag"
 }
 
 case "$cmd" in
@@ -274,44 +290,34 @@ unpack)
     ;;
 report)
     [ -x build/lm_report ] || make build/lm_report > /dev/null || die "cannot build lm_report"
-    any=0
+    # first what to write and whether the file has room for it (every marker), so that a missing marker
+    # changes nothing; then each corpus's tables (seed 1) and those of its runs of other seeds (MODEL.sN,
+    # --seed: recall, the Mesa models' CG trade-off; plots $pngdir/lm_CORPUS_seeds_*.png)
+    work=()
     for c in code prose; do
         [ -d "$results/$c" ] || continue
-        frag=$(mktemp)
-        order=$(echo "$MODELS" | awk -F'|' -v c="$c" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}' |
-            while read -r m; do [ -f "$results/$c/$m/summary.csv" ] && echo "$m"; done | paste -sd, -)
-        [ -n "$order" ] || { rm -f "$frag"; continue; }
-        ./build/lm_report --results "$results/$c" --models "$order" --corpus "$c" --md "$frag" --png "$pngdir/lm_$c" ||
-            { rm -f "$frag"; die "lm_report failed for $c"; }
-        # the tables go between this corpus's markers in results/lm.md
-        grep -q "<!-- lm:$c:begin -->" "$md" && grep -q "<!-- lm:$c:end -->" "$md" ||
-            { rm -f "$frag"; die "$md lacks the markers <!-- lm:$c:begin --> and <!-- lm:$c:end -->"; }
-        awk -v f="$frag" -v b="<!-- lm:$c:begin -->" -v e="<!-- lm:$c:end -->" '
-            $0 == b {print; while ((getline l < f) > 0) print l; skip = 1; next}
-            $0 == e {skip = 0} !skip {print}' "$md" > "$md.tmp" && mv "$md.tmp" "$md"
-        rm -f "$frag"; any=1
-        echo "lm_compare: $md: the $c tables; $pngdir/lm_${c}_*.png"
-        # the runs of other seeds (MODEL.sN, --seed): their own tables (recall, the CG trade-off of the Mesa
-        # models) between the markers <!-- lm:CORPUS-seeds:begin/end -->, plots $pngdir/lm_CORPUS_seeds_*.png
-        sorder=$(echo "$MODELS" | awk -F'|' -v c="$c" 'NF >= 4 && (" " $4 " ") ~ (" " c " ") {print $1}' |
-            while read -r m; do
+        order=$(corpus_models "$c" | while read -r m; do [ -f "$results/$c/$m/summary.csv" ] && echo "$m"; done |
+            paste -sd, -)
+        [ -n "$order" ] || continue
+        has_marks "$c" || die "$md lacks the markers <!-- lm:$c:begin --> and <!-- lm:$c:end -->"
+        sorder=$(corpus_models "$c" | while read -r m; do
                 for d in "$results/$c/$m".s*; do
                     [ -f "$d/summary.csv" ] && [[ $(basename "$d") =~ ^$m\.s[1-9][0-9]*$ ]] && basename "$d"
                 done | sort -V
             done | paste -sd, -)
-        [ -n "$sorder" ] || continue
-        grep -q "<!-- lm:$c-seeds:begin -->" "$md" && grep -q "<!-- lm:$c-seeds:end -->" "$md" ||
+        [ -z "$sorder" ] || has_marks "$c-seeds" ||
             die "$md lacks the markers <!-- lm:$c-seeds:begin --> and <!-- lm:$c-seeds:end --> (runs of other seeds)"
-        frag=$(mktemp)
-        ./build/lm_report --results "$results/$c" --models "$sorder" --corpus "$c" --md "$frag" \
-            --png "$pngdir/lm_${c}_seeds" || { rm -f "$frag"; die "lm_report failed for the $c seed runs"; }
-        awk -v f="$frag" -v b="<!-- lm:$c-seeds:begin -->" -v e="<!-- lm:$c-seeds:end -->" '
-            $0 == b {print; while ((getline l < f) > 0) print l; skip = 1; next}
-            $0 == e {skip = 0} !skip {print}' "$md" > "$md.tmp" && mv "$md.tmp" "$md"
-        rm -f "$frag"
+        work+=("$c $order $sorder")
+    done
+    [ ${#work[@]} -gt 0 ] || die "no results under $results/code or $results/prose"
+    for w in "${work[@]}"; do
+        read -r c order sorder <<< "$w"
+        splice "$c" "$c" "$order" "$pngdir/lm_$c"
+        echo "lm_compare: $md: the $c tables; $pngdir/lm_${c}_*.png"
+        [ -n "$sorder" ] || continue
+        splice "$c" "$c-seeds" "$sorder" "$pngdir/lm_${c}_seeds"
         echo "lm_compare: $md: the $c seed runs ($sorder); $pngdir/lm_${c}_seeds_*.png"
     done
-    [ $any = 1 ] || die "no results under $results/code or $results/prose"
     ;;
 *) usage >&2; exit 2 ;;
 esac

@@ -247,11 +247,12 @@ chmod +x "$W/dev/build/train_cuda"
     ok "lm_compare.sh device --seed 2: the run mesanet.s2 trained with seed 2 and evaluated, seed 1's kept" ||
     { bad "lm_compare.sh device --seed 2 (status $rc)"; tail -20 "$W/dev3.log"; }
 printf 'h\n<!-- lm:code:begin -->\n<!-- lm:code:end -->\n' > "$W/dev/lm.md"
-cp "$B/lm_report" "$W/dev/build/"
+cp "$B/lm_report" "$W/dev/build/" && cp "$W/dev/lm.md" "$W/dev/lm0.md"
 (cd "$W/dev" && ./examples/lm_compare.sh report --md lm.md --png-dir . > "$W/dev4.log" 2>&1)
 rc=$?
 [ $rc = 1 ] && grep -q "lacks the markers <!-- lm:code-seeds:begin -->" "$W/dev4.log" &&
-    ok "lm_compare.sh report: seed runs without their markers in the file is an error" ||
+    cmp -s "$W/dev/lm.md" "$W/dev/lm0.md" && ! ls "$W/dev"/lm_code_*.png > /dev/null 2>&1 &&
+    ok "lm_compare.sh report: seed runs without their markers in the file: an error, nothing written" ||
     { bad "lm_compare.sh report without the seeds markers (status $rc)"; cat "$W/dev4.log"; }
 printf '%s\n' h '<!-- lm:code:begin -->' '<!-- lm:code:end -->' m '<!-- lm:code-seeds:begin -->' old \
     '<!-- lm:code-seeds:end -->' t > "$W/dev/lm.md"
