@@ -29,13 +29,14 @@
 #define R_MAX_DIST 32
 #define R_MAX_SEEDS 32    // seeds per model besides seed 1
 
+// One run of another seed (the folder MODEL.sN): odd when it was evaluated at another step or on another number
+// of bytes than seed 1, so not the same experiment - flagged in the table rather than dropped
+typedef struct { int seed, odd; double bpb; } seed_run;
 typedef struct {
     char name[64], pattern[128];
     int have_sum, have_pos, have_rec, have_cg, have_train;
     double params, step, tokens_eval, nll, bpb;
-    // the other seeds' runs (MODEL.sN), by seed; odd: evaluated at another step or on another number of bytes
-    // than seed 1, so not the same experiment - flagged in the table rather than dropped
-    size_t n_seed; int seed[R_MAX_SEEDS], seed_odd[R_MAX_SEEDS]; double seed_bpb[R_MAX_SEEDS];
+    size_t n_seed; seed_run seeds[R_MAX_SEEDS];   // the other seeds' runs (MODEL.sN), by seed
     double* pos; size_t n_pos;                 // (n_pos) mean NLL at positions 1..n_pos
     double* win; size_t n_win;                 // (n_win) each validation window's mean NLL (windows.csv)
     size_t n_dist; double dist[R_MAX_DIST], rec_nll2[R_MAX_DIST], rec_nll1[R_MAX_DIST], rec_acc[R_MAX_DIST],
@@ -205,6 +206,7 @@ static int seed_base(const char* name, char* base, size_t cap) {
     return seed_of(name, base);
 }
 static int cmp_int(const void* a, const void* b) { return *(const int*)a - *(const int*)b; }
+static int cmp_seed(const void* a, const void* b) { return ((const seed_run*)a)->seed - ((const seed_run*)b)->seed; }
 static int cmp_double(const void* a, const void* b) {
     double x = *(const double*)a, y = *(const double*)b;
     return (x > y) - (x < y);
@@ -215,7 +217,7 @@ static int cmp_double(const void* a, const void* b) {
 static void load_seeds(model_t* M, size_t nm, const char* dir) {
     DIR* d = opendir(dir);
     struct dirent* e;
-    size_t i, k;
+    size_t i;
     if (!d) return;   // main read the models from dir already, so this cannot fail but for a race
     while ((e = readdir(d))) {
         for (i = 0; i < nm; i++) {
@@ -229,10 +231,10 @@ static void load_seeds(model_t* M, size_t nm, const char* dir) {
             else if (m->n_seed == R_MAX_SEEDS)
                 fprintf(stderr, "lm_report: %s: more than %d seeds, %s left out\n", m->name, R_MAX_SEEDS, e->d_name);
             else {
-                k = m->n_seed++;
-                m->seed[k] = s; m->seed_bpb[k] = num(&c, 8);
-                m->seed_odd[k] = num(&c, 3) != m->step || num(&c, 6) != m->tokens_eval;
-                if (m->seed_odd[k])
+                seed_run* sr = &m->seeds[m->n_seed++];
+                sr->seed = s; sr->bpb = num(&c, 8);
+                sr->odd = num(&c, 3) != m->step || num(&c, 6) != m->tokens_eval;
+                if (sr->odd)
                     fprintf(stderr, "lm_report: %s: step %.0f on %.0f bytes, seed 1: step %.0f on %.0f bytes\n",
                             e->d_name, num(&c, 3), num(&c, 6), m->step, m->tokens_eval);
             }
@@ -240,15 +242,8 @@ static void load_seeds(model_t* M, size_t nm, const char* dir) {
         }
     }
     closedir(d);
-    for (i = 0; i < nm; i++) {   // by seed (readdir's order is the file system's): sort the triples together
-        model_t* m = &M[i];
-        for (k = 1; k < m->n_seed; k++)
-            for (size_t j = k; j > 0 && m->seed[j - 1] > m->seed[j]; j--) {
-                int t = m->seed[j]; m->seed[j] = m->seed[j - 1]; m->seed[j - 1] = t;
-                t = m->seed_odd[j]; m->seed_odd[j] = m->seed_odd[j - 1]; m->seed_odd[j - 1] = t;
-                double b = m->seed_bpb[j]; m->seed_bpb[j] = m->seed_bpb[j - 1]; m->seed_bpb[j - 1] = b;
-            }
-    }
+    for (i = 0; i < nm; i++)   // by seed (readdir's order is the file system's)
+        qsort(M[i].seeds, M[i].n_seed, sizeof M[i].seeds[0], cmp_seed);
 }
 
 // A CG tolerance for a plot's legend: a power of ten as 1e-3, anything else as %g.
@@ -400,8 +395,8 @@ int main(int argc, char** argv) {
         size_t nc = 0, c;
         for (i = 0; i < nm; i++)
             for (k = 0; k < M[i].n_seed; k++) {
-                for (c = 0; c < nc && col[c] != M[i].seed[k]; c++) {}
-                if (c == nc) col[nc++] = M[i].seed[k];
+                for (c = 0; c < nc && col[c] != M[i].seeds[k].seed; c++) {}
+                if (c == nc) col[nc++] = M[i].seeds[k].seed;
             }
         qsort(col, nc, sizeof col[0], cmp_int);
         if (nc) {
@@ -418,10 +413,11 @@ int main(int argc, char** argv) {
             v[n++] = M[i].bpb;
             fprintf(f, "| %s | %.4f |", M[i].name, M[i].bpb);
             for (c = 0, k = 0; c < nc; c++) {   // both lists are sorted by seed: walk them together
-                if (k < M[i].n_seed && M[i].seed[k] == col[c]) {
-                    fprintf(f, " %.4f%s |", M[i].seed_bpb[k], M[i].seed_odd[k] ? " *" : "");
-                    odd |= M[i].seed_odd[k];
-                    v[n++] = M[i].seed_bpb[k++];
+                if (k < M[i].n_seed && M[i].seeds[k].seed == col[c]) {
+                    const seed_run* sr = &M[i].seeds[k++];
+                    fprintf(f, " %.4f%s |", sr->bpb, sr->odd ? " *" : "");
+                    odd |= sr->odd;
+                    v[n++] = sr->bpb;
                 } else
                     fprintf(f, " - |");
             }
