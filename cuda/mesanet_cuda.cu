@@ -892,8 +892,8 @@ int mn_cuda_l2norm_backward(mn_cuda_ctx* ctx, float* dinp, const float* dout, co
 // ~1e-4 rad at p ~ 4000). A thread per (t, i) computes that position's sine and cosine once and rotates
 // the rows of its slice of the B H rows at that position (blockIdx.y: slice blockIdx.y of rows_per rows).
 // The slices matter when T is short and B H large (the synthetic tasks: T <= 128, B H = 512): one slice
-// would give T D / 2 = 4096 threads walking 512 rows each (run 29, ncu: 282 us a call, 45 % of a
-// Transformer cell's GPU time); the launch makes enough slices for ~64 threads per SM lane group.
+// would give T D / 2 = 4096 threads walking 512 rows each (session 9's ncu: 282 us a call, 45 % of a
+// Transformer cell's GPU time); the launch makes enough slices for ~2048 threads per SM, 8 rows a slice at least.
 // sign = -1 rotates back (the backward: the inverse rotation); acc = 1 adds the result to out; out may
 // alias inp when acc = 0 (each thread reads its pair first).
 __global__ void mn__k_rope(float* out, const float* inp, size_t B, size_t T, size_t H, size_t D, size_t pos0,
@@ -3456,6 +3456,16 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
     const int ir = w * R + lane / LPR;             // this lane's row
     const bool owner = lane % LPR == 0;            // one writer per row
     const float qi = sq[ir], li = sl[ir];
+    // (H_t u) for this lane's row, u given row by row (val: this row's entry): through svx, whose earlier
+    // contents every thread must have read before the call (a barrier since)
+    auto hmul = [&](float val) -> float {
+        if (owner) svx[ir] = val;
+        __syncthreads();
+        float vc[CW];
+#pragma unroll
+        for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
+        return matvec(vc);
+    };
     float x = qi;
     int it = 0;
     if (A.n_iter >= 0) {
@@ -3467,22 +3477,13 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
             // mesanet.h's mn__mesa_warm in float: u = A x_{t-1}; the line's optimum c = x_{t-1}.q / x_{t-1}.A
             // x_{t-1}; BLEND: the plane of x_{t-1} and x_J by the 2 x 2 Galerkin system; r0 by linearity. The block
             // sums alternate between the two halves of sred (a sum's barrier orders the other half's reads)
-            float vc[CW];
-            if (owner) svx[ir] = prv;
-            __syncthreads();
-#pragma unroll
-            for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
-            const float u = matvec(vc) + li * prv;
+            const float u = hmul(prv) + li * prv;
             const float pu = bsum(prv * u, sred), pr = bsum(prv * qi, sred + 8);
             float a = 1.f, b = 0.f, xj = 0.f, wj = 0.f;
             if (A.wmode != MN_MESA_WARM) a = pu > 0.f ? pr / pu : 0.f;
             if (A.wmode == MN_MESA_WARM_BLEND) {
-                xj = qi / (sdg[ir] + li);          // x_J, then w = A x_J
-                if (owner) svx[ir] = xj;           // every vc read of x_{t-1} was before pr's barrier
-                __syncthreads();
-#pragma unroll
-                for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
-                wj = matvec(vc) + li * xj;
+                xj = qi / (sdg[ir] + li);          // x_J, then w = A x_J (x_{t-1} in svx read before pr's barrier)
+                wj = hmul(xj) + li * xj;
                 const float jj = bsum(xj * wj, sred), pj = bsum(prv * wj, sred + 8), jp = bsum(xj * u, sred),
                             jr = bsum(xj * qi, sred + 8);
                 const float pjs = 0.5f * (pj + jp), det = pu * jj - pjs * pjs;
@@ -3497,14 +3498,7 @@ __global__ void __launch_bounds__(256, 2) mn__k_mesa_step(mn__step_args A) {
             // a given start (block-uniform: one head per block), else the Jacobi guess of H_t or 0
             const bool given = A.x0 && A.x0[(size_t)gridDim.x * K + bh] != 0.f;
             x = given ? A.x0[bh * K + ir] : A.jacobi ? qi / (sdg[ir] + li) : 0.f;
-            if (given || A.jacobi) {               // r0 = q - (H_t + diag lambda) x0
-                if (owner) svx[ir] = x;
-                __syncthreads();
-                float vc[CW];
-#pragma unroll
-                for (int j = 0; j < CW; j++) vc[j] = svx[c0 + j];
-                r = qi - matvec(vc) - li * x;
-            }
+            if (given || A.jacobi) r = qi - hmul(x) - li * x;   // r0 = q - (H_t + diag lambda) x0
         }
         float p = r, pc[CW];
         if (owner) svr[ir] = r;
