@@ -67,11 +67,8 @@ done
 case $jobs$time$pack_mb in
     *[!0-9]*) echo "synth_gpu.sh: --jobs, --time and --pack_mb take whole numbers" >&2; exit 2 ;;
 esac
-case $tier in
-    gpu) [ -n "$csv" ] || csv=results/synth_gpu.csv ;;
-    gpu-tf32) [ -n "$csv" ] || csv=results/synth_gpu_tf32.csv ;;
-    *) echo "synth_gpu.sh: --tier must be gpu or gpu-tf32" >&2; exit 2 ;;
-esac
+case $tier in gpu|gpu-tf32) ;; *) echo "synth_gpu.sh: --tier must be gpu or gpu-tf32" >&2; exit 2 ;; esac
+[ -n "$csv" ] || csv=results/synth_${tier//-/_}.csv   # synth's own default --out of the tier
 [ -n "$dest" ] || dest=${OUT:-results}
 name=$(basename "$csv" .csv)
 cpu_synth() {   # the CPU build for plan, merge and report: $SYNTH, else build/synth made up to date
