@@ -27,7 +27,8 @@
 // compute-sanitizer); model runs only the whole-model tests (mn_cuda_model against mn_model,
 // test_model below), mesa only the chunkwise Mesa cases, attn only the attention and RoPE tests, gla
 // only the GLA-family tests,
-// all the model tests and then everything else; without a name the op tests run. Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
+// all the model tests and then everything else; without a name the op tests run. MN_TEST_SEED=N draws
+// other random inputs (default 20261129). Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
 #define MESANET_DOUBLE
 #define MESANET_IMPLEMENTATION
 // nvcc's front end flags a pointer mesanet.h keeps for its layout's readability (marked MN_UNUSED)
@@ -2206,7 +2207,13 @@ static void test_rglru_all(void) {
 // sit near its floor); the stabiliser and m_T 1e-6 (double arithmetic rounded once to float); gradients of
 // q, k, v and the initial state 1e-4 (three fp32 scans and the recomputed forward); the gate gradients 3e-4
 // (suffix sums of q.dq - k.dk over the sequence, which largely cancel); the decode step 2e-5 for its output
-// and 1e-5 for its states (one token's fp32 update per call).
+// and 1e-5 for its states (one token's fp32 update per call). Two cases are ill-conditioned by design and
+// take a multiple of these (tol): with input gates of spread 4 ("strong", tol 10) or 3 ("H5 T333", tol 3)
+// one token's exp(i) outweighs the rest, and fp32 itself strays that far on some draws. Measured with
+// mesanet.h's own float build against its double build, the chunkwise form on fresh draws of the cases'
+// distributions: "strong" dq, dk median 1.5e-5, 90th percentile 1.3e-4, worst of 40 draws 1.26e-3, output
+// worst 6e-5; "H5 T333" dq, dk worst of 20 draws 4.4e-4, output 4.7e-5. The GPU measured up to 3.2e-4 and
+// 3.6e-5 over nine draws (MN_TEST_SEED 1-8 and the default), failing the plain bounds on three of them.
 typedef struct mlstm_case {
     const char* name;
     size_t B, T, H, Dk, Dv;
@@ -2214,6 +2221,7 @@ typedef struct mlstm_case {
     double imu, isd, fmu, fsd;    // input / forget gate pre-activations ~ N(mu, sd)
     int mode;                     // MN_MLSTM_BW_EXACT or MN_MLSTM_BW_DETACH
     double eps;                   // the normaliser's eps (the layer's 1e-6; large: the stabiliser's gradient counts)
+    double tol;                   // the bounds times this: how far fp32 itself strays on the case's draws (see below)
 } mlstm_case;
 static void test_mlstm(const mlstm_case* c) {
     const size_t B = c->B, T = c->T, H = c->H, Dk = c->Dk, Dv = c->Dv, BH = B * H;
@@ -2251,11 +2259,11 @@ static void test_mlstm(const mlstm_case* c) {
     float *gdC = st ? dev(pC) : NULL, *gdn = st ? dev(pn) : NULL;
     CK(mn_cuda_mlstm_forward_recurrent(&G, gout, gnorm, gstab, gCt, gnt, gmt, gq, gk, gv, gi, gf, gC0, gn0, gm0, B, T,
                                        H, Dk, Dv, scale, eps, 64, gw));
-    snprintf(nm, sizeof nm, "mlstm fwd out (%s)", tag); check(nm, host(gout, nv), out, 2e-5);
-    snprintf(nm, sizeof nm, "mlstm fwd norm (%s)", tag); check(nm, host(gnorm, ng), norm, 2e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd out (%s)", tag); check(nm, host(gout, nv), out, 2e-5 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm fwd norm (%s)", tag); check(nm, host(gnorm, ng), norm, 2e-5 * c->tol);
     snprintf(nm, sizeof nm, "mlstm fwd stab (%s)", tag); check(nm, host(gstab, ng), stab, 1e-6);
-    snprintf(nm, sizeof nm, "mlstm fwd Ct (%s)", tag); check(nm, host(gCt, ns), Ct, 2e-5);
-    snprintf(nm, sizeof nm, "mlstm fwd nt (%s)", tag); check(nm, host(gnt, nn), nt, 2e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd Ct (%s)", tag); check(nm, host(gCt, ns), Ct, 2e-5 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm fwd nt (%s)", tag); check(nm, host(gnt, nn), nt, 2e-5 * c->tol);
     snprintf(nm, sizeof nm, "mlstm fwd mt (%s)", tag); check(nm, host(gmt, BH), mt, 1e-6);
     if (st) {   // the final state in place of the initial one (nt = n0 is read by every column block)
         float *iC = dev(C0), *in_ = dev(n0), *im = dev(m0), *o2 = poison(nv);
@@ -2268,22 +2276,23 @@ static void test_mlstm(const mlstm_case* c) {
         vd r = Ct;
         r.insert(r.end(), nt.begin(), nt.end());
         r.insert(r.end(), mt.begin(), mt.end());
-        snprintf(nm, sizeof nm, "mlstm fwd in place Ct, nt, mt (%s)", tag); check(nm, a, r, 2e-5);
-        snprintf(nm, sizeof nm, "mlstm fwd out, norm and stab NULL (%s)", tag); check(nm, host(o2, nv), out, 2e-5);
+        snprintf(nm, sizeof nm, "mlstm fwd in place Ct, nt, mt (%s)", tag); check(nm, a, r, 2e-5 * c->tol);
+        snprintf(nm, sizeof nm, "mlstm fwd out, norm and stab NULL (%s)", tag);
+        check(nm, host(o2, nv), out, 2e-5 * c->tol);
         mn_cuda_dfree(iC); mn_cuda_dfree(in_); mn_cuda_dfree(im); mn_cuda_dfree(o2);
     }
     cudaMemset(gw, 0xFF, wn * sizeof(float));
     CK(mn_cuda_mlstm_backward_recurrent(&G, gdq, gdk, gdv, gdi, gdf, gdC, gdn, gdy, gq, gk, gv, gi, gf, gC0, gn0, gm0,
                                         B, T, H, Dk, Dv, scale, eps, 64, c->mode, gw));
     vf r1[5] = { host(gdq, nk), host(gdk, nk), host(gdv, nv), host(gdi, ng), host(gdf, ng) };
-    snprintf(nm, sizeof nm, "mlstm bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 1e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 1e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 1e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd di (%s)", tag); check_inc(nm, r1[3], pi, di, 3e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd df (%s)", tag); check_inc(nm, r1[4], pf, df, 3e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 1e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 1e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 1e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd di (%s)", tag); check_inc(nm, r1[3], pi, di, 3e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd df (%s)", tag); check_inc(nm, r1[4], pf, df, 3e-4 * c->tol);
     if (st) {
-        snprintf(nm, sizeof nm, "mlstm bwd dC0 (%s)", tag); check_inc(nm, host(gdC, ns), pC, dC, 1e-4);
-        snprintf(nm, sizeof nm, "mlstm bwd dn0 (%s)", tag); check_inc(nm, host(gdn, nn), pn, dn, 1e-4);
+        snprintf(nm, sizeof nm, "mlstm bwd dC0 (%s)", tag); check_inc(nm, host(gdC, ns), pC, dC, 1e-4 * c->tol);
+        snprintf(nm, sizeof nm, "mlstm bwd dn0 (%s)", tag); check_inc(nm, host(gdn, nn), pn, dn, 1e-4 * c->tol);
     }
     {   // no atomics: a second backward from the same priors gives the same bits
         CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
@@ -2384,16 +2393,17 @@ static void test_mlstm_chunk(const mlstm_case* c) {
     CK(mn_cuda_mlstm_forward_chunk(&G, gout, gnorm, gstab, gmt, gq, gk, gv, gi, gf, gm0, B, T, H, D, D, scale, eps,
                                    64, gw));
     vf co = host(gout, nk), cn = host(gnorm, ng);
-    snprintf(nm, sizeof nm, "mlstm fwd out (%s)", tag); check(nm, co, out, 3e-5);
-    snprintf(nm, sizeof nm, "mlstm fwd norm (%s)", tag); check(nm, cn, norm, 3e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd out (%s)", tag); check(nm, co, out, 3e-5 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm fwd norm (%s)", tag); check(nm, cn, norm, 3e-5 * c->tol);
     snprintf(nm, sizeof nm, "mlstm fwd stab (%s)", tag); check(nm, host(gstab, ng), stab, 1e-6);
     snprintf(nm, sizeof nm, "mlstm fwd mt (%s)", tag); check(nm, host(gmt, BH), mt, 1e-6);
     cudaMemset(gw, 0xFF, wn * sizeof(float));
     CK(mn_cuda_mlstm_forward_recurrent(&G, rout, rnorm, rstab, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, NULL, gm0,
                                        B, T, H, D, D, scale, eps, 64, gw));
-    snprintf(nm, sizeof nm, "mlstm fwd out, chunk vs recurrent (%s)", tag); check(nm, co, tod(host(rout, nk)), 5e-5);
+    snprintf(nm, sizeof nm, "mlstm fwd out, chunk vs recurrent (%s)", tag);
+    check(nm, co, tod(host(rout, nk)), 5e-5 * c->tol);
     snprintf(nm, sizeof nm, "mlstm fwd norm, chunk vs recurrent (%s)", tag);
-    check(nm, cn, tod(host(rnorm, ng)), 5e-5);
+    check(nm, cn, tod(host(rnorm, ng)), 5e-5 * c->tol);
     {   // the default form is the chunk form here: the same bits
         float* o2 = poison(nk);
         CK(mn_cuda_mlstm_forward(&G, o2, NULL, NULL, NULL, NULL, NULL, gq, gk, gv, gi, gf, NULL, NULL, gm0, B, T, H, D,
@@ -2406,11 +2416,11 @@ static void test_mlstm_chunk(const mlstm_case* c) {
     CK(mn_cuda_mlstm_backward_chunk(&G, gdq, gdk, gdv, gdi, gdf, gdy, gq, gk, gv, gi, gf, gm0, B, T, H, D, D, scale,
                                     eps, 64, c->mode, gw));
     vf r1[5] = { host(gdq, nk), host(gdk, nk), host(gdv, nk), host(gdi, ng), host(gdf, ng) };
-    snprintf(nm, sizeof nm, "mlstm bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 2e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 2e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 2e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd di (%s)", tag); check_inc(nm, r1[3], pi, di, 5e-4);
-    snprintf(nm, sizeof nm, "mlstm bwd df (%s)", tag); check_inc(nm, r1[4], pf, df, 5e-4);
+    snprintf(nm, sizeof nm, "mlstm bwd dq (%s)", tag); check_inc(nm, r1[0], pq, dq, 2e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd dk (%s)", tag); check_inc(nm, r1[1], pk, dk, 2e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, 2e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd di (%s)", tag); check_inc(nm, r1[3], pi, di, 5e-4 * c->tol);
+    snprintf(nm, sizeof nm, "mlstm bwd df (%s)", tag); check_inc(nm, r1[4], pf, df, 5e-4 * c->tol);
     const vf* pr[5] = { &pq, &pk, &pv, &pi, &pf };
     float* gp[5] = { gdq, gdk, gdv, gdi, gdf };
     const size_t np[5] = { nk, nk, nk, ng, ng };
@@ -2422,7 +2432,7 @@ static void test_mlstm_chunk(const mlstm_case* c) {
                                             NULL, gm0, B, T, H, D, D, scale, eps, 64, c->mode, gw));
         for (int j = 0; j < 5; j++) {
             snprintf(nm, sizeof nm, "mlstm bwd %s, chunk vs recurrent (%s)", gn[j], tag);
-            check_inc(nm, r1[j], *pr[j], tod(host(gp[j], np[j])), gb[j]);
+            check_inc(nm, r1[j], *pr[j], tod(host(gp[j], np[j])), gb[j] * c->tol);
         }
     }
     {   // the default backward is the chunk form here, and deterministic: the same bits as _chunk
@@ -2494,36 +2504,36 @@ static void test_mlstm_all(void) {
         // gates (the stabiliser jumps); "floor": m ~ -4, so e^{-m} ~ 55 beats |n.q| and the normaliser sits on
         // its floor (its gradient goes through m alone); "eps 0.5": eps e^{m} matters, so the gradient through
         // the stabiliser (dmu, ~eps) is checked, not lost under the bounds
-        //  name            B  T     H  Dk   Dv   state imu isd fmu  fsd  mode  eps
-        { "layer",          2, 200,  3, 64,  64,  0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "states",         2, 150,  2, 64,  64,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "strong D128",    1, 300,  2, 128, 128, 1,    0,  4,  0,   2,   MN_MLSTM_BW_EXACT, 1e-6 },
-        { "floor",          2, 100,  2, 32,  32,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 1e-6 },
-        { "m0 -inf",        1, 77,   3, 64,  32,  2,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "Dk32 Dv128",     2, 65,   2, 32,  128, 1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "D16",            3, 50,   2, 16,  16,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "Dk48 Dv80 T1",   2, 1,    2, 48,  80,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "Dk112 Dv96",     1, 40,   1, 112, 96,  0,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "detach",         2, 200,  2, 64,  64,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_DETACH, 1e-6 },
-        { "eps 0.5",        2, 120,  2, 64,  64,  1,    0,  3,  1,   2,   MN_MLSTM_BW_EXACT, 0.5 },
-        { "eps 0.5 floor",  1, 90,   2, 32,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 0.5 },
-        { "T1000 D128",     1, 1000, 2, 128, 128, 0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
+        //  name            B  T     H  Dk   Dv   state imu isd fmu  fsd  mode  eps   tol
+        { "layer",          2, 200,  3, 64,  64,  0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "states",         2, 150,  2, 64,  64,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "strong D128",    1, 300,  2, 128, 128, 1,    0,  4,  0,   2,   MN_MLSTM_BW_EXACT, 1e-6, 10 },
+        { "floor",          2, 100,  2, 32,  32,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "m0 -inf",        1, 77,   3, 64,  32,  2,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "Dk32 Dv128",     2, 65,   2, 32,  128, 1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "D16",            3, 50,   2, 16,  16,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "Dk48 Dv80 T1",   2, 1,    2, 48,  80,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "Dk112 Dv96",     1, 40,   1, 112, 96,  0,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "detach",         2, 200,  2, 64,  64,  1,    0,  2,  2,   1.5, MN_MLSTM_BW_DETACH, 1e-6, 1 },
+        { "eps 0.5",        2, 120,  2, 64,  64,  1,    0,  3,  1,   2,   MN_MLSTM_BW_EXACT, 0.5, 1 },
+        { "eps 0.5 floor",  1, 90,   2, 32,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 0.5, 1 },
+        { "T1000 D128",     1, 1000, 2, 128, 128, 0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_mlstm(&cases[i]);
     // the chunk form on the cases it takes, plus one over several chunks with strong gates (imu 0, isd 4:
     // the stabiliser jumps, spans near 30 as the layer's cap allows) and one at the anchor's head count
     static const mlstm_case chunk_cases[] = {
-        //  name            B  T     H  Dk   Dv   state imu isd fmu  fsd  mode  eps
-        { "layer",          2, 200,  3, 64,  64,  0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "strong D128",    1, 300,  2, 128, 128, 0,    0,  4,  0,   2,   MN_MLSTM_BW_EXACT, 1e-6 },
-        { "floor",          2, 100,  2, 64,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 1e-6 },
-        { "m0 -inf",        1, 77,   3, 64,  64,  2,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "T64",            1, 64,   2, 128, 128, 0,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "detach",         2, 200,  2, 64,  64,  0,    0,  2,  2,   1.5, MN_MLSTM_BW_DETACH, 1e-6 },
-        { "eps 0.5",        2, 120,  2, 64,  64,  0,    0,  3,  1,   2,   MN_MLSTM_BW_EXACT, 0.5 },
-        { "eps 0.5 floor",  1, 90,   2, 64,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 0.5 },
-        { "T1000 D128",     1, 1000, 2, 128, 128, 0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6 },
-        { "H5 T333",        2, 333,  5, 128, 128, 0,    0,  3,  3,   2,   MN_MLSTM_BW_EXACT, 1e-6 },
+        //  name            B  T     H  Dk   Dv   state imu isd fmu  fsd  mode  eps   tol
+        { "layer",          2, 200,  3, 64,  64,  0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "strong D128",    1, 300,  2, 128, 128, 0,    0,  4,  0,   2,   MN_MLSTM_BW_EXACT, 1e-6, 10 },
+        { "floor",          2, 100,  2, 64,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "m0 -inf",        1, 77,   3, 64,  64,  2,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "T64",            1, 64,   2, 128, 128, 0,    0,  2,  2,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "detach",         2, 200,  2, 64,  64,  0,    0,  2,  2,   1.5, MN_MLSTM_BW_DETACH, 1e-6, 1 },
+        { "eps 0.5",        2, 120,  2, 64,  64,  0,    0,  3,  1,   2,   MN_MLSTM_BW_EXACT, 0.5, 1 },
+        { "eps 0.5 floor",  1, 90,   2, 64,  64,  0,    -4, 1,  -1,  1,   MN_MLSTM_BW_EXACT, 0.5, 1 },
+        { "T1000 D128",     1, 1000, 2, 128, 128, 0,    0,  2,  4,   1.5, MN_MLSTM_BW_EXACT, 1e-6, 1 },
+        { "H5 T333",        2, 333,  5, 128, 128, 0,    0,  3,  3,   2,   MN_MLSTM_BW_EXACT, 1e-6, 3 },
     };
     for (size_t i = 0; i < sizeof chunk_cases / sizeof chunk_cases[0]; i++) test_mlstm_chunk(&chunk_cases[i]);
     test_mlstm_chunk_range();
@@ -3011,7 +3021,10 @@ int main(int argc, char** argv) {
     if (mn_cuda_init(&G, device) != MN_OK) { printf("test_cuda: no usable CUDA device (%s)\n", G.msg); return 1; }
     cudaGetDeviceProperties(&prop, device);
     printf("test_cuda on %s (%d SMs), mesanet.h %d.%d as the double reference\n", prop.name, G.sm_count, MESANET_VERSION_MAJOR, MESANET_VERSION_MINOR);
-    mn_rng_seed(&R, 20261129);
+    {   // MN_TEST_SEED: another draw of every random input (the bounds are meant to hold for any draw)
+        const char* se = getenv("MN_TEST_SEED");
+        mn_rng_seed(&R, se && *se ? strtoull(se, NULL, 10) : 20261129);
+    }
     if (model || all) {   // the whole model (its own test name: the op tests below are unchanged without it)
         static const model_case mcs[] = {
             //  name            pattern  window d_model L  H  Dh   d_ff  B  T    cg clamp math               softcap loss  logits grad  small
