@@ -26,16 +26,18 @@
 # before the 100k-step ones, seed 1 of every model before seed 2), and runs them with --stop TIME: no cell
 # starts after TIME seconds, and a cell still training then saves its state (model, AdamW moments, step,
 # data stream) and stops; every cell also saves every 60 s, so a killed call loses at most that. Without $OUT
-# the states stay in DEST/synth_gpu.state, where the next run finds them; with $OUT (a device call) they are
-# kept in /tmp and packed as $OUT/synth_gpu.state.tar.part* (15 MiB pieces: a call brings back 8 files of 16
-# MiB at most; a paused cell's state is ~3 floats per parameter, a few MB at d_model 128): carry the pieces to
-# the next call in a folder and name it with --states. A call also carries at most 64 MiB (the tree included),
-# so at most --pack_mb MiB of states are packed: those of the cells furthest along; a cell whose state is left
-# out (named in the log) starts afresh next time. TIME counts from synth_cuda's start; leave it 60-120 s
+# the states stay in DEST/NAME.state (NAME: the --csv's base name, synth_gpu by default), where the next run
+# finds them; with $OUT (a device call) they are kept in /tmp/NAME.state and packed as
+# $OUT/NAME.state.tar.part* (15 MiB pieces: a call brings back 8 files of 16 MiB at most; a paused cell's
+# state is ~3 floats per parameter, 4.9-6.1 MB at d_model 128): carry the pieces to the next call in a folder
+# and name it with --states (with the same --csv: pieces of another name are refused). A call also carries at
+# most 64 MiB (the tree included), so at most --pack_mb MiB of states are packed: those of the cells furthest
+# along; a cell whose state is left out (named in the log) starts afresh - unless the next call finds the same
+# machine still warm (called within its idle window): /tmp/NAME.state is still there and every cell resumes. TIME counts from synth_cuda's start; leave it 60-120 s
 # below the call's limit: the cells that finish training evaluate at 128, 512 and 2048 before they end.
 # plan uses build/synth (the CPU build: the same protocol, every model unless --models) and needs no GPU; plan,
 # merge and report bring it up to date first (make build/synth), or use $SYNTH when set.
-# Log: DEST/synth_gpu.log, one line per cell (done, paused or FAILED) and any error; the progress of a cell
+# Log: DEST/NAME.log, one line per cell (done, paused or FAILED) and any error; the progress of a cell
 # is not logged. Exit status: 0 (also when cells paused or were left), 1 a cell failed, 2 a bad command line.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -112,7 +114,12 @@ run)
     fi
     [ "$(realpath -m "$csv")" = "$(realpath -m "$out")" ] || { [ ! -e "$csv" ] || cp "$csv" "$out"; }
     mkdir -p "$st"
-    if [ -n "$states" ] && ls "$states/$name".state.tar.part* > /dev/null 2>&1; then   # an earlier call's states
+    if [ -n "$states" ]; then   # an earlier call's states: pieces named after this --csv, or nothing resumes
+        if ! ls "$states/$name".state.tar.part* > /dev/null 2>&1; then
+            echo "synth_gpu.sh: --states $states holds no $name.state.tar.part* (the pieces take the name of" \
+                 "the --csv they were run with; found: $(ls "$states" 2> /dev/null | tr '\n' ' '))" >&2
+            exit 2
+        fi
         cat "$states/$name".state.tar.part* | tar -xf - -C "$st" || exit 1
     fi
     if [ -z "$models" ]; then   # every model the GPU build can train (the library says why not on stderr)
@@ -173,7 +180,7 @@ report)
     if [ -n "$readme" ]; then "$s" --report "$csv" --readme "$readme"; else "$s" --report "$csv"; fi
     ;;
 *)
-    sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] && exit 0 || exit 2
     ;;
 esac
