@@ -10823,33 +10823,21 @@ int mn_cuda_model_state_cg_stats(mn_cuda_model* cm, const mn_cuda_model_state* s
 }
 void mn_cuda_model_state_free(mn_cuda_model_state* s) {
     if (!s) return;
+    if (s->graph_exec) cudaGraphExecDestroy((cudaGraphExec_t)s->graph_exec);
+    free(s->graph_key);
     mn_cuda_dfree(s->mem);
     memset(s, 0, sizeof *s);
 }
-int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tokens, float* logits) {
-    mn_cuda_ctx* ctx = cm ? cm->ctx : NULL;
-    if (!cm || !cm->params || !s || !s->mem || s->B == 0 || !tokens)
-        return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "needs a model, a state from mn_cuda_model_state_init "
-                        "and tokens", __LINE__);
+// One token of every sequence (mn_cuda_model_step's work after its checks, the tokens already in s->tokens):
+// embedding, the layers, the head, the CG counts. Launches only (no host synchronisation), so that a CUDA graph
+// can record it.
+static int mn__cm_step_body(mn_cuda_model* cm, mn_cuda_model_state* s) {
+    mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
     mn_model* h = MN__HOST(cm);
     size_t B = s->B, C = c->d_model, F = c->d_ff, V = c->vocab_size;
-    {   // a state made for another cfg (mesa_cg_warm 5 / 6 add the Woodbury ring) would be read out of bounds
-        size_t tmp = 0;
-        if (s->bytes != mn__cm_state_floats(cm, B, &tmp) * sizeof(float) || tmp != s->tmp_per_seq)
-            return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "the state was made for another cfg (e.g. "
-                            "mesa_cg_warm changed between 0-1, 2-4, 5 and 6): init it again", __LINE__);
-    }
-    for (size_t n = 0; n < B; n++)
-        if (tokens[n] < 0 || (size_t)tokens[n] >= V)
-            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "token id outside [0, V)", __LINE__);
-    for (size_t l = 0; l < c->n_layer; l++)   // checked before any layer runs, so a refusal changes nothing
-        if (MN__CM_MIXER(cm, l)->step == mn__cm_attn_step && s->pos >= c->max_seq_len)
-            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
-                            "cache full)", __LINE__);
     mn__cm_cg_list cgl;
     cgl.n_layers = 0;
-    MN__CU(cudaMemcpyAsync(s->tokens, tokens, B * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
     MN__TRY(mn_cuda_embedding_forward(ctx, s->x, s->tokens, cm->params + cm->tensors[h->emb_idx].offset, B, C));
     for (size_t l = 0; l < c->n_layer; l++) {
         MN__TRY(mn_cuda_rmsnorm_forward(ctx, s->xn, s->rstd, s->x, MN__PAR(cm, l, MN__CP_ATTN_NORM), B, C,
@@ -10869,6 +10857,99 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
         mn__k_cm_cg_count<<<1, 256, 0, MN__STREAM>>>(s->cg, cgl, B * c->n_head);
         MN__LAUNCHED();
     }
+    return MN_OK;
+}
+
+// What a recorded step graph depends on besides the state's own buffers (which never move): the cfg (every
+// option the hooks read), the math and kernel choices of the context, the buffers it grows on demand (a regrown
+// one is freed: the graph would read freed memory), the weights and the stream. Compared bytewise.
+typedef struct mn__cm_gkey {
+    mn_config cfg;
+    const void* p[15];
+    int iv[5];
+} mn__cm_gkey;
+static void mn__cm_gkey_fill(mn__cm_gkey* k, mn_cuda_model* cm) {
+    const mn_cuda_ctx* ctx = cm->ctx;
+    memset(k, 0, sizeof *k);
+    memcpy(&k->cfg, &cm->cfg, sizeof k->cfg);
+    const void* p[15] = { cm->params, cm->pbf, ctx->stream, ctx->cublas, ctx->scratch, ctx->tmp, ctx->bf_tmp,
+                          ctx->bf_src[0], ctx->bf_src[1], ctx->bf_src[2], ctx->bf_src[3], ctx->bf_img[0],
+                          ctx->bf_img[1], ctx->bf_img[2], ctx->bf_img[3] };
+    memcpy(k->p, p, sizeof p);
+    k->iv[0] = ctx->math; k->iv[1] = ctx->mesa_scan; k->iv[2] = ctx->mesa_cg; k->iv[3] = ctx->gla_blocks;
+    k->iv[4] = ctx->device;
+}
+// records mn__cm_step_body as a graph (nothing runs: the state is unchanged if this fails). The capture needs
+// a stream of its own (the legacy default stream cannot be captured); the graph is launched on ctx's stream.
+static int mn__cm_step_capture(mn_cuda_model* cm, mn_cuda_model_state* s, const mn__cm_gkey* key) {
+    mn_cuda_ctx* ctx = cm->ctx;
+    void* saved = ctx->stream;
+    cudaStream_t cs;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    if (!s->graph_key && !(s->graph_key = malloc(sizeof(mn__cm_gkey))))
+        return mn__fail(ctx, MN_ERR_ALLOC, "mn_cuda_model_step", "out of host memory (graph key)", __LINE__);
+    MN__CU(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    ctx->stream = (void*)cs;
+    cublasSetStream((cublasHandle_t)ctx->cublas, cs);
+    cudaError_t e = cudaStreamBeginCapture(cs, cudaStreamCaptureModeRelaxed);
+    int err = e == cudaSuccess ? mn__cm_step_body(cm, s)
+                               : mn__fail(ctx, MN_ERR_CUDA, "cudaStreamBeginCapture", cudaGetErrorString(e), __LINE__);
+    if (e == cudaSuccess) {
+        cudaError_t e2 = cudaStreamEndCapture(cs, &g);
+        if (err == MN_OK && e2 != cudaSuccess)
+            err = mn__fail(ctx, MN_ERR_CUDA, "cudaStreamEndCapture", cudaGetErrorString(e2), __LINE__);
+    }
+    if (err == MN_OK && (e = cudaGraphInstantiate(&ge, g, 0)) != cudaSuccess)
+        err = mn__fail(ctx, MN_ERR_CUDA, "cudaGraphInstantiate", cudaGetErrorString(e), __LINE__);
+    if (g) cudaGraphDestroy(g);
+    ctx->stream = saved;
+    cublasSetStream((cublasHandle_t)ctx->cublas, (cudaStream_t)saved);
+    cudaStreamDestroy(cs);
+    if (err != MN_OK) { cudaGetLastError(); return err; }   // a failed capture leaves no error behind
+    s->graph_exec = (void*)ge;
+    memcpy(s->graph_key, key, sizeof *key);
+    s->graph_captures++;
+    return MN_OK;
+}
+static int mn__cm_has_attn(mn_cuda_model* cm) {
+    for (size_t l = 0; l < cm->cfg.n_layer; l++)
+        if (MN__CM_MIXER(cm, l)->step == mn__cm_attn_step) return 1;
+    return 0;
+}
+
+int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tokens, float* logits) {
+    mn_cuda_ctx* ctx = cm ? cm->ctx : NULL;
+    if (!cm || !cm->params || !s || !s->mem || s->B == 0 || !tokens)
+        return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "needs a model, a state from mn_cuda_model_state_init "
+                        "and tokens", __LINE__);
+    const mn_config* c = &cm->cfg;
+    size_t B = s->B, V = c->vocab_size;
+    {   // a state made for another cfg (mesa_cg_warm 5 / 6 add the Woodbury ring) would be read out of bounds
+        size_t tmp = 0;
+        if (s->bytes != mn__cm_state_floats(cm, B, &tmp) * sizeof(float) || tmp != s->tmp_per_seq)
+            return mn__fail(ctx, MN_ERR_STATE, "mn_cuda_model_step", "the state was made for another cfg (e.g. "
+                            "mesa_cg_warm changed between 0-1, 2-4, 5 and 6): init it again", __LINE__);
+    }
+    for (size_t n = 0; n < B; n++)
+        if (tokens[n] < 0 || (size_t)tokens[n] >= V)
+            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "token id outside [0, V)", __LINE__);
+    for (size_t l = 0; l < c->n_layer; l++)   // checked before any layer runs, so a refusal changes nothing
+        if (MN__CM_MIXER(cm, l)->step == mn__cm_attn_step && s->pos >= c->max_seq_len)
+            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
+                            "cache full)", __LINE__);
+    MN__CU(cudaMemcpyAsync(s->tokens, tokens, B * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
+    if (s->graph == 1 && s->pos > 0 && !mn__cm_has_attn(cm)) {   // replay the recorded step (record it first)
+        mn__cm_gkey key;
+        mn__cm_gkey_fill(&key, cm);
+        if (s->graph_exec && memcmp(&key, s->graph_key, sizeof key)) {   // recorded for other buffers or options
+            cudaGraphExecDestroy((cudaGraphExec_t)s->graph_exec);
+            s->graph_exec = NULL;
+        }
+        if (!s->graph_exec) MN__TRY(mn__cm_step_capture(cm, s, &key));
+        MN__CU(cudaGraphLaunch((cudaGraphExec_t)s->graph_exec, MN__STREAM));
+        s->graph_steps++;
+    } else MN__TRY(mn__cm_step_body(cm, s));
     if (logits) MN__TRY(mn_cuda_download(ctx, logits, s->logits, B * V * sizeof(float)));
     MN__TRY(mn_cuda_sync(ctx));   // a kernel fault of this step is reported by this step
     s->pos++;

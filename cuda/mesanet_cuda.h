@@ -657,6 +657,17 @@ typedef struct mn_cuda_model_state {
     // per token, counted also when mesa_cg_decode < 0 solves nothing (0 iterations), as the CPU does)
     int* cg_iters[MN_MAX_LAYERS];
     unsigned long long* cg;
+    // CUDA graph (opt in: set graph = 1 after mn_cuda_model_state_init). A step at a position > 0 of a model
+    // without attention layers then records its launches once (stream capture) and afterwards replays them as
+    // one graph: the same kernels on the same buffers, so the same bits as a plain step, without the launch
+    // cost of several hundred small kernels per token. The first token of a sequence (pos 0: the RG-LRU's
+    // restart) and attention layers (their positions are kernel arguments) always run plainly. The graph is
+    // recorded again when anything it depends on changes (the cfg, the math mode, the context's scratch
+    // buffers, the weights' address); mn_cuda_model_state_reset keeps it, mn_cuda_model_state_free frees it.
+    int graph;
+    size_t graph_steps, graph_captures;   // steps replayed from a graph, graphs recorded (for tests, benches)
+    void* graph_exec;                     // (internal) cudaGraphExec_t
+    void* graph_key;                      // (internal, host) what the recorded graph depends on
 } mn_cuda_model_state;
 int mn_cuda_model_state_init(mn_cuda_model_state* s, mn_cuda_model* cm, size_t B);
 int mn_cuda_model_state_reset(mn_cuda_model* cm, mn_cuda_model_state* s);   // zeros, pos = 0

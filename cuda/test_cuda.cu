@@ -2777,6 +2777,73 @@ typedef struct model_step_case {
     int warm;                 // mesa_cg_warm: 0 (omitted) x0 = 0; 1 Jacobi; 5 / 6 the Woodbury start of the last 8 / 16
 } model_step_case;
 
+// The CUDA-graph step (mn_cuda_model_state.graph = 1) against the plain step on the same tokens: every
+// position's logits bitwise equal (the same kernels on the same buffers), the CG totals equal, T - 1 steps
+// replayed from one recorded graph (none where the pattern has attention: those steps run plainly); then a
+// reset (the first token plainly, the graph kept: still one recording) and, halfway through a third pass, a
+// change of the context's math mode (TF32): the graph is recorded again and still equals a plain state given
+// the same change at the same position.
+static void test_model_step_graph(mn_cuda_model* gm, const char* name, const std::vector<int>& tok, size_t B,
+                                  size_t T, const vf& gl, double ei, double eso, int attn) {
+    const size_t V = gm->cfg.vocab_size;
+    char nm[320];
+    mn_cuda_model_state gs, ps;
+    CK(mn_cuda_model_state_init(&gs, gm, B));
+    gs.graph = 1;
+    std::vector<int> tt(B);
+    vf lg(B * V), gg(B * T * V), pl(B * V);
+    int ok = 1;
+    for (size_t t = 0; t < T && ok; t++) {
+        for (size_t b = 0; b < B; b++) tt[b] = tok[b * T + t];
+        int e = mn_cuda_model_step(gm, &gs, tt.data(), lg.data());
+        if (e != MN_OK) {
+            printf("FAIL graph step at position %zu: %d %s (%s)\n", t, e, G.msg, name);
+            n_fail++; ok = 0;
+        }
+        for (size_t b = 0; b < B && ok; b++) memcpy(&gg[(b * T + t) * V], &lg[b * V], V * sizeof(float));
+    }
+    if (!ok) { mn_cuda_model_state_free(&gs); return; }
+    size_t differ = 0;
+    for (size_t i = 0; i < B * T * V; i++) differ += memcmp(&gg[i], &gl[i], sizeof(float)) != 0;
+    double gi = -1, gso = -1;
+    CK(mn_cuda_model_state_cg_stats(gm, &gs, &gi, &gso));
+    size_t want = attn ? 0 : T - 1;
+    snprintf(nm, sizeof nm, "graph step: %zu positions, %zu of %zu logits differ from the plain step's bitwise, CG "
+             "%.0f / %.0f vs %.0f / %.0f, %zu replayed (want %zu), %zu recorded (%s)", T, differ, B * T * V, gi, gso,
+             ei, eso, gs.graph_steps, want, gs.graph_captures, name);
+    expect(differ == 0 && gi == ei && gso == eso && gs.graph_steps == want && gs.graph_captures == (attn ? 0u : 1u),
+           nm);
+    // reset: the graph stays; the first pass again, the same bits
+    CK(mn_cuda_model_state_reset(gm, &gs));
+    differ = 0;
+    for (size_t t = 0; t < T; t++) {
+        for (size_t b = 0; b < B; b++) tt[b] = tok[b * T + t];
+        CK(mn_cuda_model_step(gm, &gs, tt.data(), lg.data()));
+        for (size_t b = 0; b < B; b++) differ += memcmp(&lg[b * V], &gl[(b * T + t) * V], V * sizeof(float)) != 0;
+    }
+    snprintf(nm, sizeof nm, "graph step after reset: %zu rows differ, %zu recorded in all (%s)", differ,
+             gs.graph_captures, name);
+    expect(differ == 0 && gs.graph_captures == (attn ? 0u : 1u), nm);
+    // a change of the math mode halfway: recorded again, equal to a plain state with the same change
+    CK(mn_cuda_model_state_reset(gm, &gs));
+    CK(mn_cuda_model_state_init(&ps, gm, B));
+    const int saved = G.math;
+    differ = 0;
+    for (size_t t = 0; t < T; t++) {
+        if (t == T / 2) G.math = MN_CUDA_MATH_TF32;
+        for (size_t b = 0; b < B; b++) tt[b] = tok[b * T + t];
+        CK(mn_cuda_model_step(gm, &gs, tt.data(), lg.data()));
+        CK(mn_cuda_model_step(gm, &ps, tt.data(), pl.data()));
+        differ += memcmp(lg.data(), pl.data(), B * V * sizeof(float)) != 0;
+    }
+    G.math = saved;
+    snprintf(nm, sizeof nm, "graph step with TF32 from position %zu: %zu of %zu positions differ from the plain "
+             "state's, %zu recorded in all (want %u) (%s)", T / 2, differ, T, gs.graph_captures, attn ? 0u : 2u, name);
+    expect(differ == 0 && gs.graph_captures == (attn ? 0u : 2u), nm);
+    mn_cuda_model_state_free(&ps);
+    mn_cuda_model_state_free(&gs);
+}
+
 static void test_model_step(const model_step_case* sc) {
     mn_config cfg; memset(&cfg, 0, sizeof cfg);
     size_t B = sc->B, T = sc->T, V = 256, N = B * T;
@@ -2861,6 +2928,14 @@ static void test_model_step(const model_step_case* sc) {
     }
     size_t n_mesa = 0;                                  // Mesa layers (the rows with a CG count)
     for (size_t l = 0; l < cfg.n_layer; l++) n_mesa += mn__mixers[cm.mixer[l]].cg_count != NULL;
+    if (ok_steps) {   // the same tokens through a CUDA-graph state (its own state; gs is left as it is)
+        double ei = -1, eso = -1;
+        int attn = 0;   // attention layers run plainly (the CPU model's parsed layers, as the KV check below)
+        for (size_t l = 0; l < cfg.n_layer; l++)
+            attn |= !strcmp(mn__mixers[cm.mixer[l]].name, "attn") || !strcmp(mn__mixers[cm.mixer[l]].name, "swa");
+        CK(mn_cuda_model_state_cg_stats(&gm, &gs, &ei, &eso));
+        test_model_step_graph(&gm, sc->name, tok, B, T, gl, ei, eso, attn);
+    }
     if (ok_steps) {   // the CG statistics of the T steps (before the extra step below)
         double gi = -1, gso = -1, cso = 0, cmean = mn_state_cg_stats(&cm, &cs, &cso);
         int es = mn_cuda_model_state_cg_stats(&gm, &gs, &gi, &gso);

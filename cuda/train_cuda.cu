@@ -61,8 +61,9 @@
 //                     by loss with a one-process run; prints "dist_check: N passed, M failed".
 //   --bench N         tokens/s of --bench_steps (30) steps on 1..N GPUs: global batch --batch split
 //                     over the GPUs (strong scaling), and --batch per GPU (weak scaling).
-//   --bench_decode B  decode tokens/s of mn_cuda_model_step at batch 1 and B (the model as initialised or
-//                     --resume'd: the speed of a step does not depend on the weights), then exit
+//   --bench_decode B  decode tokens/s of mn_cuda_model_step at batch 1 and B, plain and as a CUDA graph (the
+//                     model as initialised or --resume'd: the speed of a step does not depend on the weights),
+//                     then exit
 //   --nccl_self       one process, through an NCCL communicator of one rank: the multi-GPU code path
 //                     (every NCCL call, the weighting, the sliced clip) on one GPU, where NCCL
 //                     refuses two ranks; with --dist_check it compares that path with the plain one.
@@ -120,7 +121,8 @@ static void usage(void) {
            "  --gpus N: data parallel over N GPUs of this host (one process each, NCCL; --batch is the global batch)\n"
            "  --nccl_id FILE: one rank of an external launcher (mpirun, torchrun --no-python); rank 0 writes the id\n"
            "  --dist_check: the multi-GPU gradient and a short run against one process; --bench N: tokens/s on 1..N GPUs\n"
-           "  --bench_decode B: decode tokens/s (mn_cuda_model_step, logits to the host) at batch 1 and B, then exit\n"
+           "  --bench_decode B: decode tokens/s (mn_cuda_model_step, logits to the host) at batch 1 and B, plain and\n"
+           "                    as a CUDA graph, then exit\n"
            "  --nccl_self: one process, but through an NCCL communicator of one (the multi-GPU code path on one GPU)\n"
            "  NCCL is loaded at run time (libnccl.so.2 on LD_LIBRARY_PATH, or MN_NCCL_LIB); NCCL_NVLS_ENABLE=0 is set\n");
 }
@@ -421,20 +423,24 @@ static int rank_env_init(rank_env* E, opts* o, int rank, int world, int device, 
     return 0;
 }
 
-// --bench_decode B: tokens/s of mn_cuda_model_step, one token for each of b sequences per step, at b = 1 and B;
-// 16 warm-up steps, then 256 timed ones (positions 16..271); every step copies its (b, V) logits to the host
-// (what a sampler needs), so the figure is what generation gets, launches and synchronisation included.
+// --bench_decode B: tokens/s of mn_cuda_model_step, one token for each of b sequences per step, at b = 1 and B,
+// each plain and then as a CUDA graph (mn_cuda_model_state.graph = 1: the step recorded once and replayed; a
+// pattern with attention runs plainly in both); 16 warm-up steps (the graph is recorded in them), then 256 timed
+// ones (positions 16..271); every step copies its (b, V) logits to the host (what a sampler needs), so the
+// figure is what generation gets, launches and synchronisation included.
 static int bench_decode(mn_cuda_model* gm, size_t Bmax) {
     size_t Bs[2] = { 1, Bmax }, nb = Bmax > 1 ? 2 : 1, V = gm->cfg.vocab_size, warm = 16, timed = 256, k, i, j;
     if (gm->cfg.max_seq_len < warm + timed) { say_err("--bench_decode needs max_seq_len >= %zu\n", warm + timed); return 2; }
-    for (k = 0; k < nb; k++) {
-        size_t b = Bs[k];
+    for (k = 0; k < 2 * nb; k++) {
+        size_t b = Bs[k / 2];
+        int graph = (int)(k % 2);
         mn_cuda_model_state st;
         int* tok = (int*)malloc(b * sizeof(int));
         float* lg = (float*)malloc(b * V * sizeof(float));   // (b, V)
         mn_rng r; mn_rng_seed(&r, 7);
         int err = tok && lg ? mn_cuda_model_state_init(&st, gm, b) : MN_ERR_ALLOC;
         if (err != MN_OK) { say_err("decode bench at batch %zu: %s\n", b, gm->ctx->msg); free(tok); free(lg); return 1; }
+        st.graph = graph;
         double t0 = 0;
         for (i = 0; i < warm + timed && err == MN_OK; i++) {
             if (i == warm) { cudaDeviceSynchronize(); t0 = ex_now(); }
@@ -442,9 +448,10 @@ static int bench_decode(mn_cuda_model* gm, size_t Bmax) {
             err = mn_cuda_model_step(gm, &st, tok, lg);
         }
         double dt = ex_now() - t0;
-        if (err != MN_OK) say_err("decode bench at batch %zu failed: %s\n", b, gm->ctx->msg);
-        else printf("bench_decode: pattern %s, batch %zu: %.0f tokens/s (%.1f us per step, %zu steps after %zu warm-up)\n",
-                    gm->cfg.pattern, b, (double)(b * timed) / dt, 1e6 * dt / (double)timed, timed, warm);
+        if (err != MN_OK) say_err("decode bench at batch %zu%s failed: %s\n", b, graph ? " (graph)" : "", gm->ctx->msg);
+        else printf("bench_decode: pattern %s, batch %zu, %s: %.0f tokens/s (%.1f us per step, %zu steps after %zu "
+                    "warm-up; %zu replayed from a graph)\n", gm->cfg.pattern, b, graph ? "graph" : "plain",
+                    (double)(b * timed) / dt, 1e6 * dt / (double)timed, timed, warm, st.graph_steps);
         fflush(stdout);
         mn_cuda_model_state_free(&st); free(tok); free(lg);
         if (err != MN_OK) return 1;
