@@ -66,6 +66,7 @@ typedef struct {
     int cg_counts[LM_MAX_LIST]; size_t n_counts;
     int cg_starts[LM_MAX_LIST]; size_t n_starts;   // --cg_starts: cfg.mesa_cg_warm values (default: the model's)
     int cg_max;
+    int graph;                                      // --graph 1: the GPU build decodes through a CUDA graph
     uint64_t seed;
     int do_bpb, do_recall, do_cg, cg_seqs_given;
 } lm_opts;
@@ -78,6 +79,7 @@ static void usage(FILE* f) {
                "               [--cg_counts 0,1,5,10,20,30] [--cg_max N (30)] [--cg_starts 0,1,5 (the model's)]\n"
                "               [--skip bpb,recall,cg]\n"
                "               [--threads N (all)] [--seed N (1)] [--dump_probe FILE]\n"
+               "               [--graph 0|1 (0; lm_eval_cuda: 1 decodes through a CUDA graph, the same logits)]\n"
                "exit status: 0 done, 1 input/output failed, 2 bad command line or sizes\n");
 }
 
@@ -126,6 +128,7 @@ static int parse(lm_opts* o, int argc, char** argv) {
         EX_OPT_U("--cg_seqs", cg_seqs) EX_OPT_U("--cg_len", cg_len) EX_OPT_U("--threads", threads)
         if (!strcmp(a, "--seed")) { if (ex_parse_u64(a, v, UINT64_MAX, &o->seed)) return -1; i++; continue; }
         if (!strcmp(a, "--cg_max")) { if (ex_parse_int(a, v, 1, 1000, &o->cg_max)) return -1; i++; continue; }
+        if (!strcmp(a, "--graph")) { if (ex_parse_int(a, v, 0, 1, &o->graph)) return -1; i++; continue; }
         if (!strcmp(a, "--distances")) {
             if (parse_sizes(a, v, 1, (size_t)1 << 24, o->distances, &o->n_dist)) return -1;
             i++; continue;
@@ -163,6 +166,9 @@ static int parse(lm_opts* o, int argc, char** argv) {
         fprintf(stderr, "lm_eval: --recall_len must be at least 2 (R[0] is not scored)\n");
         return -1;
     }
+#ifndef LM_EVAL_CUDA
+    if (o->graph) { fprintf(stderr, "lm_eval: --graph 1 needs the GPU build (lm_eval_cuda)\n"); return -1; }
+#endif
     return 0;
 }
 
@@ -361,6 +367,7 @@ static int decode_pass(mn_model* m, const unsigned char* x, size_t n, size_t str
 }
 
 #ifdef LM_EVAL_CUDA
+static int lm__graph;   // --graph: mn_cuda_model_state.graph for the GPU decode passes
 // decode_pass on the GPU: the n windows in lockstep through mn_cuda_model_step (B = n sequences), the setting
 // read from lm__gm.cfg at every step (the caller sets mesa_cg_decode and mesa_cg_tol there as in m0.cfg); the
 // same per-position sums, the CG steps from mn_cuda_model_state_cg_stats (cumulative iterations and systems
@@ -376,6 +383,7 @@ static int decode_pass_gpu(const unsigned char* x, size_t n, size_t stride, size
     mn_real* lg = (mn_real*)malloc(n * V * sizeof(mn_real));    // (n, V) the same as mn_real for row_nll
     if (!tok || !lf || !lg) { free(tok); free(lf); free(lg); return MN_ERR_ALLOC; }
     if ((err = mn_cuda_model_state_init(&st, &lm__gm, n)) != MN_OK) { free(tok); free(lf); free(lg); return err; }
+    st.graph = lm__graph;
     for (t = 0; t < T && err == MN_OK; t++) {
         double so, it;
         for (i = 0; i < n; i++) tok[i] = x[i * (stride + 1) + t];
@@ -496,6 +504,7 @@ int lm_eval_main(int argc, char** argv) {
             return RC_IO;
         }
         lm__ctx.math = MN_CUDA_MATH_FP32;
+        lm__graph = o.graph;
         if (mn_cuda_model_load(&lm__gm, &lm__ctx, o.ckpt, has_opt ? &gmeta : NULL) != MN_OK ||
             mn_cuda_model_reserve(&lm__gm, LM_GPU_BATCH, Tmax) != MN_OK) {
             fprintf(stderr, "lm_eval: the GPU model: %s\n", lm__ctx.msg);

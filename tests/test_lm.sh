@@ -146,6 +146,7 @@ expect 2 "shorter than --recall_len" --ckpt "$W/ck/mesanet" $small --distances 4
 expect 2 "exceed the model's max_seq_len" --ckpt "$W/ck/mesanet" $small --distances 600
 expect 2 "outside (0, 1)" --ckpt "$W/ck/mesanet" $small --cg_tols 1e-3,2
 expect 2 "unknown option --bogus" --ckpt "$W/ck/mesanet" $small --bogus 1
+expect 2 "needs the GPU build" --ckpt "$W/ck/mesanet" $small --graph 1
 cp -r "$W/ev/mesanet" "$W/keep"
 "$B/lm_eval" --ckpt "$W/ck/mesanet" --out "$W/ev/mesanet" $small --seq 100000 > /dev/null 2>&1
 diff -r "$W/keep" "$W/ev/mesanet" > /dev/null && ok "a failed run leaves earlier results as they were" ||
