@@ -35,8 +35,8 @@ endif
 FULL = $(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $(ACCEL_CFLAGS)
 
 .PHONY: all demo setup test bench check-vectors fuzz clean
-all: $(BUILD)/train $(BUILD)/generate $(BUILD)/synth $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops $(BUILD)/check_vectors \
-     $(BUILD)/dump_logits
+all: $(BUILD)/train $(BUILD)/generate $(BUILD)/synth $(BUILD)/bench $(BUILD)/bench_mesa $(BUILD)/bench_ops \
+     $(BUILD)/check_vectors $(BUILD)/dump_logits
 # the language-model comparison (results/lm.md): evaluation of a checkpoint, and its tables and plots from the CSVs
 all: $(BUILD)/lm_eval $(BUILD)/lm_report
 
@@ -103,11 +103,13 @@ demo: setup
 	@echo "loss curve: runs/demo/loss.png   checkpoint: runs/demo/"
 
 # ---- tests ---------------------------------------------------------------------------------
-TEST_BINS = $(BUILD)/test_tasks $(BUILD)/synth $(BUILD)/test_grad $(BUILD)/test_mesa $(BUILD)/test_mesa_oracle $(BUILD)/test_gla_d $(BUILD)/test_gla_f $(BUILD)/test_delta_d $(BUILD)/test_delta_f \
-            $(BUILD)/test_ssm_d $(BUILD)/test_ssm_f $(BUILD)/test_xlstm_d $(BUILD)/test_xlstm_f \
-            $(BUILD)/asan_test_gla $(BUILD)/asan_test_delta $(BUILD)/asan_test_ssm $(BUILD)/asan_test_xlstm $(BUILD)/test_model_d $(BUILD)/test_model_f $(BUILD)/test_vecfile \
-            $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile \
-            $(BUILD)/test_io $(BUILD)/test_io_rename $(BUILD)/test_io_inplace $(BUILD)/asan_test_io
+TEST_BINS = $(BUILD)/test_tasks $(BUILD)/synth $(BUILD)/test_grad $(BUILD)/test_mesa $(BUILD)/test_mesa_oracle \
+            $(BUILD)/test_gla_d $(BUILD)/test_gla_f $(BUILD)/test_delta_d $(BUILD)/test_delta_f $(BUILD)/test_ssm_d \
+            $(BUILD)/test_ssm_f $(BUILD)/test_xlstm_d $(BUILD)/test_xlstm_f $(BUILD)/asan_test_gla \
+            $(BUILD)/asan_test_delta $(BUILD)/asan_test_ssm $(BUILD)/asan_test_xlstm $(BUILD)/test_model_d \
+            $(BUILD)/test_model_f $(BUILD)/test_vecfile $(BUILD)/test_compile_c $(BUILD)/test_compile_cpp \
+            $(BUILD)/asan_test_grad $(BUILD)/asan_test_model $(BUILD)/asan_test_vecfile $(BUILD)/test_io \
+            $(BUILD)/test_io_rename $(BUILD)/test_io_inplace $(BUILD)/asan_test_io
 
 # the Python bridge: both libraries, the C program it is compared with, the vector checker it writes files for
 TEST_BINS += $(BUILD)/libmesanet_f64.so $(BUILD)/libmesanet_f32.so $(BUILD)/bridge_ref $(BUILD)/check_vectors
@@ -126,7 +128,8 @@ $(BUILD)/test_grad: tests/test_grad.c tests/testutil.h mesanet.h | $(BUILD)
 # the Mesa op against the independent float64 oracle, and the oracle against the vectors
 $(BUILD)/test_mesa: tests/test_mesa.c tests/testutil.h reference/mesa_oracle.h mesanet.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -Itests -DMESANET_DOUBLE $< -o $@ -lm
-$(BUILD)/test_mesa_oracle: tests/test_mesa_oracle.c tests/testutil.h reference/mesa_oracle.h reference/vecfile.h | $(BUILD)
+$(BUILD)/test_mesa_oracle: tests/test_mesa_oracle.c tests/testutil.h reference/mesa_oracle.h \
+                           reference/vecfile.h | $(BUILD)
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. $< -o $@ -lm
 # linear-attention family and delta rule: every form against the vectors, each other and finite
 # differences (double), their float bounds, and sanitizers
@@ -200,8 +203,10 @@ FUZZ_SECONDS ?= 20
 fuzz: $(BUILD)/fuzz_safetensors $(BUILD)/fuzz_checkpoint $(BUILD)/fuzz_vecfile
 	@mkdir -p $(BUILD)/corpus_st $(BUILD)/corpus_ck $(BUILD)/corpus_vec
 	./$(BUILD)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) $(BUILD)/corpus_st tests/corpus/safetensors
-	./$(BUILD)/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz_checkpoint.dict $(BUILD)/corpus_ck tests/corpus/checkpoint
-	./$(BUILD)/fuzz_vecfile -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz_vecfile.dict $(BUILD)/corpus_vec tests/corpus/vecfile
+	./$(BUILD)/fuzz_checkpoint -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz_checkpoint.dict \
+	    $(BUILD)/corpus_ck tests/corpus/checkpoint
+	./$(BUILD)/fuzz_vecfile -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz_vecfile.dict \
+	    $(BUILD)/corpus_vec tests/corpus/vecfile
 
 # set up first (as demo does: a fresh Debian machine lacks libstb-dev), then build everything and run the suites
 test: setup
@@ -259,5 +264,6 @@ $(BUILD)/lm_eval_cuda.o: examples/lm_eval.c examples/common.h mesanet.h cuda/mes
 	$(CC) $(CSTD) $(CFLAGS) $(WARN) -I. -fopenmp -DLM_EVAL_CUDA -c $< -o $@
 $(BUILD)/lm_eval_cuda: $(BUILD)/lm_eval_cuda.o $(CUDA_LIB) | $(BUILD)
 	$(NVCC) $(NVFLAGS) $< $(CUDA_LIB) -o $@ -lcublas -lgomp -lm
-$(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h cuda/dist_cuda.h mesanet.h examples/common.h | $(BUILD)
+$(BUILD)/train_cuda: cuda/train_cuda.cu $(CUDA_LIB) cuda/mesanet_cuda.h cuda/dist_cuda.h mesanet.h \
+                     examples/common.h | $(BUILD)
 	$(NVCC) $(NVFLAGS) -Xcompiler -fopenmp -I. $< $(CUDA_LIB) -o $@ -lcublas -lgomp -ldl

@@ -101,7 +101,8 @@ static inline void mn_nccl_version_string(int code, char* out, size_t cap) {
 // NVLink multicast off: NCCL_NVLS_ENABLE=0 before NCCL reads its environment.
 static inline void mn_nccl_nvls_off(void) {
     const char* v = getenv("NCCL_NVLS_ENABLE");
-    if (v && strcmp(v, "0") != 0) fprintf(stderr, "note: NCCL_NVLS_ENABLE=%s overridden to 0 (NVLink multicast stays off)\n", v);
+    if (v && strcmp(v, "0") != 0)
+        fprintf(stderr, "note: NCCL_NVLS_ENABLE=%s overridden to 0 (NVLink multicast stays off)\n", v);
     setenv("NCCL_NVLS_ENABLE", "0", 1);
 }
 
@@ -123,12 +124,15 @@ static inline int mn_nccl_load(char* msg, size_t cap) {
     }
     if (!h) {
         snprintf(msg, cap, "NCCL not found (%.150s): multi-GPU runs load libnccl.so.2 at run time - install NCCL "
-                 "(pip install nvidia-nccl-cu13, then put its site-packages/nvidia/nccl/lib on LD_LIBRARY_PATH; or Debian/Ubuntu "
-                 "apt-get install libnccl2 from NVIDIA's CUDA repository) or set MN_NCCL_LIB=/path/to/libnccl.so.2", why);
+                 "(pip install nvidia-nccl-cu13, then put its site-packages/nvidia/nccl/lib on LD_LIBRARY_PATH; "
+                 "or Debian/Ubuntu apt-get install libnccl2 from NVIDIA's CUDA repository) "
+                 "or set MN_NCCL_LIB=/path/to/libnccl.so.2", why);
         return MN_ERR_NCCL;
     }
 #define MN__SYM(field, sym, required) do { *(void**)&mn__nccl.field = dlsym(h, sym); \
-        if (!mn__nccl.field && (required)) { snprintf(msg, cap, "%.150s has no %s: NCCL 2.4 or newer is needed", mn__nccl.name, sym); dlclose(h); memset(&mn__nccl, 0, sizeof mn__nccl); return MN_ERR_NCCL; } } while (0)
+        if (!mn__nccl.field && (required)) { \
+            snprintf(msg, cap, "%.150s has no %s: NCCL 2.4 or newer is needed", mn__nccl.name, sym); \
+            dlclose(h); memset(&mn__nccl, 0, sizeof mn__nccl); return MN_ERR_NCCL; } } while (0)
     MN__SYM(get_version, "ncclGetVersion", 1);
     MN__SYM(get_unique_id, "ncclGetUniqueId", 1);
     MN__SYM(comm_init_rank, "ncclCommInitRank", 1);
@@ -177,9 +181,11 @@ static inline int mn__dfail(mn_dist* d, int code, const char* fmt, ...) {
 static inline int mn__dnccl(mn_dist* d, const char* what, int r) {
     const char* last = mn__nccl.get_last_error && d->comm ? mn__nccl.get_last_error(d->comm) : NULL;
     d->broken = 1;
-    return mn__dfail(d, MN_ERR_NCCL, "rank %d: %s: %s%s%.200s", d->rank, what, mn__nccl.get_error_string(r), last && *last ? " - " : "", last ? last : "");
+    return mn__dfail(d, MN_ERR_NCCL, "rank %d: %s: %s%s%.200s", d->rank, what, mn__nccl.get_error_string(r),
+                     last && *last ? " - " : "", last ? last : "");
 }
-#define MN__DCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { d->broken = 1; return mn__dfail(d, MN_ERR_CUDA, "rank %d: %s: %s", d->rank, #call, cudaGetErrorString(e_)); } } while (0)
+#define MN__DCU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { d->broken = 1; \
+        return mn__dfail(d, MN_ERR_CUDA, "rank %d: %s: %s", d->rank, #call, cudaGetErrorString(e_)); } } while (0)
 #define MN__DNC(what, call) do { int r_ = (call); if (r_ != MN__NCCL_SUCCESS) return mn__dnccl(d, what, r_); } while (0)
 #define MN__DSTREAM ((cudaStream_t)d->ctx->stream)
 
@@ -189,7 +195,8 @@ static inline int mn__dnccl(mn_dist* d, const char* what, int r) {
 static inline int mn_dist_init(mn_dist* d, mn_cuda_ctx* ctx, int rank, int world, const mn_nccl_id* id) {
     memset(d, 0, sizeof *d);
     d->rank = rank; d->world = world; d->ctx = ctx;
-    if (world < 1 || rank < 0 || rank >= world) return mn__dfail(d, MN_ERR_CONFIG, "rank %d outside a world of %d", rank, world);
+    if (world < 1 || rank < 0 || rank >= world)
+        return mn__dfail(d, MN_ERR_CONFIG, "rank %d outside a world of %d", rank, world);
     MN__DCU(cudaMalloc((void**)&d->dev, 16 * sizeof(double)));
     MN__DCU(cudaMallocHost((void**)&d->pin, 16 * sizeof(double)));
     d->broken = 0;
@@ -214,8 +221,12 @@ static inline int mn_dist_wait(mn_dist* d) {
         cudaError_t e = cudaStreamQuery(MN__DSTREAM);
         int ae = MN__NCCL_SUCCESS;
         if (e == cudaSuccess) return MN_OK;
-        if (e != cudaErrorNotReady) { d->broken = 1; return mn__dfail(d, MN_ERR_CUDA, "rank %d: waiting for the stream: %s", d->rank, cudaGetErrorString(e)); }
-        if (mn__nccl.comm_get_async_error(d->comm, &ae) == MN__NCCL_SUCCESS && ae != MN__NCCL_SUCCESS && ae != MN__NCCL_IN_PROGRESS)
+        if (e != cudaErrorNotReady) {
+            d->broken = 1;
+            return mn__dfail(d, MN_ERR_CUDA, "rank %d: waiting for the stream: %s", d->rank, cudaGetErrorString(e));
+        }
+        if (mn__nccl.comm_get_async_error(d->comm, &ae) == MN__NCCL_SUCCESS && ae != MN__NCCL_SUCCESS &&
+            ae != MN__NCCL_IN_PROGRESS)
             return mn__dnccl(d, "NCCL asynchronous error", ae);
         if (spins < 20000) sched_yield(); else usleep(100);
     }
@@ -224,17 +235,22 @@ static inline int mn_dist_wait(mn_dist* d) {
 // In-place sums over the ranks, queued on the stream (world 1: nothing).
 static inline int mn_dist_allreduce_f32(mn_dist* d, float* buf, size_t n) {
     if (!d->comm || n == 0) return MN_OK;
-    MN__DNC("ncclAllReduce (float)", mn__nccl.all_reduce(buf, buf, n, MN__NCCL_FLOAT32, MN__NCCL_SUM, d->comm, MN__DSTREAM));
+    MN__DNC("ncclAllReduce (float)",
+            mn__nccl.all_reduce(buf, buf, n, MN__NCCL_FLOAT32, MN__NCCL_SUM, d->comm, MN__DSTREAM));
     return MN_OK;
 }
 static inline int mn_dist_allreduce_f64(mn_dist* d, double* buf, size_t n) {
     if (!d->comm || n == 0) return MN_OK;
-    MN__DNC("ncclAllReduce (double)", mn__nccl.all_reduce(buf, buf, n, MN__NCCL_FLOAT64, MN__NCCL_SUM, d->comm, MN__DSTREAM));
+    MN__DNC("ncclAllReduce (double)",
+            mn__nccl.all_reduce(buf, buf, n, MN__NCCL_FLOAT64, MN__NCCL_SUM, d->comm, MN__DSTREAM));
     return MN_OK;
 }
 // dst (n floats, device) = root's src on every rank (world 1: a device copy)
 static inline int mn_dist_bcast_f32(mn_dist* d, const float* src, float* dst, size_t n, int root) {
-    if (!d->comm) { if (dst != src) MN__DCU(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, MN__DSTREAM)); return MN_OK; }
+    if (!d->comm) {
+        if (dst != src) MN__DCU(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, MN__DSTREAM));
+        return MN_OK;
+    }
     MN__DNC("ncclBroadcast", mn__nccl.broadcast(src, dst, n, MN__NCCL_FLOAT32, root, d->comm, MN__DSTREAM));
     return MN_OK;
 }
@@ -267,7 +283,8 @@ static inline int mn_dist_agree(mn_dist* d, double* x) {
 // (double, as the forward summed it) and the number of valid targets over ALL ranks; *failed is
 // 1 on every rank when any rank's forward failed or the sum is not finite. Every rank must call
 // it, also after a failed forward (that rank then contributes nothing but the failure).
-static inline int mn_dist_step_loss(mn_dist* d, mn_cuda_model* cm, int fwd_err, double* sum, double* count, int* failed) {
+static inline int mn_dist_step_loss(mn_dist* d, mn_cuda_model* cm, int fwd_err, double* sum, double* count,
+                                    int* failed) {
     double v[3] = { 0.0, 0.0, 1.0 };
     int err;
     if (fwd_err == MN_OK) {
@@ -284,7 +301,8 @@ static inline int mn_dist_step_loss(mn_dist* d, mn_cuda_model* cm, int fwd_err, 
     return MN_OK;
 }
 
-#define MN__DFOR(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define MN__DFOR(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 static inline unsigned mn__dgrid(const mn_cuda_ctx* ctx, size_t n) {
     size_t b = (n + 255) / 256, cap = (size_t)(ctx->sm_count > 0 ? ctx->sm_count : 1) * 32;
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
@@ -334,15 +352,22 @@ static inline int mn_dist_clip(mn_dist* d, mn_cuda_model* cm, double max_norm, d
     size_t P = cm->n_params, lo, hi;
     int err;
     if (!d->comm) {
-        if ((err = mn_cuda_model_clip_grad_norm(cm, max_norm, norm)) != MN_OK) return mn__dfail(d, err, "%s", cm->ctx->msg);
+        if ((err = mn_cuda_model_clip_grad_norm(cm, max_norm, norm)) != MN_OK)
+            return mn__dfail(d, err, "%s", cm->ctx->msg);
         return MN_OK;
     }
     lo = P * (size_t)d->rank / (size_t)d->world;
     hi = P * (size_t)(d->rank + 1) / (size_t)d->world;
     MN__DCU(cudaMemsetAsync(d->dev + 8, 0, sizeof(double), MN__DSTREAM));
-    if (hi > lo) { mn__dk_sumsq<<<mn__dgrid(d->ctx, hi - lo), 256, 0, MN__DSTREAM>>>(d->dev + 8, cm->grads + lo, hi - lo); MN__DCU(cudaGetLastError()); }
+    if (hi > lo) {
+        mn__dk_sumsq<<<mn__dgrid(d->ctx, hi - lo), 256, 0, MN__DSTREAM>>>(d->dev + 8, cm->grads + lo, hi - lo);
+        MN__DCU(cudaGetLastError());
+    }
     if ((err = mn_dist_allreduce_f64(d, d->dev + 8, 1)) != MN_OK) return err;
-    if (P) { mn__dk_clip<<<mn__dgrid(d->ctx, P), 256, 0, MN__DSTREAM>>>(cm->grads, P, d->dev + 8, max_norm); MN__DCU(cudaGetLastError()); }
+    if (P) {
+        mn__dk_clip<<<mn__dgrid(d->ctx, P), 256, 0, MN__DSTREAM>>>(cm->grads, P, d->dev + 8, max_norm);
+        MN__DCU(cudaGetLastError());
+    }
     if (norm) {
         MN__DCU(cudaMemcpyAsync(d->pin + 8, d->dev + 8, sizeof(double), cudaMemcpyDeviceToHost, MN__DSTREAM));
         if ((err = mn_dist_wait(d)) != MN_OK) return err;

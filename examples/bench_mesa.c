@@ -58,10 +58,20 @@ static void progress(const char* fmt, ...) {
 }
 
 // ---- small helpers ----
-static mn_real* falloc(size_t n) { mn_real* p = (mn_real*)calloc(n ? n : 1, sizeof(mn_real)); if (!p) { fprintf(stderr, "out of memory\n"); exit(1); } return p; }
-static double* dalloc(size_t n) { double* p = (double*)calloc(n ? n : 1, sizeof(double)); if (!p) { fprintf(stderr, "out of memory\n"); exit(1); } return p; }
-static int cmpd(const void* a, const void* b) { double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y; }
-static double median(double* x, size_t n) { qsort(x, n, sizeof(double), cmpd); return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]); }
+static mn_real* falloc(size_t n) {
+    mn_real* p = (mn_real*)calloc(n ? n : 1, sizeof(mn_real)); if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+    return p;
+}
+static double* dalloc(size_t n) {
+    double* p = (double*)calloc(n ? n : 1, sizeof(double)); if (!p) { fprintf(stderr, "out of memory\n"); exit(1); }
+    return p;
+}
+static int cmpd(const void* a, const void* b) {
+    double x = *(const double*)a, y = *(const double*)b; return x < y ? -1 : x > y;
+}
+static double median(double* x, size_t n) {
+    qsort(x, n, sizeof(double), cmpd); return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
 static void to_double(double* d, const mn_real* f, size_t n) { size_t i; for (i = 0; i < n; i++) d[i] = f[i]; }
 // max|a - b| / max|b| (infinity when a holds a NaN or Inf)
 static double relerr(const mn_real* a, const double* b, size_t n) {
@@ -84,8 +94,12 @@ static double relerr_dd(const double* a, const double* b, size_t n) {
     }
     return den > 0 ? num / den : num;
 }
-static size_t count_nonfinite(const mn_real* a, size_t n) { size_t i, c = 0; for (i = 0; i < n; i++) c += !isfinite((double)a[i]); return c; }
-static double maxabs(const mn_real* a, size_t n) { size_t i; double m = 0; for (i = 0; i < n; i++) if (fabs((double)a[i]) > m) m = fabs((double)a[i]); return m; }
+static size_t count_nonfinite(const mn_real* a, size_t n) {
+    size_t i, c = 0; for (i = 0; i < n; i++) c += !isfinite((double)a[i]); return c;
+}
+static double maxabs(const mn_real* a, size_t n) {
+    size_t i; double m = 0; for (i = 0; i < n; i++) if (fabs((double)a[i]) > m) m = fabs((double)a[i]); return m;
+}
 
 // ---- problems: inputs as the layer produces them (tests/test_mesa.c): q, k L2-normalised;
 // g = logsigmoid(u), u ~ N(2, 2^2) clamped to [-4.9, 12] (or a constant g); beta = sigmoid(N(0,1));
@@ -107,12 +121,15 @@ static void fill_unit_rows(mn_real* f, double* d, size_t rows, size_t D, double 
     }
 }
 // kdecay: keys normalise(diag(kdecay^i) z) (1 = isotropic); q is always isotropic
-static prob make_prob(size_t T, size_t H, size_t K, size_t V, int gconst, double gval, int with_dout, double kdecay, uint64_t seed) {
+static prob make_prob(size_t T, size_t H, size_t K, size_t V, int gconst, double gval, int with_dout, double kdecay,
+                      uint64_t seed) {
     prob p; size_t i, N = T * H; mn_rng r;
     mn_rng_seed(&r, seed);
     p.T = T; p.H = H; p.K = K; p.V = V;
-    p.q = falloc(N * K); p.k = falloc(N * K); p.v = falloc(N * V); p.g = falloc(N); p.beta = falloc(N); p.lamb = falloc(H * K);
-    p.dq = dalloc(N * K); p.dk = dalloc(N * K); p.dv = dalloc(N * V); p.dg = dalloc(N); p.dbeta = dalloc(N); p.dlamb = dalloc(H * K);
+    p.q = falloc(N * K); p.k = falloc(N * K); p.v = falloc(N * V); p.g = falloc(N); p.beta = falloc(N);
+    p.lamb = falloc(H * K);
+    p.dq = dalloc(N * K); p.dk = dalloc(N * K); p.dv = dalloc(N * V); p.dg = dalloc(N); p.dbeta = dalloc(N);
+    p.dlamb = dalloc(H * K);
     p.dout = with_dout ? falloc(N * V) : NULL;
     fill_unit_rows(p.q, p.dq, N, K, 1.0, &r);
     fill_unit_rows(p.k, p.dk, N, K, kdecay, &r);
@@ -143,10 +160,11 @@ static mn_mesa_opts mkopts(int solver, int cg, double tol, int fla, size_t chunk
 // with C = min(chunk, T) as mn_flops_per_token counts it; forward + backward = 3 x forward.
 static double mesa_fwd_flops(size_t T, size_t H, size_t K, size_t V, size_t chunk, int n) {
     double k = (double)K, v = (double)V, c = (double)(chunk < T ? chunk : T);
-    return (double)T * (double)H * (2 * k * k + 2 * k * v + n * (4 * c * k + 2 * k * k) + 2 * c * k + 2 * c * v + 2 * k * v);
+    return (double)T * (double)H *
+           (2 * k * k + 2 * k * v + n * (4 * c * k + 2 * k * k) + 2 * c * k + 2 * c * v + 2 * k * v);
 }
-// the decode step per head and token (counted the same way: every product and vector update of the step): state update 2K^2 + 2KV,
-// n CG steps of 2K^2 (A p) + 10K (vector updates and dots), read-out 2KV
+// the decode step per head and token (counted the same way: every product and vector update of the step):
+// state update 2K^2 + 2KV, n CG steps of 2K^2 (A p) + 10K (vector updates and dots), read-out 2KV
 static double mesa_step_flops(size_t H, size_t K, size_t V, int n) {
     double k = (double)K, v = (double)V;
     return (double)H * (2 * k * k + 2 * k * v + n * (2 * k * k + 10 * k) + 2 * k * v);
@@ -158,7 +176,10 @@ static void sym_eig(double* A, size_t n, double* ev) {
     size_t sweep, p, q, i;
     for (sweep = 0; sweep < 100; sweep++) {
         double off = 0, tot = 0;
-        for (p = 0; p < n; p++) for (q = 0; q < n; q++) { tot += A[p * n + q] * A[p * n + q]; if (p != q) off += A[p * n + q] * A[p * n + q]; }
+        for (p = 0; p < n; p++)
+            for (q = 0; q < n; q++) {
+                tot += A[p * n + q] * A[p * n + q]; if (p != q) off += A[p * n + q] * A[p * n + q];
+            }
         if (off <= 1e-26 * tot) break;
         for (p = 0; p < n; p++)
             for (q = p + 1; q < n; q++) {
@@ -194,8 +215,12 @@ static int chol_solve(double* x, const double* A, const double* b, size_t n, dou
             L[i * n + j] = a / d;
         }
     }
-    for (i = 0; i < n; i++) { double a = b[i]; for (p = 0; p < i; p++) a -= L[i * n + p] * x[p]; x[i] = a / L[i * n + i]; }
-    for (i = n; i-- > 0;) { double a = x[i]; for (p = i + 1; p < n; p++) a -= L[p * n + i] * x[p]; x[i] = a / L[i * n + i]; }
+    for (i = 0; i < n; i++) {
+        double a = b[i]; for (p = 0; p < i; p++) a -= L[i * n + p] * x[p]; x[i] = a / L[i * n + i];
+    }
+    for (i = n; i-- > 0;) {
+        double a = x[i]; for (p = i + 1; p < n; p++) a -= L[p * n + i] * x[p]; x[i] = a / L[i * n + i];
+    }
     return 0;
 }
 
@@ -214,7 +239,8 @@ static void section_accuracy(int do1, int do2) {
     int* iters = (int*)calloc(N, sizeof(int));
     size_t i, c, m;
     progress("accuracy: float64 oracle and the float exact form, T=%zu H=%zu D=%zu", T, H, K);
-    if (mo_mesa_exact(1, (int)T, (int)H, (int)K, (int)V, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dlamb, NULL, NULL, o_or, NULL, NULL, NULL) != MO_OK) {
+    if (mo_mesa_exact(1, (int)T, (int)H, (int)K, (int)V, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dlamb, NULL, NULL, o_or,
+                      NULL, NULL, NULL) != MO_OK) {
         out("\n(section 1/2 skipped: the float64 oracle failed)\n");
         goto done;
     }
@@ -223,15 +249,17 @@ static void section_accuracy(int do1, int do2) {
     e_ex = relerr_dd(o_ex, o_or, N * V);
     if (do1) {
         out("\n## 1. Accuracy vs CG iterations\n\n"
-            "Random problem as in tests/test_mesa.c: B=1, T=%zu, H=%zu, D=%zu (K=V), L2-normalised q, k; g = logsigmoid(N(2, 2^2)) "
-            "clamped; beta = sigmoid(N(0,1)); lambda uniform in (0.25, 1). Error = max|o - o_ref| / max|o_ref| over all outputs. "
-            "Chunkwise form: chunk %zu, x0 = 0; recurrent form: the per-token CG, x0 = 0 (same iterates). "
-            "Reference \"exact f32\" is the float build's own MN_MESA_EXACT recurrent form (Cholesky per token); "
-            "\"f64 oracle\" is reference/mesa_oracle.h's mo_mesa_exact on the same float-rounded inputs; the last column is the "
-            "oracle's float64 CG of the same count and arithmetic (mo_mesa_cg_fla, x0 = 0) against the oracle's exact solve, i.e. "
-            "what the iteration count alone allows. fla = 1 adds fla's 1e-5 to CG's alpha and beta denominators.\n\n"
+            "Random problem as in tests/test_mesa.c: B=1, T=%zu, H=%zu, D=%zu (K=V), L2-normalised q, k; "
+            "g = logsigmoid(N(2, 2^2)) clamped; beta = sigmoid(N(0,1)); lambda uniform in (0.25, 1). "
+            "Error = max|o - o_ref| / max|o_ref| over all outputs. Chunkwise form: chunk %zu, x0 = 0; recurrent form: "
+            "the per-token CG, x0 = 0 (same iterates). Reference \"exact f32\" is the float build's own MN_MESA_EXACT "
+            "recurrent form (Cholesky per token); \"f64 oracle\" is reference/mesa_oracle.h's mo_mesa_exact on the "
+            "same float-rounded inputs; the last column is the oracle's float64 CG of the same count and arithmetic "
+            "(mo_mesa_cg_fla, x0 = 0) against the oracle's exact solve, i.e. what the iteration count alone allows. "
+            "fla = 1 adds fla's 1e-5 to CG's alpha and beta denominators.\n\n"
             "Float exact form vs float64 oracle: **%.1e**.\n\n"
-            "| mode | CG | chunkwise vs exact f32 | chunkwise vs f64 oracle | recurrent vs exact f32 | recurrent vs f64 oracle | f64 CG vs f64 oracle |\n"
+            "| mode | CG | chunkwise vs exact f32 | chunkwise vs f64 oracle | recurrent vs exact f32 "
+            "| recurrent vs f64 oracle | f64 CG vs f64 oracle |\n"
             "|---|---|---|---|---|---|---|\n", T, H, K, C, e_ex);
         for (m = 0; m < 2; m++)
             for (c = 0; c < 4; c++) {
@@ -240,31 +268,37 @@ static void section_accuracy(int do1, int do2) {
                 progress("accuracy: fla=%zu CG=%d", m, cgs[c]);
                 mn_mesa_forward(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wch);
                 ec = relerr(o, o_ex, N * V); eco = relerr(o, o_or, N * V);
-                mn_mesa_forward_recurrent(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
+                mn_mesa_forward_recurrent(o, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V,
+                                          &o1, wrec);
                 er = relerr(o, o_ex, N * V); ero = relerr(o, o_or, N * V);
-                if (mo_mesa_cg_fla(1, (int)T, (int)H, (int)K, (int)V, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dlamb, NULL, NULL, cgs[c], MO_CG_X0_ZERO,
+                if (mo_mesa_cg_fla(1, (int)T, (int)H, (int)K, (int)V, p.dq, p.dk, p.dv, p.dg, p.dbeta, p.dlamb,
+                                   NULL, NULL, cgs[c], MO_CG_X0_ZERO,
                                    m ? MO_FLA_CG_EPS : 0.0, o_cg, NULL, NULL, NULL) == MO_OK)
                     ed = relerr_dd(o_cg, o_or, N * V);
                 else ed = NAN;
-                out("| %s | %d | %.1e | %.1e | %.1e | %.1e | %.1e |\n", m ? "fla (eps 1e-5)" : "textbook", cgs[c], ec, eco, er, ero, ed);
+                out("| %s | %d | %.1e | %.1e | %.1e | %.1e | %.1e |\n", m ? "fla (eps 1e-5)" : "textbook", cgs[c], ec,
+                    eco, er, ero, ed);
             }
     }
     if (do2) {
         out("\n## 2. Accuracy vs the dynamic tolerance\n\n"
-            "The same problem; recurrent form (the decode path: textbook CG, x0 = 0, k_max = 30) with the paper's per-token, "
-            "per-head stop ||r|| <= eps ||r0||. Iterations from mn_mesa_forward_recurrent's iters output, over all %zu "
-            "(token, head) pairs; \"at k_max\" counts systems that ran all 30 steps (eps = 0: no tolerance; the library still stops a "
-            "system whose residual is exactly zero).\n\n"
+            "The same problem; recurrent form (the decode path: textbook CG, x0 = 0, "
+            "k_max = 30) with the paper's per-token, per-head stop ||r|| <= eps ||r0||. "
+            "Iterations from mn_mesa_forward_recurrent's iters output, over all %zu (token, head) pairs; "
+            "\"at k_max\" counts systems that ran all 30 steps (eps = 0: no tolerance; "
+            "the library still stops a system whose residual is exactly zero).\n\n"
             "| eps | mean CG iters | max | at k_max | vs exact f32 | vs f64 oracle |\n|---|---|---|---|---|---|\n", N);
         for (c = 0; c < 5; c++) {
             mn_mesa_opts o1 = mkopts(MN_MESA_CG, 30, tols[c], 0, C);
             long sum = 0; int mx = 0; size_t cap = 0;
             progress("dynamic tolerance: eps=%g", tols[c]);
-            mn_mesa_forward_recurrent(o, NULL, iters, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &o1, wrec);
+            mn_mesa_forward_recurrent(o, NULL, iters, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V,
+                                      &o1, wrec);
             for (i = 0; i < N; i++) { sum += iters[i]; if (iters[i] > mx) mx = iters[i]; cap += iters[i] >= 30; }
             if (tols[c] == 0) out("| 0 (30 steps) ");
             else out("| %g ", tols[c]);
-            out("| %.2f | %d | %.1f %% | %.1e | %.1e |\n", (double)sum / (double)N, mx, 100.0 * (double)cap / (double)N, relerr(o, o_ex, N * V), relerr(o, o_or, N * V));
+            out("| %.2f | %d | %.1f %% | %.1e | %.1e |\n", (double)sum / (double)N, mx, 100.0 * (double)cap / (double)N,
+                relerr(o, o_ex, N * V), relerr(o, o_or, N * V));
         }
     }
 done:
@@ -282,30 +316,35 @@ static void section_stability(void) {
     const char* gname[2] = { "log(0.999)", "0" };
     const double kdec[2] = { 1.0, 0.9 };
     const char* kname[2] = { "isotropic keys", "keys with a decaying spectrum" };
-    mn_mesa_opts o30 = mkopts(MN_MESA_CG, 30, 0, 0, C), odec = mkopts(MN_MESA_CG, 30, 1e-4, 0, C), oneed = mkopts(MN_MESA_CG, 5000, 1e-4, 0, C);
+    mn_mesa_opts o30 = mkopts(MN_MESA_CG, 30, 0, 0, C), odec = mkopts(MN_MESA_CG, 30, 1e-4, 0, C),
+                 oneed = mkopts(MN_MESA_CG, 5000, 1e-4, 0, C);
     mn_real *o = falloc(N * V), *xs = falloc(N * K), *wch = falloc(mn_mesa_work_size(1, T, H, K, V, &o30));
     mn_real* wrec = falloc(mn_mesa_work_size_recurrent(1, T, H, K, V, &o30));
-    mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N), *gl = falloc(H * K);
-    mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *ckk = falloc(H * K * K), *ckv = falloc(H * K * V), *so = falloc(H * V);
+    mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N),
+            *gl = falloc(H * K);
+    mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *ckk = falloc(H * K * K), *ckv = falloc(H * K * V),
+            *so = falloc(H * V);
     double *A = dalloc(K * K), *L = dalloc(K * K), *ev = dalloc(K), *xe = dalloc(K), *oe = dalloc(V), *qd = dalloc(K);
     int* iters = (int*)calloc(N, sizeof(int));
     int itn[16];
     size_t ci, gi, ki, s, i, h, a, j;
     out("\n## 3. Stability at T = %zu with gamma close to 1\n\n"
-        "B=1, H=%zu, D=%zu, g constant (gamma = exp(g)), otherwise the inputs of section 1, with two kinds of keys: isotropic "
-        "(k uniform on the sphere, as in section 1: H_t then grows evenly in every direction and the systems get *better* "
-        "conditioned with t), and keys with a decaying spectrum, k = normalise(diag(0.9^i) z), z ~ N(0, I), i = 0..D-1 (most of "
-        "the key energy in a few directions, the rest seen rarely: the non-forgetting, step-hungry heads the paper describes; "
-        "q stays isotropic). \"Non-finite\" counts every value "
-        "checked with isfinite: the chunkwise CG-30 forward's outputs and final states, the chunkwise backward's gradients for a "
-        "random upstream gradient, and the decode run's outputs and final states. Decode run: the recurrent form with the paper's "
-        "stop eps = 1e-4 and k_max = 30, run segment by segment through the sampled positions (states carried in and out). "
-        "At each sampled t, from the library's own float state after the decode run's first t tokens, per head: A_t = H_t + "
-        "diag(lambda) after token t's update; its extreme eigenvalues by cyclic Jacobi in double (kappa: the largest condition "
-        "number over the heads; lambda_max / lambda_min: over the heads); the CG iterations mn_mesa_step needs for eps = 1e-4 "
-        "with no cap (max over the heads); the decode run's count at t (capped at 30, max over the heads); and the relative "
-        "error max|o - o*| / max|o*| of the fixed-30-step output o_t against a double Cholesky solve o* of the same float state "
-        "(max over the heads).\n\n", T, H, K);
+        "B=1, H=%zu, D=%zu, g constant (gamma = exp(g)), otherwise the inputs of section 1, with two kinds of keys: "
+        "isotropic (k uniform on the sphere, as in section 1: H_t then grows evenly in every direction and the systems "
+        "get *better* conditioned with t), and keys with a decaying spectrum, k = normalise(diag(0.9^i) z), z ~ N(0, "
+        "I), i = 0..D-1 (most of the key energy in a few directions, the rest seen rarely: the non-forgetting, "
+        "step-hungry heads the paper describes; q stays isotropic). \"Non-finite\" counts every value checked with "
+        "isfinite: the chunkwise CG-30 forward's outputs and final states, the chunkwise backward's gradients for a "
+        "random upstream gradient, and the decode run's outputs and final states. Decode run: "
+        "the recurrent form with the paper's stop eps = 1e-4 and k_max = 30, "
+        "run segment by segment through the sampled positions (states carried in and out). At each sampled t, "
+        "from the library's own float state after the decode run's first t tokens, per head: "
+        "A_t = H_t + diag(lambda) after token t's update; its extreme eigenvalues by cyclic Jacobi in double (kappa: "
+        "the largest condition number over the heads; lambda_max / lambda_min: over the heads); "
+        "the CG iterations mn_mesa_step needs for eps = 1e-4 with no cap (max over the heads); "
+        "the decode run's count at t (capped at 30, max over the heads); and the relative error max|o - o*| / max|o*| "
+        "of the fixed-30-step output o_t against a double Cholesky solve o* of the same float state (max over the "
+        "heads).\n\n", T, H, K);
     for (ci = 0; ci < 4; ci++) {
         prob p;
         stab_row rows[5];
@@ -321,11 +360,15 @@ static void section_stability(void) {
         bad_c = count_nonfinite(o, N * V) + count_nonfinite(hkk, H * K * K) + count_nonfinite(hkv, H * K * V);
         {
             double mo = maxabs(o, N * V);
-            mn_mesa_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &o30, wch);
-            bad_b = count_nonfinite(gq, N * K) + count_nonfinite(gk, N * K) + count_nonfinite(gv, N * V) + count_nonfinite(gg, N) + count_nonfinite(gb, N) + count_nonfinite(gl, H * K);
+            mn_mesa_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta,
+                             p.lamb, NULL, NULL, 1, T, H, K, V, &o30, wch);
+            bad_b = count_nonfinite(gq, N * K) + count_nonfinite(gk, N * K) + count_nonfinite(gv, N * V) +
+                    count_nonfinite(gg, N) + count_nonfinite(gb, N) + count_nonfinite(gl, H * K);
             tc = ex_now() - tc;
-            out("**%s, g = %s** (gamma = %.6g):\n\n- chunkwise CG-30 forward: %zu non-finite of %zu values (max |o| = %.3g); backward: %zu non-finite of %zu gradient values (%.1f s for both)\n",
-                kname[ki], gname[gi], exp(gvals[gi]), bad_c, N * V + H * K * (K + V), mo, bad_b, 2 * N * K + N * V + 2 * N + H * K, tc);
+            out("**%s, g = %s** (gamma = %.6g):\n\n- chunkwise CG-30 forward: %zu non-finite of %zu values "
+                "(max |o| = %.3g); backward: %zu non-finite of %zu gradient values (%.1f s for both)\n",
+                kname[ki], gname[gi], exp(gvals[gi]), bad_c, N * V + H * K * (K + V), mo, bad_b,
+                2 * N * K + N * V + 2 * N + H * K, tc);
         }
         td = ex_now();
         memset(hkk, 0, H * K * K * sizeof(mn_real)); memset(hkv, 0, H * K * V * sizeof(mn_real));
@@ -333,8 +376,9 @@ static void section_stability(void) {
             size_t end = s < NS ? samp[s] : T;
             if (end > pos) {   // decode run over tokens [pos, end): states in and out
                 progress("stability %s, g=%s: decode run to t=%zu", kname[ki], gname[gi], end);
-                mn_mesa_forward_recurrent(o + pos * H * V, NULL, iters + pos * H, hkk, hkv, p.q + pos * H * K, p.k + pos * H * K, p.v + pos * H * V,
-                                          p.g + pos * H, p.beta + pos * H, p.lamb, 1, end - pos, H, K, V, &odec, wrec);
+                mn_mesa_forward_recurrent(o + pos * H * V, NULL, iters + pos * H, hkk, hkv, p.q + pos * H * K,
+                                          p.k + pos * H * K, p.v + pos * H * V, p.g + pos * H, p.beta + pos * H, p.lamb,
+                                          1, end - pos, H, K, V, &odec, wrec);
                 pos = end;
             }
             if (s == NS) break;
@@ -344,13 +388,15 @@ static void section_stability(void) {
                 rw->t = t; rw->lmax = 0; rw->lmin = 1e300; rw->kap = 0; rw->err = 0; rw->need = 0;
                 // the uncapped iteration count on a copy of the state; the copy becomes H_t, S_t
                 memcpy(ckk, hkk, H * K * K * sizeof(mn_real)); memcpy(ckv, hkv, H * K * V * sizeof(mn_real));
-                mn_mesa_step(so, itn, ckk, ckv, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H, p.beta + t * H, p.lamb, H, K, V, &oneed, wrec);
+                mn_mesa_step(so, itn, ckk, ckv, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H,
+                             p.beta + t * H, p.lamb, H, K, V, &oneed, wrec);
                 for (h = 0; h < H; h++) if (itn[h] > rw->need) rw->need = itn[h];
                 // the fixed-30 output, from the state before token t (another copy)
                 {
                     mn_real *hk2 = gq, *hv2 = gk;   // free scratch (the gradients were counted above)
                     memcpy(hk2, hkk, H * K * K * sizeof(mn_real)); memcpy(hv2, hkv, H * K * V * sizeof(mn_real));
-                    mn_mesa_step(so, NULL, hk2, hv2, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H, p.beta + t * H, p.lamb, H, K, V, &o30, wrec);
+                    mn_mesa_step(so, NULL, hk2, hv2, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H,
+                                 p.beta + t * H, p.lamb, H, K, V, &o30, wrec);
                 }
                 for (h = 0; h < H; h++) {
                     double num = 0, den = 0, mx, mn;
@@ -358,8 +404,14 @@ static void section_stability(void) {
                     for (a = 0; a < K; a++) { A[a * K + a] += p.lamb[h * K + a]; qd[a] = p.q[(t * H + h) * K + a]; }
                     if (chol_solve(xe, A, qd, K, L) != 0) rw->err = INFINITY;
                     else {
-                        for (j = 0; j < V; j++) { double acc = 0; for (a = 0; a < K; a++) acc += (double)ckv[h * K * V + a * V + j] * xe[a]; oe[j] = acc; }
-                        for (j = 0; j < V; j++) { double d = fabs((double)so[h * V + j] - oe[j]); if (!(d <= num)) num = d; if (fabs(oe[j]) > den) den = fabs(oe[j]); }
+                        for (j = 0; j < V; j++) {
+                            double acc = 0; for (a = 0; a < K; a++) acc += (double)ckv[h * K * V + a * V + j] * xe[a];
+                            oe[j] = acc;
+                        }
+                        for (j = 0; j < V; j++) {
+                            double d = fabs((double)so[h * V + j] - oe[j]); if (!(d <= num)) num = d;
+                            if (fabs(oe[j]) > den) den = fabs(oe[j]);
+                        }
                         if (!(num / den <= rw->err)) rw->err = num / den;
                     }
                     sym_eig(A, K, ev);
@@ -374,21 +426,26 @@ static void section_stability(void) {
         td = ex_now() - td;
         bad_d = count_nonfinite(o, N * V) + count_nonfinite(hkk, H * K * K) + count_nonfinite(hkv, H * K * V);
         for (i = 0; i < N; i++) { sum += iters[i]; cap += iters[i] >= 30; }
-        out("- decode run (eps 1e-4, k_max 30): %zu non-finite of %zu values (max |o| = %.3g); mean CG iterations %.2f per (token, head), "
-            "%.1f %% of the systems stopped at k_max (%.1f s, with the samples)\n\n",
-            bad_d, N * V + H * K * (K + V), maxabs(o, N * V), (double)sum / (double)N, 100.0 * (double)cap / (double)N, td);
-        out("| t | lambda_max | lambda_min | kappa | CG iters for eps 1e-4, uncapped | decode run's iters at t | CG-30 error of o_t |\n"
+        out("- decode run (eps 1e-4, k_max 30): %zu non-finite of %zu values (max |o| = %.3g); "
+            "mean CG iterations %.2f per (token, head), %.1f %% of the systems stopped at k_max (%.1f s, "
+            "with the samples)\n\n",
+            bad_d, N * V + H * K * (K + V), maxabs(o, N * V), (double)sum / (double)N,
+            100.0 * (double)cap / (double)N, td);
+        out("| t | lambda_max | lambda_min | kappa | CG iters for eps 1e-4, uncapped | decode run's iters at t "
+            "| CG-30 error of o_t |\n"
             "|---|---|---|---|---|---|---|\n");
         for (s = 0; s < NS; s++) {
             int dmx = 0;
             for (h = 0; h < H; h++) if (iters[rows[s].t * H + h] > dmx) dmx = iters[rows[s].t * H + h];
-            out("| %zu | %.4g | %.4g | %.4g | %d | %d | %.1e |\n", rows[s].t, rows[s].lmax, rows[s].lmin, rows[s].kap, rows[s].need, dmx, rows[s].err);
+            out("| %zu | %.4g | %.4g | %.4g | %d | %d | %.1e |\n", rows[s].t, rows[s].lmax, rows[s].lmin, rows[s].kap,
+                rows[s].need, dmx, rows[s].err);
         }
         out("\n");
         free_prob(&p);
     }
     free(o); free(xs); free(wch); free(wrec); free(gq); free(gk); free(gv); free(gg); free(gb); free(gl);
-    free(hkk); free(hkv); free(ckk); free(ckv); free(so); free(A); free(L); free(ev); free(xe); free(oe); free(qd); free(iters);
+    free(hkk); free(hkv); free(ckk); free(ckv); free(so); free(A); free(L); free(ev); free(xe); free(oe); free(qd);
+    free(iters);
 }
 
 // =================================================================================================
@@ -400,22 +457,26 @@ static void time_chunk(size_t T, int cg, int reps, double* fwd_ms, double* bwd_m
     prob p = make_prob(T, H, K, V, 0, 0, 1, 1.0, 31 + T);
     mn_mesa_opts op = mkopts(MN_MESA_CG, cg, 0, 0, C);
     mn_real *o = falloc(N * V), *xs = falloc(N * K), *w = falloc(mn_mesa_work_size(1, T, H, K, V, &op));
-    mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N), *gl = falloc(H * K);
+    mn_real *gq = falloc(N * K), *gk = falloc(N * K), *gv = falloc(N * V), *gg = falloc(N), *gb = falloc(N),
+            *gl = falloc(H * K);
     double tf[16], tb[16], tt[16];
     int r;
     if (reps > 15) reps = 15;
     for (r = -1; r < reps; r++) {
         double t0, t1, t2;
-        memset(gq, 0, N * K * sizeof(mn_real)); memset(gk, 0, N * K * sizeof(mn_real)); memset(gv, 0, N * V * sizeof(mn_real));
+        memset(gq, 0, N * K * sizeof(mn_real)); memset(gk, 0, N * K * sizeof(mn_real));
+        memset(gv, 0, N * V * sizeof(mn_real));
         memset(gg, 0, N * sizeof(mn_real)); memset(gb, 0, N * sizeof(mn_real)); memset(gl, 0, H * K * sizeof(mn_real));
         t0 = ex_now();
         mn_mesa_forward(o, xs, NULL, NULL, NULL, p.q, p.k, p.v, p.g, p.beta, p.lamb, 1, T, H, K, V, &op, w);
         t1 = ex_now();
-        mn_mesa_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb, NULL, NULL, 1, T, H, K, V, &op, w);
+        mn_mesa_backward(gq, gk, gv, gg, gb, gl, NULL, NULL, p.dout, NULL, NULL, xs, p.q, p.k, p.v, p.g, p.beta, p.lamb,
+                         NULL, NULL, 1, T, H, K, V, &op, w);
         t2 = ex_now();
         if (r >= 0) { tf[r] = (t1 - t0) * 1e3; tb[r] = (t2 - t1) * 1e3; tt[r] = (t2 - t0) * 1e3; }
     }
-    if (count_nonfinite(o, N * V) + count_nonfinite(gq, N * K) + count_nonfinite(gk, N * K) != 0) fprintf(stderr, "warning: non-finite values in the speed run (T=%zu)\n", T);
+    if (count_nonfinite(o, N * V) + count_nonfinite(gq, N * K) + count_nonfinite(gk, N * K) != 0)
+        fprintf(stderr, "warning: non-finite values in the speed run (T=%zu)\n", T);
     *fwd_ms = median(tf, (size_t)reps); *bwd_ms = median(tb, (size_t)reps); *tot_ms = median(tt, (size_t)reps);
     free(o); free(xs); free(w); free(gq); free(gk); free(gv); free(gg); free(gb); free(gl); free_prob(&p);
 }
@@ -431,21 +492,24 @@ static void section_speed(void) {
     out("\n## 4. Speed\n\n"
         "sgemm ceiling measured in this run (OpenBLAS's own sgemm on all %ld cores, its threads, best of reps): "
         "2048^3 **%.1f** GFLOP/s, 256^3 %.1f, 64^3 %.1f.\n\n"
-        "FLOPs of Mesa, forward, per head and token: 2K^2 + 2KV (state pass) + n (4CK + 2K^2) (n CG steps) "
-        "+ 2CK + 2CV + 2KV (output), C = chunk; forward + backward is counted as 3 x forward (the backward "
-        "is one adjoint CG of n steps plus the state and output passes). One layer's op, B=1, H=%zu, D=%zu (K=V), C=%zu, "
+        "FLOPs of Mesa, forward, per head and token: 2K^2 + 2KV (state pass) + n (4CK + 2K^2) (n CG steps) + 2CK + 2CV "
+        "+ 2KV (output), C = chunk; forward + backward is counted as 3 x forward (the backward is one adjoint CG of n "
+        "steps plus the state and output passes). One layer's op, B=1, H=%zu, D=%zu (K=V), C=%zu, "
         "all cores (OpenMP over heads, single-threaded BLAS inside); median of the repetitions after one warm-up.\n\n",
         sysconf(_SC_NPROCESSORS_ONLN), peak2048, peak256, peak64, H, K, C);
-    out("| T | CG | forward ms | backward ms | fwd+bwd ms | forward GFLOP | forward GFLOP/s | fwd+bwd GFLOP/s (3 x fwd) | fraction of 2048^3 ceiling |\n"
+    out("| T | CG | forward ms | backward ms | fwd+bwd ms | forward GFLOP | forward GFLOP/s "
+        "| fwd+bwd GFLOP/s (3 x fwd) | fraction of 2048^3 ceiling |\n"
         "|---|---|---|---|---|---|---|---|---|\n");
     for (i = 0; i < 2; i++) {
         double f, b, t, fl = mesa_fwd_flops(4096, H, K, V, C, cgs[i]);
         progress("speed: T=4096 CG=%d", cgs[i]);
         time_chunk(4096, cgs[i], 5, &f, &b, &t);
-        out("| 4096 | %d | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f %% |\n", cgs[i], f, b, t, fl / 1e9, fl / f / 1e6, 3 * fl / t / 1e6, 100.0 * (3 * fl / t / 1e6) / peak2048);
+        out("| 4096 | %d | %.1f | %.1f | %.1f | %.2f | %.1f | %.1f | %.0f %% |\n", cgs[i], f, b, t, fl / 1e9,
+            fl / f / 1e6, 3 * fl / t / 1e6, 100.0 * (3 * fl / t / 1e6) / peak2048);
     }
     out("\nT scaling, CG = 10 (same setup; the chunkwise form is linear in T):\n\n"
-        "| T | reps | forward ms | fwd+bwd ms | fwd+bwd us per token | fwd+bwd GFLOP/s | per-token time / T=1024's |\n|---|---|---|---|---|---|---|\n");
+        "| T | reps | forward ms | fwd+bwd ms | fwd+bwd us per token | fwd+bwd GFLOP/s | per-token time / T=1024's |\n"
+        "|---|---|---|---|---|---|---|\n");
     for (i = 0; i < 5; i++) {
         double f, b, t, fl = mesa_fwd_flops(Ts[i], H, K, V, C, 10);
         int reps = Ts[i] <= 4096 ? 5 : 3;
@@ -453,21 +517,25 @@ static void section_speed(void) {
         time_chunk(Ts[i], 10, reps, &f, &b, &t);
         if (i == 0) ms1024 = t;
         if (i == 4) ms16384 = t;
-        out("| %zu | %d | %.1f | %.1f | %.2f | %.1f | %.2f |\n", Ts[i], reps, f, t, t * 1e3 / (double)Ts[i], 3 * fl / t / 1e6, (t / (double)Ts[i]) / (ms1024 / 1024.0));
+        out("| %zu | %d | %.1f | %.1f | %.2f | %.1f | %.2f |\n", Ts[i], reps, f, t, t * 1e3 / (double)Ts[i],
+            3 * fl / t / 1e6, (t / (double)Ts[i]) / (ms1024 / 1024.0));
     }
-    out("\nPer-token fwd+bwd time at T=16384 vs T=1024: **%.2f x** (1 = linear in T).\n", (ms16384 / 16384.0) / (ms1024 / 1024.0));
+    out("\nPer-token fwd+bwd time at T=16384 vs T=1024: **%.2f x** (1 = linear in T).\n",
+        (ms16384 / 16384.0) / (ms1024 / 1024.0));
     {   // decode: the step, one sequence, fixed 30 CG steps; every step timed, medians over two windows
         const size_t P1 = 100, P2 = 10000, W = 200, TT = P2 + W;
         prob p = make_prob(TT, H, K, V, 0, 0, 0, 1.0, 51);
         mn_mesa_opts op = mkopts(MN_MESA_CG, 30, 0, 0, C);
-        mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *o = falloc(H * V), *w = falloc(mn_mesa_work_size_recurrent(1, 1, H, K, V, &op));
+        mn_real *hkk = falloc(H * K * K), *hkv = falloc(H * K * V), *o = falloc(H * V),
+                *w = falloc(mn_mesa_work_size_recurrent(1, 1, H, K, V, &op));
         double ta[200], tb2[200], med1, med2, fl = mesa_step_flops(H, K, V, 30);
         int it[8], itmin = 1 << 30, itmax = 0;
         size_t t, h, bad = 0;
         progress("speed: decode step to t=%zu", TT);
         for (t = 0; t < TT; t++) {
             double t0 = ex_now(), dt;
-            mn_mesa_step(o, it, hkk, hkv, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H, p.beta + t * H, p.lamb, H, K, V, &op, w);
+            mn_mesa_step(o, it, hkk, hkv, p.q + t * H * K, p.k + t * H * K, p.v + t * H * V, p.g + t * H,
+                         p.beta + t * H, p.lamb, H, K, V, &op, w);
             dt = ex_now() - t0;
             if (t >= P1 && t < P1 + W) ta[t - P1] = dt;
             if (t >= P2) tb2[t - P2] = dt;
@@ -475,14 +543,17 @@ static void section_speed(void) {
             bad += count_nonfinite(o, H * V);
         }
         med1 = median(ta, W); med2 = median(tb2, W);
-        out("\nDecode: mn_mesa_step, one sequence, H=%zu, D=%zu, CG fixed at 30 (no tolerance), textbook CG from x0 = 0, on one "
-            "thread (as mn_step runs it: one thread per sequence); every step timed, median of %zu consecutive steps from each position. "
-            "FLOPs per token (our count): per head 2K^2 + 2KV (state) + 30 (2K^2 + 10K) (CG) + 2KV (read-out) = %.2f M for the %zu heads. "
+        out("\nDecode: mn_mesa_step, one sequence, H=%zu, D=%zu, CG fixed at 30 (no tolerance), "
+            "textbook CG from x0 = 0, on one thread (as mn_step runs it: one thread per sequence); every step timed, "
+            "median of %zu consecutive steps from each position. FLOPs per token (our count): "
+            "per head 2K^2 + 2KV (state) + 30 (2K^2 + 10K) (CG) + 2KV (read-out) = %.2f M for the %zu heads. "
             "CG iterations per head seen over all %zu steps: %d to %d; non-finite outputs: %zu.\n\n"
             "| position | us per token | GFLOP/s |\n|---|---|---|\n"
-            "| %zu..%zu | %.1f | %.2f |\n| %zu..%zu | %.1f | %.2f |\n\nRatio late / early: **%.3f** (the step's work does not depend on the position: a fixed K x K + K x V state per "
-            "head and 30 CG steps; a ratio near 1 says the time does not grow either).\n",
-            H, K, W, fl / 1e6, H, TT, itmin, itmax, bad, P1, P1 + W - 1, med1 * 1e6, fl / med1 / 1e9, P2, P2 + W - 1, med2 * 1e6, fl / med2 / 1e9, med2 / med1);
+            "| %zu..%zu | %.1f | %.2f |\n| %zu..%zu | %.1f | %.2f |\n\nRatio late / early: "
+            "**%.3f** (the step's work does not depend on the position: a fixed K x K + K x V state per head and 30 CG "
+            "steps; a ratio near 1 says the time does not grow either).\n",
+            H, K, W, fl / 1e6, H, TT, itmin, itmax, bad, P1, P1 + W - 1, med1 * 1e6, fl / med1 / 1e9, P2, P2 + W - 1,
+            med2 * 1e6, fl / med2 / 1e9, med2 / med1);
         free(hkk); free(hkv); free(o); free(w); free_prob(&p);
     }
 }
@@ -509,7 +580,8 @@ static void section_model(void) {
     c.vocab_size = 256; c.d_model = 128; c.n_layer = 2; c.n_head = 2; c.head_dim = 64; c.max_seq_len = W > T ? W : T;
     c.pattern = "mesa"; c.mesa_cg_train = 30; c.mesa_cg_decode = 30; c.mesa_chunk = 64; c.seed = 1;
     if (mn_model_init(&m, &c) != MN_OK) { out("\n(section 5 skipped: model init failed)\n"); free(text); return; }
-    tok = (int*)malloc(B * (W > T ? W : T) * NW * sizeof(int)); tgt = (int*)malloc(B * (W > T ? W : T) * NW * sizeof(int));
+    tok = (int*)malloc(B * (W > T ? W : T) * NW * sizeof(int));
+    tgt = (int*)malloc(B * (W > T ? W : T) * NW * sizeof(int));
     logits = falloc(NW * 256);
     mn_rng_seed(&r, 7);
     progress("model: training %zu steps, B=%zu T=%zu", STEPS, B, T);
@@ -535,22 +607,27 @@ static void section_model(void) {
     // fixed validation windows, evenly spaced over the held-out 10 %
     for (n = 0; n < NW; n++) offs[n] = split + (len - split - W - 2) * n / (NW - 1);
     {   // the training path's loss on the same windows (chunkwise CG 30): a consistency check for the decode path
-        for (n = 0; n < NW; n++) for (t = 0; t < W; t++) { tok[n * W + t] = text[offs[n] + t]; tgt[n * W + t] = text[offs[n] + t + 1]; }
+        for (n = 0; n < NW; n++)
+            for (t = 0; t < W; t++) { tok[n * W + t] = text[offs[n] + t]; tgt[n * W + t] = text[offs[n] + t + 1]; }
         if (mn_forward(&m, tok, tgt, NW, W, &loss) == MN_OK) fwd_loss = loss; else fwd_loss = NAN;
     }
     out("\n## 5. Dynamic computation in a trained MesaNet\n\n"
-        "A small MesaNet trained in this run: pattern \"mesa\", byte vocab, d_model %zu, %zu layers, %zu heads of %zu, SwiGLU %zu, "
-        "%zu parameters; %zu AdamW steps (lr %g, %zu warm-up, cosine to %g, clip 1.0) of B=%zu x T=%zu bytes of %s "
-        "(first 90 %%), CG = 30 in training (chunkwise, chunk %zu): %.0f s, training loss %.3f (first 20 steps) -> %.3f (last 20).\n\n"
-        "Evaluation: %zu fixed validation windows of %zu bytes from the held-out last 10 %%, decoded token by token with "
-        "mn_state_init / mn_step (the %zu windows in lockstep, state reset before each row), cfg.mesa_cg_decode = 30 = k_max and "
-        "cfg.mesa_cg_tol = eps per row (eps = 0: no tolerance, 30 steps, except that the library stops a system early when its "
-        "residual reaches exactly zero or p.Ap underflows in float, so its mean can be below 30); loss = mean next-byte cross-entropy over all %zu positions (nats/byte). Mean CG "
-        "iterations per (token, head, layer) from mn_state_cg_stats, over all positions and over each half of the windows. "
-        "Training path (mn_forward, chunkwise CG 30) on the same windows: %.4f.\n\n"
-        "| eps | mean CG iters | positions 1-%zu | positions %zu-%zu | validation loss | loss - loss(eps = 0) |\n|---|---|---|---|---|---|\n",
-        m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_trainable, s, lr, WARM, lr / 10, B, T, data, m.cfg.mesa_chunk,
-        ttrain, first_loss, last_loss, NW, W, NW, NW * W, fwd_loss, W / 2, W / 2 + 1, W);
+        "A small MesaNet trained in this run: pattern \"mesa\", byte vocab, d_model %zu, %zu layers, %zu heads of %zu, "
+        "SwiGLU %zu, %zu parameters; %zu AdamW steps (lr %g, %zu warm-up, cosine to %g, "
+        "clip 1.0) of B=%zu x T=%zu bytes of %s (first 90 %%), CG = 30 in training (chunkwise, chunk %zu): %.0f s, "
+        "training loss %.3f (first 20 steps) -> %.3f (last 20).\n\n"
+        "Evaluation: %zu fixed validation windows of %zu bytes from the held-out last 10 %%, "
+        "decoded token by token with mn_state_init / mn_step (the %zu windows in lockstep, "
+        "state reset before each row), cfg.mesa_cg_decode = 30 = k_max and cfg.mesa_cg_tol = eps per row (eps = 0: "
+        "no tolerance, 30 steps, except that the library stops a system early when its residual reaches exactly zero "
+        "or p.Ap underflows in float, so its mean can be below 30); loss = mean next-byte cross-entropy over all %zu "
+        "positions (nats/byte). Mean CG iterations per (token, head, layer) from mn_state_cg_stats, "
+        "over all positions and over each half of the windows. Training path (mn_forward, "
+        "chunkwise CG 30) on the same windows: %.4f.\n\n"
+        "| eps | mean CG iters | positions 1-%zu | positions %zu-%zu | validation loss | loss - loss(eps = 0) |\n"
+        "|---|---|---|---|---|---|\n",
+        m.cfg.d_model, m.cfg.n_layer, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_trainable, s, lr, WARM, lr / 10, B,
+        T, data, m.cfg.mesa_chunk, ttrain, first_loss, last_loss, NW, W, NW, NW * W, fwd_loss, W / 2, W / 2 + 1, W);
     if (mn_state_init(&st, &m, NW) != MN_OK) { out("(evaluation skipped: state init failed)\n"); goto done; }
     for (i = 0; i < 4; i++) {
         double sum = 0, it_all, so_all, it_h1 = 0, so_h1 = 0, m1;
@@ -624,7 +701,8 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
         "windows, each system solved exactly (Cholesky) token by token; per head, the mean forget gate gamma, the mean "
         "cosine of consecutive queries q_t . q_{t-1} (unit vectors), and each start's error ||x0 - x*||_A / ||x*||_A "
         "(the A-norm error CG minimises, relative to x0 = 0's, which is 1), means over positions 2-%zu.\n\n"
-        "| layer | head | gamma | q_t . q_{t-1} | Jacobi | x_{t-1} | scaled x_{t-1} | blend | Woodbury r 4 | r 8 | r 16 "
+        "| layer | head | gamma | q_t . q_{t-1} | Jacobi | x_{t-1} | scaled x_{t-1} | blend "
+        "| Woodbury r 4 | r 8 | r 16 "
         "| CG steps at 1e-4 from Jacobi | from r 4 | r 8 | r 16 |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", W);
     for (l = 0; l < c->n_layer; l++) {
@@ -668,7 +746,8 @@ static void section_warm_why(mn_model* m, size_t NW, size_t W) {
                     memcpy(xp, x, K * sizeof(mn_real));
                 }
             }
-            out("| %zu | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.4f | %.4f | %.4f | %.2f | %.2f | %.2f | %.2f |\n",
+            out("| %zu | %zu | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f "
+                "| %.4f | %.4f | %.4f | %.2f | %.2f | %.2f | %.2f |\n",
                 l, h, sg / cnt, sq / cnt, e[0] / cnt, e[1] / cnt, e[2] / cnt, e[3] / cnt, e[4] / cnt, e[5] / cnt,
                 e[6] / cnt, st[0] / cnt, st[1] / cnt, st[2] / cnt, st[3] / cnt);
         }
@@ -814,7 +893,9 @@ int main(int argc, char** argv) {
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     uname(&u);
     snprintf(cmd, sizeof cmd, "./build/bench_mesa");
-    for (i = 1; i < argc; i++) { strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1); strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1); }
+    for (i = 1; i < argc; i++) {
+        strncat(cmd, " ", sizeof cmd - strlen(cmd) - 1); strncat(cmd, argv[i], sizeof cmd - strlen(cmd) - 1);
+    }
     out("# mesanet benchmark: the Mesa op and a small MesaNet\n\n"
         "Measured %s on %s %s (%ld cores online), OPENBLAS_CORETYPE=%s, %s build (mn_real = float), "
         "%d OpenMP threads. Command: `%s`%s.\n",
@@ -834,7 +915,9 @@ int main(int argc, char** argv) {
     out("\nWhole program: %.0f s.\n", total);
     {
         FILE* f = fopen(outpath, "w");
-        if (!f || fwrite(md_buf, 1, md_len, f) != md_len) { fprintf(stderr, "bench_mesa: cannot write %s\n", outpath); if (f) fclose(f); return 1; }
+        if (!f || fwrite(md_buf, 1, md_len, f) != md_len) {
+            fprintf(stderr, "bench_mesa: cannot write %s\n", outpath); if (f) fclose(f); return 1;
+        }
         fclose(f);
         fprintf(stderr, "written to %s\n", outpath);
     }

@@ -70,7 +70,9 @@ static inline int ex_parse_int(const char* name, const char* v, long lo, long hi
 #define EX_OPT_D(name, field) \
     if (!strcmp(a, name) && v) { if (ex_parse_double(name, v, &o->field)) exit(2); i++; continue; }
 
-static inline double ex_now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
+static inline double ex_now(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 // mkdir -p
 static inline int ex_mkdirs(const char* path) {
@@ -143,17 +145,20 @@ extern void openblas_set_num_threads(int);
 // not ours), n x n x n, best of reps, in GFLOP/s. Afterwards BLAS is single-threaded again, the
 // arrangement mn_gemm uses under OpenMP (OpenMP splits the rows, BLAS runs inside each thread).
 static inline double ex_sgemm_gflops(size_t n, int reps) {
-    float *a = (float*)malloc(n * n * sizeof(float)), *b = (float*)malloc(n * n * sizeof(float)), *c = (float*)malloc(n * n * sizeof(float));
+    float *a = (float*)malloc(n * n * sizeof(float)), *b = (float*)malloc(n * n * sizeof(float)),
+          *c = (float*)malloc(n * n * sizeof(float));
     size_t i; double best = 1e30; int r;
     if (!a || !b || !c) { free(a); free(b); free(c); return 0.0; }
     for (i = 0; i < n * n; i++) { a[i] = (float)((i % 7) * 0.1); b[i] = (float)((i % 5) * 0.1); }
 #ifdef _OPENMP
     openblas_set_num_threads((int)sysconf(_SC_NPROCESSORS_ONLN));
 #endif
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f,
+                c, (int)n);
     for (r = 0; r < reps; r++) {
         double t = ex_now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f, c, (int)n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0f, a, (int)n, b, (int)n, 0.0f,
+                    c, (int)n);
         t = ex_now() - t;
         if (t < best) best = t;
     }

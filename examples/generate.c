@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
     #undef RANGE
     if (bad) return 2;
     mn_model m; mn_state st; mn_rng r; int err = MN_OK, tok;
-    if ((err = mn_load(&m, ckpt, NULL)) != MN_OK) { fprintf(stderr, "generate: cannot load %s: %s\n", ckpt, mn_strerror(err)); return 1; }
+    if ((err = mn_load(&m, ckpt, NULL)) != MN_OK) {
+        fprintf(stderr, "generate: cannot load %s: %s\n", ckpt, mn_strerror(err)); return 1;
+    }
     if (cg != 0) m.cfg.mesa_cg_decode = cg;          // decoding settings may differ from the checkpoint's
     if (cg_tol >= 0) m.cfg.mesa_cg_tol = cg_tol;
     if (cg_warm >= 0) m.cfg.mesa_cg_warm = cg_warm;
@@ -69,7 +71,8 @@ int main(int argc, char** argv) {
     printf("\n");
     fprintf(stderr, "%zu tokens in %.2f s (%.0f tokens/s)\n", i, ex_now() - t0, i / (ex_now() - t0));
     if (strstr(m.cfg.pattern, "mesa"))
-        fprintf(stderr, "Mesa decoding: %.2f CG steps per token, head and layer on average (at most %d, stop at relative residual %g)\n",
+        fprintf(stderr, "Mesa decoding: %.2f CG steps per token, head and layer on average "
+                "(at most %d, stop at relative residual %g)\n",
                 mn_state_cg_stats(&m, &st, NULL), m.cfg.mesa_cg_decode, m.cfg.mesa_cg_tol);
     if (err != MN_OK)
         fprintf(stderr, "generate: stopped after %zu of %zu tokens: %s (see above)\n", i, n, mn_strerror(err));

@@ -176,7 +176,8 @@ train_one() {  # train_one NAME: 0 done or already done, 10 paused or skipped, 1
     return 0
 }
 
-lm_eval_bin() {  # the evaluation program: the GPU build (forwards in seconds), else the carried static build, else one built here
+# the evaluation program: the GPU build (forwards in seconds), else the carried static build, else one built here
+lm_eval_bin() {
     if [ -n "${LM_EVAL_BIN:-}" ]; then echo "$LM_EVAL_BIN"; return; fi   # the caller's choice
     if [ -x build/lm_eval_cuda ] && build/lm_eval_cuda --help > /dev/null 2>&1; then echo build/lm_eval_cuda; return; fi
     if [ -f build/lm_eval_static.xz ] && [ ! -x build/lm_eval_static ]; then

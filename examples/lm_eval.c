@@ -705,8 +705,8 @@ int lm_eval_main(int argc, char** argv) {
         if (rc != RC_OK) goto done;
     }
     // every file complete: close, then rename all
-    if (out_close(&fs) || (fp.f && out_close(&fp)) || (fw.f && out_close(&fw)) || (open_r && out_close(&fr)) || (open_c && (out_close(&fc) ||
-        out_close(&fq)))) { rc = RC_IO; goto done; }
+    if (out_close(&fs) || (fp.f && out_close(&fp)) || (fw.f && out_close(&fw)) || (open_r && out_close(&fr)) ||
+        (open_c && (out_close(&fc) || out_close(&fq)))) { rc = RC_IO; goto done; }
     {
         out_file* all[6] = { &fs, &fp, &fr, &fc, &fq, &fw };
         for (k = 0; k < 6; k++)

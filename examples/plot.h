@@ -488,13 +488,15 @@ int mn_plot_lines(const char* png_path, const mn_plot_opts* opts,
         for (k = 0; k < ax.n; ++k)
             if (mn_plot__text_w(ax.lab[k], s) > maxw) maxw = mn_plot__text_w(ax.lab[k], s);
         /* ticks are evenly spaced, so the first gap stands for all of them */
-        gap = ax.n > 1 ? mn_plot__map(ax.pos[1], ax.lo, ax.hi, L, R) - mn_plot__map(ax.pos[0], ax.lo, ax.hi, L, R) : R - L;
+        gap = ax.n > 1 ? mn_plot__map(ax.pos[1], ax.lo, ax.hi, L, R) - mn_plot__map(ax.pos[0], ax.lo, ax.hi, L, R)
+                       : R - L;
         if (gap > maxw + 12 * s) break;
     }
     /* x labels are centred on their ticks: keep the outermost ones inside
      * the image (moving an edge inwards only moves those ticks inwards too) */
     if (ax.n) {
-        int over = mn_plot__map(ax.pos[ax.n - 1], ax.lo, ax.hi, L, R) + mn_plot__text_w(ax.lab[ax.n - 1], s) / 2 - (o.width - 4);
+        int over = mn_plot__map(ax.pos[ax.n - 1], ax.lo, ax.hi, L, R) + mn_plot__text_w(ax.lab[ax.n - 1], s) / 2 -
+                   (o.width - 4);
         if (over > 0) R -= over;
         over = 4 - (mn_plot__map(ax.pos[0], ax.lo, ax.hi, L, R) - mn_plot__text_w(ax.lab[0], s) / 2);
         if (over > 0) L += over;
@@ -667,7 +669,8 @@ int mn_plot_heatmap(const char* png_path, const char* title,
     for (r = 0; r < rows; ++r) {
         const char* rl = mn_plot__label(row_labels, r, ib, sizeof ib);
         int y0 = gy + (int)r * cell_h;
-        mn_plot__text(&im, gx - 8 - mn_plot__text_w(rl, s), y0 + (cell_h - MN_PLOT__CAP_H * s) / 2, rl, s, MN_PLOT__FG, 0);
+        mn_plot__text(&im, gx - 8 - mn_plot__text_w(rl, s), y0 + (cell_h - MN_PLOT__CAP_H * s) / 2, rl, s,
+                      MN_PLOT__FG, 0);
         for (c = 0; c < cols; ++c) {
             float v = values[r * cols + c];
             int x0 = gx + (int)c * cell_w;
@@ -684,7 +687,8 @@ int mn_plot_heatmap(const char* png_path, const char* title,
         const char* cl = mn_plot__label(col_labels, c, ib, sizeof ib);
         int cx = gx + (int)c * cell_w + cell_w / 2;
         /* vertical labels end just above the grid, reading upwards */
-        if (col_vert) mn_plot__text(&im, cx - MN_PLOT__CAP_H * s / 2, gy - 6 - mn_plot__text_w(cl, s), cl, s, MN_PLOT__FG, 1);
+        if (col_vert)
+            mn_plot__text(&im, cx - MN_PLOT__CAP_H * s / 2, gy - 6 - mn_plot__text_w(cl, s), cl, s, MN_PLOT__FG, 1);
         else mn_plot__text_c(&im, cx, gy - 6 - MN_PLOT__CAP_H * s, cl, s, MN_PLOT__FG);
     }
 
@@ -693,7 +697,8 @@ int mn_plot_heatmap(const char* png_path, const char* title,
         int bx = gx + (int)cols * cell_w + pad, by0 = gy + 1, by1 = gy + (int)rows * cell_h;
         int y;
         for (y = by0; y <= by1; ++y)
-            mn_plot__rect(&im, bx, y, bx + 8 * s, y + 1, mn_plot__ramp(by1 > by0 ? (double)(by1 - y) / (by1 - by0) : 0.5));
+            mn_plot__rect(&im, bx, y, bx + 8 * s, y + 1,
+                          mn_plot__ramp(by1 > by0 ? (double)(by1 - y) / (by1 - by0) : 0.5));
         mn_plot__frame(&im, bx, by0, bx + 8 * s - 1, by1, 0xa0a0a0u);
         mn_plot__cell_fmt(buf, sizeof buf, vmax);
         mn_plot__text(&im, bx + 8 * s + 6, by0, buf, s, MN_PLOT__FG, 0);

@@ -56,7 +56,8 @@ enum { RC_OK = 0, RC_IO = 1, RC_USAGE = 2, RC_DIVERGED = 3, RC_LOCKED = 4 };
 
 typedef struct {
     const char *data, *out, *resume, *pattern, *prompt, *plot;
-    size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window, chunk;
+    size_t d_model, layers, heads, d_ff, seq, batch, steps, warmup, eval_every, eval_batches, sample_len, top_k, window,
+           chunk;
     double lr, lr_min_frac, wd, clip, temp, top_p, softcap, cg_tol, gate_bias;
     int cg, cg_decode, clamp, cg_fla, overwrite, cg_warm;
     uint64_t seed;
@@ -96,7 +97,8 @@ static void usage(FILE* f) {
            "             [--d_model N] [--layers N] [--heads N] [--d_ff N] [--window N] [--seq T] [--batch B]\n"
            "             [--steps N] [--lr X] [--warmup N] [--wd X] [--clip X (0: no clipping)] [--softcap X]\n"
            "             [--eval_every N] [--eval_batches N] [--seed N]\n"
-           "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] [--cg_tol EPS (dynamic stop when decoding)]\n"
+           "             Mesa layers: [--cg N (training CG steps)] [--cg_decode N] "
+           "[--cg_tol EPS (dynamic stop when decoding)]\n"
            "                          [--chunk C] [--gamma_clamp 0|1] [--cg_fla 0|1 (fla's CG arithmetic)]\n"
            "                          [--cg_warm 0-6 (decoding CG start: 0 x0 = 0, 1 Jacobi, 2-4 warm,\n"
            "                           5, 6 Woodbury on the last 8, 16 tokens)]\n"
@@ -180,7 +182,8 @@ static const char* setting(const char* s, const char* key, char* buf, size_t cap
 
 // Fills a batch of B windows of T+1 bytes from text[lo, hi): inputs are bytes 0..T-1, targets 1..T.
 // The caller guarantees hi - lo >= T + 2, so every span below is at least 1.
-static void get_batch(int* tok, int* tgt, const unsigned char* text, size_t lo, size_t hi, size_t B, size_t T, mn_rng* r, int fixed) {
+static void get_batch(int* tok, int* tgt, const unsigned char* text, size_t lo, size_t hi, size_t B, size_t T,
+                      mn_rng* r, int fixed) {
     size_t b, t;
     for (b = 0; b < B; b++) {
         size_t span = hi - lo - T - 1, off;
@@ -205,7 +208,8 @@ static int plot_losses(const char* dir) {
         if (va == va && n[1] < 4096) { xs[1][n[1]] = (float)step; ys[1][n[1]++] = (float)va; }
     }
     fclose(f);
-    mn_plot_series s[2] = { { "train loss (mean since last eval)", xs[0], ys[0], n[0], 0 }, { "validation loss", xs[1], ys[1], n[1], 0 } };
+    mn_plot_series s[2] = { { "train loss (mean since last eval)", xs[0], ys[0], n[0], 0 },
+                            { "validation loss", xs[1], ys[1], n[1], 0 } };
     mn_plot_opts po; memset(&po, 0, sizeof po);
     po.title = "mesanet: byte-level LM"; po.xlabel = "step"; po.ylabel = "cross-entropy (nats/byte)";
     snprintf(png, sizeof png, "%s/loss.png", dir);
@@ -272,7 +276,8 @@ static void generate(mn_model* m, const opts* o, mn_rng* r) {
     }
     printf("\n----\n");
     if (strstr(m->cfg.pattern, "mesa"))
-        printf("generation: %.1f CG steps per token, head and Mesa layer on average (at most %d, stop at relative residual %g)\n",
+        printf("generation: %.1f CG steps per token, head and Mesa layer on average "
+               "(at most %d, stop at relative residual %g)\n",
                mn_state_cg_stats(m, &st, NULL), m->cfg.mesa_cg_decode, m->cfg.mesa_cg_tol);
     mn_state_free(&st);
     free(logits);
@@ -417,7 +422,8 @@ int main(int argc, char** argv) {
     // MesaNet by default: 10 CG steps in training (the paper, App. G.7: enough for its gains; fla
     // uses 30), 30 at most when generating with the paper's dynamic stop at relative residual 1e-4
     o.cg = 10; o.cg_decode = 30; o.cg_tol = 1e-4;
-    o.d_model = 128; o.layers = 4; o.heads = 4; o.seq = 256; o.batch = 8; o.steps = 400; o.lr = 3e-3; o.lr_min_frac = 0.1;
+    o.d_model = 128; o.layers = 4; o.heads = 4; o.seq = 256; o.batch = 8; o.steps = 400; o.lr = 3e-3;
+    o.lr_min_frac = 0.1;
     o.warmup = 50; o.wd = 0.1; o.clip = 1.0; o.eval_every = 50; o.eval_batches = 4; o.sample_len = 200;
     o.temp = 0.8; o.top_p = 0.95; o.seed = 1;
     if (parse(&o, argc, argv) != 0) return RC_USAGE;
@@ -479,8 +485,10 @@ int main(int argc, char** argv) {
     if (!o.resume) {
         mn_config c; memset(&c, 0, sizeof c);
         c.vocab_size = 256; c.d_model = o.d_model; c.n_layer = o.layers; c.n_head = o.heads; c.d_ff = o.d_ff;
-        c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window; c.logit_softcap = o.softcap; c.seed = o.seed;
-        c.mesa_cg_train = o.cg; c.mesa_cg_decode = o.cg_decode; c.mesa_cg_tol = o.cg_tol; c.mesa_chunk = o.chunk; c.mesa_gamma_clamp = o.clamp;
+        c.max_seq_len = o.seq > 512 ? o.seq : 512; c.pattern = o.pattern; c.window = o.window;
+        c.logit_softcap = o.softcap; c.seed = o.seed;
+        c.mesa_cg_train = o.cg; c.mesa_cg_decode = o.cg_decode; c.mesa_cg_tol = o.cg_tol; c.mesa_chunk = o.chunk;
+        c.mesa_gamma_clamp = o.clamp;
         c.mesa_cg_fla = o.cg_fla; c.mesa_cg_warm = o.cg_warm;
         c.mesa_gate_bias = o.gate_bias;   // initialisation only: a resume keeps the trained bias
         if ((err = mn_model_init(&m, &c)) != MN_OK) {
@@ -530,11 +538,14 @@ int main(int argc, char** argv) {
         if (rc != RC_OK) { free(tok); free(tgt); mn_model_free(&m); free(text); return rc; }
     }
     printf("model: pattern %s, %zu layers, d_model %zu, %zu heads of %zu, d_ff %zu | %zu parameters (%.2f M)\n",
-           m.cfg.pattern, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_trainable, m.n_trainable / 1e6);
+           m.cfg.pattern, m.cfg.n_layer, m.cfg.d_model, m.cfg.n_head, m.cfg.head_dim, m.cfg.d_ff, m.n_trainable,
+           m.n_trainable / 1e6);
     if (strstr(m.cfg.pattern, "mesa"))
-        printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s\n", m.cfg.mesa_cg_train,
-               m.cfg.mesa_cg_decode, m.cfg.mesa_cg_tol, m.cfg.mesa_chunk, m.cfg.mesa_gamma_clamp ? ", gamma clamp" : "");
-    printf("data: %s, %zu bytes (%zu train, %zu validation) | batch %zu x %zu tokens | %zu steps\n", o.data, len, split, len - split, o.batch, o.seq, o.steps);
+        printf("mesa: %d CG steps in training, %d in decoding (stop at relative residual %g), chunk %zu%s\n",
+               m.cfg.mesa_cg_train, m.cfg.mesa_cg_decode, m.cfg.mesa_cg_tol, m.cfg.mesa_chunk,
+               m.cfg.mesa_gamma_clamp ? ", gamma clamp" : "");
+    printf("data: %s, %zu bytes (%zu train, %zu validation) | batch %zu x %zu tokens | %zu steps\n", o.data, len,
+           split, len - split, o.batch, o.seq, o.steps);
     if (o.resume) printf("resumed %s at step %llu\n", o.resume, (unsigned long long)meta.step);
 
     char csv[1100]; snprintf(csv, sizeof csv, "%s/loss.csv", o.out);
@@ -576,14 +587,16 @@ int main(int argc, char** argv) {
         double now = ex_now(), tps = (double)N * (double)(step + 1 - step0) / (now - t0);
         char eta[32]; ex_fmt_time(eta, sizeof eta, (double)(o.steps - step - 1) * (double)N / tps);
         if (tty && (now - tlast > 0.2 || step + 1 == o.steps)) {
-            fprintf(stderr, "\rstep %5zu/%zu | loss %.4f | lr %.2e | %7.0f tok/s | ETA %s   ", step + 1, o.steps, (double)loss, lr, tps, eta);
+            fprintf(stderr, "\rstep %5zu/%zu | loss %.4f | lr %.2e | %7.0f tok/s | ETA %s   ", step + 1, o.steps,
+                    (double)loss, lr, tps, eta);
             tlast = now;
         }
         if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
             int eerr = MN_OK;
             val = evaluate(&m, text, split, len, &o, tok, tgt, &eerr);
             if (tty) fprintf(stderr, "\n");
-            printf("step %5zu | train %.4f | val %.4f | %.0f tok/s | %.1f s\n", step + 1, acc / nacc, val, tps, now - t0);
+            printf("step %5zu | train %.4f | val %.4f | %.0f tok/s | %.1f s\n", step + 1, acc / nacc, val, tps,
+                   now - t0);
             fflush(stdout);
             meta.rng_state = rng.s;
             if (eerr != MN_OK && eerr != MN_ERR_NAN) {

@@ -353,7 +353,8 @@ static int cv_gla(cv_ctx* c, const char* gate, int per_key)
             return -1;
         if (mn_vec_get(c->f, "do") == NULL) dout = NULL;
         else if ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wv) != 0) return -1;
-        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
+        if (mn_vec_get(c->f, "dht") != NULL &&
+            ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
             return -1;
     }
 
@@ -392,9 +393,11 @@ static int cv_gla(cv_ctx* c, const char* gate, int per_key)
             mn_real* dh0 = h0 != NULL ? (mn_real*)cv_alloc(c, h0->n, sizeof(mn_real)) : NULL;
             if (!dq || !dk || !dv || (g != NULL && !dg) || (h0 != NULL && !dh0)) return -1;
             if (f == 0)
-                mn_gla_backward(dq, dk, dv, dg, dh0, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C, work);
+                mn_gla_backward(dq, dk, dv, dg, dh0, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, C,
+                                work);
             else
-                mn_gla_backward_recurrent(dq, dk, dv, dg, dh0, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G, scale, rwork);
+                mn_gla_backward_recurrent(dq, dk, dv, dg, dh0, dor, dhtr, qr, kr, vr, gr, h0r, B, T, H, Dk, Dv, G,
+                                          scale, rwork);
             if (cv_emit(c, "grad.q", forms[f], dq, q->n) || cv_emit(c, "grad.k", forms[f], dk, k->n) ||
                 cv_emit(c, "grad.v", forms[f], dv, v->n) || (g != NULL && cv_emit(c, gname, forms[f], dg, g->n)) ||
                 (h0 != NULL && cv_emit(c, "grad.h0", forms[f], dh0, h0->n)))
@@ -431,7 +434,8 @@ static void cv_swap_mid(mn_real* dst, const mn_real* src, size_t B, size_t X, si
     size_t b, x, y;
     for (b = 0; b < B; b++)
         for (x = 0; x < X; x++)
-            for (y = 0; y < Y; y++) memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
+            for (y = 0; y < Y; y++)
+                memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
 }
 
 /* A per-token tensor (D = 1 for beta and g) as a BTHD buffer for the library: converted, and
@@ -446,8 +450,8 @@ static mn_real* cv_real_bthd(cv_ctx* c, const mn_vec_tensor* t, int head_first, 
 }
 
 /* cv_emit for a per-token BTHD result, transposed back to the file's layout first. */
-static int cv_emit_bthd(cv_ctx* c, const char* name, const char* form, const mn_real* x, size_t n, int head_first, size_t B,
-                        size_t T, size_t H, size_t D)
+static int cv_emit_bthd(cv_ctx* c, const char* name, const char* form, const mn_real* x, size_t n, int head_first,
+                        size_t B, size_t T, size_t H, size_t D)
 {
     mn_real* y;
     if (!head_first) return cv_emit(c, name, form, x, n);
@@ -477,13 +481,16 @@ static int cv_delta(cv_ctx* c, int gated)
         return cv_fail(c, "attr 'layout' is '%s', only 'BTHD' and 'BHTD' are supported", layout);
     hf = strcmp(layout, "BHTD") == 0;
     if (cv_attr_real(c, "scale", &scale) != 0) return -1;
-    if ((q = cv_tensor(c, "q", 4)) == NULL || (k = cv_tensor(c, "k", 4)) == NULL || (v = cv_tensor(c, "v", 4)) == NULL ||
-        (beta = cv_tensor(c, "beta", 3)) == NULL || (o = cv_tensor(c, "out.o", 4)) == NULL)
+    if ((q = cv_tensor(c, "q", 4)) == NULL || (k = cv_tensor(c, "k", 4)) == NULL ||
+        (v = cv_tensor(c, "v", 4)) == NULL || (beta = cv_tensor(c, "beta", 3)) == NULL ||
+        (o = cv_tensor(c, "out.o", 4)) == NULL)
         return -1;
     if (gated && (g = cv_tensor(c, "g", 3)) == NULL) return -1;
-    if (!gated && mn_vec_get(c->f, "g") != NULL) return cv_fail(c, "a delta_rule file has a gate 'g' (use gated_delta_rule)");
+    if (!gated && mn_vec_get(c->f, "g") != NULL)
+        return cv_fail(c, "a delta_rule file has a gate 'g' (use gated_delta_rule)");
     /* q fixes B,T,H,Dk and v fixes Dv; everything else must agree with them */
-    B = q->dims[0], T = hf ? q->dims[2] : q->dims[1], H = hf ? q->dims[1] : q->dims[2], Dk = q->dims[3], Dv = v->dims[3];
+    B = q->dims[0], T = hf ? q->dims[2] : q->dims[1], H = hf ? q->dims[1] : q->dims[2], Dk = q->dims[3],
+    Dv = v->dims[3];
     {
         size_t wk[4], wv[4], wb[3], ws[4];
         wk[0] = B, wk[1] = hf ? H : T, wk[2] = hf ? T : H, wk[3] = Dk;
@@ -498,9 +505,11 @@ static int cv_delta(cv_ctx* c, int gated)
         else if ((h0 = cv_tensor(c, "h0", 4)) == NULL || cv_check_shape(c, h0, ws) != 0) return -1;
         if (mn_vec_get(c->f, "out.ht") == NULL) ht = NULL;
         else if ((ht = cv_tensor(c, "out.ht", 4)) == NULL || cv_check_shape(c, ht, ws) != 0) return -1;
-        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wv) != 0))
+        if (mn_vec_get(c->f, "do") != NULL &&
+            ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wv) != 0))
             return -1;
-        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
+        if (mn_vec_get(c->f, "dht") != NULL &&
+            ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
             return -1;
         if (dht != NULL && ht == NULL) return cv_fail(c, "the file has 'dht' but no 'out.ht'");
     }
@@ -515,7 +524,8 @@ static int cv_delta(cv_ctx* c, int gated)
         d[4] = NC;
         n_hs = cv_prod(d, 5);
         if (n_st == 0 || n_states == 0 || n_hs == 0) return cv_fail(c, "state size overflows size_t");
-        if (Dv > MN__DELTA_MAXDV) return cv_fail(c, "Dv = %lu is more than the naive form's %d", (unsigned long)Dv, MN__DELTA_MAXDV);
+        if (Dv > MN__DELTA_MAXDV)
+            return cv_fail(c, "Dv = %lu is more than the naive form's %d", (unsigned long)Dv, MN__DELTA_MAXDV);
     }
 
     if ((qr = cv_real_bthd(c, q, hf, B, T, H, Dk)) == NULL || (kr = cv_real_bthd(c, k, hf, B, T, H, Dk)) == NULL ||
@@ -539,7 +549,8 @@ static int cv_delta(cv_ctx* c, int gated)
     if (cv_emit_bthd(c, "out.o", "naive", out, o->n, hf, B, T, H, Dv) != 0 ||
         cv_emit_bthd(c, "out.o", "chunk", out_c, o->n, hf, B, T, H, Dv) != 0)
         return -1;
-    if (ht != NULL && (cv_emit(c, "out.ht", "naive", htr, n_st) != 0 || cv_emit(c, "out.ht", "chunk", htr_c, n_st) != 0))
+    if (ht != NULL &&
+        (cv_emit(c, "out.ht", "naive", htr, n_st) != 0 || cv_emit(c, "out.ht", "chunk", htr_c, n_st) != 0))
         return -1;
 
     if (dout != NULL) {
@@ -561,10 +572,10 @@ static int cv_delta(cv_ctx* c, int gated)
             if (g != NULL && (dg[f] = (mn_real*)cv_alloc(c, g->n, sizeof(mn_real))) == NULL) return -1;
             if (h0 != NULL && (dh0[f] = (mn_real*)cv_alloc(c, n_st, sizeof(mn_real))) == NULL) return -1;
         }
-        mn_delta_rule_backward_naive(dq[0], dk[0], dv[0], db[0], dg[0], dh0[0], dstate, dor, dhtr, states, qr, kr, vr, br, gr, B,
-                                     T, H, Dk, Dv, scale);
-        mn_delta_rule_backward(dq[1], dk[1], dv[1], db[1], dg[1], dh0[1], dor, dhtr, hs, qr, kr, vr, br, gr, B, T, H, Dk,
-                               Dv, chunk, scale, work);
+        mn_delta_rule_backward_naive(dq[0], dk[0], dv[0], db[0], dg[0], dh0[0], dstate, dor, dhtr, states, qr, kr, vr,
+                                     br, gr, B, T, H, Dk, Dv, scale);
+        mn_delta_rule_backward(dq[1], dk[1], dv[1], db[1], dg[1], dh0[1], dor, dhtr, hs, qr, kr, vr, br, gr, B, T, H,
+                               Dk, Dv, chunk, scale, work);
         for (f = 0; f < 2; f++) {
             if (cv_emit_bthd(c, "grad.q", form[f], dq[f], q->n, hf, B, T, H, Dk) ||
                 cv_emit_bthd(c, "grad.k", form[f], dk[f], k->n, hf, B, T, H, Dk) ||
@@ -606,8 +617,9 @@ static int op_mamba2_ssd(cv_ctx* c)
     if (cv_attr_opt_is(c, "layout", "BTHD") != 0) return -1;
     if (cv_attr_size(c, "block_len", &C) != 0) return -1;
     if (C == 0) return cv_fail(c, "attr 'block_len' is 0; the chunkwise form needs >= 1");
-    if ((X = cv_tensor(c, "X", 4)) == NULL || (A = cv_tensor(c, "A", 3)) == NULL || (Bt = cv_tensor(c, "B", 4)) == NULL ||
-        (Ct = cv_tensor(c, "C", 4)) == NULL || (y = cv_tensor(c, "out.y", 4)) == NULL || (ht = cv_tensor(c, "out.ht", 4)) == NULL)
+    if ((X = cv_tensor(c, "X", 4)) == NULL || (A = cv_tensor(c, "A", 3)) == NULL ||
+        (Bt = cv_tensor(c, "B", 4)) == NULL || (Ct = cv_tensor(c, "C", 4)) == NULL ||
+        (y = cv_tensor(c, "out.y", 4)) == NULL || (ht = cv_tensor(c, "out.ht", 4)) == NULL)
         return -1;
     /* X fixes B,T,H,P and B fixes N; everything else must agree with them, so a file with a wrong
        shape fails here instead of making the library read out of bounds */
@@ -624,9 +636,11 @@ static int op_mamba2_ssd(cv_ctx* c)
         /* h0, do and dht are optional (zeros / a forward-only file) */
         if (mn_vec_get(c->f, "h0") != NULL && ((h0 = cv_tensor(c, "h0", 4)) == NULL || cv_check_shape(c, h0, ws) != 0))
             return -1;
-        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wx) != 0))
+        if (mn_vec_get(c->f, "do") != NULL &&
+            ((dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, dout, wx) != 0))
             return -1;
-        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
+        if (mn_vec_get(c->f, "dht") != NULL &&
+            ((dht = cv_tensor(c, "dht", 4)) == NULL || cv_check_shape(c, dht, ws) != 0))
             return -1;
     }
 
@@ -650,7 +664,8 @@ static int op_mamba2_ssd(cv_ctx* c)
     for (b = 0; b < B; b++)
         for (t = 0; t < T; t++) {
             size_t r = (b * T + t) * H;
-            mn_ssd_step(y_s + r * P, ht_s + b * H * P * N, xr + r * P, ar + r, br + r * N, cr + r * N, 1, H, P, N, MN_SSD_LOG_DECAY);
+            mn_ssd_step(y_s + r * P, ht_s + b * H * P * N, xr + r * P, ar + r, br + r * N, cr + r * N, 1, H, P, N,
+                        MN_SSD_LOG_DECAY);
         }
     if (cv_emit(c, "out.y", "chunk", y_c, y->n) || cv_emit(c, "out.ht", "chunk", ht_c, ht->n) ||
         cv_emit(c, "out.y", "recurrent", y_r, y->n) || cv_emit(c, "out.ht", "recurrent", ht_r, ht->n) ||
@@ -675,7 +690,8 @@ static int op_mamba2_ssd(cv_ctx* c)
             if (f == 0)
                 mn_ssd_backward(dX, dA, dB, dC, dh0, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, C, work);
             else
-                mn_ssd_backward_recurrent(dX, dA, dB, dC, dh0, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N, MN_SSD_LOG_DECAY, rwork);
+                mn_ssd_backward_recurrent(dX, dA, dB, dC, dh0, dor, dhtr, xr, ar, br, cr, h0r, B, T, H, P, N,
+                                          MN_SSD_LOG_DECAY, rwork);
             if (cv_emit(c, "grad.X", forms[f], dX, X->n) || cv_emit(c, "grad.A", forms[f], dA, A->n) ||
                 cv_emit(c, "grad.B", forms[f], dB, Bt->n) || cv_emit(c, "grad.C", forms[f], dC, Ct->n) ||
                 (h0 != NULL && cv_emit(c, "grad.h0", forms[f], dh0, h0->n)))
@@ -704,14 +720,16 @@ static int op_rglru(cv_ctx* c)
     if (cv_attr_opt_is(c, "layout", "BTW") != 0) return -1;
     if (cv_attr_size(c, "num_heads", &NH) != 0 || cv_attr_size(c, "width", &Wa) != 0 || cv_attr_real(c, "c", &cc) != 0)
         return -1;
-    if ((x = cv_tensor(c, "x", 3)) == NULL || (ap = cv_tensor(c, "a_param", 1)) == NULL || (wx = cv_tensor(c, "wx", 3)) == NULL ||
-        (bx = cv_tensor(c, "bx", 2)) == NULL || (wa = cv_tensor(c, "wa", 3)) == NULL || (ba = cv_tensor(c, "ba", 2)) == NULL ||
+    if ((x = cv_tensor(c, "x", 3)) == NULL || (ap = cv_tensor(c, "a_param", 1)) == NULL ||
+        (wx = cv_tensor(c, "wx", 3)) == NULL || (bx = cv_tensor(c, "bx", 2)) == NULL ||
+        (wa = cv_tensor(c, "wa", 3)) == NULL || (ba = cv_tensor(c, "ba", 2)) == NULL ||
         (y = cv_tensor(c, "out.y", 3)) == NULL || (ht = cv_tensor(c, "out.ht", 2)) == NULL)
         return -1;
     /* x fixes B,T,W; the attrs must agree with it, and the blocks must tile the width */
     B = x->dims[0], T = x->dims[1], W = x->dims[2];
     if (Wa != W) return cv_fail(c, "attr 'width' is %lu but x has width %lu", (unsigned long)Wa, (unsigned long)W);
-    if (NH == 0 || W % NH != 0) return cv_fail(c, "attr 'num_heads' %lu does not divide the width %lu", (unsigned long)NH, (unsigned long)W);
+    if (NH == 0 || W % NH != 0)
+        return cv_fail(c, "attr 'num_heads' %lu does not divide the width %lu", (unsigned long)NH, (unsigned long)W);
     bw = W / NH;
     {
         size_t wp[1], ww[3], wb[2], ws[2];
@@ -725,9 +743,11 @@ static int op_rglru(cv_ctx* c)
             return -1;
         if (mn_vec_get(c->f, "h0") != NULL && ((h0 = cv_tensor(c, "h0", 2)) == NULL || cv_check_shape(c, h0, ws) != 0))
             return -1;
-        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 3)) == NULL || cv_check_shape(c, dout, x->dims) != 0))
+        if (mn_vec_get(c->f, "do") != NULL &&
+            ((dout = cv_tensor(c, "do", 3)) == NULL || cv_check_shape(c, dout, x->dims) != 0))
             return -1;
-        if (mn_vec_get(c->f, "dht") != NULL && ((dht = cv_tensor(c, "dht", 2)) == NULL || cv_check_shape(c, dht, ws) != 0))
+        if (mn_vec_get(c->f, "dht") != NULL &&
+            ((dht = cv_tensor(c, "dht", 2)) == NULL || cv_check_shape(c, dht, ws) != 0))
             return -1;
     }
     if (T > 0 && T - 1 > 2147483647u) return cv_fail(c, "T = %lu does not fit segment_pos (int)", (unsigned long)T);
@@ -751,7 +771,8 @@ static int op_rglru(cv_ctx* c)
         htv[i] = (mn_real*)cv_alloc(c, B * W, sizeof(mn_real));
         gates[i] = (mn_real*)cv_alloc(c, mn_rglru_work_size(B, T, W), sizeof(mn_real));
         if (!yv[i] || !htv[i] || !gates[i]) return -1;
-        mn_rglru_forward(yv[i], htv[i], gates[i], xr, apr, wxr, bxr, war, bar, h0r, i == 0 ? seg : NULL, B, T, W, NH, cc);
+        mn_rglru_forward(yv[i], htv[i], gates[i], xr, apr, wxr, bxr, war, bar, h0r, i == 0 ? seg : NULL, B, T, W, NH,
+                         cc);
         if (cv_emit(c, "out.y", forms[i], yv[i], x->n) || cv_emit(c, "out.ht", forms[i], htv[i], B * W)) return -1;
     }
     /* the step: all sequences at once, token t at position t (0 resets) */
@@ -829,8 +850,9 @@ static int cv_mlstm_inputs(cv_ctx* c, cv_mlstm_in* m)
         return cv_fail(c, "attr 'layout' is '%s', only 'BHTD' and 'BTHD' are supported", layout);
     m->hf = strcmp(layout, "BHTD") == 0;
     if (cv_attr_real(c, "scale", &m->scale) != 0 || cv_attr_real(c, "eps", &m->eps) != 0) return -1;
-    if ((m->q = cv_tensor(c, "q", 4)) == NULL || (m->k = cv_tensor(c, "k", 4)) == NULL || (m->v = cv_tensor(c, "v", 4)) == NULL ||
-        (m->ig = cv_tensor(c, "i", 3)) == NULL || (m->fg = cv_tensor(c, "f", 3)) == NULL || (m->o = cv_tensor(c, "out.o", 4)) == NULL)
+    if ((m->q = cv_tensor(c, "q", 4)) == NULL || (m->k = cv_tensor(c, "k", 4)) == NULL ||
+        (m->v = cv_tensor(c, "v", 4)) == NULL || (m->ig = cv_tensor(c, "i", 3)) == NULL ||
+        (m->fg = cv_tensor(c, "f", 3)) == NULL || (m->o = cv_tensor(c, "out.o", 4)) == NULL)
         return -1;
     /* q fixes B,T,H,K and v fixes V; everything else must agree with them */
     m->B = m->q->dims[0], m->T = m->hf ? m->q->dims[2] : m->q->dims[1], m->H = m->hf ? m->q->dims[1] : m->q->dims[2];
@@ -880,17 +902,19 @@ static int cv_mlstm_parallel(cv_ctx* c, int mode)
     if ((m0 = (mn_real*)cv_alloc(c, m.B * m.H, sizeof(mn_real))) == NULL) return -1;
     for (bh = 0; bh < m.B * m.H; bh++) m0[bh] = (mn_real)-INFINITY;
     for (f = 0; f < 2; f++) {
-        size_t nw = f == 0 ? mn_mlstm_work_size_parallel(m.B, m.T, m.H) : mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk);
+        size_t nw = f == 0 ? mn_mlstm_work_size_parallel(m.B, m.T, m.H)
+                           : mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk);
         mn_real* work = (mn_real*)cv_alloc(c, nw, sizeof(mn_real));
         mn_real* out = (mn_real*)cv_alloc(c, m.o->n, sizeof(mn_real));
         mn_real* nrm = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
         mn_real* stab = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
         if (!work || !out || !nrm || !stab) return -1;
         if (f == 0)
-            mn_mlstm_forward_parallel(out, nrm, stab, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale, m.eps, work);
+            mn_mlstm_forward_parallel(out, nrm, stab, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale,
+                                      m.eps, work);
         else
-            mn_mlstm_forward(out, nrm, stab, NULL, NULL, NULL, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H, m.K,
-                             m.V, m.scale, m.eps, chunk, work);
+            mn_mlstm_forward(out, nrm, stab, NULL, NULL, NULL, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T,
+                             m.H, m.K, m.V, m.scale, m.eps, chunk, work);
         if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) != 0 ||
             (tn != NULL && cv_emit_bthd(c, "out.n", form[f], nrm, ng, m.hf, m.B, m.T, m.H, 1) != 0) ||
             (tm != NULL && cv_emit_bthd(c, "out.m", form[f], stab, ng, m.hf, m.B, m.T, m.H, 1) != 0))
@@ -904,11 +928,11 @@ static int cv_mlstm_parallel(cv_ctx* c, int mode)
             mn_real* df = (mn_real*)cv_alloc(c, ng, sizeof(mn_real));
             if (!dq || !dk || !dv || !di || !df) return -1;
             if (f == 0)
-                mn_mlstm_backward_parallel(dq, dk, dv, di, df, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K, m.V, m.scale,
-                                           m.eps, mode, work);
+                mn_mlstm_backward_parallel(dq, dk, dv, di, df, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, m.B, m.T, m.H, m.K,
+                                           m.V, m.scale, m.eps, mode, work);
             else
-                mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0, m.B, m.T, m.H,
-                                  m.K, m.V, m.scale, m.eps, chunk, mode, work);
+                mn_mlstm_backward(dq, dk, dv, di, df, NULL, NULL, m.dor, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, m0,
+                                  m.B, m.T, m.H, m.K, m.V, m.scale, m.eps, chunk, mode, work);
             if (cv_emit_bthd(c, "grad.q", form[f], dq, m.q->n, m.hf, m.B, m.T, m.H, m.K) ||
                 cv_emit_bthd(c, "grad.k", form[f], dk, m.k->n, m.hf, m.B, m.T, m.H, m.K) ||
                 cv_emit_bthd(c, "grad.v", form[f], dv, m.v->n, m.hf, m.B, m.T, m.H, m.V) ||
@@ -946,7 +970,8 @@ static int op_mlstm_recurrent(cv_ctx* c)
         wc[0] = m.B, wc[1] = m.H, wc[2] = m.K, wc[3] = m.V;
         wn[0] = m.B, wn[1] = m.H, wn[2] = m.K;
         if ((cf = cv_tensor(c, "out.c_final", 4)) == NULL || (nf = cv_tensor(c, "out.n_final", 3)) == NULL ||
-            (mf = cv_tensor(c, "out.m_final", 3)) == NULL || cv_check_shape(c, cf, wc) != 0 || cv_check_shape(c, nf, wn) != 0)
+            (mf = cv_tensor(c, "out.m_final", 3)) == NULL || cv_check_shape(c, cf, wc) != 0 ||
+            cv_check_shape(c, nf, wn) != 0)
             return -1;
         wn[2] = 1;
         if (cv_check_shape(c, mf, wn) != 0) return -1;
@@ -960,23 +985,26 @@ static int op_mlstm_recurrent(cv_ctx* c)
         mn_real* mm = (mn_real*)cv_alloc(c, m.B * m.H, sizeof(mn_real));
         mn_real* work = NULL;
         if (!out || !C || !n || !mm) return -1;
-        if (f == 2 && (work = (mn_real*)cv_alloc(c, mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk), sizeof(mn_real))) == NULL) return -1;
+        if (f == 2 && (work = (mn_real*)cv_alloc(c, mn_mlstm_work_size(m.B, m.T, m.H, m.K, m.V, chunk),
+                                                 sizeof(mn_real))) == NULL) return -1;
         if (f == 0)
-            mn_mlstm_forward_recurrent(out, NULL, NULL, C, n, mm, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H, m.K, m.V,
-                                       m.scale, m.eps);
+            mn_mlstm_forward_recurrent(out, NULL, NULL, C, n, mm, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B,
+                                       m.T, m.H, m.K, m.V, m.scale, m.eps);
         else if (f == 1)
             /* the step takes one token of all heads of one sequence: rows of (B,T,H,D) are already that */
             for (b = 0; b < m.B; b++)
                 for (t = 0; t < m.T; t++) {
                     size_t r = (b * m.T + t) * m.H;
-                    mn_mlstm_step(out + r * m.V, C + b * m.H * m.K * m.V, n + b * m.H * m.K, mm + b * m.H, m.qr + r * m.K, m.kr + r * m.K,
-                                  m.vr + r * m.V, m.ir + r, m.fr + r, 1, m.H, m.K, m.V, m.scale, m.eps);
+                    mn_mlstm_step(out + r * m.V, C + b * m.H * m.K * m.V, n + b * m.H * m.K, mm + b * m.H,
+                                  m.qr + r * m.K, m.kr + r * m.K, m.vr + r * m.V, m.ir + r, m.fr + r, 1, m.H, m.K, m.V,
+                                  m.scale, m.eps);
                 }
         else
-            mn_mlstm_forward(out, NULL, NULL, C, n, mm, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H, m.K, m.V,
-                             m.scale, m.eps, chunk, work);
-        if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) || cv_emit(c, "out.c_final", form[f], C, nC) ||
-            cv_emit(c, "out.n_final", form[f], n, nN) || cv_emit(c, "out.m_final", form[f], mm, m.B * m.H))
+            mn_mlstm_forward(out, NULL, NULL, C, n, mm, m.qr, m.kr, m.vr, m.ir, m.fr, NULL, NULL, NULL, m.B, m.T, m.H,
+                             m.K, m.V, m.scale, m.eps, chunk, work);
+        if (cv_emit_bthd(c, "out.o", form[f], out, m.o->n, m.hf, m.B, m.T, m.H, m.V) ||
+            cv_emit(c, "out.c_final", form[f], C, nC) || cv_emit(c, "out.n_final", form[f], n, nN) ||
+            cv_emit(c, "out.m_final", form[f], mm, m.B * m.H))
             return -1;
     }
     return 0;
@@ -998,7 +1026,8 @@ static int op_slstm(cv_ctx* c)
     if (cv_attr_opt_is(c, "layout", "SBG") != 0) return -1;
     if (cv_attr_size(c, "num_heads", &NH) != 0 || cv_attr_size(c, "head_dim", &Dh) != 0) return -1;
     if (NH == 0 || Dh == 0 || NH > 4096 || Dh > 4096) return cv_fail(c, "num_heads or head_dim out of range");
-    if ((x = cv_tensor(c, "x", 3)) == NULL || (R = cv_tensor(c, "R", 3)) == NULL || (b = cv_tensor(c, "b", 1)) == NULL) return -1;
+    if ((x = cv_tensor(c, "x", 3)) == NULL || (R = cv_tensor(c, "R", 3)) == NULL || (b = cv_tensor(c, "b", 1)) == NULL)
+        return -1;
     S = x->dims[0], B = x->dims[1], Hd = NH * Dh, G = 4 * Hd;
     {
         size_t wx[3], wR[3], wb[1], wy[3];
@@ -1009,11 +1038,13 @@ static int op_slstm(cv_ctx* c)
         if (cv_check_shape(c, x, wx) != 0 || cv_check_shape(c, R, wR) != 0 || cv_check_shape(c, b, wb) != 0) return -1;
         for (i = 0; i < 4; i++)
             if ((outs[i] = cv_tensor(c, out_names[i], 3)) == NULL || cv_check_shape(c, outs[i], wy) != 0) return -1;
-        if (mn_vec_get(c->f, "do") != NULL && ((dout = cv_tensor(c, "do", 3)) == NULL || cv_check_shape(c, dout, wy) != 0)) return -1;
+        if (mn_vec_get(c->f, "do") != NULL &&
+            ((dout = cv_tensor(c, "do", 3)) == NULL || cv_check_shape(c, dout, wy) != 0)) return -1;
     }
     ny = outs[0]->n;
     /* [S,B,G] is (1,S,B,G) head-first: cv_real_bthd makes it (1,B,S,G) */
-    if ((xr = cv_real_bthd(c, x, 1, 1, B, S, G)) == NULL || (Rr = cv_real(c, R)) == NULL || (br = cv_real(c, b)) == NULL) return -1;
+    if ((xr = cv_real_bthd(c, x, 1, 1, B, S, G)) == NULL || (Rr = cv_real(c, R)) == NULL ||
+        (br = cv_real(c, b)) == NULL) return -1;
     for (i = 0; i < 4; i++)
         if ((st[i] = (mn_real*)cv_alloc(c, ny, sizeof(mn_real))) == NULL) return -1;
     if ((work = (mn_real*)cv_alloc(c, mn_slstm_work_size(B, NH, Dh), sizeof(mn_real))) == NULL) return -1;
@@ -1027,9 +1058,10 @@ static int op_slstm(cv_ctx* c)
         mn_real* dR = (mn_real*)cv_alloc(c, R->n, sizeof(mn_real));
         mn_real* db = (mn_real*)cv_alloc(c, b->n, sizeof(mn_real));
         if (!dor || !dx || !dR || !db) return -1;
-        mn_slstm_backward(dx, dR, db, NULL, NULL, NULL, dor, st[0], st[1], st[2], st[3], xr, Rr, br, NULL, NULL, NULL, NULL, B, S, NH, Dh, work);
-        if (cv_emit_bthd(c, "grad.x", "forward", dx, x->n, 1, 1, B, S, G) || cv_emit(c, "grad.R", "forward", dR, R->n) ||
-            cv_emit(c, "grad.b", "forward", db, b->n))
+        mn_slstm_backward(dx, dR, db, NULL, NULL, NULL, dor, st[0], st[1], st[2], st[3], xr, Rr, br, NULL, NULL, NULL,
+                          NULL, B, S, NH, Dh, work);
+        if (cv_emit_bthd(c, "grad.x", "forward", dx, x->n, 1, 1, B, S, G) ||
+            cv_emit(c, "grad.R", "forward", dR, R->n) || cv_emit(c, "grad.b", "forward", db, b->n))
             return -1;
     }
     /* the step: one time step of all B sequences; [S,B,...] rows are the step's (B,...) already, so it
@@ -1043,7 +1075,8 @@ static int op_slstm(cv_ctx* c)
         for (t = 0; t < S; t++) {
             if (t) /* the state after step t-1 is where step t starts */
                 for (i = 0; i < 4; i++) memcpy(so[i] + t * B * Hd, so[i] + (t - 1) * B * Hd, B * Hd * sizeof(mn_real));
-            mn_slstm_step(so[0] + t * B * Hd, so[1] + t * B * Hd, so[2] + t * B * Hd, so[3] + t * B * Hd, xs + t * B * G, Rr, br, B, NH, Dh, work);
+            mn_slstm_step(so[0] + t * B * Hd, so[1] + t * B * Hd, so[2] + t * B * Hd, so[3] + t * B * Hd,
+                          xs + t * B * G, Rr, br, B, NH, Dh, work);
         }
         for (i = 0; i < 4; i++)
             if (cv_emit(c, out_names[i], "step", so[i], ny) != 0) return -1;
@@ -1069,8 +1102,9 @@ static int cv_mesa_inputs(cv_ctx* c, cv_mesa_in* m)
     const mn_vec_tensor *g, *beta, *lamb;
     size_t w4[4], w3[3], w2[2];
     if (cv_attr_opt_is(c, "layout", "BTHD") != 0) return -1;
-    if ((m->q = cv_tensor(c, "q", 4)) == NULL || (m->k = cv_tensor(c, "k", 4)) == NULL || (m->v = cv_tensor(c, "v", 4)) == NULL ||
-        (g = cv_tensor(c, "g", 3)) == NULL || (beta = cv_tensor(c, "beta", 3)) == NULL || (lamb = cv_tensor(c, "lamb", 2)) == NULL ||
+    if ((m->q = cv_tensor(c, "q", 4)) == NULL || (m->k = cv_tensor(c, "k", 4)) == NULL ||
+        (m->v = cv_tensor(c, "v", 4)) == NULL || (g = cv_tensor(c, "g", 3)) == NULL ||
+        (beta = cv_tensor(c, "beta", 3)) == NULL || (lamb = cv_tensor(c, "lamb", 2)) == NULL ||
         (m->o = cv_tensor(c, "out.o", 4)) == NULL)
         return -1;
     m->B = m->q->dims[0], m->T = m->q->dims[1], m->H = m->q->dims[2], m->K = m->q->dims[3], m->V = m->v->dims[3];
@@ -1085,8 +1119,9 @@ static int cv_mesa_inputs(cv_ctx* c, cv_mesa_in* m)
     if (m->K > 1024 || m->V > 1024) return cv_fail(c, "head dims above 1024");
     if (mn_vec_get(c->f, "do") == NULL) m->dout = NULL;
     else if ((m->dout = cv_tensor(c, "do", 4)) == NULL || cv_check_shape(c, m->dout, w4) != 0) return -1;
-    if ((m->qr = cv_real(c, m->q)) == NULL || (m->kr = cv_real(c, m->k)) == NULL || (m->vr = cv_real(c, m->v)) == NULL ||
-        (m->gr = cv_real(c, g)) == NULL || (m->br = cv_real(c, beta)) == NULL || (m->lr = cv_real(c, lamb)) == NULL)
+    if ((m->qr = cv_real(c, m->q)) == NULL || (m->kr = cv_real(c, m->k)) == NULL ||
+        (m->vr = cv_real(c, m->v)) == NULL || (m->gr = cv_real(c, g)) == NULL || (m->br = cv_real(c, beta)) == NULL ||
+        (m->lr = cv_real(c, lamb)) == NULL)
         return -1;
     return 0;
 }
@@ -1103,9 +1138,13 @@ static int cv_mesa_form(cv_ctx* c, const cv_mesa_in* m, const char* form, const 
     mn_real* hkk = (mn_real*)cv_alloc(c, B * H * K * K, sizeof(mn_real));   /* zero initial states */
     mn_real* hkv = (mn_real*)cv_alloc(c, B * H * K * V, sizeof(mn_real));
     if (!work || !out || !xs || !hkk || !hkv) return -1;
-    if (chunk) mn_mesa_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
-    else mn_mesa_forward_recurrent(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
-    if (cv_emit(c, "out.o", form, out, m->o->n) || cv_emit(c, "out.h_kk", form, hkk, B * H * K * K) || cv_emit(c, "out.h_kv", form, hkv, B * H * K * V)) return -1;
+    if (chunk)
+        mn_mesa_forward(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o, work);
+    else
+        mn_mesa_forward_recurrent(out, xs, NULL, hkk, hkv, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, B, T, H, K, V, o,
+                                  work);
+    if (cv_emit(c, "out.o", form, out, m->o->n) || cv_emit(c, "out.h_kk", form, hkk, B * H * K * K) ||
+        cv_emit(c, "out.h_kv", form, hkv, B * H * K * V)) return -1;
     if (m->dout != NULL) {
         mn_real* dor = cv_real(c, m->dout);
         mn_real* dq = (mn_real*)cv_alloc(c, m->q->n, sizeof(mn_real));
@@ -1117,10 +1156,15 @@ static int cv_mesa_form(cv_ctx* c, const cv_mesa_in* m, const char* form, const 
         size_t nb = chunk ? mn_mesa_work_size(B, T, H, K, V, o) : mn_mesa_work_size_recurrent(B, T, H, K, V, o);
         mn_real* wb = (mn_real*)cv_alloc(c, nb, sizeof(mn_real));
         if (!dor || !dq || !dk || !dv || !dg || !db || !dl || !wb) return -1;
-        if (chunk) mn_mesa_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
-        else mn_mesa_backward_recurrent(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
-        if (cv_emit(c, "grad.q", form, dq, m->q->n) || cv_emit(c, "grad.k", form, dk, m->k->n) || cv_emit(c, "grad.v", form, dv, m->v->n) ||
-            cv_emit(c, "grad.g", form, dg, B * T * H) || cv_emit(c, "grad.beta", form, db, B * T * H) || cv_emit(c, "grad.lamb", form, dl, H * K))
+        if (chunk)
+            mn_mesa_backward(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr, m->gr, m->br,
+                             m->lr, NULL, NULL, B, T, H, K, V, o, wb);
+        else
+            mn_mesa_backward_recurrent(dq, dk, dv, dg, db, dl, NULL, NULL, dor, NULL, NULL, xs, m->qr, m->kr, m->vr,
+                                       m->gr, m->br, m->lr, NULL, NULL, B, T, H, K, V, o, wb);
+        if (cv_emit(c, "grad.q", form, dq, m->q->n) || cv_emit(c, "grad.k", form, dk, m->k->n) ||
+            cv_emit(c, "grad.v", form, dv, m->v->n) || cv_emit(c, "grad.g", form, dg, B * T * H) ||
+            cv_emit(c, "grad.beta", form, db, B * T * H) || cv_emit(c, "grad.lamb", form, dl, H * K))
             return -1;
     }
     return 0;
@@ -1178,8 +1222,8 @@ static int op_mesa_decode(cv_ctx* c)
         for (t = 0; t < m.T; t++) {
             size_t r = (b * m.T + t) * m.H;
             for (h = 0; h < m.H; h++) { gt[h] = m.gr[r + h]; bt[h] = m.br[r + h]; }
-            mn_mesa_step(out + r * m.V, NULL, hkk + b * m.H * m.K * m.K, hkv + b * m.H * m.K * m.V, m.qr + r * m.K, m.kr + r * m.K,
-                         m.vr + r * m.V, gt, bt, m.lr, m.H, m.K, m.V, &o, work);
+            mn_mesa_step(out + r * m.V, NULL, hkk + b * m.H * m.K * m.K, hkv + b * m.H * m.K * m.V, m.qr + r * m.K,
+                         m.kr + r * m.K, m.vr + r * m.V, gt, bt, m.lr, m.H, m.K, m.V, &o, work);
         }
     (void)qt; (void)kt; (void)vt; (void)ot;
     if (cv_emit(c, "out.o", "step", out, m.o->n) || cv_emit(c, "out.h_kk", "step", hkk, m.B * m.H * m.K * m.K) ||

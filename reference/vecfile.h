@@ -502,7 +502,8 @@ static int mn_vec__tensor(mn_vec__in* in, mn_vec_file* f, size_t line, size_t p,
         }
         if (in->pos >= in->len) {
             mn_vec__msg(in->err, in->errlen,
-                        "line %lu: tensor '%s' (line %lu) expects %lu values, the input ends after %lu (file truncated?)",
+                        "line %lu: tensor '%s' (line %lu) expects %lu values, the input ends after %lu "
+                        "(file truncated?)",
                         (unsigned long)in->line, t->name, (unsigned long)line, (unsigned long)n, (unsigned long)i);
             return MN_VEC_ETRUNC;
         }
@@ -516,7 +517,8 @@ static int mn_vec__tensor(mn_vec__in* in, mn_vec_file* f, size_t line, size_t p,
             /* a keyword here almost always means the block is short, not that a value is bad */
             if (mn_vec__eq(s, sl, "tensor") || mn_vec__eq(s, sl, "end") || mn_vec__eq(s, sl, "attr")) {
                 mn_vec__msg(in->err, in->errlen,
-                            "line %lu: tensor '%s' (line %lu) expects %lu values, found '%s' after %lu (too few values)",
+                            "line %lu: tensor '%s' (line %lu) expects %lu values, found '%s' after %lu "
+                            "(too few values)",
                             (unsigned long)in->line, t->name, (unsigned long)line, (unsigned long)n,
                             mn_vec__show(show, s, sl), (unsigned long)i);
                 return MN_VEC_ETRUNC;
@@ -533,7 +535,8 @@ static int mn_vec__tensor(mn_vec__in* in, mn_vec_file* f, size_t line, size_t p,
     if (in->pos < in->len && in->buf[in->pos] != '\n') {
         size_t b = in->pos, m = 0;
         while (b + m < in->len && !mn_vec__isspace(in->buf[b + m])) m++;
-        mn_vec__msg(in->err, in->errlen, "line %lu: tensor '%s' has more than its %lu values ('%s' follows the last one)",
+        mn_vec__msg(in->err, in->errlen,
+                    "line %lu: tensor '%s' has more than its %lu values ('%s' follows the last one)",
                     (unsigned long)in->line, t->name, (unsigned long)n, mn_vec__show(show, in->buf + b, m));
         return MN_VEC_ESYNTAX;
     }

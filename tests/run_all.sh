@@ -55,7 +55,8 @@ if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     gpu_free() {
         local out rc
         out=$("$B/train_cuda" --gpus 2 --batch 3 2>&1); rc=$?
-        [ $rc -eq 2 ] && grep -q "does not split over 2 GPUs" <<< "$out" || { echo "bad --batch: rc $rc: $out"; return 1; }
+        [ $rc -eq 2 ] && grep -q "does not split over 2 GPUs" <<< "$out" ||
+            { echo "bad --batch: rc $rc: $out"; return 1; }
         out=$(MN_NCCL_LIB=/nonexistent "$B/train_cuda" --gpus 2 2>&1); rc=$?
         [ $rc -eq 1 ] && grep -q "NCCL not found" <<< "$out" || { echo "missing NCCL: rc $rc: $out"; return 1; }
         echo "train_cuda: 2 passed, 0 failed"
@@ -70,10 +71,12 @@ fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
         tail -n 1 "$B/$(basename "$bin").log"
     else tail -n 30 "$B/$(basename "$bin").log"; return 1; fi
 }
-run "fuzz safetensors/config.json parsers (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_safetensors" "$B/corpus_st" tests/corpus/safetensors
+run "fuzz safetensors/config.json parsers (${FUZZ_SECONDS:-20}s)" \
+    fuzz "$B/fuzz_safetensors" "$B/corpus_st" tests/corpus/safetensors
 run "fuzz checkpoint loader: config + model + optimizer (${FUZZ_SECONDS:-20}s)" \
     fuzz "$B/fuzz_checkpoint" "$B/corpus_ck" tests/corpus/checkpoint -dict=tests/fuzz_checkpoint.dict
-run "fuzz vector-file parser (${FUZZ_SECONDS:-20}s)" fuzz "$B/fuzz_vecfile" "$B/corpus_vec" tests/corpus/vecfile -dict=tests/fuzz_vecfile.dict
+run "fuzz vector-file parser (${FUZZ_SECONDS:-20}s)" \
+    fuzz "$B/fuzz_vecfile" "$B/corpus_vec" tests/corpus/vecfile -dict=tests/fuzz_vecfile.dict
 [ $fail -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

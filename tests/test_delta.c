@@ -57,7 +57,8 @@ static double logsigmoid(double x) { return x < 0 ? x - log1p(exp(x)) : -log1p(e
 
 // Random inputs as the vectors README draws them: l2-normalised q, k; beta = beta_max sigmoid(N(0,1));
 // g = logsigmoid(N(2, 2^2)) clamped like the generator; h0 = 0.5 N(0,1).
-static dprob make_prob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double beta_max, int gated, int with_h0, int with_dht) {
+static dprob make_prob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, double beta_max, int gated, int with_h0,
+                       int with_dht) {
     dprob p;
     size_t i;
     p.B = B, p.T = T, p.H = H, p.Dk = Dk, p.Dv = Dv;
@@ -95,10 +96,12 @@ static size_t n_saved(const dprob* p, size_t C) {
 }
 static void forward(const dprob* p, size_t C, mn_real* out, mn_real* ht, mn_real* saved) {
     if (C == 0) {
-        mn_delta_rule_forward_naive(out, ht, saved, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale);
+        mn_delta_rule_forward_naive(out, ht, saved, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk,
+                                    p->Dv, p->scale);
     } else {
         mn_real* work = (mn_real*)malloc(mn_delta_rule_work_size(p->B, p->H, p->Dk, p->Dv, C) * sizeof(mn_real));
-        mn_delta_rule_forward(out, ht, saved, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale, work);
+        mn_delta_rule_forward(out, ht, saved, p->q, p->k, p->v, p->beta, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, C,
+                              p->scale, work);
         free(work);
     }
 }
@@ -106,11 +109,13 @@ static void forward(const dprob* p, size_t C, mn_real* out, mn_real* ht, mn_real
 static void backward(const dprob* p, size_t C, const mn_real* saved, const dgrads* gr) {
     if (C == 0) {
         mn_real* dstate = (mn_real*)malloc((nst(p) ? nst(p) : 1) * sizeof(mn_real));
-        mn_delta_rule_backward_naive(gr->q, gr->k, gr->v, gr->beta, gr->g, gr->h0, dstate, p->dout, p->dht, saved, p->q, p->k, p->v, p->beta, p->g, p->B, p->T, p->H, p->Dk, p->Dv, p->scale);
+        mn_delta_rule_backward_naive(gr->q, gr->k, gr->v, gr->beta, gr->g, gr->h0, dstate, p->dout, p->dht, saved, p->q,
+                                     p->k, p->v, p->beta, p->g, p->B, p->T, p->H, p->Dk, p->Dv, p->scale);
         free(dstate);
     } else {
         mn_real* work = (mn_real*)malloc(mn_delta_rule_work_size(p->B, p->H, p->Dk, p->Dv, C) * sizeof(mn_real));
-        mn_delta_rule_backward(gr->q, gr->k, gr->v, gr->beta, gr->g, gr->h0, p->dout, p->dht, saved, p->q, p->k, p->v, p->beta, p->g, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale, work);
+        mn_delta_rule_backward(gr->q, gr->k, gr->v, gr->beta, gr->g, gr->h0, p->dout, p->dht, saved, p->q, p->k, p->v,
+                               p->beta, p->g, p->B, p->T, p->H, p->Dk, p->Dv, C, p->scale, work);
         free(work);
     }
 }
@@ -257,7 +262,8 @@ static void test_step(double beta_max, int gated) {
     mn_real* out = tu_buf(nv(&p)); mn_real* ht = tu_buf(nst(&p));
     mn_real* outc = tu_buf(nv(&p)); mn_real* htc = tu_buf(nst(&p));
     mn_real* outs = tu_buf(nv(&p)); mn_real* state = tu_buf(nst(&p));
-    mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *bt = tu_buf(B * H), *gt = tu_buf(B * H), *ot = tu_buf(B * H * Dv);
+    mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *bt = tu_buf(B * H),
+            *gt = tu_buf(B * H), *ot = tu_buf(B * H * Dv);
     forward(&p, 0, out, ht, NULL);
     forward(&p, 4, outc, htc, NULL);
     memcpy(state, p.h0, nst(&p) * sizeof(mn_real));
@@ -274,7 +280,8 @@ static void test_step(double beta_max, int gated) {
             }
         mn_delta_rule_step(ot, state, qt, kt, vt, bt, gated ? gt : NULL, B, H, Dk, Dv, p.scale);
         for (b = 0; b < B; b++)
-            for (h = 0; h < H; h++) memcpy(outs + ((b * T + t) * H + h) * Dv, ot + (b * H + h) * Dv, Dv * sizeof(mn_real));
+            for (h = 0; h < H; h++)
+                memcpy(outs + ((b * T + t) * H + h) * Dv, ot + (b * H + h) * Dv, Dv * sizeof(mn_real));
     }
     double e1 = tu_rel(outs, out, nv(&p)), e2 = tu_rel(state, ht, nst(&p));
     double e3 = tu_rel(outs, outc, nv(&p)), e4 = tu_rel(state, htc, nst(&p));
@@ -294,8 +301,9 @@ static void test_nulls(size_t C) {
     pz.dht = tu_buf(nst(&p));      // zeros
     fwd_bwd(&p, C, o1, h1, &g1);
     fwd_bwd(&pz, C, o2, h2, &g2);
-    double e = tu_rel(o1, o2, nv(&p)) + tu_rel(h1, h2, nst(&p)) + tu_rel(g1.q, g2.q, nqk(&p)) + tu_rel(g1.k, g2.k, nqk(&p)) +
-               tu_rel(g1.v, g2.v, nv(&p)) + tu_rel(g1.beta, g2.beta, nbt(&p)) + tu_rel(g1.g, g2.g, nbt(&p)) + tu_rel(g1.h0, g2.h0, nst(&p));
+    double e = tu_rel(o1, o2, nv(&p)) + tu_rel(h1, h2, nst(&p)) + tu_rel(g1.q, g2.q, nqk(&p)) +
+               tu_rel(g1.k, g2.k, nqk(&p)) + tu_rel(g1.v, g2.v, nv(&p)) + tu_rel(g1.beta, g2.beta, nbt(&p)) +
+               tu_rel(g1.g, g2.g, nbt(&p)) + tu_rel(g1.h0, g2.h0, nst(&p));
     TU_CHECK(e == 0, "%s: NULL h0/dht differ from zeros: %.3e", form_name(C), e);
     // dg and dh0 not needed
     {
@@ -313,7 +321,8 @@ static void test_nulls(size_t C) {
         fwd_bwd(&pd, C, o1, h1, &g4);
         pd.g = NULL;
         fwd_bwd(&pd, C, o2, h2, &g5);
-        e = tu_rel(o1, o2, nv(&p)) + tu_rel(h1, h2, nst(&p)) + tu_rel(g4.k, g5.k, nqk(&p)) + tu_rel(g4.beta, g5.beta, nbt(&p));
+        e = tu_rel(o1, o2, nv(&p)) + tu_rel(h1, h2, nst(&p)) + tu_rel(g4.k, g5.k, nqk(&p)) +
+            tu_rel(g4.beta, g5.beta, nbt(&p));
         TU_CHECK(e < TOL_EQ, "%s: g = 0 differs from g = NULL: %.3e", form_name(C), e);
     }
     // T = 0: ht = h0, dh0 += dht
@@ -333,7 +342,8 @@ static void swap12(mn_real* dst, const mn_real* src, size_t B, size_t X, size_t 
     size_t b, x, y;
     for (b = 0; b < B; b++)
         for (x = 0; x < X; x++)
-            for (y = 0; y < Y; y++) memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
+            for (y = 0; y < Y; y++)
+                memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
 }
 static const mn_vec_tensor* need(const mn_vec_file* f, const char* name) {
     const mn_vec_tensor* t = mn_vec_get(f, name);
@@ -354,7 +364,8 @@ static mn_real* load(const mn_vec_file* f, const char* name, int head_first, siz
     return x;
 }
 // our (BTHD) result against the file's tensor, in the file's layout
-static double cmp(const mn_vec_file* f, const char* name, const mn_real* x, int head_first, size_t B, size_t T, size_t H, size_t D) {
+static double cmp(const mn_vec_file* f, const char* name, const mn_real* x, int head_first, size_t B, size_t T,
+                  size_t H, size_t D) {
     const mn_vec_tensor* t = need(f, name);
     mn_real* y = tu_buf(t->n);
     if (head_first && T > 0) swap12(y, x, B, T, H, D);
@@ -378,7 +389,8 @@ static void test_vectors(const char* file) {
     const mn_vec_tensor* tv = need(&f, "v");
     const char* layout = mn_vec_attr(&f, "layout");
     int hf = layout && strcmp(layout, "BHTD") == 0, gated = mn_vec_get(&f, "g") != NULL;
-    size_t B = tq->dims[0], T = hf ? tq->dims[2] : tq->dims[1], H = hf ? tq->dims[1] : tq->dims[2], Dk = tq->dims[3], Dv = tv->dims[3];
+    size_t B = tq->dims[0], T = hf ? tq->dims[2] : tq->dims[1], H = hf ? tq->dims[1] : tq->dims[2], Dk = tq->dims[3],
+           Dv = tv->dims[3];
     dprob p;
     p.B = B, p.T = T, p.H = H, p.Dk = Dk, p.Dv = Dv;
     p.scale = mn_vec_attr_f(&f, "scale", NAN);

@@ -68,14 +68,20 @@ static prob make_prob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t
 }
 // C == 0: the recurrent form; else the chunkwise form with chunk length C.
 static void run_forward(const prob* p, size_t C, mn_real* o, mn_real* ht) {
-    if (C == 0) mn_gla_forward_recurrent(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale);
-    else mn_gla_forward(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
+    if (C == 0) mn_gla_forward_recurrent(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G,
+                                         p->scale);
+    else mn_gla_forward(o, ht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C,
+                        tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 static void run_backward(const prob* p, size_t C, result* r) {
     if (C == 0)
-        mn_gla_backward_recurrent(r->dq, r->dk, r->dv, r->dg, r->dh0, p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, tu_work(mn_gla_work_size_recurrent(p->T, p->Dk, p->Dv)));
+        mn_gla_backward_recurrent(r->dq, r->dk, r->dv, r->dg, r->dh0, p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0,
+                                  p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale,
+                                  tu_work(mn_gla_work_size_recurrent(p->T, p->Dk, p->Dv)));
     else
-        mn_gla_backward(r->dq, r->dk, r->dv, r->dg, r->dh0, p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T, p->H, p->Dk, p->Dv, p->G, p->scale, C, tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
+        mn_gla_backward(r->dq, r->dk, r->dv, r->dg, r->dh0, p->dout, p->dht, p->q, p->k, p->v, p->g, p->h0, p->B, p->T,
+                        p->H, p->Dk, p->Dv, p->G, p->scale, C,
+                        tu_work(mn_gla_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 // Fresh buffers, forward and backward of one form.
 static result run(const prob* p, size_t C) {
@@ -138,7 +144,8 @@ static void fd_form(prob* p, size_t C, const char* tag) {
     char what[128];
     double e = 0;
     fd_p = p; fd_C = C;
-#define FD(x, g, n) do { snprintf(what, sizeof what, "%s %s C=%zu d%s", gname(p), tag, C, #x); e = fmax(e, fd_one(what, p->x, n, r.g)); } while (0)
+#define FD(x, g, n) do { snprintf(what, sizeof what, "%s %s C=%zu d%s", gname(p), tag, C, #x); \
+                         e = fmax(e, fd_one(what, p->x, n, r.g)); } while (0)
     FD(q, dq, n_qk(p)); FD(k, dk, n_qk(p)); FD(v, dv, n_v(p)); FD(h0, dh0, n_s(p));
     if (p->G) FD(g, dg, n_g(p));
 #undef FD
@@ -178,10 +185,12 @@ static void test_chunk_vs_recurrent(void) {
                 const char* which;
                 result r = run(&p, Cs[ci]);
                 double e = compare(&p, &r, &ref, &which);
-                TU_CHECK(e < TOL_EQ, "%s%s chunk C=%zu vs recurrent: %s rel err %.3e", gname(&p), strong ? " strong" : "", Cs[ci], which, e);
+                TU_CHECK(e < TOL_EQ, "%s%s chunk C=%zu vs recurrent: %s rel err %.3e", gname(&p),
+                         strong ? " strong" : "", Cs[ci], which, e);
                 worst = fmax(worst, e);
             }
-            printf("  chunk vs recurrent %-11s%s T=37 C=1..64: worst %.2e\n", gname(&p), strong ? " strong gates" : "", worst);
+            printf("  chunk vs recurrent %-11s%s T=37 C=1..64: worst %.2e\n", gname(&p), strong ? " strong gates" : "",
+                   worst);
             tu_free_all();
         }
 }
@@ -254,7 +263,8 @@ static void test_step(void) {
         mn_real* o_r = tu_buf(n_v(&p)); mn_real* ht_r = tu_buf(n_s(&p));
         mn_real* o_c = tu_buf(n_v(&p)); mn_real* ht_c = tu_buf(n_s(&p));
         mn_real* o_s = tu_buf(n_v(&p)); mn_real* state = tu_copy(p.h0, n_s(&p));
-        mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *gt = tu_buf(B * H * Dk), *ot = tu_buf(B * H * Dv);
+        mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *gt = tu_buf(B * H * Dk),
+                *ot = tu_buf(B * H * Dv);
         run_forward(&p, 0, o_r, ht_r);
         run_forward(&p, 4, o_c, ht_c);
         for (t = 0; t < T; t++) {
@@ -309,7 +319,8 @@ static void test_vectors(const char* dir) {
             const mn_real* got[7] = { r.o, r.ht, r.dq, r.dk, r.dv, r.dg, r.dh0 };
             size_t n[7], i;
             char gn[32];
-            n[0] = n_v(&p); n[1] = n_s(&p); n[2] = n_qk(&p); n[3] = n_qk(&p); n[4] = n_v(&p); n[5] = n_g(&p); n[6] = n_s(&p);
+            n[0] = n_v(&p); n[1] = n_s(&p); n[2] = n_qk(&p); n[3] = n_qk(&p); n[4] = n_v(&p); n[5] = n_g(&p);
+            n[6] = n_s(&p);
             for (i = 0; i < 7; i++) {
                 const char* name = names[i];
                 if (i == 5) {
@@ -320,7 +331,8 @@ static void test_vectors(const char* dir) {
                 const double* want = vt_get(&f, name, n[i]);
                 if (want == NULL) continue;
                 double e = tu_rel_d(got[i], want, n[i]);
-                TU_CHECK(e <= TOL_VEC, "%s %s form C=%zu: %s rel err %.3e", files[fi], Cs[ci] ? "chunk" : "recurrent", Cs[ci], name, e);
+                TU_CHECK(e <= TOL_VEC, "%s %s form C=%zu: %s rel err %.3e", files[fi], Cs[ci] ? "chunk" : "recurrent",
+                         Cs[ci], name, e);
                 if (!(e <= worst[i])) worst[i] = e;
             }
         }

@@ -18,7 +18,9 @@ static mn_rng rng;
 static double W[MAXN];                      // upstream gradient for L = sum(y * W)
 static void fill(double* x, size_t n, double s) { size_t i; for (i = 0; i < n; i++) x[i] = s * mn_rng_normal(&rng); }
 static void zero(double* x, size_t n) { memset(x, 0, n * sizeof(double)); }
-static double dotw(const double* y, size_t n) { double s = 0; size_t i; for (i = 0; i < n; i++) s += y[i] * W[i]; return s; }
+static double dotw(const double* y, size_t n) {
+    double s = 0; size_t i; for (i = 0; i < n; i++) s += y[i] * W[i]; return s;
+}
 
 // Central-difference check of an analytic gradient g of loss() with respect to x (n values).
 static void fd_check(const char* name, double* x, size_t n, const double* g, double (*loss)(void)) {
@@ -206,7 +208,8 @@ static void test_attention(void) {
         static double nq[MAXN], nk[MAXN], nv[MAXN];
         zero(nq, n); zero(nk, n); zero(nv, n);
         mn_attention_backward_naive(nq, nk, nv, W, Y, S, X, X2, Wt, gB, gT, gH, gD, gD, gW, gscale);
-        TU_CHECK(tu_relerr(nq, dX, n) < 1e-13 && tu_relerr(nk, dX2, n) < 1e-13 && tu_relerr(nv, dWt, n) < 1e-13, "attention naive vs matrix backward");
+        TU_CHECK(tu_relerr(nq, dX, n) < 1e-13 && tu_relerr(nk, dX2, n) < 1e-13 && tu_relerr(nv, dWt, n) < 1e-13,
+                 "attention naive vs matrix backward");
         // the step form with a KV cache (ring buffer of exactly W slots for SWA)
         double kc[64 * 8], vc[64 * 8], sc[64], o[8], e = 0;
         size_t b = 1, t, len = w ? w : gT;
@@ -234,7 +237,8 @@ static void test_adamw_and_schedule(void) {
 
 int main(void) {
     mn_rng_seed(&rng, 42);
-    test_matmul(); test_rmsnorm(); test_rmsnorm_gated(); test_swiglu(); test_gates(); test_residual(); test_shortconv(); test_l2norm();
+    test_matmul(); test_rmsnorm(); test_rmsnorm_gated(); test_swiglu(); test_gates(); test_residual(); test_shortconv();
+    test_l2norm();
     test_rope(); test_embedding(); test_crossentropy(); test_attention(); test_adamw_and_schedule();
     return tu_finish("test_grad");
 }

@@ -66,8 +66,10 @@ for m in transformer mesanet; do
         --dump_probe "$W/probe_$m.csv" > "$W/e_$m.log" 2>&1 || { bad "lm_eval $m"; cat "$W/e_$m.log"; }
 done
 for m in transformer mesanet; do
-    awk -F, 'NR == FNR { if (FNR > 1) { s += $3; n++ } next } FNR == 2 { d = s / n - $8; exit !(n == 6 && d < 1e-5 && d > -1e-5) }' \
-        "$W/ev/$m/windows.csv" "$W/ev/$m/summary.csv" && ok "$m: windows.csv's 6 window means average to summary.csv's NLL" ||
+    awk -F, 'NR == FNR { if (FNR > 1) { s += $3; n++ } next }
+             FNR == 2 { d = s / n - $8; exit !(n == 6 && d < 1e-5 && d > -1e-5) }' \
+        "$W/ev/$m/windows.csv" "$W/ev/$m/summary.csv" &&
+        ok "$m: windows.csv's 6 window means average to summary.csv's NLL" ||
         bad "$m: windows.csv vs summary"
 done
 # --cg_starts: the tolerance rows again from the Woodbury start (cfg.mesa_cg_warm 5), the same NLL, fewer steps
@@ -159,8 +161,10 @@ npng=$(ls "$W"/lm_tiny_*.png 2>/dev/null | wc -l)
 grep -q "^| mesanet | \`mesa\` |" "$W/t.md" && grep -q "^| transformer | \`attn\` |" "$W/t.md" &&
     grep -q "fixed 30" "$W/t.md" &&
     [ "$npng" = 6 ] && ok "lm_report: tables and 6 PNGs" || bad "lm_report: $npng PNGs; $(head -5 "$W/t.md")"
-awk -F'|' '!d && $2 == " mesanet " { se = $7 + 0; pse = $10 + 0; m = $6 + 0; d = 1 } END { exit !(se > 0 && se < m && pse > 0) }' \
-    "$W/t.md" && ok "lm_report: the validation table gives the SE over windows and the paired SE against the transformer" ||
+awk -F'|' '!d && $2 == " mesanet " { se = $7 + 0; pse = $10 + 0; m = $6 + 0; d = 1 }
+           END { exit !(se > 0 && se < m && pse > 0) }' \
+    "$W/t.md" &&
+    ok "lm_report: the validation table gives the SE over windows and the paired SE against the transformer" ||
     bad "lm_report: SE columns: $(grep '^| mesanet' "$W/t.md" | head -1)"
 # seeds: a real run's folder as seed 1 and as MODEL.s2, MODEL.s3, the bits per byte set to 1.60, 1.70, 1.65
 # (median 1.65, sd 0.05, SE 0.05 / sqrt 3 = 0.0289, spread 0.10); the transformer has seed 1 only, so no row

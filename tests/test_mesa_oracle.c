@@ -2,7 +2,8 @@
 //   (a) mo_mesa_exact   vs mesa_exact.vec and mesa_exact_T256.vec (out.o, out.h_kk, out.h_kv) at 1e-10
 //   (b) mo_mesa_lstsq   vs mo_mesa_exact, T = 300, with and without forgetting, V = K and V = 8, ~1e-10
 //   (c) mo_mesa_grad_fd vs mesa_exact.vec's grad.* (relative error < 1e-7), and vs an analytic
-//       backward (implicit differentiation through the solve, written in this file) on a small case with initial states and final-state upstream grads
+//       backward (implicit differentiation through the solve, written in this file) on a small case with initial
+//       states and final-state upstream grads
 //   (d) mo_mesa_cg_fla  vs mesa_cg_it{1,3,10,30}.vec (x0 = 0) and mesa_decode.vec (Jacobi start) at 1e-10
 // plus consistency checks (initial states, eps = 0 CG vs exact) and bad-input return codes.
 // Error metric everywhere: max|a-b| / max|b| with b the reference (tests/testutil.h).
@@ -292,7 +293,8 @@ static void test_initial_states(void) {
                     int i, j;
                     for (i = 0; i < K; i++)
                         for (j = 0; j < K; j++)
-                            Hs[i * K + j] = exp(in.g[row]) * Hs[i * K + j] + in.beta[row] * in.k[row * K + i] * in.k[row * K + j];
+                            Hs[i * K + j] = exp(in.g[row]) * Hs[i * K + j] +
+                                            in.beta[row] * in.k[row * K + i] * in.k[row * K + j];
                     for (i = 0; i < K; i++) {
                         double s = in.lamb[h * K + i] * x[row * K + i];
                         for (j = 0; j < K; j++) s += Hs[i * K + j] * x[row * K + j];
@@ -335,7 +337,8 @@ static void test_cg_noeps(const char* file) {
     mn_vec_free(&vi.f);
 }
 
-// ---- (c') FD vs an analytic backward (implicit differentiation through the solve) incl. initial states and final-state upstream
+// ---- (c') FD vs an analytic backward (implicit differentiation through the solve) incl. initial states and
+// final-state upstream
 static void test_fd_analytic(void) {
     int B = 2, T = 12, H = 2, K = 5, V = 3, b, h, t, i, j, rc;
     inputs in = make_inputs(B, T, H, K, V, 1);
@@ -382,9 +385,11 @@ static void test_fd_analytic(void) {
                 double gam = exp(in.g[row]), be = in.beta[row];
                 for (i = 0; i < K; i++) {
                     for (j = 0; j < K; j++)
-                        Hst[(t + 1) * K * K + i * K + j] = gam * Hst[t * K * K + i * K + j] + be * in.k[row * K + i] * in.k[row * K + j];
+                        Hst[(t + 1) * K * K + i * K + j] = gam * Hst[t * K * K + i * K + j] +
+                                                           be * in.k[row * K + i] * in.k[row * K + j];
                     for (j = 0; j < V; j++)
-                        Sst[(t + 1) * K * V + i * V + j] = gam * Sst[t * K * V + i * V + j] + be * in.k[row * K + i] * in.v[row * V + j];
+                        Sst[(t + 1) * K * V + i * V + j] = gam * Sst[t * K * V + i * V + j] +
+                                                           be * in.k[row * K + i] * in.v[row * V + j];
                 }
             }
             memcpy(dH, dhkk + bh * K * K, K * K * sizeof(double));
@@ -461,7 +466,8 @@ static void test_bad_input(void) {
     TU_CHECK(mo_mesa_exact(1, 2, 1, 2, 2, q, k, v, g, be, lam, NULL, NULL, o, NULL, NULL, NULL) == 0, "ok call");
     TU_CHECK(mo_mesa_exact(1, 0, 1, 2, 2, q, k, v, g, be, lam, NULL, NULL, o, NULL, NULL, NULL) == MO_EARG, "T=0");
     TU_CHECK(mo_mesa_exact(1, 2, 1, -2, 2, q, k, v, g, be, lam, NULL, NULL, o, NULL, NULL, NULL) == MO_EARG, "K<0");
-    TU_CHECK(mo_mesa_exact(1, 2, 1, 2, 2, NULL, k, v, g, be, lam, NULL, NULL, o, NULL, NULL, NULL) == MO_EARG, "q NULL");
+    TU_CHECK(mo_mesa_exact(1, 2, 1, 2, 2, NULL, k, v, g, be, lam, NULL, NULL, o, NULL, NULL, NULL) == MO_EARG,
+             "q NULL");
     TU_CHECK(mo_mesa_exact(1, 2, 1, 2, 2, q, k, v, g, be, neg, NULL, NULL, o, NULL, NULL, NULL) == MO_ENOTPD, "not PD");
     TU_CHECK(mo_mesa_lstsq(1, 2, 1, 2, 2, q, k, v, g, be, lam, NULL) == MO_EARG, "lstsq o NULL");
     TU_CHECK(mo_mesa_lstsq(1, 1, 1, 2, 2, q, k, v, g, be, zero, o) == MO_ESINGULAR, "lstsq singular");

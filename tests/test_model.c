@@ -36,7 +36,9 @@ static mn_config tiny_config(const char* pattern) {
 }
 static void make_batch(int* tok, int* tgt, size_t n, size_t V, unsigned seed) {
     size_t i; mn_rng r; mn_rng_seed(&r, seed);
-    for (i = 0; i < n; i++) { tok[i] = (int)(mn_rng_u32(&r) % V); tgt[i] = (i % 5 == 4) ? -1 : (int)(mn_rng_u32(&r) % V); }
+    for (i = 0; i < n; i++) {
+        tok[i] = (int)(mn_rng_u32(&r) % V); tgt[i] = (i % 5 == 4) ? -1 : (int)(mn_rng_u32(&r) % V);
+    }
 }
 
 static void test_model_gradient(const char* pattern) {
@@ -104,7 +106,9 @@ static double train_steps(mn_model* m, size_t steps, mn_rng* data, mn_real* last
     for (st = 0; st < steps; st++) {
         for (i = 0; i < B; i++) {
             size_t off = mn_rng_u32(data) % L, t;
-            for (t = 0; t < T; t++) { tok[i * T + t] = text[(off + t) % L] & 63; tgt[i * T + t] = text[(off + t + 1) % L] & 63; }
+            for (t = 0; t < T; t++) {
+                tok[i * T + t] = text[(off + t) % L] & 63; tgt[i * T + t] = text[(off + t + 1) % L] & 63;
+            }
         }
         mn_forward(m, tok, tgt, B, T, &loss);
         mn_zero_grad(m);
@@ -142,7 +146,8 @@ static void test_training_and_resume(void) {
     double first = train_steps(&m, 1, &data, NULL);
     double last = train_steps(&m, 299, &data, NULL);
     printf("  training: loss %.3f -> %.3f after 300 steps\n", first, last);
-    TU_CHECK(first > 3.5 && last < 0.3, "training loss must fall from ~log(64) below 0.3 (got %.3f -> %.3f)", first, last);
+    TU_CHECK(first > 3.5 && last < 0.3,
+             "training loss must fall from ~log(64) below 0.3 (got %.3f -> %.3f)", first, last);
     mn_model_free(&m);
 
     // resume: 20 straight steps vs 10 steps, save, load, 10 steps: identical losses, bit for bit
@@ -161,26 +166,33 @@ static void test_training_and_resume(void) {
     train_steps(&m2, 10, &data2, lb + 10);
     int same = 1;
     for (i = 0; i < 20; i++) same &= la[i] == lb[i];
-    TU_CHECK(same, "resumed run reproduces the straight run bit for bit (step 20: %.9g vs %.9g)", (double)la[19], (double)lb[19]);
+    TU_CHECK(same, "resumed run reproduces the straight run bit for bit (step 20: %.9g vs %.9g)",
+             (double)la[19], (double)lb[19]);
 
     // weights-only round trip: same config, same parameters bit for bit
     TU_CHECK(mn_save(&m2, "build/test_ckpt", NULL) == MN_OK, "save weights");
     TU_CHECK(mn_load(&m3, "build/test_ckpt", NULL) == MN_OK, "load weights");
-    TU_CHECK(m3.n_params == m2.n_params && memcmp(m3.params, m2.params, m2.n_params * sizeof(mn_real)) == 0, "parameters identical after round trip");
-    TU_CHECK(strcmp(m3.cfg.pattern, "attn") == 0 && m3.cfg.d_ff == m2.cfg.d_ff && m3.cfg.rope_theta == m2.cfg.rope_theta, "config round trip");
+    TU_CHECK(m3.n_params == m2.n_params && memcmp(m3.params, m2.params, m2.n_params * sizeof(mn_real)) == 0,
+             "parameters identical after round trip");
+    TU_CHECK(strcmp(m3.cfg.pattern, "attn") == 0 && m3.cfg.d_ff == m2.cfg.d_ff &&
+             m3.cfg.rope_theta == m2.cfg.rope_theta, "config round trip");
     mn_model_free(&m2); mn_model_free(&m3);
 
     // a hybrid with Mesa layers writes fla's MesaNetConfig and reads back the same model
     {
         mn_config h = train_config(); mn_model a, b2;
-        h.pattern = "mesa,attn"; h.mesa_cg_train = 7; h.mesa_cg_decode = 9; h.mesa_cg_tol = 1e-4; h.mesa_gamma_clamp = 1;
+        h.pattern = "mesa,attn"; h.mesa_cg_train = 7; h.mesa_cg_decode = 9; h.mesa_cg_tol = 1e-4;
+        h.mesa_gamma_clamp = 1;
         mn_model_init(&a, &h);
         TU_CHECK(mn_save(&a, "build/test_ckpt", NULL) == MN_OK, "save hybrid");
         TU_CHECK(mn_load(&b2, "build/test_ckpt", NULL) == MN_OK, "load hybrid");
-        TU_CHECK(!strcmp(b2.cfg.pattern, "mesa,attn") && b2.cfg.mesa_cg_train == 7 && b2.cfg.mesa_cg_decode == 9 && b2.cfg.mesa_cg_tol == 1e-4 &&
-                 b2.cfg.mesa_gamma_clamp == 1 && b2.n_params == a.n_params && !memcmp(b2.params, a.params, a.n_params * sizeof(mn_real)), "hybrid config and weights round trip");
+        TU_CHECK(!strcmp(b2.cfg.pattern, "mesa,attn") && b2.cfg.mesa_cg_train == 7 && b2.cfg.mesa_cg_decode == 9 &&
+                 b2.cfg.mesa_cg_tol == 1e-4 && b2.cfg.mesa_gamma_clamp == 1 && b2.n_params == a.n_params &&
+                 !memcmp(b2.params, a.params, a.n_params * sizeof(mn_real)), "hybrid config and weights round trip");
         unsigned char* js; size_t n = read_file("build/test_ckpt/config.json", &js);
-        TU_CHECK(n > 0 && strstr((char*)js, "\"model_type\": \"mesa_net\"") && strstr((char*)js, "\"attn\": {\"layers\": [1]"), "MesaNetConfig keys with the attention layer listed");
+        TU_CHECK(n > 0 && strstr((char*)js, "\"model_type\": \"mesa_net\"") &&
+                 strstr((char*)js, "\"attn\": {\"layers\": [1]"),
+                 "MesaNetConfig keys with the attention layer listed");
         free(js);
         mn_model_free(&a); mn_model_free(&b2);
     }
@@ -219,17 +231,22 @@ static void test_training_and_resume(void) {
         train_steps(&a, 3, &data, NULL);
         TU_CHECK(mn_save(&a, "build/test_ckpt", NULL) == MN_OK, "save linattn,sgla");
         TU_CHECK(mn_load(&b2, "build/test_ckpt", NULL) == MN_OK, "load linattn,sgla");
-        TU_CHECK(!strcmp(b2.cfg.pattern, "linattn,sgla") && b2.n_params == a.n_params && !memcmp(b2.params, a.params, a.n_params * sizeof(mn_real)),
+        TU_CHECK(!strcmp(b2.cfg.pattern, "linattn,sgla") && b2.n_params == a.n_params &&
+                 !memcmp(b2.params, a.params, a.n_params * sizeof(mn_real)),
                  "linattn,sgla config and weights round trip");
         unsigned char* st; size_t n = read_file("build/test_ckpt/model.safetensors", &st);
-        TU_CHECK(n > 0 && has_bytes(st, n, "model.layers.0.attn.feature_map_k.layer2.bias") && has_bytes(st, n, "model.layers.1.attn.gk_proj.bias") &&
-                 has_bytes(st, n, "model.layers.1.attn.v_conv1d.weight"), "fla tensor names of LinearAttention and SimpleGatedLinearAttention");
+        TU_CHECK(n > 0 && has_bytes(st, n, "model.layers.0.attn.feature_map_k.layer2.bias") &&
+                 has_bytes(st, n, "model.layers.1.attn.gk_proj.bias") &&
+                 has_bytes(st, n, "model.layers.1.attn.v_conv1d.weight"),
+                 "fla tensor names of LinearAttention and SimpleGatedLinearAttention");
         free(st);
         mn_model_free(&a); mn_model_free(&b2);
     }
 }
 
-static void write_file(const char* path, const void* data, size_t n) { FILE* f = fopen(path, "wb"); fwrite(data, 1, n, f); fclose(f); }
+static void write_file(const char* path, const void* data, size_t n) {
+    FILE* f = fopen(path, "wb"); fwrite(data, 1, n, f); fclose(f);
+}
 
 static void test_bad_input(void) {
     mn_model m, m2; mn_config c = tiny_config("attn"), bad;
@@ -289,10 +306,12 @@ static void test_bad_input(void) {
         mn_model_free(&m2);
         write_file("build/test_trunc/config.json", cfgb, cn / 2);
         TU_CHECK(mn_load(&m2, "build/test_trunc", NULL) == MN_ERR_FORMAT, "truncated config.json");
-        const char* other = "{\"hidden_size\": 16, \"num_hidden_layers\": 2, \"num_heads\": 2, \"vocab_size\": 11, \"max_position_embeddings\": 16}";
+        const char* other = "{\"hidden_size\": 16, \"num_hidden_layers\": 2, \"num_heads\": 2, \"vocab_size\": 11, "
+                            "\"max_position_embeddings\": 16}";
         write_file("build/test_trunc/config.json", other, strlen(other));
         TU_CHECK(mn_load(&m2, "build/test_trunc", NULL) == MN_ERR_FORMAT, "weights that do not match config.json");
-        const char* badcfg = "{\"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_heads\": 2, \"vocab_size\": 11, \"mesanet_pattern\": \"nope\"}";
+        const char* badcfg = "{\"hidden_size\": 8, \"num_hidden_layers\": 2, \"num_heads\": 2, \"vocab_size\": 11, "
+                             "\"mesanet_pattern\": \"nope\"}";
         write_file("build/test_trunc/config.json", badcfg, strlen(badcfg));
         TU_CHECK(mn_load(&m2, "build/test_trunc", NULL) == MN_ERR_CONFIG, "unknown mixer in config.json");
         TU_CHECK(mn_load(&m2, "build/test_bad", &(mn_train_meta){0}) == MN_ERR_IO, "resume without optimizer state");
@@ -353,8 +372,10 @@ static void test_param_layout(const char* pattern) {
         end = m.tensors[k].offset + m.tensors[k].numel;
         count += m.tensors[k].numel;
     }
-    TU_CHECK(aligned && ordered && end <= m.n_params, "%s: tensors at multiples of %d, in order, inside the block", pattern, MN_PARAM_ALIGN);
-    TU_CHECK(m.n_trainable == count && m.n_params > m.n_trainable, "%s: n_trainable %zu = sum of numel %zu (block %zu with padding)",
+    TU_CHECK(aligned && ordered && end <= m.n_params,
+             "%s: tensors at multiples of %d, in order, inside the block", pattern, MN_PARAM_ALIGN);
+    TU_CHECK(m.n_trainable == count && m.n_params > m.n_trainable,
+             "%s: n_trainable %zu = sum of numel %zu (block %zu with padding)",
              pattern, m.n_trainable, count, m.n_params);
     make_batch(tok, tgt, B * T, c.vocab_size, 3);
     zero &= padding_zero(&m, m.params);
@@ -364,9 +385,11 @@ static void test_param_layout(const char* pattern) {
         mn_backward(&m);
         mn_clip_grad_norm(&m, 1.0);
         mn_adamw_step(&m, 1e-2, &hp);
-        zero &= padding_zero(&m, m.params) && padding_zero(&m, m.grads) && padding_zero(&m, m.opt_m) && padding_zero(&m, m.opt_v);
+        zero &= padding_zero(&m, m.params) && padding_zero(&m, m.grads) && padding_zero(&m, m.opt_m) &&
+                padding_zero(&m, m.opt_v);
     }
-    TU_CHECK(zero, "%s: the padding between tensors stays zero (params, grads, moments) over 3 training steps", pattern);
+    TU_CHECK(zero,
+             "%s: the padding between tensors stays zero (params, grads, moments) over 3 training steps", pattern);
     mn_model_free(&m);
 }
 
@@ -410,7 +433,8 @@ static void test_optimizer_and_sampling(void) {
     for (i = 0; i < 20000; i++) counts[mn_sample(logits, 6, 1.0, 0, 0, &r, scratch)]++;
     double z = 0; for (i = 0; i < 6; i++) z += exp(logits[i]);
     double p1 = exp(2.0) / z;
-    TU_CHECK(fabs(counts[1] / 20000.0 - p1) < 0.02, "sampling frequency of the mode %.3f vs softmax %.3f", counts[1] / 20000.0, p1);
+    TU_CHECK(fabs(counts[1] / 20000.0 - p1) < 0.02,
+             "sampling frequency of the mode %.3f vs softmax %.3f", counts[1] / 20000.0, p1);
 }
 
 // Decoding far past convergence (30 fixed CG steps on well-conditioned systems) must stay finite:

@@ -37,7 +37,8 @@
 #endif
 
 // Worst of several comparisons; names the worst one. a, b: K arrays of n[k] values (NULL: skipped).
-static double worst_of(size_t K, const mn_real* const* a, const mn_real* const* b, const size_t* n, const char* const* names, const char** which) {
+static double worst_of(size_t K, const mn_real* const* a, const mn_real* const* b, const size_t* n,
+                       const char* const* names, const char** which) {
     size_t k; double e = 0;
     *which = "-";
     for (k = 0; k < K; k++) {
@@ -81,25 +82,32 @@ static sprob s_make(size_t B, size_t T, size_t H, size_t P, size_t N, int amode,
     p.B = B; p.T = T; p.H = H; p.P = P; p.N = N; p.amode = amode;
     p.X = tu_buf(s_nx(&p)); p.A = tu_buf(s_na(&p)); p.Bm = tu_buf(s_nb(&p)); p.Cm = tu_buf(s_nb(&p));
     p.h0 = tu_buf(s_ns(&p)); p.dy = tu_buf(s_nx(&p)); p.dht = tu_buf(s_ns(&p));
-    tu_fill(p.X, s_nx(&p), 0, 1); fill_A(p.A, s_na(&p), amode, strong); tu_fill(p.Bm, s_nb(&p), 0, 1); tu_fill(p.Cm, s_nb(&p), 0, 1);
+    tu_fill(p.X, s_nx(&p), 0, 1); fill_A(p.A, s_na(&p), amode, strong); tu_fill(p.Bm, s_nb(&p), 0, 1);
+    tu_fill(p.Cm, s_nb(&p), 0, 1);
     tu_fill(p.h0, s_ns(&p), 0, 0.5); tu_fill(p.dy, s_nx(&p), 0, 1); tu_fill(p.dht, s_ns(&p), 0, 1);
     return p;
 }
 // C == 0: the recurrent form; else the chunkwise form with chunk length C (log-decays only).
 static void s_forward(const sprob* p, size_t C, mn_real* y, mn_real* ht) {
-    if (C == 0) mn_ssd_forward_recurrent(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode);
-    else mn_ssd_forward(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)));
+    if (C == 0) mn_ssd_forward_recurrent(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0,
+                                         p->B, p->T, p->H, p->P, p->N, p->amode);
+    else mn_ssd_forward(y, ht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C,
+                        tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)));
 }
 static void s_backward(const sprob* p, size_t C, sres* r) {
     if (C == 0)
-        mn_ssd_backward_recurrent(r->dX, r->dA, r->dB, r->dC, r->dh0, p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, p->amode, tu_work(mn_ssd_work_size_recurrent(p->T, p->P, p->N)));
+        mn_ssd_backward_recurrent(r->dX, r->dA, r->dB, r->dC, r->dh0, p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0,
+                                  p->B, p->T, p->H, p->P, p->N, p->amode,
+                                  tu_work(mn_ssd_work_size_recurrent(p->T, p->P, p->N)));
     else
-        mn_ssd_backward(r->dX, r->dA, r->dB, r->dC, r->dh0, p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T, p->H, p->P, p->N, C, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)));
+        mn_ssd_backward(r->dX, r->dA, r->dB, r->dC, r->dh0, p->dy, p->dht, p->X, p->A, p->Bm, p->Cm, p->h0, p->B, p->T,
+                        p->H, p->P, p->N, C, tu_work(mn_ssd_work_size(p->B, p->T, p->H, p->P, p->N, C)));
 }
 static sres s_alloc(const sprob* p) {
     sres r;
     r.y = tu_buf(s_nx(p)); r.ht = tu_buf(s_ns(p));
-    r.dX = tu_buf(s_nx(p)); r.dA = tu_buf(s_na(p)); r.dB = tu_buf(s_nb(p)); r.dC = tu_buf(s_nb(p)); r.dh0 = tu_buf(s_ns(p));
+    r.dX = tu_buf(s_nx(p)); r.dA = tu_buf(s_na(p)); r.dB = tu_buf(s_nb(p)); r.dC = tu_buf(s_nb(p));
+    r.dh0 = tu_buf(s_ns(p));
     return r;
 }
 static sres s_run(const sprob* p, size_t C) {
@@ -150,7 +158,8 @@ static void s_fd_form(sprob* p, size_t C, const char* tag) {
     char what[160];
     double e = 0;
     sfd_p = p; sfd_C = C;
-#define FD(x, g, n) do { snprintf(what, sizeof what, "ssd %s %s C=%zu d%s", s_mode(p), tag, C, #x); e = fmax(e, fd_vec(s_loss, what, p->x, n, r.g)); } while (0)
+#define FD(x, g, n) do { snprintf(what, sizeof what, "ssd %s %s C=%zu d%s", s_mode(p), tag, C, #x); \
+                         e = fmax(e, fd_vec(s_loss, what, p->x, n, r.g)); } while (0)
     FD(X, dX, s_nx(p)); FD(A, dA, s_na(p)); FD(Bm, dB, s_nb(p)); FD(Cm, dC, s_nb(p)); FD(h0, dh0, s_ns(p));
 #undef FD
     if (C) snprintf(what, sizeof what, "chunk C=%zu", C);
@@ -192,10 +201,12 @@ static void s_test_chunk_vs_recurrent(void) {
                 const char* which;
                 sres r = s_run(&p, Cs[ci]);
                 double e = s_compare(&p, &r, &ref, &which);
-                TU_CHECK(e < TOL_EQ, "ssd%s%s chunk C=%zu vs recurrent: %s rel err %.3e", strong ? " strong" : "", noh0 ? " no h0" : "", Cs[ci], which, e);
+                TU_CHECK(e < TOL_EQ, "ssd%s%s chunk C=%zu vs recurrent: %s rel err %.3e", strong ? " strong" : "",
+                         noh0 ? " no h0" : "", Cs[ci], which, e);
                 worst = fmax(worst, e);
             }
-            printf("  ssd chunk vs recurrent%s%s T=37 C=1..64: worst %.2e\n", strong ? " strong decays" : "", noh0 ? " (h0, dht NULL)" : "", worst);
+            printf("  ssd chunk vs recurrent%s%s T=37 C=1..64: worst %.2e\n", strong ? " strong decays" : "",
+                   noh0 ? " (h0, dht NULL)" : "", worst);
             tu_free_all();
         }
 }
@@ -300,7 +311,8 @@ static void s_test_split(void) {
         for (i = 0; i < s_ns(&p); i++) { cat.ht[i] = r2.ht[i]; cat.dh0[i] = r1.dh0[i]; }
         const char* which;
         double e = s_compare(&p, &cat, &full, &which);
-        TU_CHECK(e < TOL_EQ, "ssd %s %s: split at %zu differs (%s %.3e)", C ? "chunk" : "recurrent", s_mode(&p), k, which, e);
+        TU_CHECK(e < TOL_EQ, "ssd %s %s: split at %zu differs (%s %.3e)",
+                 C ? "chunk" : "recurrent", s_mode(&p), k, which, e);
         printf("  ssd split through ht -> h0, %-9s %-10s: %.2e\n", C ? "chunk" : "recurrent", s_mode(&p), e);
         tu_free_all();
     }
@@ -315,7 +327,8 @@ static void s_test_step(void) {
         mn_real* y_r = tu_buf(s_nx(&p)); mn_real* ht_r = tu_buf(s_ns(&p));
         mn_real* y_c = tu_buf(s_nx(&p)); mn_real* ht_c = tu_buf(s_ns(&p));
         mn_real* y_s = tu_buf(s_nx(&p)); mn_real* state = tu_copy(p.h0, s_ns(&p));
-        mn_real *xt = tu_buf(B * H * P), *at = tu_buf(B * H), *bt = tu_buf(B * H * N), *ct = tu_buf(B * H * N), *yt = tu_buf(B * H * P);
+        mn_real *xt = tu_buf(B * H * P), *at = tu_buf(B * H), *bt = tu_buf(B * H * N), *ct = tu_buf(B * H * N),
+                *yt = tu_buf(B * H * P);
         s_forward(&p, 0, y_r, ht_r);
         if (amode == MN_SSD_LOG_DECAY) s_forward(&p, 4, y_c, ht_c);
         for (t = 0; t < T; t++) {
@@ -355,7 +368,9 @@ static void s_test_vectors(const char* dir) {
     if (mn_vec_load(&f, path, err, sizeof err) != 0) { TU_CHECK(0, "cannot load %s: %s", path, err); return; }
     TU_CHECK(strcmp(f.op, "mamba2_ssd") == 0, "%s: op is %s", path, f.op);
     X = mn_vec_get(&f, "X");
-    if (X == NULL || X->ndim != 4 || mn_vec_get(&f, "B") == NULL) { TU_CHECK(0, "%s: no X or B", path); mn_vec_free(&f); return; }
+    if (X == NULL || X->ndim != 4 || mn_vec_get(&f, "B") == NULL) {
+        TU_CHECK(0, "%s: no X or B", path); mn_vec_free(&f); return;
+    }
     p.B = X->dims[0]; p.T = X->dims[1]; p.H = X->dims[2]; p.P = X->dims[3]; p.N = mn_vec_get(&f, "B")->dims[3];
     p.amode = MN_SSD_LOG_DECAY;
     p.X = vt_real(&f, "X", s_nx(&p)); p.A = vt_real(&f, "A", s_na(&p));
@@ -365,12 +380,14 @@ static void s_test_vectors(const char* dir) {
         sres r = s_run(&p, Cs[ci]);
         const mn_real* got[7] = { r.y, r.ht, r.dX, r.dA, r.dB, r.dC, r.dh0 };
         size_t n[7];
-        n[0] = s_nx(&p); n[1] = s_ns(&p); n[2] = s_nx(&p); n[3] = s_na(&p); n[4] = s_nb(&p); n[5] = s_nb(&p); n[6] = s_ns(&p);
+        n[0] = s_nx(&p); n[1] = s_ns(&p); n[2] = s_nx(&p); n[3] = s_na(&p); n[4] = s_nb(&p); n[5] = s_nb(&p);
+        n[6] = s_ns(&p);
         for (i = 0; i < 7; i++) {
             const double* want = vt_get(&f, names[i], n[i]);
             if (want == NULL) continue;
             double e = tu_rel_d(got[i], want, n[i]);
-            TU_CHECK(e <= TOL_VEC, "mamba2_ssd %s form C=%zu: %s rel err %.3e", Cs[ci] ? "chunk" : "recurrent", Cs[ci], names[i], e);
+            TU_CHECK(e <= TOL_VEC, "mamba2_ssd %s form C=%zu: %s rel err %.3e",
+                     Cs[ci] ? "chunk" : "recurrent", Cs[ci], names[i], e);
             if (!(e <= worst[i])) worst[i] = e;
         }
     }
@@ -405,7 +422,8 @@ static size_t r_ns(const rprob* p) { return p->B * p->W; }
 static rprob r_make(size_t B, size_t T, size_t W, size_t NH, int with_h0) {
     rprob p; size_t i, bw = W / NH;
     p.B = B; p.T = T; p.W = W; p.NH = NH; p.c = 8.0; p.seg = NULL;
-    p.x = tu_buf(r_nx(&p)); p.ap = tu_buf(W); p.wx = tu_buf(r_nw(&p)); p.wa = tu_buf(r_nw(&p)); p.bx = tu_buf(W); p.ba = tu_buf(W);
+    p.x = tu_buf(r_nx(&p)); p.ap = tu_buf(W); p.wx = tu_buf(r_nw(&p)); p.wa = tu_buf(r_nw(&p)); p.bx = tu_buf(W);
+    p.ba = tu_buf(W);
     p.h0 = with_h0 ? tu_buf(r_ns(&p)) : NULL; p.dy = tu_buf(r_nx(&p)); p.dht = tu_buf(r_ns(&p));
     tu_fill(p.x, r_nx(&p), 0, 1);
     for (i = 0; i < W; i++) {
@@ -419,15 +437,19 @@ static rprob r_make(size_t B, size_t T, size_t W, size_t NH, int with_h0) {
     return p;
 }
 static void r_forward(const rprob* p, mn_real* y, mn_real* ht, mn_real* gates) {
-    mn_rglru_forward(y, ht, gates, p->x, p->ap, p->wx, p->bx, p->wa, p->ba, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c);
+    mn_rglru_forward(y, ht, gates, p->x, p->ap, p->wx, p->bx, p->wa, p->ba, p->h0, p->seg,
+                     p->B, p->T, p->W, p->NH, p->c);
 }
 static void r_backward(const rprob* p, rres* r) {
-    mn_rglru_backward(r->dx, r->dap, r->dwx, r->dbx, r->dwa, r->dba, r->dh0, p->dy, p->dht, r->y, r->gates, p->x, p->ap, p->wx, p->wa, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c, tu_work(mn_rglru_work_size(p->B, p->T, p->W)));
+    mn_rglru_backward(r->dx, r->dap, r->dwx, r->dbx, r->dwa, r->dba, r->dh0, p->dy, p->dht, r->y, r->gates, p->x, p->ap,
+                      p->wx, p->wa, p->h0, p->seg, p->B, p->T, p->W, p->NH, p->c,
+                      tu_work(mn_rglru_work_size(p->B, p->T, p->W)));
 }
 static rres r_alloc(const rprob* p) {
     rres r;
     r.y = tu_buf(r_nx(p)); r.ht = tu_buf(r_ns(p)); r.gates = tu_work(mn_rglru_work_size(p->B, p->T, p->W));
-    r.dx = tu_buf(r_nx(p)); r.dap = tu_buf(p->W); r.dwx = tu_buf(r_nw(p)); r.dbx = tu_buf(p->W); r.dwa = tu_buf(r_nw(p)); r.dba = tu_buf(p->W);
+    r.dx = tu_buf(r_nx(p)); r.dap = tu_buf(p->W); r.dwx = tu_buf(r_nw(p)); r.dbx = tu_buf(p->W);
+    r.dwa = tu_buf(r_nw(p)); r.dba = tu_buf(p->W);
     r.dh0 = tu_buf(r_ns(p));
     return r;
 }
@@ -442,7 +464,8 @@ static double r_compare(const rprob* p, const rres* a, const rres* b, const char
     const mn_real* x[9] = { a->y, a->ht, a->dx, a->dap, a->dwx, a->dbx, a->dwa, a->dba, a->dh0 };
     const mn_real* y[9] = { b->y, b->ht, b->dx, b->dap, b->dwx, b->dbx, b->dwa, b->dba, b->dh0 };
     size_t n[9];
-    n[0] = r_nx(p); n[1] = r_ns(p); n[2] = r_nx(p); n[3] = p->W; n[4] = r_nw(p); n[5] = p->W; n[6] = r_nw(p); n[7] = p->W; n[8] = r_ns(p);
+    n[0] = r_nx(p); n[1] = r_ns(p); n[2] = r_nx(p); n[3] = p->W; n[4] = r_nw(p); n[5] = p->W; n[6] = r_nw(p);
+    n[7] = p->W; n[8] = r_ns(p);
     return worst_of(9, x, y, n, r_names, which);
 }
 // Resets inside the sequences: sequence 0 starts at 0 and restarts at t = 4 and t = T-2; sequence
@@ -465,7 +488,8 @@ static const rprob* rfd_p;
 static double r_loss(void) {
     const rprob* p = rfd_p;
     size_t i, n0 = tu_mark(); double L = 0;
-    mn_real* y = tu_buf(r_nx(p)); mn_real* ht = tu_buf(r_ns(p)); mn_real* g = tu_buf(mn_rglru_work_size(p->B, p->T, p->W));
+    mn_real* y = tu_buf(r_nx(p)); mn_real* ht = tu_buf(r_ns(p));
+    mn_real* g = tu_buf(mn_rglru_work_size(p->B, p->T, p->W));
     r_forward(p, y, ht, g);
     for (i = 0; i < r_nx(p); i++) L += (double)y[i] * p->dy[i];
     for (i = 0; i < r_ns(p); i++) L += (double)ht[i] * p->dht[i];
@@ -481,7 +505,8 @@ static void r_test_fd(void) {
         char what[160];
         double e = 0;
         rfd_p = &p;
-#define FD(x, g, n) do { snprintf(what, sizeof what, "rglru %s d%s", r_case(k), #x); e = fmax(e, fd_vec(r_loss, what, p.x, n, r.g)); } while (0)
+#define FD(x, g, n) do { snprintf(what, sizeof what, "rglru %s d%s", r_case(k), #x); \
+                         e = fmax(e, fd_vec(r_loss, what, p.x, n, r.g)); } while (0)
         FD(x, dx, r_nx(&p)); FD(ap, dap, p.W); FD(wx, dwx, r_nw(&p)); FD(bx, dbx, p.W);
         FD(wa, dwa, r_nw(&p)); FD(ba, dba, p.W);
         if (p.h0) FD(h0, dh0, r_ns(&p));
@@ -496,7 +521,8 @@ static void r_test_fd(void) {
 // a_param = -25: softplus = 1.4e-11, so 1 - a^2 ~ 1e-10 < 2.5e-7 at t = 1, 2 and the clip binds.
 // A scalar re-derivation (written out here, not shared with the library) gives the gradients
 // with the clip (must agree) and with the exact derivative 1/(2 sqrt(u)) (must differ).
-static void r_scalar_grads(const double* x, const double* dy, double dht, double ap, double wx, double bx, double wa, double ba, double c, int clip, double g[6]) {
+static void r_scalar_grads(const double* x, const double* dy, double dht, double ap, double wx, double bx, double wa,
+                           double ba, double c, int clip, double g[6]) {
     double h[3], gx[3], ga[3], a[3], a2[3], u[3], sp = log1p(exp(ap)), d = dht;
     int t;
     for (t = 0; t < 6; t++) g[t] = 0;
@@ -548,7 +574,8 @@ static void r_test_sqrt_clip(void) {
     TU_CHECK(ec < 1e-3, "rglru clipped sqrt derivative: rel err %.3e vs the scalar re-derivation", ec);
 #endif
     TU_CHECK(ee > 0.5, "rglru: the sqrt clip does not bind (%.3e from the exact derivative)", ee);
-    printf("  rglru SqrtBoundDerivative (1-a^2 ~ 1e-10): vs clipped scalar %.2e, vs exact derivative >= %.2f\n", ec, ee);
+    printf("  rglru SqrtBoundDerivative (1-a^2 ~ 1e-10): vs clipped scalar %.2e, vs exact derivative >= %.2f\n",
+           ec, ee);
     tu_free_all();
 }
 
@@ -571,7 +598,9 @@ static void r_test_resets_and_split(void) {
     rres cat = r_alloc(&p);
     unslice_add(cat.y, r1.y, B, T, W, 0, k); unslice_add(cat.y, r2.y, B, T, W, k, T - k);
     unslice_add(cat.dx, r1.dx, B, T, W, 0, k); unslice_add(cat.dx, r2.dx, B, T, W, k, T - k);
-    for (i = 0; i < W; i++) { cat.dap[i] = r1.dap[i] + r2.dap[i]; cat.dbx[i] = r1.dbx[i] + r2.dbx[i]; cat.dba[i] = r1.dba[i] + r2.dba[i]; }
+    for (i = 0; i < W; i++) {
+        cat.dap[i] = r1.dap[i] + r2.dap[i]; cat.dbx[i] = r1.dbx[i] + r2.dbx[i]; cat.dba[i] = r1.dba[i] + r2.dba[i];
+    }
     for (i = 0; i < r_nw(&p); i++) { cat.dwx[i] = r1.dwx[i] + r2.dwx[i]; cat.dwa[i] = r1.dwa[i] + r2.dwa[i]; }
     for (i = 0; i < r_ns(&p); i++) { cat.ht[i] = r2.ht[i]; cat.dh0[i] = r1.dh0[i]; }
     double e = r_compare(&p, &cat, &full, &which);
@@ -599,11 +628,14 @@ static void r_test_resets_and_split(void) {
             rres cq = r_alloc(&q);
             unslice_add(cq.y, s1.y, B, T, W, 0, k); unslice_add(cq.y, s2.y, B, T, W, k, T - k);
             unslice_add(cq.dx, s1.dx, B, T, W, 0, k); unslice_add(cq.dx, s2.dx, B, T, W, k, T - k);
-            for (i = 0; i < W; i++) { cq.dap[i] = s1.dap[i] + s2.dap[i]; cq.dbx[i] = s1.dbx[i] + s2.dbx[i]; cq.dba[i] = s1.dba[i] + s2.dba[i]; }
+            for (i = 0; i < W; i++) {
+                cq.dap[i] = s1.dap[i] + s2.dap[i]; cq.dbx[i] = s1.dbx[i] + s2.dbx[i]; cq.dba[i] = s1.dba[i] + s2.dba[i];
+            }
             for (i = 0; i < r_nw(&q); i++) { cq.dwx[i] = s1.dwx[i] + s2.dwx[i]; cq.dwa[i] = s1.dwa[i] + s2.dwa[i]; }
             for (i = 0; i < r_ns(&q); i++) { cq.ht[i] = s2.ht[i]; cq.dh0[i] = s1.dh0[i]; }
             e = r_compare(&q, &cq, &fq, &which);
-            TU_CHECK(e < TOL_EQ, "rglru %s: split through ht -> h0 differs (%s %.3e)", with_h0 ? "h0" : "no h0", which, e);
+            TU_CHECK(e < TOL_EQ, "rglru %s: split through ht -> h0 differs (%s %.3e)",
+                     with_h0 ? "h0" : "no h0", which, e);
             printf("  rglru split through ht -> h0 (%s): %.2e\n", with_h0 ? "from h0" : "fresh", e);
             tu_free_all();
         }
@@ -709,7 +741,8 @@ static void r_test_step(void) {
 
 // ---- golden vectors: segment_pos NULL, segment_pos = 0..T-1 (the reference's call), the step
 static void r_test_vectors(const char* dir) {
-    static const char* names[8] = { "out.y", "out.ht", "grad.x", "grad.a_param", "grad.wx", "grad.bx", "grad.wa", "grad.ba" };
+    static const char* names[8] = { "out.y", "out.ht", "grad.x", "grad.a_param", "grad.wx", "grad.bx", "grad.wa",
+                                    "grad.ba" };
     static mn_vec_file f;
     char path[512], err[256];
     const mn_vec_tensor* x;
@@ -742,18 +775,23 @@ static void r_test_vectors(const char* dir) {
             int* pos = (int*)tu_mem(p.B * sizeof(int));
             r = r_alloc(&p);
             for (t = 0; t < p.T; t++) {
-                for (b = 0; b < p.B; b++) { memcpy(xt + b * p.W, p.x + (b * p.T + t) * p.W, p.W * sizeof(mn_real)); pos[b] = (int)t; }
+                for (b = 0; b < p.B; b++) {
+                    memcpy(xt + b * p.W, p.x + (b * p.T + t) * p.W, p.W * sizeof(mn_real)); pos[b] = (int)t;
+                }
                 mn_rglru_step(yt, r.ht, xt, p.ap, p.wx, p.bx, p.wa, p.ba, pos, p.B, p.W, p.NH, p.c, wk);
                 for (b = 0; b < p.B; b++) memcpy(r.y + (b * p.T + t) * p.W, yt + b * p.W, p.W * sizeof(mn_real));
             }
         }
-        got[0] = r.y; got[1] = r.ht; got[2] = r.dx; got[3] = r.dap; got[4] = r.dwx; got[5] = r.dbx; got[6] = r.dwa; got[7] = r.dba;
-        n[0] = r_nx(&p); n[1] = r_ns(&p); n[2] = r_nx(&p); n[3] = p.W; n[4] = r_nw(&p); n[5] = p.W; n[6] = r_nw(&p); n[7] = p.W;
+        got[0] = r.y; got[1] = r.ht; got[2] = r.dx; got[3] = r.dap; got[4] = r.dwx; got[5] = r.dbx; got[6] = r.dwa;
+        got[7] = r.dba;
+        n[0] = r_nx(&p); n[1] = r_ns(&p); n[2] = r_nx(&p); n[3] = p.W; n[4] = r_nw(&p); n[5] = p.W; n[6] = r_nw(&p);
+        n[7] = p.W;
         for (i = 0; i < (form < 2 ? 8u : 2u); i++) {
             const double* want = vt_get(&f, names[i], n[i]);
             if (want == NULL) continue;
             double e = tu_rel_d(got[i], want, n[i]);
-            TU_CHECK(e <= TOL_VEC, "rglru %s: %s rel err %.3e", form == 0 ? "segment_pos NULL" : form == 1 ? "segment_pos 0..T-1" : "step", names[i], e);
+            TU_CHECK(e <= TOL_VEC, "rglru %s: %s rel err %.3e",
+                     form == 0 ? "segment_pos NULL" : form == 1 ? "segment_pos 0..T-1" : "step", names[i], e);
             if (!(e <= worst[i])) worst[i] = e;
         }
     }

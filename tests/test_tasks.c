@@ -44,7 +44,8 @@ static size_t shortest(const char* name) {
 static const char* common_check(const mn_task* task, const int* x, const int* y, size_t n, size_t len) {
     size_t t, last = (size_t)-1, scored = 0;
     if (n == 0 || n > len) return "n out of range";
-    if (strncmp(task->name, "anbn", 4) != 0 && n != expected_n(task->name, len)) return "n is not the longest the grammar allows";
+    if (strncmp(task->name, "anbn", 4) != 0 && n != expected_n(task->name, len))
+        return "n is not the longest the grammar allows";
     if (x[0] != 1) return "x[0] is not BOS (1)";
     for (t = 0; t < n; t++) {
         if (x[t] <= 0 || x[t] >= task->vocab_size) return "input token PAD or outside the vocabulary";
@@ -216,7 +217,8 @@ static const char* check_anbn(const int* x, const int* y, size_t n, size_t len, 
     if (k == 0) return "no a block";
     if (n != (size_t)blocks * k + 2) return "length is not blocks*k + 2";
     // k is drawn from the upper half of what fits: kmax = (len-2)/blocks, k in [ceil(kmax/2), kmax]
-    if (k > (len - 2) / (size_t)blocks || 2 * k < (len - 2) / (size_t)blocks) return "k outside the upper half of what fits";
+    if (k > (len - 2) / (size_t)blocks || 2 * k < (len - 2) / (size_t)blocks)
+        return "k outside the upper half of what fits";
     for (b = 0; b < (size_t)blocks; b++)
         for (t = 0; t < k; t++) if (x[1 + b * k + t] != 2 + (int)b) return "block structure wrong";
     if (x[n - 1] != 2 + blocks) return "no T at the end";
@@ -299,7 +301,8 @@ static void test_table(void) {
     const mn_task* list = mn_task_list(&n);
     const int vocab[10] = { 4, 11, 12, 7, 8, 7, 67, 5, 6, 512 };
     const int metric[10] = { MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_FINAL,
-                             MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_SEQUENCE, MN_METRIC_SEQUENCE, MN_METRIC_TOKEN };
+                             MN_METRIC_FINAL, MN_METRIC_FINAL, MN_METRIC_SEQUENCE, MN_METRIC_SEQUENCE,
+                             MN_METRIC_TOKEN };
     const double chance[10] = { 0.5, 0.2, 0.2, 0.2, 1.0 / 6, 0.25, 1.0 / 64, 0, 0, 1.0 / 256 };
     const size_t min_len[10] = { 2, 3, 5, 2, 16, 8, 8, 4, 5, 5 };
     TU_CHECK(list != NULL && n == 10, "mn_task_list: %zu tasks", n);
@@ -340,7 +343,8 @@ static void test_labels(void) {
             if (len < shortest(names[id])) {
                 memset(X, 0x55, sizeof X); memset(Y, 0x55, sizeof Y);
                 size_t n = mn_task_sample(task, &rng, len, X, Y);
-                TU_CHECK(n == 0 && X[0] == 0x55555555 && Y[0] == 0x55555555, "%s len %zu below the shortest example: n = %zu, buffers touched", names[id], len, n);
+                TU_CHECK(n == 0 && X[0] == 0x55555555 && Y[0] == 0x55555555,
+                         "%s len %zu below the shortest example: n = %zu, buffers touched", names[id], len, n);
                 continue;
             }
             for (r = 0; r < reps; r++) {
@@ -350,9 +354,12 @@ static void test_labels(void) {
                 if (e) { bad++; if (!first) { first = e; first_len = len; } }
             }
         }
-        TU_CHECK(bad == 0, "%s: %zu of %zu examples wrong; first at len %zu: %s", names[id], bad, total, first_len, first ? first : "");
-        TU_CHECK(mn_task_sample(task, &rng, shortest(names[id]) - 1, X, Y) == 0, "%s: one below the shortest", names[id]);
-        TU_CHECK(mn_task_sample(task, &rng, shortest(names[id]), X, Y) == expected_n(names[id], shortest(names[id])), "%s: the shortest", names[id]);
+        TU_CHECK(bad == 0, "%s: %zu of %zu examples wrong; first at len %zu: %s", names[id], bad, total, first_len,
+                 first ? first : "");
+        TU_CHECK(mn_task_sample(task, &rng, shortest(names[id]) - 1, X, Y) == 0,
+                 "%s: one below the shortest", names[id]);
+        TU_CHECK(mn_task_sample(task, &rng, shortest(names[id]), X, Y) == expected_n(names[id], shortest(names[id])),
+                 "%s: the shortest", names[id]);
     }
 }
 
@@ -397,11 +404,13 @@ static void test_determinism(void) {
             mn_rng_seed(&a, 42); mn_rng_seed(&b, 42);
             na = mn_task_sample(task, &a, lens[l], X, Y);
             nb = mn_task_sample(task, &b, lens[l], X2, Y2);
-            TU_CHECK(na == nb && memcmp(X, X2, sizeof(int) * lens[l]) == 0 && memcmp(Y, Y2, sizeof(int) * lens[l]) == 0 && a.s == b.s,
+            TU_CHECK(na == nb && memcmp(X, X2, sizeof(int) * lens[l]) == 0 &&
+                     memcmp(Y, Y2, sizeof(int) * lens[l]) == 0 && a.s == b.s,
                      "%s len %zu: same seed, different example", names[id], lens[l]);
             mn_rng_seed(&b, 43);
             nb = mn_task_sample(task, &b, lens[l], X2, Y2);
-            TU_CHECK(memcmp(X, X2, sizeof(int) * lens[l]) != 0, "%s len %zu: seeds 42 and 43 give the same example", names[id], lens[l]);
+            TU_CHECK(memcmp(X, X2, sizeof(int) * lens[l]) != 0,
+                     "%s len %zu: seeds 42 and 43 give the same example", names[id], lens[l]);
         }
         // a copy of the table entry behaves like the entry
         {
@@ -410,7 +419,8 @@ static void test_determinism(void) {
             mn_rng_seed(&a, 9); mn_rng_seed(&b, 9);
             size_t na = mn_task_sample(task, &a, 100, X, Y), nb = mn_task_sample(&copy, &b, 100, X2, Y2);
             TU_CHECK(na == nb && memcmp(X, X2, sizeof(int) * 100) == 0, "%s: a copy of the entry differs", names[id]);
-            TU_CHECK(mn_task_train_len(&copy, &a, 128) == mn_task_train_len(task, &b, 128), "%s: copy train_len", names[id]);
+            TU_CHECK(mn_task_train_len(&copy, &a, 128) == mn_task_train_len(task, &b, 128),
+                     "%s: copy train_len", names[id]);
         }
     }
 }
@@ -439,15 +449,18 @@ static void test_train_len(void) {
                 if ((got != n && !short_ok) || check_task(id, task, X, Y, got, n) != NULL) mismatch++;
             }
         }
-        TU_CHECK(out == 0 && invalid == 0, "%s train_len: %zu outside [%zu,128], %zu not valid lengths", names[id], out, lo, invalid);
+        TU_CHECK(out == 0 && invalid == 0,
+                 "%s train_len: %zu outside [%zu,128], %zu not valid lengths", names[id], out, lo, invalid);
         TU_CHECK(mismatch == 0, "%s: %zu training lengths do not sample to themselves", names[id], mismatch);
         if (fixed) TU_CHECK(seen_hi == 20000, "%s trains at max_len only (%zu of 20000)", names[id], seen_hi);
         else {
             double mean = sum / 20000, mid = 0.5 * ((double)want_lo + (double)want_hi);
-            TU_CHECK(seen_lo > 0 && seen_hi > 0, "%s train_len reaches %zu (%zu times) and %zu (%zu times)", names[id], want_lo, seen_lo, want_hi, seen_hi);
+            TU_CHECK(seen_lo > 0 && seen_hi > 0, "%s train_len reaches %zu (%zu times) and %zu (%zu times)", names[id],
+                     want_lo, seen_lo, want_hi, seen_hi);
             TU_CHECK(fabs(mean - mid) < 2.0, "%s train_len mean %.2f, uniform mean %.2f", names[id], mean, mid);
         }
-        TU_CHECK(mn_task_train_len(task, &rng, lo) == (fixed ? lo : want_lo), "%s train_len(max_len = min_len)", names[id]);
+        TU_CHECK(mn_task_train_len(task, &rng, lo) == (fixed ? lo : want_lo),
+                 "%s train_len(max_len = min_len)", names[id]);
         TU_CHECK(mn_task_train_len(task, &rng, lo - 1) == 0, "%s train_len below min_len", names[id]);
         TU_CHECK(mn_task_train_len(task, NULL, 128) == 0, "%s train_len(rng NULL)", names[id]);
     }
@@ -493,14 +506,16 @@ static void test_distributions(void) {
         for (i = 0; i < 4; i++) {
             double p = 1.0 / m[i], sd = sqrt(4000 * p * (1 - p));
             for (a = 0; a < m[i]; a++)
-                TU_CHECK(fabs(answer_hist[k[i]][a] - 4000 * p) < 5 * sd, "%s answer %d: %d of 4000, expected %.0f", names[k[i]], a, answer_hist[k[i]][a], 4000 * p);
+                TU_CHECK(fabs(answer_hist[k[i]][a] - 4000 * p) < 5 * sd,
+                         "%s answer %d: %d of 4000, expected %.0f", names[k[i]], a, answer_hist[k[i]][a], 4000 * p);
         }
     }
     for (id = 1; id <= 2; id++) {   // modarith and brackets: every residue, none below 10%
         printf("%s answers:", names[id]);
         for (a = 0; a < 5; a++) printf(" %d", answer_hist[id][a]);
         printf("\n");
-        for (a = 0; a < 5; a++) TU_CHECK(answer_hist[id][a] > 400, "%s answer %d: %d of 4000", names[id], a, answer_hist[id][a]);
+        for (a = 0; a < 5; a++)
+            TU_CHECK(answer_hist[id][a] > 400, "%s answer %d: %d of 4000", names[id], a, answer_hist[id][a]);
     }
     {   // majority_count: each example uses k symbols, k uniform in 1..64; the top count is about n/k, so
         // the answers trained at n <= 128 span 1..64 and those at 512 and 2048 are among them
@@ -571,8 +586,10 @@ static void test_distributions(void) {
         // len 128: N = 8 distinct slots of 55, early slots favoured
         memset(slot_hist, 0, sizeof slot_hist);
         for (i = 0; i < 4000; i++) { size_t n = mn_task_sample(task, &rng, 128, X, Y); check_mqar(X, Y, n, 128); }
-        printf("mqar len 128: slot 0 used %zu, slot 10 %zu, slot 54 %zu of 4000\n", slot_hist[0], slot_hist[10], slot_hist[54]);
-        TU_CHECK(slot_hist[0] > slot_hist[10] && slot_hist[10] > slot_hist[54] && slot_hist[54] > 0, "mqar slot use not decreasing");
+        printf("mqar len 128: slot 0 used %zu, slot 10 %zu, slot 54 %zu of 4000\n", slot_hist[0], slot_hist[10],
+               slot_hist[54]);
+        TU_CHECK(slot_hist[0] > slot_hist[10] && slot_hist[10] > slot_hist[54] && slot_hist[54] > 0,
+                 "mqar slot use not decreasing");
     }
 }
 

@@ -89,7 +89,8 @@ static void test_good(void)
     int rc;
 
     g_live = 0;
-    rc = parse(&f, "# a comment\n" HDR "attr scale 0.2\nattr layout BTHD\ntensor t 2 2 3\n1 2 3\n4 5 6\ntensor u 1 1\n-0.5\nend\n",
+    rc = parse(&f, "# a comment\n" HDR "attr scale 0.2\nattr layout BTHD\ntensor t 2 2 3\n1 2 3\n4 5 6\n"
+                   "tensor u 1 1\n-0.5\nend\n",
                err, sizeof(err));
     check(rc == 0, "good: basic file parses", err);
     check(strcmp(f.op, "demo") == 0 && strcmp(f.source, "unit test") == 0, "good: op and source", NULL);
@@ -113,7 +114,8 @@ static void test_good(void)
     /* CRLF, blank lines, comments between blocks, values broken across lines at random, tabs,
        no newline after end, NaN/inf/hex spellings that strtod accepts */
     rc = parse(&f, "\r\n  # indented comment\r\nop  demo \r\nsource a b  c\r\n\r\nattr\tw\t8\r\n"
-                   "tensor x 3 1 2 3\r\n1\t2\r\n3 4\r\n\r\n  5 6\r\n# between\r\ntensor y 1 4\r\nnan -inf 0x1p-2 1e-310\r\nend",
+                   "tensor x 3 1 2 3\r\n1\t2\r\n3 4\r\n\r\n  5 6\r\n# between\r\n"
+                   "tensor y 1 4\r\nnan -inf 0x1p-2 1e-310\r\nend",
                err, sizeof(err));
     check(rc == 0, "good: CRLF, comments, split values", err);
     check(strcmp(f.source, "a b  c") == 0, "good: source keeps inner blanks, trims outer", f.source);
@@ -148,10 +150,13 @@ static void test_good(void)
     {
         char buf[8192];
         size_t len = 0, i;
-        len += (size_t)sprintf(buf + len, "op %s\nsource s\n", "o23456789012345678901234567890123456789012345678901234567890123");
-        for (i = 0; i < 32; i++) len += (size_t)sprintf(buf + len, "attr a%lu %lu\n", (unsigned long)i, (unsigned long)i);
+        len += (size_t)sprintf(buf + len, "op %s\nsource s\n",
+                               "o23456789012345678901234567890123456789012345678901234567890123");
+        for (i = 0; i < 32; i++)
+            len += (size_t)sprintf(buf + len, "attr a%lu %lu\n", (unsigned long)i, (unsigned long)i);
         len += (size_t)sprintf(buf + len, "tensor t 8 1 1 1 1 1 1 1 2\n1 2\n");
-        for (i = 1; i < 64; i++) len += (size_t)sprintf(buf + len, "tensor t%lu 1 1\n%lu\n", (unsigned long)i, (unsigned long)i);
+        for (i = 1; i < 64; i++)
+            len += (size_t)sprintf(buf + len, "tensor t%lu 1 1\n%lu\n", (unsigned long)i, (unsigned long)i);
         sprintf(buf + len, "end\n");
         rc = parse(&f, buf, err, sizeof(err));
         check(rc == 0 && f.n_attr == 32 && f.n_tensor == 64 && strlen(f.op) == 63, "good: at the limits", err);
@@ -222,7 +227,8 @@ static void test_bad(void)
         {"bad number", HDR "tensor t 1 3\n1 2x 3\nend\n", MN_VEC_ENUMBER},
         {"word instead of number", HDR "tensor t 1 1\nabc\nend\n", MN_VEC_ENUMBER},
         {"number overflowing a double", HDR "tensor t 1 1\n1e999\nend\n", MN_VEC_ENUMBER},
-        {"number too long", HDR "tensor t 1 1\n1.000000000000000000000000000000000000000000000000000000000000000001\nend\n",
+        {"number too long", HDR "tensor t 1 1\n"
+                                "1.000000000000000000000000000000000000000000000000000000000000000001\nend\n",
          MN_VEC_ENUMBER},
         {"comma decimal", HDR "tensor t 1 1\n1,5\nend\n", MN_VEC_ENUMBER},
         {"duplicate tensor", HDR "tensor t 1 1\n1\ntensor t 1 1\n2\nend\n", MN_VEC_EDUP},

@@ -38,7 +38,8 @@ static void swap_mid(mn_real* dst, const mn_real* src, size_t B, size_t X, size_
     size_t b, x, y;
     for (b = 0; b < B; b++)
         for (x = 0; x < X; x++)
-            for (y = 0; y < Y; y++) memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
+            for (y = 0; y < Y; y++)
+                memcpy(dst + ((b * Y + y) * X + x) * D, src + ((b * X + x) * Y + y) * D, D * sizeof(mn_real));
 }
 
 // =============================================================================================== mLSTM
@@ -69,7 +70,8 @@ static mprob make_mprob(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, doub
     mprob p;
     memset(&p, 0, sizeof p);
     p.B = B; p.T = T; p.H = H; p.Dk = Dk; p.Dv = Dv; p.scale = 1.0 / sqrt((double)Dk); p.eps = eps;
-    p.q = tu_buf(n_qk(&p)); p.k = tu_buf(n_qk(&p)); p.v = tu_buf(n_v(&p)); p.ig = tu_buf(n_g(&p)); p.fg = tu_buf(n_g(&p));
+    p.q = tu_buf(n_qk(&p)); p.k = tu_buf(n_qk(&p)); p.v = tu_buf(n_v(&p)); p.ig = tu_buf(n_g(&p));
+    p.fg = tu_buf(n_g(&p));
     p.dout = tu_buf(n_v(&p));
     tu_fill(p.q, n_qk(&p), 0, 1); tu_fill(p.k, n_qk(&p), 0, 1); tu_fill(p.v, n_v(&p), 0, 1);
     if (regime == 0) { tu_fill(p.ig, n_g(&p), -1, 1); tu_fill(p.fg, n_g(&p), 3, 1); }
@@ -92,15 +94,22 @@ static mres alloc_mres(const mprob* p) {
 // C == 0: the parallel form (no state; the problem's state is ignored); else chunkwise with chunk C.
 static void m_forward(const mprob* p, size_t C, mres* r) {
     if (C == 0)
-        mn_mlstm_forward_parallel(r->o, r->norm, r->stab, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, tu_work(mn_mlstm_work_size_parallel(p->B, p->T, p->H)));
+        mn_mlstm_forward_parallel(r->o, r->norm, r->stab, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk,
+                                  p->Dv, p->scale, p->eps, tu_work(mn_mlstm_work_size_parallel(p->B, p->T, p->H)));
     else
-        mn_mlstm_forward(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
+        mn_mlstm_forward(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0,
+                         p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C,
+                         tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 static void m_backward(const mprob* p, size_t C, int mode, mres* r) {
     if (C == 0)
-        mn_mlstm_backward_parallel(r->dq, r->dk, r->dv, r->di, r->df, p->dout, p->q, p->k, p->v, p->ig, p->fg, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, mode, tu_work(mn_mlstm_work_size_parallel(p->B, p->T, p->H)));
+        mn_mlstm_backward_parallel(r->dq, r->dk, r->dv, r->di, r->df, p->dout, p->q, p->k, p->v, p->ig, p->fg, p->B,
+                                   p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, mode,
+                                   tu_work(mn_mlstm_work_size_parallel(p->B, p->T, p->H)));
     else
-        mn_mlstm_backward(r->dq, r->dk, r->dv, r->di, r->df, r->dC0, r->dn0, p->dout, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, mode, tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
+        mn_mlstm_backward(r->dq, r->dk, r->dv, r->di, r->df, r->dC0, r->dn0, p->dout, p->q, p->k, p->v, p->ig, p->fg,
+                          p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps, C, mode,
+                          tu_work(mn_mlstm_work_size(p->B, p->T, p->H, p->Dk, p->Dv, C)));
 }
 static mres m_run(const mprob* p, size_t C, int mode) {
     mres r = alloc_mres(p);
@@ -115,7 +124,8 @@ static double m_compare(const mprob* p, const mres* a, const mres* b, int with_n
     static const char* names[11] = { "o", "dq", "dk", "dv", "di", "df", "norm", "stab", "Ct", "nt", "mt" };
     size_t n[11], i, last = with_state ? 11 : with_ns ? 8 : 6;
     double e = 0;
-    n[0] = n_v(p); n[1] = n_qk(p); n[2] = n_qk(p); n[3] = n_v(p); n[4] = n_g(p); n[5] = n_g(p); n[6] = n_g(p); n[7] = n_g(p);
+    n[0] = n_v(p); n[1] = n_qk(p); n[2] = n_qk(p); n[3] = n_v(p); n[4] = n_g(p); n[5] = n_g(p); n[6] = n_g(p);
+    n[7] = n_g(p);
     n[8] = n_C(p); n[9] = n_n(p); n[10] = n_m(p);
     *worst = "-";
     for (i = 0; i < last; i++) {
@@ -126,7 +136,9 @@ static double m_compare(const mprob* p, const mres* a, const mres* b, int with_n
     }
     return e;
 }
-static mn_real* minus_inf(size_t n) { mn_real* p = tu_buf(n); size_t i; for (i = 0; i < n; i++) p[i] = (mn_real)-INFINITY; return p; }
+static mn_real* minus_inf(size_t n) {
+    mn_real* p = tu_buf(n); size_t i; for (i = 0; i < n; i++) p[i] = (mn_real)-INFINITY; return p;
+}
 
 #ifdef MESANET_DOUBLE
 // ---- finite differences: L = sum(o * dout); central difference, h = 1e-6
@@ -153,7 +165,8 @@ static double frozen_loss(void) {
                     double num = 0;
                     if (p->C0 && fd_C) {
                         double a = p->scale * exp(F[t] + (p->m0 ? p->m0[b * p->H + h] : 0.0) - mu);
-                        for (d = 0; d < p->Dk; d++) num += a * p->q[rt * p->Dk + d] * p->C0[((b * p->H + h) * p->Dk + d) * p->Dv + j];
+                        for (d = 0; d < p->Dk; d++)
+                            num += a * p->q[rt * p->Dk + d] * p->C0[((b * p->H + h) * p->Dk + d) * p->Dv + j];
                     }
                     for (s = 0; s <= t; s++) {
                         size_t rs = (b * p->T + s) * p->H + h;
@@ -173,7 +186,8 @@ static double m_loss(void) {
     size_t i, n0 = tu_mark();
     double L = 0;
     if (fd_mu) return frozen_loss();
-    r.o = tu_buf(n_v(p)); r.norm = tu_buf(n_g(p)); r.stab = tu_buf(n_g(p)); r.Ct = tu_buf(n_C(p)); r.nt = tu_buf(n_n(p)); r.mt = tu_buf(n_m(p));
+    r.o = tu_buf(n_v(p)); r.norm = tu_buf(n_g(p)); r.stab = tu_buf(n_g(p)); r.Ct = tu_buf(n_C(p));
+    r.nt = tu_buf(n_n(p)); r.mt = tu_buf(n_m(p));
     m_forward(p, fd_C, &r);
     for (i = 0; i < n_v(p); i++) L += (double)r.o[i] * p->dout[i];
     tu_free_to(n0);   // give this call's buffers back right away
@@ -201,7 +215,8 @@ static void m_fd_form(mprob* p, size_t C, int mode, const char* tag) {
     fd_p = p; fd_C = C;
     fd_mu = mode == MN_MLSTM_BW_DETACH ? tu_copy(r.stab, n_g(p)) : NULL;
     fd_nrm = mode == MN_MLSTM_BW_DETACH ? tu_copy(r.norm, n_g(p)) : NULL;
-#define FD(x, g, n) do { snprintf(what, sizeof what, "mlstm %s C=%zu %s d%s", tag, C, mode ? "detach" : "exact", #x); e = fmax(e, fd_one(what, p->x, n, r.g, m_loss)); } while (0)
+#define FD(x, g, n) do { snprintf(what, sizeof what, "mlstm %s C=%zu %s d%s", tag, C, mode ? "detach" : "exact", #x); \
+                         e = fmax(e, fd_one(what, p->x, n, r.g, m_loss)); } while (0)
     FD(q, dq, n_qk(p)); FD(k, dk, n_qk(p)); FD(v, dv, n_v(p)); FD(ig, di, n_g(p)); FD(fg, df, n_g(p));
     if (C && p->C0) {
         FD(C0, dC0, n_C(p));
@@ -214,7 +229,8 @@ static void m_fd_form(mprob* p, size_t C, int mode, const char* tag) {
     }
 #undef FD
     fd_mu = fd_nrm = NULL;
-    printf("  fd mlstm %-22s %-9s %-6s worst rel err %.2e\n", tag, C ? (C == 1 ? "chunk 1" : C == 3 ? "chunk 3" : "chunk 16") : "parallel", mode ? "detach" : "exact", e);
+    printf("  fd mlstm %-22s %-9s %-6s worst rel err %.2e\n", tag,
+           C ? (C == 1 ? "chunk 1" : C == 3 ? "chunk 3" : "chunk 16") : "parallel", mode ? "detach" : "exact", e);
 }
 static void test_mlstm_fd(void) {
     static const size_t Cs[] = { 0, 1, 3, 16 };
@@ -260,11 +276,15 @@ static void test_mlstm_chunk_vs_parallel(void) {
                     mres r = m_run(&p, Cs[ci], mode);
                     double e = m_compare(&p, &r, &ref, variant == 1, 0, &which);
                     double tol = variant == 2 ? TOL_EPS : TOL_EQ;
-                    TU_CHECK(e < tol, "mlstm %s chunk C=%zu vs parallel (%s, variant %d): %s rel err %.3e", regime ? "hard" : "", Cs[ci], mode ? "detach" : "exact", variant, which, e);
+                    TU_CHECK(e < tol, "mlstm %s chunk C=%zu vs parallel (%s, variant %d): %s rel err %.3e",
+                             regime ? "hard" : "", Cs[ci], mode ? "detach" : "exact", variant, which, e);
                     if (!(e <= worst)) { worst = e; wn = which; }
                 }
-                printf("  chunk vs parallel %-6s %-6s %-28s C=1,3,16,64: worst %.2e (%s)\n", regime ? "hard" : "vec", mode ? "detach" : "exact",
-                       variant == 0 ? "eps=0" : variant == 1 ? "eps=1e-6 m0=-inf (+norm,stab)" : "eps=1e-6 m0=0 (eps effect)", worst, wn);
+                printf("  chunk vs parallel %-6s %-6s %-28s C=1,3,16,64: worst %.2e (%s)\n",
+                       regime ? "hard" : "vec", mode ? "detach" : "exact",
+                       variant == 0 ? "eps=0" : variant == 1 ? "eps=1e-6 m0=-inf (+norm,stab)" :
+                                                               "eps=1e-6 m0=0 (eps effect)",
+                       worst, wn);
             }
             tu_free_all();
         }
@@ -272,7 +292,8 @@ static void test_mlstm_chunk_vs_parallel(void) {
 
 // ---- recurrent and step: == parallel (eps = 0, or m0 = -inf), == chunkwise with a state, step == recurrent
 static void m_recurrent(const mprob* p, mres* r) {
-    mn_mlstm_forward_recurrent(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, p->q, p->k, p->v, p->ig, p->fg, p->C0, p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps);
+    mn_mlstm_forward_recurrent(r->o, r->norm, r->stab, r->Ct, r->nt, r->mt, p->q, p->k, p->v, p->ig, p->fg, p->C0,
+                               p->n0, p->m0, p->B, p->T, p->H, p->Dk, p->Dv, p->scale, p->eps);
 }
 static void test_mlstm_recurrent(void) {
     int regime;
@@ -292,7 +313,8 @@ static void test_mlstm_recurrent(void) {
         p.eps = 1e-6; p.m0 = minus_inf(n_m(&p));
         m_forward(&p, 0, &par);
         m_recurrent(&p, &rec);
-        e = fmax(tu_rel(rec.o, par.o, n_v(&p)), fmax(tu_rel(rec.norm, par.norm, n_g(&p)), tu_rel(rec.stab, par.stab, n_g(&p))));
+        e = fmax(tu_rel(rec.o, par.o, n_v(&p)),
+                 fmax(tu_rel(rec.norm, par.norm, n_g(&p)), tu_rel(rec.stab, par.stab, n_g(&p))));
         TU_CHECK(e < TOL_EQ, "mlstm recurrent (m0 = -inf) vs parallel: rel err %.3e", e);
         printf("  recurrent vs parallel %-4s eps=1e-6 m0=-inf: o,norm,stab %.2e\n", regime ? "hard" : "vec", e);
         // eps = 1e-6, m0 = 0: eps e^m apart
@@ -313,15 +335,18 @@ static void test_mlstm_recurrent(void) {
                 ch = alloc_mres(&ps);
                 m_forward(&ps, C, &ch);
                 e = m_compare(&ps, &ch, &rec, 1, 0, &which);
-                e = fmax(e, fmax(tu_rel(ch.Ct, rec.Ct, n_C(&ps)), fmax(tu_rel(ch.nt, rec.nt, n_n(&ps)), tu_rel(ch.mt, rec.mt, n_m(&ps)))));
+                e = fmax(e, fmax(tu_rel(ch.Ct, rec.Ct, n_C(&ps)),
+                                 fmax(tu_rel(ch.nt, rec.nt, n_n(&ps)), tu_rel(ch.mt, rec.mt, n_m(&ps)))));
                 TU_CHECK(e < TOL_EQ, "mlstm chunk C=%zu vs recurrent with a state: rel err %.3e", C, e);
                 worst = fmax(worst, e);
             }
-            printf("  chunk vs recurrent   %-4s state, C=1..31:     o,norm,stab,C,n,m %.2e\n", regime ? "hard" : "vec", worst);
+            printf("  chunk vs recurrent   %-4s state, C=1..31:     o,norm,stab,C,n,m %.2e\n",
+                   regime ? "hard" : "vec", worst);
             // step == recurrent, token by token, and the final state
             {
                 mn_real *Cs = tu_copy(ps.C0, n_C(&ps)), *ns = tu_copy(ps.n0, n_n(&ps)), *ms = tu_copy(ps.m0, n_m(&ps));
-                mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *it = tu_buf(B * H), *ft = tu_buf(B * H);
+                mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv),
+                        *it = tu_buf(B * H), *ft = tu_buf(B * H);
                 mn_real *ot = tu_buf(B * H * Dv), *os = tu_buf(n_v(&ps));
                 for (t = 0; t < T; t++) {
                     for (b = 0; b < B; b++) {
@@ -333,9 +358,12 @@ static void test_mlstm_recurrent(void) {
                         memcpy(ft + b * H, ps.fg + row, H * sizeof(mn_real));
                     }
                     mn_mlstm_step(ot, Cs, ns, ms, qt, kt, vt, it, ft, B, H, Dk, Dv, ps.scale, ps.eps);
-                    for (b = 0; b < B; b++) memcpy(os + (b * T + t) * H * Dv, ot + b * H * Dv, H * Dv * sizeof(mn_real));
+                    for (b = 0; b < B; b++)
+                        memcpy(os + (b * T + t) * H * Dv, ot + b * H * Dv, H * Dv * sizeof(mn_real));
                 }
-                e = fmax(tu_rel(os, rec.o, n_v(&ps)), fmax(tu_rel(Cs, rec.Ct, n_C(&ps)), fmax(tu_rel(ns, rec.nt, n_n(&ps)), tu_rel(ms, rec.mt, n_m(&ps)))));
+                e = fmax(tu_rel(os, rec.o, n_v(&ps)),
+                         fmax(tu_rel(Cs, rec.Ct, n_C(&ps)),
+                              fmax(tu_rel(ns, rec.nt, n_n(&ps)), tu_rel(ms, rec.mt, n_m(&ps)))));
                 TU_CHECK(e == 0, "mlstm step vs recurrent: rel err %.3e", e);
                 printf("  step vs recurrent    %-4s state:              o,C,n,m %.2e\n", regime ? "hard" : "vec", e);
             }
@@ -358,15 +386,21 @@ static void test_mlstm_misc(void) {
             double e;
             // NULL optional outputs change nothing else
             b = alloc_mres(&p);
-            if (C == 0) mn_mlstm_forward_parallel(b.o, NULL, NULL, p.q, p.k, p.v, p.ig, p.fg, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, tu_work(mn_mlstm_work_size_parallel(p.B, p.T, p.H)));
-            else mn_mlstm_forward(b.o, NULL, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)));
-            if (C) mn_mlstm_backward(b.dq, b.dk, b.dv, b.di, b.df, NULL, NULL, p.dout, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, mode, tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)));
+            if (C == 0) mn_mlstm_forward_parallel(b.o, NULL, NULL, p.q, p.k, p.v, p.ig, p.fg, p.B, p.T, p.H, p.Dk, p.Dv,
+                                                  p.scale, p.eps, tu_work(mn_mlstm_work_size_parallel(p.B, p.T, p.H)));
+            else mn_mlstm_forward(b.o, NULL, NULL, NULL, NULL, NULL, p.q, p.k, p.v, p.ig, p.fg, p.C0, p.n0, p.m0, p.B,
+                                  p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C,
+                                  tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)));
+            if (C) mn_mlstm_backward(b.dq, b.dk, b.dv, b.di, b.df, NULL, NULL, p.dout, p.q, p.k, p.v, p.ig, p.fg, p.C0,
+                                     p.n0, p.m0, p.B, p.T, p.H, p.Dk, p.Dv, p.scale, p.eps, C, mode,
+                                     tu_work(mn_mlstm_work_size(p.B, p.T, p.H, p.Dk, p.Dv, C)));
             else m_backward(&p, C, mode, &b);
             e = m_compare(&p, &b, &a, 0, 0, &which);
             TU_CHECK(e == 0, "mlstm C=%zu: NULL optional outputs change %s (%.3e)", C, which, e);
             // accumulation: start from 1 everywhere, the result is 1 + the fresh gradient
             b = a;
-            b.dq = tu_buf(n_qk(&p)); b.dk = tu_buf(n_qk(&p)); b.dv = tu_buf(n_v(&p)); b.di = tu_buf(n_g(&p)); b.df = tu_buf(n_g(&p));
+            b.dq = tu_buf(n_qk(&p)); b.dk = tu_buf(n_qk(&p)); b.dv = tu_buf(n_v(&p)); b.di = tu_buf(n_g(&p));
+            b.df = tu_buf(n_g(&p));
             b.dC0 = tu_buf(n_C(&p)); b.dn0 = tu_buf(n_n(&p));
             for (i = 0; i < n_qk(&p); i++) b.dq[i] = b.dk[i] = 1;
             for (i = 0; i < n_v(&p); i++) b.dv[i] = 1;
@@ -426,7 +460,10 @@ static sprob make_sprob(size_t B, size_t T, size_t NH, size_t Dh, int state) {
     if (state) {   // a state some steps in: n >= 1, |c| <= n, m anything
         p.y0 = tu_buf(s_ns(&p)); p.c0 = tu_buf(s_ns(&p)); p.n0 = tu_buf(s_ns(&p)); p.m0 = tu_buf(s_ns(&p));
         tu_fill(p.y0, s_ns(&p), 0, 0.5); tu_fill(p.m0, s_ns(&p), 0, 1);
-        for (i = 0; i < s_ns(&p); i++) { p.n0[i] = (mn_real)(1 + fabs(mn_rng_normal(&tu_rng))); p.c0[i] = (mn_real)(p.n0[i] * (2 * mn_rng_uniform(&tu_rng) - 1)); }
+        for (i = 0; i < s_ns(&p); i++) {
+            p.n0[i] = (mn_real)(1 + fabs(mn_rng_normal(&tu_rng)));
+            p.c0[i] = (mn_real)(p.n0[i] * (2 * mn_rng_uniform(&tu_rng) - 1));
+        }
     }
     return p;
 }
@@ -438,22 +475,27 @@ static sres s_alloc(const sprob* p) {
     return r;
 }
 static void s_forward(const sprob* p, sres* r) {
-    mn_slstm_forward(r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)));
+    mn_slstm_forward(r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh,
+                     tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)));
 }
 static void s_backward(const sprob* p, sres* r) {
-    mn_slstm_backward(r->dx, r->dR, r->db, r->dy0, r->dc0, r->dn0, p->dy, r->y, r->c, r->n, r->m, p->x, p->R, p->b, p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh, tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)));
+    mn_slstm_backward(r->dx, r->dR, r->db, r->dy0, r->dc0, r->dn0, p->dy, r->y, r->c, r->n, r->m, p->x, p->R, p->b,
+                      p->y0, p->c0, p->n0, p->m0, p->B, p->T, p->NH, p->Dh,
+                      tu_work(mn_slstm_work_size(p->B, p->NH, p->Dh)));
 }
 static sres s_run(const sprob* p) { sres r = s_alloc(p); s_forward(p, &r); s_backward(p, &r); return r; }
 
 // The cell without the stabiliser (i = e^~i, f = sigmoid(~f), unscaled c and n), written here from the
-// sLSTM equations: y = c / n must be the same, since the stabiliser scales c and n together. The initial state is unscaled by e^{m0}.
+// sLSTM equations: y = c / n must be the same, since the stabiliser scales c and n together. The initial state
+// is unscaled by e^{m0}.
 static void s_unstab(const sprob* p, mn_real* yout) {
     size_t Hd = s_hd(p), G = 4 * Hd, bb, t, u, h, g, j, i;
     for (bb = 0; bb < p->B; bb++) {
         double yprev[256], cc[256], nn[256], raw[1024];
         for (u = 0; u < Hd; u++) {
             double sc = p->m0 ? exp((double)p->m0[bb * Hd + u]) : 1.0;
-            yprev[u] = p->y0 ? p->y0[bb * Hd + u] : 0; cc[u] = p->c0 ? sc * p->c0[bb * Hd + u] : 0; nn[u] = p->n0 ? sc * p->n0[bb * Hd + u] : 0;
+            yprev[u] = p->y0 ? p->y0[bb * Hd + u] : 0; cc[u] = p->c0 ? sc * p->c0[bb * Hd + u] : 0;
+            nn[u] = p->n0 ? sc * p->n0[bb * Hd + u] : 0;
         }
         for (t = 0; t < p->T; t++) {
             for (h = 0; h < p->NH; h++)
@@ -461,7 +503,8 @@ static void s_unstab(const sprob* p, mn_real* yout) {
                     for (j = 0; j < p->Dh; j++) {
                         size_t o = g * Hd + h * p->Dh + j;
                         double a = (double)p->x[(bb * p->T + t) * G + o] + p->b[o];
-                        for (i = 0; i < p->Dh; i++) a += (double)p->R[((h * 4 + g) * p->Dh + j) * p->Dh + i] * yprev[h * p->Dh + i];
+                        for (i = 0; i < p->Dh; i++)
+                            a += (double)p->R[((h * 4 + g) * p->Dh + j) * p->Dh + i] * yprev[h * p->Dh + i];
                         raw[o] = a;
                     }
             for (u = 0; u < Hd; u++) {
@@ -496,11 +539,13 @@ static void test_slstm_fd(void) {
         char what[96];
         double e = 0;
         sfd_p = &p;
-#define FD(x, g, n) do { snprintf(what, sizeof what, "slstm%s d%s", state ? " state" : "", #x); e = fmax(e, fd_one(what, p.x, n, r.g, s_loss)); } while (0)
+#define FD(x, g, n) do { snprintf(what, sizeof what, "slstm%s d%s", state ? " state" : "", #x); \
+                         e = fmax(e, fd_one(what, p.x, n, r.g, s_loss)); } while (0)
         FD(x, dx, s_nx(&p)); FD(R, dR, s_nR(&p)); FD(b, db, 4 * s_hd(&p));
         if (state) { FD(y0, dy0, s_ns(&p)); FD(c0, dc0, s_ns(&p)); FD(n0, dn0, s_ns(&p)); }
 #undef FD
-        printf("  fd slstm %-6s dx dR db%s: worst rel err %.2e\n", state ? "state" : "", state ? " dy0 dc0 dn0" : "", e);
+        printf("  fd slstm %-6s dx dR db%s: worst rel err %.2e\n",
+               state ? "state" : "", state ? " dy0 dc0 dn0" : "", e);
         tu_free_all();
     }
 }
@@ -513,7 +558,8 @@ static void test_slstm_forms(void) {
         sprob p = make_sprob(B, T, NH, Dh, state);
         sres r = s_alloc(&p), a, b2;
         mn_real* yu = tu_buf(s_ny(&p));
-        mn_real *ys = tu_buf(B * Hd), *cs = tu_buf(B * Hd), *ns = tu_buf(B * Hd), *ms = tu_buf(B * Hd), *xt = tu_buf(B * 4 * Hd);
+        mn_real *ys = tu_buf(B * Hd), *cs = tu_buf(B * Hd), *ns = tu_buf(B * Hd), *ms = tu_buf(B * Hd),
+                *xt = tu_buf(B * 4 * Hd);
         mn_real* w = tu_work(mn_slstm_work_size(B, NH, Dh));
         double e, es = 0;
         s_forward(&p, &r);
@@ -521,22 +567,28 @@ static void test_slstm_forms(void) {
         e = tu_rel(r.y, yu, s_ny(&p));
         TU_CHECK(e < TOL_EQ, "slstm%s vs unstabilised: y rel err %.3e", state ? " state" : "", e);
         // step == forward, token by token
-        if (state) { memcpy(ys, p.y0, B * Hd * sizeof(mn_real)); memcpy(cs, p.c0, B * Hd * sizeof(mn_real)); memcpy(ns, p.n0, B * Hd * sizeof(mn_real)); memcpy(ms, p.m0, B * Hd * sizeof(mn_real)); }
+        if (state) {
+            memcpy(ys, p.y0, B * Hd * sizeof(mn_real)); memcpy(cs, p.c0, B * Hd * sizeof(mn_real));
+            memcpy(ns, p.n0, B * Hd * sizeof(mn_real)); memcpy(ms, p.m0, B * Hd * sizeof(mn_real));
+        }
         for (t = 0; t < T; t++) {
             for (bb = 0; bb < B; bb++) memcpy(xt + bb * 4 * Hd, p.x + (bb * T + t) * 4 * Hd, 4 * Hd * sizeof(mn_real));
             mn_slstm_step(ys, cs, ns, ms, xt, p.R, p.b, B, NH, Dh, w);
             for (bb = 0; bb < B; bb++)
                 for (i = 0; i < Hd; i++) {
                     size_t o = (bb * T + t) * Hd + i;
-                    es = fmax(es, fabs((double)ys[bb * Hd + i] - r.y[o]) + fabs((double)cs[bb * Hd + i] - r.c[o]) + fabs((double)ns[bb * Hd + i] - r.n[o]) + fabs((double)ms[bb * Hd + i] - r.m[o]));
+                    es = fmax(es, fabs((double)ys[bb * Hd + i] - r.y[o]) + fabs((double)cs[bb * Hd + i] - r.c[o]) +
+                                  fabs((double)ns[bb * Hd + i] - r.n[o]) + fabs((double)ms[bb * Hd + i] - r.m[o]));
                 }
         }
         TU_CHECK(es == 0, "slstm%s step vs forward: max abs diff %.3e", state ? " state" : "", es);
-        printf("  slstm %-5s forward vs unstabilised y %.2e; step vs forward (y,c,n,m) %.2e\n", state ? "state" : "", e, es);
+        printf("  slstm %-5s forward vs unstabilised y %.2e; step vs forward (y,c,n,m) %.2e\n",
+               state ? "state" : "", e, es);
         // accumulation and NULL initial-state gradients
         a = s_run(&p);
         b2 = a;
-        b2.dx = tu_buf(s_nx(&p)); b2.dR = tu_buf(s_nR(&p)); b2.db = tu_buf(4 * Hd); b2.dy0 = tu_buf(B * Hd); b2.dc0 = tu_buf(B * Hd); b2.dn0 = tu_buf(B * Hd);
+        b2.dx = tu_buf(s_nx(&p)); b2.dR = tu_buf(s_nR(&p)); b2.db = tu_buf(4 * Hd); b2.dy0 = tu_buf(B * Hd);
+        b2.dc0 = tu_buf(B * Hd); b2.dn0 = tu_buf(B * Hd);
         for (i = 0; i < s_nx(&p); i++) b2.dx[i] = 1;
         for (i = 0; i < s_nR(&p); i++) b2.dR[i] = 1;
         for (i = 0; i < 4 * Hd; i++) b2.db[i] = 1;
@@ -546,10 +598,14 @@ static void test_slstm_forms(void) {
         for (i = 0; i < s_nR(&p); i++) b2.dR[i] -= 1;
         for (i = 0; i < 4 * Hd; i++) b2.db[i] -= 1;
         for (i = 0; i < B * Hd; i++) { b2.dy0[i] -= 1; b2.dc0[i] -= 1; b2.dn0[i] -= 1; }
-        e = fmax(fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), tu_rel(b2.dR, a.dR, s_nR(&p))), fmax(tu_rel(b2.db, a.db, 4 * Hd), fmax(tu_rel(b2.dy0, a.dy0, B * Hd), fmax(tu_rel(b2.dc0, a.dc0, B * Hd), tu_rel(b2.dn0, a.dn0, B * Hd)))));
+        e = fmax(fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), tu_rel(b2.dR, a.dR, s_nR(&p))),
+                 fmax(tu_rel(b2.db, a.db, 4 * Hd),
+                      fmax(tu_rel(b2.dy0, a.dy0, B * Hd),
+                           fmax(tu_rel(b2.dc0, a.dc0, B * Hd), tu_rel(b2.dn0, a.dn0, B * Hd)))));
         TU_CHECK(e < TOL_ACC, "slstm%s: backward does not accumulate (%.3e)", state ? " state" : "", e);
         b2 = a; b2.dx = tu_buf(s_nx(&p)); b2.dR = tu_buf(s_nR(&p)); b2.db = tu_buf(4 * Hd);
-        mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0, p.n0, p.m0, B, T, NH, Dh, tu_work(mn_slstm_work_size(B, NH, Dh)));
+        mn_slstm_backward(b2.dx, b2.dR, b2.db, NULL, NULL, NULL, p.dy, a.y, a.c, a.n, a.m, p.x, p.R, p.b, p.y0, p.c0,
+                          p.n0, p.m0, B, T, NH, Dh, tu_work(mn_slstm_work_size(B, NH, Dh)));
         e = fmax(tu_rel(b2.dx, a.dx, s_nx(&p)), fmax(tu_rel(b2.dR, a.dR, s_nR(&p)), tu_rel(b2.db, a.db, 4 * Hd)));
         TU_CHECK(e == 0, "slstm%s: NULL dy0/dc0/dn0 change the other gradients (%.3e)", state ? " state" : "", e);
         tu_free_all();
@@ -570,8 +626,11 @@ static mn_real* vt_bthd(const mn_vec_file* f, const char* name, size_t B, size_t
     swap_mid(y, x, B, H, T, D);
     return y;
 }
-static mn_real* to_bhtd(const mn_real* x, size_t B, size_t T, size_t H, size_t D) { mn_real* y = tu_buf(B * T * H * D); swap_mid(y, x, B, T, H, D); return y; }
-static double vt_cmp(const mn_vec_file* f, const char* name, const mn_real* got, size_t n, double* worst, const char* form) {
+static mn_real* to_bhtd(const mn_real* x, size_t B, size_t T, size_t H, size_t D) {
+    mn_real* y = tu_buf(B * T * H * D); swap_mid(y, x, B, T, H, D); return y;
+}
+static double vt_cmp(const mn_vec_file* f, const char* name, const mn_real* got, size_t n, double* worst,
+                     const char* form) {
     const double* want = vt_get(f, name, n);
     double e = want ? tu_rel_d(got, want, n) : INFINITY;
     TU_CHECK(e <= TOL_VEC, "%s %s (%s): rel err %.3e", f->op, name, form, e);
@@ -619,9 +678,11 @@ static void test_vec_mlstm_parallel(const char* dir, const char* file, const cha
         const char* form = Cs[ci] == 0 ? "parallel" : Cs[ci] == 16 ? "chunk16" : "chunk5";
         const mn_real* got[8];
         size_t D[8];
-        got[0] = r.o; got[1] = r.norm; got[2] = r.stab; got[3] = r.dq; got[4] = r.dk; got[5] = r.dv; got[6] = r.di; got[7] = r.df;
+        got[0] = r.o; got[1] = r.norm; got[2] = r.stab; got[3] = r.dq; got[4] = r.dk; got[5] = r.dv; got[6] = r.di;
+        got[7] = r.df;
         D[0] = p.Dv; D[1] = 1; D[2] = 1; D[3] = p.Dk; D[4] = p.Dk; D[5] = p.Dv; D[6] = 1; D[7] = 1;
-        for (i = 0; i < 8; i++) vt_cmp(&f, names[i], to_bhtd(got[i], p.B, p.T, p.H, D[i]), p.B * p.T * p.H * D[i], &worst[i], form);
+        for (i = 0; i < 8; i++)
+            vt_cmp(&f, names[i], to_bhtd(got[i], p.B, p.T, p.H, D[i]), p.B * p.T * p.H * D[i], &worst[i], form);
     }
     printf("  %-22s", file);
     for (i = 0; i < 8; i++) printf(" %s %.1e", names[i], worst[i]);
@@ -645,7 +706,8 @@ static void test_vec_mlstm_recurrent(const char* dir) {
         if (form == 0) m_recurrent(&p, &r);
         else if (form == 1) {
             size_t B = p.B, H = p.H, Dk = p.Dk, Dv = p.Dv, T = p.T;
-            mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *it = tu_buf(B * H), *ft = tu_buf(B * H), *ot = tu_buf(B * H * Dv);
+            mn_real *qt = tu_buf(B * H * Dk), *kt = tu_buf(B * H * Dk), *vt = tu_buf(B * H * Dv), *it = tu_buf(B * H),
+                    *ft = tu_buf(B * H), *ot = tu_buf(B * H * Dv);
             for (t = 0; t < T; t++) {
                 for (b = 0; b < B; b++) {
                     size_t row = (b * T + t) * H;
@@ -682,12 +744,15 @@ static void test_vec_slstm(const char* dir) {
     if (vt_load(&f, dir, "slstm", "slstm") != 0) return;
     TU_CHECK(strcmp(mn_vec_attr(&f, "layout"), "SBG") == 0, "slstm: layout");
     x = mn_vec_get(&f, "x"); R = mn_vec_get(&f, "R");
-    if (x == NULL || R == NULL || x->ndim != 3 || R->ndim != 3) { TU_CHECK(0, "slstm: no x or R"); mn_vec_free(&f); return; }
+    if (x == NULL || R == NULL || x->ndim != 3 || R->ndim != 3) {
+        TU_CHECK(0, "slstm: no x or R"); mn_vec_free(&f); return;
+    }
     memset(&p, 0, sizeof p);
     S = x->dims[0]; p.B = x->dims[1]; p.T = S; p.NH = R->dims[0]; p.Dh = R->dims[2];
     Hd = p.NH * p.Dh; G = 4 * Hd;
     TU_CHECK(x->dims[2] == G && R->dims[1] == 4 * p.Dh, "slstm: shapes");
-    TU_CHECK(mn_vec_attr_f(&f, "num_heads", 0) == (double)p.NH && mn_vec_attr_f(&f, "head_dim", 0) == (double)p.Dh, "slstm: attrs");
+    TU_CHECK(mn_vec_attr_f(&f, "num_heads", 0) == (double)p.NH && mn_vec_attr_f(&f, "head_dim", 0) == (double)p.Dh,
+             "slstm: attrs");
     {
         mn_real* xs = vt_real(&f, "x", S * p.B * G); mn_real* ds = vt_real(&f, "do", S * p.B * Hd);
         p.x = tu_buf(S * p.B * G); swap_mid(p.x, xs, 1, S, p.B, G);
@@ -699,13 +764,16 @@ static void test_vec_slstm(const char* dir) {
         const mn_real* outs[4];
         mn_real* tmp = tu_buf(S * p.B * G);
         outs[0] = r.y; outs[1] = r.c; outs[2] = r.n; outs[3] = r.m;
-        for (i = 0; i < 4; i++) { swap_mid(tmp, outs[i], 1, p.B, S, Hd); vt_cmp(&f, names[i], tmp, S * p.B * Hd, &worst[i], "forward"); }
+        for (i = 0; i < 4; i++) {
+            swap_mid(tmp, outs[i], 1, p.B, S, Hd); vt_cmp(&f, names[i], tmp, S * p.B * Hd, &worst[i], "forward");
+        }
         swap_mid(tmp, r.dx, 1, p.B, S, G); vt_cmp(&f, names[4], tmp, S * p.B * G, &worst[4], "backward");
         vt_cmp(&f, names[5], r.dR, s_nR(&p), &worst[5], "backward");
         vt_cmp(&f, names[6], r.db, G, &worst[6], "backward");
     }
     {   // the step, token by token from zero states: out.y row by row ([S,B,Hd] rows are exactly the step's (B,Hd))
-        mn_real *ys = tu_buf(p.B * Hd), *cs = tu_buf(p.B * Hd), *ns = tu_buf(p.B * Hd), *ms = tu_buf(p.B * Hd), *xt = tu_buf(p.B * G), *ya = tu_buf(S * p.B * Hd);
+        mn_real *ys = tu_buf(p.B * Hd), *cs = tu_buf(p.B * Hd), *ns = tu_buf(p.B * Hd), *ms = tu_buf(p.B * Hd),
+                *xt = tu_buf(p.B * G), *ya = tu_buf(S * p.B * Hd);
         mn_real* w = tu_work(mn_slstm_work_size(p.B, p.NH, p.Dh));
         for (t = 0; t < S; t++) {
             for (bb = 0; bb < p.B; bb++) memcpy(xt + bb * G, p.x + (bb * S + t) * G, G * sizeof(mn_real));

@@ -8,7 +8,8 @@
 #include <math.h>
 
 static int tu_pass = 0, tu_fail = 0;
-#define TU_CHECK(cond, ...) do { if (cond) tu_pass++; else { tu_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define TU_CHECK(cond, ...) do { if (cond) tu_pass++; else { tu_fail++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+    printf(__VA_ARGS__); printf("\n"); } } while (0)
 static inline int tu_finish(const char* name) {
     printf("%s: %d passed, %d failed\n", name, tu_pass, tu_fail);
     return tu_fail ? 1 : 0;
@@ -65,7 +66,9 @@ static inline mn_real* tu_buf(size_t n) { return (mn_real*)tu_mem(n * sizeof(mn_
 static inline size_t tu_mark(void) { return tu_n_allocs; }
 static inline void tu_free_to(size_t mark) { while (tu_n_allocs > mark) free(tu_allocs[--tu_n_allocs]); }
 static inline void tu_free_all(void) { tu_free_to(0); }
-static inline mn_real* tu_copy(const mn_real* x, size_t n) { mn_real* p = tu_buf(n); memcpy(p, x, n * sizeof(mn_real)); return p; }
+static inline mn_real* tu_copy(const mn_real* x, size_t n) {
+    mn_real* p = tu_buf(n); memcpy(p, x, n * sizeof(mn_real)); return p;
+}
 // x_i = mean + s z_i with z_i ~ N(0,1) drawn from tu_rng.
 static inline void tu_fill(mn_real* x, size_t n, double mean, double s) {
     size_t i;
