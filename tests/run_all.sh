@@ -63,6 +63,8 @@ if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     }
     [ -x "$B/train_cuda" ] && run "CUDA: multi-GPU launcher errors without a GPU" gpu_free
 else echo "=== CUDA: nvcc not found, make cuda skipped"; fi
+# the profile summariser of cuda/results.md's kernel shares (pure Python: its parser on a built-in ncu sample)
+run "CUDA: ncu_top.py parses an ncu CSV" "${PYTHON:-/usr/bin/python3}" cuda/ncu_top.py --selftest
 mkdir -p "$B/corpus_st" "$B/corpus_ck" "$B/corpus_vec"
 # libFuzzer is chatty: keep its log and show the end of it only when it finds something
 fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
