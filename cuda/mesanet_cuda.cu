@@ -10721,8 +10721,7 @@ int mn_cuda_model_adamw_step(mn_cuda_model* cm, double lr, const mn_adamw* hp) {
             n = cm->tensors[j].offset + cm->tensors[j].numel - off; j++;
         }
         MN__TRY(mn_cuda_adamw_update(cm->ctx, cm->params + off, cm->grads + off, cm->opt_m + off, cm->opt_v + off, n,
-                                     lr,
-                                     hh.beta1, hh.beta2, hh.eps, decay ? hh.weight_decay : 0.0, cm->opt_step));
+                                     lr, hh.beta1, hh.beta2, hh.eps, decay ? hh.weight_decay : 0.0, cm->opt_step));
         i = j;
     }
     return MN_OK;

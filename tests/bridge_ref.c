@@ -395,8 +395,7 @@ static int case_mesa(const char* dir) {
     mn_mesa_forward_recurrent(res[2][0], res[2][1], its[2], res[2][2], res[2][3], q, k, v, g, beta, lamb, B, T, H, K, V,
                               &oe, zeros(mn_mesa_work_size_recurrent(B, T, H, K, V, &oe)));
     mn_mesa_backward_recurrent(gr[1][0], gr[1][1], gr[1][2], gr[1][3], gr[1][4], gr[1][5], gr[1][6], gr[1][7], dout,
-            dhkk,
-                               dhkv, res[2][1], q, k, v, g, beta, lamb, hkk0, hkv0, B, T, H, K, V, &oe,
+                               dhkk, dhkv, res[2][1], q, k, v, g, beta, lamb, hkk0, hkv0, B, T, H, K, V, &oe,
                                zeros(mn_mesa_work_size_recurrent(B, T, H, K, V, &oe)));
     hks = copy(hkk0, KK); hvs = copy(hkv0, KV);
     for (i = 0; i < B; i++)
