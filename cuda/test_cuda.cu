@@ -3237,11 +3237,17 @@ static void test_model_step_refusals(void) {
     mn_cuda_model_free(&gm);
 }
 
+// the last line every run prints, after freeing the context; the exit status
+static int test_finish(void) {
+    mn_cuda_free(&G);
+    printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
     int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
-    int mesa = argc > 2 && !strcmp(argv[2], "mesa"), attn = argc > 2 && !strcmp(argv[2], "attn");
-    int gla = argc > 2 && !strcmp(argv[2], "gla");
+    int mesa = argc > 2 && !strcmp(argv[2], "mesa");
     const char* only = argc > 2 ? argv[2] : "";   // delta, ssd, rglru, mlstm, slstm: that family's tests alone
     int steps_only = !strcmp(only, "step");       // "step": only the Mesa decode steps and the Woodbury start
     cudaDeviceProp prop;
@@ -3358,53 +3364,16 @@ int main(int argc, char** argv) {
         };
         for (size_t c = 0; c < sizeof scs / sizeof scs[0]; c++) test_model_step(&scs[c]);
         test_model_step_refusals();
-        if (model) {
-            mn_cuda_free(&G);
-            printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-            return n_fail ? 1 : 0;
-        }
+        if (model) return test_finish();
     }
-    if (!strcmp(only, "delta")) {
-        test_delta_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
-    }
-    if (!strcmp(only, "ssd")) {
-        test_ssd_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
-    }
-    if (!strcmp(only, "rglru")) {
-        test_rglru_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
-    }
-    if (!strcmp(only, "mlstm")) {
-        test_mlstm_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
-    }
-    if (!strcmp(only, "slstm")) {
-        test_slstm_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
-    }
-    if (gla) {            // "gla": only the GLA-family tests (op, step, gated RMSNorm)
-        test_gla_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
-    }
-    if (attn) {           // "attn": only the attention and RoPE tests
-        test_attention_all();
-        mn_cuda_free(&G);
-        printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-        return n_fail ? 1 : 0;
+    {   // one family's tests alone ("gla": the op, its step and gated RMSNorm; "attn": attention and RoPE)
+        static const struct { const char* name; void (*run)(void); } families[] = {
+            { "delta", test_delta_all }, { "ssd", test_ssd_all }, { "rglru", test_rglru_all },
+            { "mlstm", test_mlstm_all }, { "slstm", test_slstm_all }, { "gla", test_gla_all },
+            { "attn", test_attention_all },
+        };
+        for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
+            if (!strcmp(only, families[f].name)) { families[f].run(); return test_finish(); }
     }
     if (!mesa && !steps_only) {   // "mesa": only the chunkwise Mesa cases below
     test_errors();
@@ -3547,7 +3516,5 @@ int main(int argc, char** argv) {
         { "K128 blend g0.5 fixed30", 1, 2, 128, 128, MN_MESA_WARM_BLEND,  30, 0.0,  0.0,   24, 1e-4 },
     };
     for (size_t c = 0; c < sizeof warms / sizeof warms[0] && !mesa; c++) test_step_warm(&warms[c]);
-    mn_cuda_free(&G);
-    printf("test_cuda: %d passed, %d failed\n", n_pass, n_fail);
-    return n_fail ? 1 : 0;
+    return test_finish();
 }
