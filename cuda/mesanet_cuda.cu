@@ -10861,11 +10861,13 @@ static int mn__cm_step_body(mn_cuda_model* cm, mn_cuda_model_state* s) {
 
 // What a recorded step graph depends on besides the state's own buffers (which never move): the cfg (every
 // option the hooks read), the math and kernel choices of the context, the buffers it grows on demand (a regrown
-// one is freed: the graph would read freed memory), the weights and the stream. Compared bytewise.
+// one is freed: the graph would read freed memory), the weights, their version (an update re-records, so that
+// bf16 mode's choice of image or conversion is made afresh) and the stream. Compared bytewise.
 typedef struct mn__cm_gkey {
     mn_config cfg;
     const void* p[15];
     int iv[5];
+    uint64_t ver[2];
 } mn__cm_gkey;
 static void mn__cm_gkey_fill(mn__cm_gkey* k, mn_cuda_model* cm) {
     const mn_cuda_ctx* ctx = cm->ctx;
@@ -10877,6 +10879,7 @@ static void mn__cm_gkey_fill(mn__cm_gkey* k, mn_cuda_model* cm) {
     memcpy(k->p, p, sizeof p);
     k->iv[0] = ctx->math; k->iv[1] = ctx->mesa_scan; k->iv[2] = ctx->mesa_cg; k->iv[3] = ctx->gla_blocks;
     k->iv[4] = ctx->device;
+    k->ver[0] = cm->params_version; k->ver[1] = cm->pbf_version;   // bf16 mode: which weights' image is current
 }
 // records mn__cm_step_body as a graph (nothing runs: the state is unchanged if this fails). The capture needs
 // a stream of its own (the legacy default stream cannot be captured); the graph is launched on ctx's stream.
