@@ -663,7 +663,8 @@ typedef struct mn_cuda_model_state {
     // cost of several hundred small kernels per token. The first token of a sequence (pos 0: the RG-LRU's
     // restart) and attention layers (their positions are kernel arguments) always run plainly. The graph is
     // recorded again when anything it depends on changes (the cfg, the math mode, the context's scratch
-    // buffers, the weights' address); mn_cuda_model_state_reset keeps it, mn_cuda_model_state_free frees it.
+    // buffers, the weights' address or version: an AdamW step or a set records again); mn_cuda_model_state_reset
+    // keeps it, mn_cuda_model_state_free frees it.
     int graph;
     size_t graph_steps, graph_captures;   // steps replayed from a graph, graphs recorded (for tests, benches)
     void* graph_exec;                     // (internal) cudaGraphExec_t
