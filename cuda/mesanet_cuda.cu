@@ -10941,14 +10941,20 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
             return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
                             "cache full)", __LINE__);
     MN__CU(cudaMemcpyAsync(s->tokens, tokens, B * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
-    if (s->graph == 1 && s->pos > 0 && !mn__cm_has_attn(cm)) {   // replay the recorded step (record it first)
+    int replay = s->graph == 1 && s->pos > 0 && !mn__cm_has_attn(cm);
+    if (replay) {   // replay the recorded step (record it first)
         mn__cm_gkey key;
         mn__cm_gkey_fill(&key, cm);
         if (s->graph_exec && memcmp(&key, s->graph_key, sizeof key)) {   // recorded for other buffers or options
             cudaGraphExecDestroy((cudaGraphExec_t)s->graph_exec);
             s->graph_exec = NULL;
         }
-        if (!s->graph_exec) MN__TRY(mn__cm_step_capture(cm, s, &key));
+        if (!s->graph_exec && mn__cm_step_capture(cm, s, &key) != MN_OK) {
+            s->graph = -1;   // the recording failed (ctx->msg says why; nothing ran): plain steps from now on
+            replay = 0;
+        }
+    }
+    if (replay) {
         MN__CU(cudaGraphLaunch((cudaGraphExec_t)s->graph_exec, MN__STREAM));
         s->graph_steps++;
     } else MN__TRY(mn__cm_step_body(cm, s));

@@ -664,7 +664,8 @@ typedef struct mn_cuda_model_state {
     // restart) and attention layers (their positions are kernel arguments) always run plainly. The graph is
     // recorded again when anything it depends on changes (the cfg, the math mode, the context's scratch
     // buffers, the weights' address or version: an AdamW step or a set records again); mn_cuda_model_state_reset
-    // keeps it, mn_cuda_model_state_free frees it.
+    // keeps it, mn_cuda_model_state_free frees it. A recording that fails sets graph = -1 (the context's msg says
+    // why) and the steps go on plainly, with the same results.
     int graph;
     size_t graph_steps, graph_captures;   // steps replayed from a graph, graphs recorded (for tests, benches)
     void* graph_exec;                     // (internal) cudaGraphExec_t

@@ -2961,10 +2961,11 @@ static void test_model_step_graph(mn_cuda_model* gm, const char* name, const std
     CK(mn_cuda_model_state_cg_stats(gm, &gs, &gi, &gso));
     size_t want = attn ? 0 : T - 1;
     snprintf(nm, sizeof nm, "graph step: %zu positions, %zu of %zu logits differ from the plain step's bitwise, CG "
-             "%.0f / %.0f vs %.0f / %.0f, %zu replayed (want %zu), %zu recorded (%s)", T, differ, B * T * V, gi, gso,
-             ei, eso, gs.graph_steps, want, gs.graph_captures, name);
-    expect(differ == 0 && gi == ei && gso == eso && gs.graph_steps == want && gs.graph_captures == (attn ? 0u : 1u),
-           nm);
+             "%.0f / %.0f vs %.0f / %.0f, %zu replayed (want %zu), %zu recorded, graph %d%s%.100s (%s)", T, differ,
+             B * T * V, gi, gso, ei, eso, gs.graph_steps, want, gs.graph_captures, gs.graph,
+             gs.graph < 0 ? ": recording failed: " : "", gs.graph < 0 ? G.msg : "", name);
+    expect(differ == 0 && gi == ei && gso == eso && gs.graph_steps == want && gs.graph_captures == (attn ? 0u : 1u) &&
+           gs.graph == 1, nm);
     // reset: the graph stays; the first pass again, the same bits
     CK(mn_cuda_model_state_reset(gm, &gs));
     differ = 0;

@@ -491,6 +491,8 @@ static int bench_decode(mn_cuda_model* gm, size_t Bmax) {
         else printf("bench_decode: pattern %s, batch %zu, %s: %.0f tokens/s (%.1f us per step, %zu steps after %zu "
                     "warm-up; %zu replayed from a graph)\n", gm->cfg.pattern, b, graph ? "graph" : "plain",
                     (double)(b * timed) / dt, 1e6 * dt / (double)timed, timed, warm, st.graph_steps);
+        if (err == MN_OK && graph && st.graph < 0)
+            printf("bench_decode: the graph could not be recorded (%s): those steps ran plainly\n", gm->ctx->msg);
         fflush(stdout);
         mn_cuda_model_state_free(&st); free(tok); free(lg);
         if (err != MN_OK) return 1;
