@@ -10936,12 +10936,12 @@ int mn_cuda_model_step(mn_cuda_model* cm, mn_cuda_model_state* s, const int* tok
     for (size_t n = 0; n < B; n++)
         if (tokens[n] < 0 || (size_t)tokens[n] >= V)
             return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "token id outside [0, V)", __LINE__);
-    for (size_t l = 0; l < c->n_layer; l++)   // checked before any layer runs, so a refusal changes nothing
-        if (MN__CM_MIXER(cm, l)->step == mn__cm_attn_step && s->pos >= c->max_seq_len)
-            return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
-                            "cache full)", __LINE__);
+    const int attn = mn__cm_has_attn(cm);   // checked before any layer runs, so a refusal changes nothing
+    if (attn && s->pos >= c->max_seq_len)
+        return mn__fail(ctx, MN_ERR_RANGE, "mn_cuda_model_step", "position reaches max_seq_len (attention KV "
+                        "cache full)", __LINE__);
     MN__CU(cudaMemcpyAsync(s->tokens, tokens, B * sizeof(int), cudaMemcpyHostToDevice, MN__STREAM));
-    int replay = s->graph == 1 && s->pos > 0 && !mn__cm_has_attn(cm);
+    int replay = s->graph == 1 && s->pos > 0 && !attn;
     if (replay) {   // replay the recorded step (record it first)
         mn__cm_gkey key;
         mn__cm_gkey_fill(&key, cm);

@@ -106,6 +106,11 @@ plan)
     plan_cells "$csv" "${csv%.csv}.state"
     ;;
 run)
+    if [ -n "$states" ] && ! ls "$states/$name".state.tar.part* > /dev/null 2>&1; then   # before anything is made
+        echo "synth_gpu.sh: --states $states holds no $name.state.tar.part* (the pieces take the name of" \
+             "the --csv they were run with; found: $(ls "$states" 2> /dev/null | tr '\n' ' '))" >&2
+        exit 2
+    fi
     mkdir -p "$dest" || exit 1
     need_bin
     out="$dest/$name.csv" st="$dest/$name.state" log="$dest/$name.log" pack=0
@@ -114,12 +119,7 @@ run)
     fi
     [ "$(realpath -m "$csv")" = "$(realpath -m "$out")" ] || { [ ! -e "$csv" ] || cp "$csv" "$out"; }
     mkdir -p "$st"
-    if [ -n "$states" ]; then   # an earlier call's states: pieces named after this --csv, or nothing resumes
-        if ! ls "$states/$name".state.tar.part* > /dev/null 2>&1; then
-            echo "synth_gpu.sh: --states $states holds no $name.state.tar.part* (the pieces take the name of" \
-                 "the --csv they were run with; found: $(ls "$states" 2> /dev/null | tr '\n' ' '))" >&2
-            exit 2
-        fi
+    if [ -n "$states" ]; then   # an earlier call's states (their pieces checked above)
         cat "$states/$name".state.tar.part* | tar -xf - -C "$st" || exit 1
     fi
     if [ -z "$models" ]; then   # every model the GPU build can train (the library says why not on stderr)

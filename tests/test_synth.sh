@@ -187,11 +187,11 @@ SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" plan --tier gpu-tf32
     > "$W/pt" 2> "$W/e" && [ "$(wc -l < "$W/pt")" -eq 13 ] && head -1 "$W/pt" | grep -qx "parity transformer 1" &&
     ok "synth_gpu.sh plan --tier gpu-tf32: the 13 parity cells of seed 1" || { bad "synth_gpu.sh --tier"; cat "$W/e"; }
 # a --states folder without this CSV's pieces (they are named after the --csv they ran with): refused before
-# anything runs, nothing written
+# anything runs, nothing made (not even the --dest folder)
 mkdir -p "$W/sx" && : > "$W/sx/other.state.tar.partaa"
 OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-tf32 --tasks parity --seeds 1 \
     --models mesa --csv "$W/mine.csv" --states "$W/sx" --dest "$W/sd" --bin "$B/synth" > "$W/so" 2> "$W/e"; rc=$?
-[ $rc -eq 2 ] && grep -q "holds no mine.state.tar.part\*.*other.state.tar.partaa" "$W/e" && [ ! -e "$W/sd/mine.csv" ] &&
+[ $rc -eq 2 ] && grep -q "holds no mine.state.tar.part\*.*other.state.tar.partaa" "$W/e" && [ ! -e "$W/sd" ] &&
     ok "synth_gpu.sh run --states: a folder without this CSV's pieces is refused" ||
     { bad "synth_gpu.sh --states (rc $rc)"; cat "$W/e"; }
 [ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
