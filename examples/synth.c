@@ -51,7 +51,9 @@
 // The GPU build (build/synth_cuda: this file compiled with -DSYNTH_CUDA, `make build/synth_cuda`) is the same
 // program with each cell trained and evaluated by mn_cuda_model (cuda/mesanet_cuda.h) instead of mn_model: the
 // same config, initial parameters, training stream, loss, clipping, AdamW, evaluation sets and CSV. Its cells
-// are processes sharing the GPU (--jobs at a time); its default tier is gpu, and a tier whose head dim the
+// are processes sharing the GPU (--jobs at a time; --gpus N spreads them over GPUs 0..N-1, each new cell on the
+// GPU running fewest, after a child process has checked that GPU N-1 opens: the parent never touches CUDA,
+// which a forked child could not inherit); its default tier is gpu, and a tier whose head dim the
 // kernels lack is refused before anything runs; a pattern without GPU kernels fails its cell (--supported
 // lists the models this build can train).
 //
@@ -90,6 +92,7 @@
 #include "cuda/mesanet_cuda.h"
 #define SYNTH_EVAL_TOKENS 65536   // tokens per evaluation forward: the GPU wants large batches
 static int synth__tf32;   // tier gpu-tf32: the GPU model's products in TF32 (set by main before any cell)
+static int synth__device; // the GPU this process's cells train on (--gpus: set in each cell's child process)
 typedef struct {
     mn_cuda_ctx ctx; mn_cuda_model m;
     float* logits; size_t cap;   // (cap) host copy of the last evaluation forward's logits
@@ -99,7 +102,7 @@ static const char* net_strerror(int err) { return mn_cuda_strerror(err); }
 static int net_ctx(synth_net* n) {
     int err;
     if (n->ctx_up) return MN_OK;
-    if ((err = mn_cuda_init(&n->ctx, 0)) != MN_OK) return err;
+    if ((err = mn_cuda_init(&n->ctx, synth__device)) != MN_OK) return err;
     n->ctx.math = synth__tf32 ? MN_CUDA_MATH_TF32 : MN_CUDA_MATH_FP32;
     n->ctx_up = 1;
     return MN_OK;
@@ -255,7 +258,7 @@ typedef struct {
     const char* inputs[64];   // --merge: the CSVs to merge
     size_t n_inputs;
     size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens, curriculum;
-    size_t shard_i, shard_n, pause_step;
+    size_t shard_i, shard_n, pause_step, gpus;   // gpus: the GPUs the cells are spread over (synth_cuda)
     double lr, budget, deadline, stop, save_every, t_start;   // t_start: when the run began (ex_now)
     int cg, list, plan, supported;
     int pub_tier;   // 1: the published budgets (tiers published, gpu and gpu-tf32), 0: quick
@@ -273,7 +276,9 @@ static void usage(void) {
            "             [--shard I/N (the cells whose index in the list is I mod N)] [--plan (print, run nothing)]\n"
            "             [--out CSV (published: results/synth_published.csv, gpu: results/synth_gpu.csv, gpu-tf32:\n"
            "             results/synth_gpu_tf32.csv, quick: results/synth.csv)]\n"
-           "             [--jobs N (cells at a time, default 2)] [--budget X (scales the per-task steps and warm-up;\n"
+           "             [--jobs N (cells at a time, default 2)] [--gpus N (synth_cuda: spread the cells over GPUs\n"
+           "             0..N-1, each cell on the one running fewest, default 1)]\n"
+           "             [--budget X (scales the per-task steps and warm-up;\n"
            "             published 1, quick 0.1)] [--steps N --batch B (override the per-task table)] [--lr X]\n"
            "             [--train_len L] [--eval_lens 128,512,2048] [--eval_n N (sequences per evaluation length)]\n"
            "             [--d_model N] [--layers N] [--heads N] [--cg N (Mesa CG steps)]\n"
@@ -315,6 +320,7 @@ static int parse(opts* o, int argc, char** argv) {
         EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads)
         EX_OPT_U("--train_len", train_len) EX_OPT_U("--eval_n", eval_n) EX_OPT_U("--steps", steps)
         EX_OPT_U("--batch", batch) EX_OPT_U("--jobs", jobs) EX_OPT_U("--curriculum", curriculum)
+        EX_OPT_U("--gpus", gpus)
         EX_OPT_D("--lr", lr) EX_OPT_D("--budget", budget) EX_OPT_D("--deadline", deadline)
         EX_OPT_D("--stop", stop) EX_OPT_D("--save_every", save_every) EX_OPT_U("--pause_step", pause_step)
         EX_OPT_S("--state", state)
@@ -360,6 +366,7 @@ static int parse(opts* o, int argc, char** argv) {
     if (!o->train_len) o->train_len = 128;
     if (!o->eval_n) o->eval_n = o->pub_tier ? 2048 : 256;
     if (!o->jobs) o->jobs = 2;
+    if (!o->gpus) o->gpus = 1;
     if (o->budget != o->budget) o->budget = o->pub_tier ? 1.0 : 0.1;   // NaN: not given
     if (o->cg == -1000) o->cg = o->pub_tier ? 30 : 16;
     if (!o->eval_lens_s) o->eval_lens_s = "128,512,2048";
@@ -388,6 +395,13 @@ static int parse(opts* o, int argc, char** argv) {
                         "--train_len >= 8, --stop, --save_every and --deadline >= 0\n");
         return -1;
     }
+    if (o->gpus > 64) { fprintf(stderr, "synth: --gpus must be 1..64\n"); return -1; }
+#ifndef SYNTH_CUDA
+    if (o->gpus > 1 && !o->plan) {
+        fprintf(stderr, "synth: --gpus %zu: this build trains on the CPU; --gpus is for build/synth_cuda\n", o->gpus);
+        return -1;
+    }
+#endif
 #ifdef SYNTH_CUDA
     // the GPU Mesa, attention and GLA kernels take head dims 64 and 128 only: refused here, before any cell runs,
     // rather than failing every cell of those mixers (the gpu tier's 2 heads of 64 are what they take)
@@ -1005,6 +1019,27 @@ static void print_plan(const opts* o, const synth_cell* cells, size_t n, size_t 
     for (j = 0; j < n; j++) printf("%s %s %zu\n", cells[j].task->name, cells[j].model->name, cells[j].seed);
 }
 
+#ifdef SYNTH_CUDA
+// Whether GPU gpus-1 (so 0..gpus-1) can be used, asked in a child process: the parent stays free of CUDA, since a
+// process that has initialised CUDA cannot hand it on to the cells it forks. 0, or -1 with the reason printed.
+static int probe_gpus(size_t gpus) {
+    int st = 0;
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        mn_cuda_ctx ctx;
+        int err = mn_cuda_init(&ctx, (int)gpus - 1);
+        if (err != MN_OK)
+            fprintf(stderr, "synth_cuda: GPU %zu (--gpus %zu) cannot be used: %s (%s); nothing ran\n", gpus - 1, gpus,
+                    mn_cuda_strerror(err), ctx.msg);
+        else mn_cuda_free(&ctx);
+        _exit(err == MN_OK ? 0 : 1);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) { perror("synth_cuda: fork"); return -1; }
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+#endif
+
 static int run_grid(const opts* o) {
     static synth_cell all[8192], cells[8192];
     size_t n_all = 0, n = 0, i, j, k, seeds[64], nrows = 0, skipped = 0;
@@ -1068,12 +1103,17 @@ static int run_grid(const opts* o) {
         cells[n++] = all[i];
     }
     if (o->plan) { print_plan(o, cells, n, skipped); rc = 0; goto done; }
+#ifdef SYNTH_CUDA
+    if (n && probe_gpus(o->gpus) != 0) goto done;   // before anything is written
+#endif
     if (n && upgrade_header(o->out) != 0) {
         fprintf(stderr, "synth: cannot rewrite the header of %s\n", o->out);
         goto done;
     }
-    printf("synth: %zu cells to run (%zu already in %s), %zu at a time; tier %s, d_model %zu, %zu layers, %zu heads;"
-           " train <= %zu; eval at", n, skipped, o->out, o->jobs, o->tier, o->d_model, o->layers, o->heads,
+    char over[48] = "";
+    if (o->gpus > 1) snprintf(over, sizeof over, " over %zu GPUs", o->gpus);
+    printf("synth: %zu cells to run (%zu already in %s), %zu at a time%s; tier %s, d_model %zu, %zu layers, %zu heads;"
+           " train <= %zu; eval at", n, skipped, o->out, o->jobs, over, o->tier, o->d_model, o->layers, o->heads,
            o->train_len);
     for (i = 0; i < o->n_eval_lens; i++) printf(" %zu", o->eval_lens[i]);
     printf(" (%zu sequences each)\n", o->eval_n);
@@ -1095,7 +1135,7 @@ static int run_grid(const opts* o) {
             fflush(stdout);
         }
     } else {
-        pid_t pids[256]; size_t who[256], running = 0, next = 0, ndone = 0;
+        pid_t pids[256]; size_t who[256], gpu[256], running = 0, next = 0, ndone = 0;   // gpu: the slot's device
         double started[256], t0 = ex_now(), cell_s = 0;
         while (ndone < n) {
             if (limit > 0 && ex_now() - o->t_start > limit && next < n) {
@@ -1104,9 +1144,15 @@ static int run_grid(const opts* o) {
                 if (ndone >= n) break;
             }
             while (running < o->jobs && next < n) {
+                size_t g = 0, load[64] = { 0 };   // the GPU running fewest cells (--gpus; else GPU 0)
+                for (k = 0; k < running; k++) load[gpu[k]]++;
+                for (k = 1; k < o->gpus; k++) if (load[k] < load[g]) g = k;
                 fflush(stdout); fflush(stderr);
                 pid_t pid = fork();
                 if (pid == 0) {
+#ifdef SYNTH_CUDA
+                    synth__device = (int)g;
+#endif
 #ifdef _OPENMP
                     omp_set_num_threads(1);
 #endif
@@ -1116,21 +1162,25 @@ static int run_grid(const opts* o) {
                     _exit(run_cell(o, cells[next].task, cells[next].model, cells[next].seed, 0));
                 }
                 if (pid < 0) { perror("synth: fork"); rc = 1; goto done; }
-                pids[running] = pid; who[running] = next; started[running] = ex_now(); running++; next++;
+                pids[running] = pid; who[running] = next; gpu[running] = g; started[running] = ex_now();
+                running++; next++;
             }
             int status; pid_t pid = wait(&status);
             if (pid < 0) break;
             for (i = 0; i < running; i++) if (pids[i] == pid) break;
             if (i == running) continue;
-            size_t c = who[i]; double el = ex_now() - started[i];
-            pids[i] = pids[running - 1]; who[i] = who[running - 1]; started[i] = started[running - 1]; running--;
+            size_t c = who[i], cg = gpu[i]; double el = ex_now() - started[i];
+            pids[i] = pids[running - 1]; who[i] = who[running - 1]; gpu[i] = gpu[running - 1];
+            started[i] = started[running - 1]; running--;
             ndone++; cell_s += el;
             int r = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
             n_ok += r == 0; n_paused += r == 3; n_failed += r != 0 && r != 3;
             double eta = cell_s / (double)ndone * (double)(n - ndone) / (double)o->jobs;
-            printf("[%zu/%zu] %-18s %-13s seed %zu: %s in %.0f s | elapsed %.0f s, ETA %.0f min\n", ndone, n,
+            char on[32] = "";
+            if (o->gpus > 1) snprintf(on, sizeof on, " on GPU %zu", cg);
+            printf("[%zu/%zu] %-18s %-13s seed %zu: %s in %.0f s%s | elapsed %.0f s, ETA %.0f min\n", ndone, n,
                    cells[c].task->name, cells[c].model->name, cells[c].seed,
-                   r == 0 ? "done" : r == 3 ? "paused" : "FAILED", el, ex_now() - t0, eta / 60.0);
+                   r == 0 ? "done" : r == 3 ? "paused" : "FAILED", el, on, ex_now() - t0, eta / 60.0);
             fflush(stdout);
         }
     }

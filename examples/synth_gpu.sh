@@ -9,7 +9,9 @@
 #   examples/synth_gpu.sh report [--readme FILE]    # here: results/synth_gpu.md's tables and the heatmaps
 #
 # subset: --tasks t1,t2 --models m1,m2 --seeds 1,2,3 (default: every task, every model the GPU build supports
-#   (synth_cuda --supported), seeds 1,2,3). Other options: --jobs N (cells at once, default 16: one per CPU core)
+#   (synth_cuda --supported), seeds 1,2,3). Other options: --jobs N (cells at once, default one per CPU core)
+#   --gpus N (the GPUs the cells are spread over, each cell on the one running fewest; default every GPU that
+#   nvidia-smi -L lists, 1 without nvidia-smi; a GPU that cannot be used stops the run before anything is written)
 #   --tier gpu|gpu-tf32 (default gpu; gpu-tf32: the same protocol with the GPU model's products in TF32, its own
 #   CSV results/synth_gpu_tf32.csv) --csv FILE (the grid's CSV, default results/synth_gpu.csv or _gpu_tf32.csv)
 #   --bin FILE (default build/synth_cuda; missing: built here with make) --states DIR (a folder holding the
@@ -43,7 +45,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 cmd=${1:-}; [ $# -gt 0 ] && shift
-tasks=all models="" seeds=1,2,3 jobs=16 time=0 csv="" tier=gpu bin=build/synth_cuda states="" dest=""
+tasks=all models="" seeds=1,2,3 jobs=$(nproc 2> /dev/null || echo 16) gpus="" time=0 csv="" tier=gpu
+bin=build/synth_cuda states="" dest=""
 readme="" mps=0 dry=0 file="" extra="" pack_mb=40
 while [ $# -gt 0 ]; do
     case $1 in
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
         --models) models=$2; shift 2 ;;
         --seeds) seeds=$2; shift 2 ;;
         --jobs) jobs=$2; shift 2 ;;
+        --gpus) gpus=$2; shift 2 ;;
         --time) time=$2; shift 2 ;;
         --csv) csv=$2; shift 2 ;;
         --tier) tier=$2; shift 2 ;;
@@ -66,8 +70,8 @@ while [ $# -gt 0 ]; do
         *) [ -z "$file" ] && file=$1 && shift || { echo "synth_gpu.sh: unexpected $1" >&2; exit 2; } ;;
     esac
 done
-case $jobs$time$pack_mb in
-    *[!0-9]*) echo "synth_gpu.sh: --jobs, --time and --pack_mb take whole numbers" >&2; exit 2 ;;
+case $jobs$gpus$time$pack_mb in
+    *[!0-9]*) echo "synth_gpu.sh: --jobs, --gpus, --time and --pack_mb take whole numbers" >&2; exit 2 ;;
 esac
 case $tier in gpu|gpu-tf32) ;; *) echo "synth_gpu.sh: --tier must be gpu or gpu-tf32" >&2; exit 2 ;; esac
 [ -n "$csv" ] || csv=results/synth_${tier//-/_}.csv   # synth's own default --out of the tier
@@ -129,7 +133,12 @@ run)
     plan_cells "$out" "$st" > "$st.cells" || exit 1
     ncells=$(wc -l < "$st.cells")
     # shellcheck disable=SC2206
-    run_cmd=("$bin" --tier "$tier" $extra --cells "$st.cells" --jobs "$jobs" --out "$out" --state "$st" --save_every 60)
+    if [ -z "$gpus" ]; then   # every GPU of the machine
+        gpus=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU') || true
+        [ "${gpus:-0}" -gt 0 ] || gpus=1
+    fi
+    run_cmd=("$bin" --tier "$tier" $extra --cells "$st.cells" --jobs "$jobs" --gpus "$gpus" --out "$out" --state "$st"
+             --save_every 60)
     [ "$time" -gt 0 ] && run_cmd+=(--stop "$time")
     echo "synth_gpu.sh: $ncells cells left; ${run_cmd[*]}"
     [ $dry -eq 1 ] && { cat "$st.cells"; rm -f "$st.cells" "$st.supported"; exit 0; }
@@ -180,7 +189,7 @@ report)
     if [ -n "$readme" ]; then "$s" --report "$csv" --readme "$readme"; else "$s" --report "$csv"; fi
     ;;
 *)
-    sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'
     [ -z "$cmd" ] && exit 0 || exit 2
     ;;
 esac

@@ -13,7 +13,8 @@
 #     protocol-checked), --cells, the protocol check on resume, a CSV of the first grid's 23 columns;
 #   * pausing (the GPU runner's time limits use it): a cell paused at step 50 and at 100 and resumed gives the
 #     rows of the uninterrupted run, number for number; a state of another protocol is not resumed; --stop
-#     starts nothing once passed; the gpu tier's protocol (2 heads of 64) and --supported.
+#     starts nothing once passed; the gpu tier's protocol (2 heads of 64), --supported and --gpus (refused by the
+#     CPU build, passed on by synth_gpu.sh; synth_cuda without a usable GPU stops before it writes anything).
 # Single-threaded inside each cell, so every number is reproducible on this machine.
 . "$(dirname "$0")/lib.sh"
 q="--tier quick --tasks parity --train_len 64 --eval_lens 64,256 --d_model 32 --steps 600 --batch 32 --eval_n 128
@@ -167,13 +168,13 @@ cut -d, -f1-19,22- "$W/u.csv" | sort > "$W/u.cut"; cut -d, -f1-19,22- "$W/pz.csv
 "$B/synth" $R --out "$W/st.csv" --stop 0.000001 > "$W/log17" 2>&1; rc=$?
 [ $rc -eq 0 ] && grep -q "time limit of 0 s reached, 2 cells left" "$W/log17" && [ ! -e "$W/st.csv" ] \
     && ok "--stop already passed: no cell starts, nothing written" || { bad "--stop (rc $rc)"; cat "$W/log17"; }
-"$B/synth" --tier gpu --tasks parity --models mesa --plan > "$W/gp" 2>&1
+"$B/synth" --tier gpu --tasks parity --models mesa --seeds 9 --plan > "$W/gp" 2>&1   # seed 9: in no CSV of results/
 grep -q "tier gpu, d_model 128, 2 layers, 2 heads, .* out results/synth_gpu.csv" "$W/gp" \
     && grep -q "^# parity  *20000  *256 " "$W/gp" && ok "--tier gpu: the published budgets with 2 heads of 64" \
     || { bad "--tier gpu plan"; cat "$W/gp"; }
 # gpu-tf32: the gpu tier's protocol under its own name and CSV; the CPU build plans it but trains no cell of it
 # (the budgets compared, not the cell counts: the CSVs in results/ hold different cells)
-"$B/synth" --tier gpu-tf32 --tasks parity --models mesa --plan > "$W/gt" 2>&1
+"$B/synth" --tier gpu-tf32 --tasks parity --models mesa --seeds 9 --plan > "$W/gt" 2>&1
 grep -q "tier gpu-tf32, d_model 128, 2 layers, 2 heads, .* out results/synth_gpu_tf32.csv" "$W/gt" &&
     diff <(grep '^# parity' "$W/gp" | awk '{$NF = ""; print}') <(grep '^# parity' "$W/gt" | awk '{$NF = ""; print}') \
         > /dev/null &&
@@ -194,6 +195,17 @@ OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-
 [ $rc -eq 2 ] && grep -q "holds no mine.state.tar.part\*.*other.state.tar.partaa" "$W/e" && [ ! -e "$W/sd" ] &&
     ok "synth_gpu.sh run --states: a folder without this CSV's pieces is refused" ||
     { bad "synth_gpu.sh --states (rc $rc)"; cat "$W/e"; }
+# --gpus (the cells spread over several GPUs): the CPU build refuses it for a run (plans it), synth_gpu.sh passes it on
+"$B/synth" --gpus 2 --tier quick --tasks parity --models mesa --seeds 1 --steps 2 --out "$W/g2.csv" > "$W/e" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "is for build/synth_cuda" "$W/e" && [ ! -e "$W/g2.csv" ] &&
+    "$B/synth" --gpus 2 --tier gpu --tasks parity --models mesa --seeds 1 --plan > /dev/null 2>&1 &&
+    ok "--gpus 2 in the CPU build: a run refused (nothing written), a plan made" ||
+    { bad "--gpus (rc $rc)"; cat "$W/e"; }
+OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-tf32 --tasks parity --seeds 1 \
+    --models mesa --csv "$W/g.csv" --dest "$W/gd" --gpus 4 --jobs 8 --dry-run > "$W/go" 2> "$W/e" &&
+    grep -q "synth_cuda --tier gpu-tf32 --cells .* --jobs 8 --gpus 4 --out" "$W/go" &&
+    ok "synth_gpu.sh run --gpus 4: synth_cuda spreads the cells over 4 GPUs" ||
+    { bad "synth_gpu.sh --gpus"; cat "$W/e"; }
 [ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
     || bad "--supported"
 # the GPU build (make cuda), where built: what it does before touching a GPU - the head-dim refusal, and its plan
@@ -207,6 +219,13 @@ if [ -x "$B/synth_cuda" ]; then
         && "$B/synth" --tier gpu --plan --tasks parity,mqar > "$W/pg" 2>&1 && cmp -s "$W/pc" "$W/pg" \
         && ok "synth_cuda --plan: the CPU build's gpu-tier plan" \
         || { bad "synth_cuda plan"; diff "$W/pc" "$W/pg" | head; }
+    if ! nvidia-smi -L > /dev/null 2>&1; then   # no usable GPU here: the run stops before it writes anything
+        "$B/synth_cuda" --gpus 2 --tasks parity --models mesa --seeds 1 --steps 2 --out "$W/nc.csv" > "$W/e" 2>&1
+        rc=$?
+        [ $rc -eq 2 ] && grep -q "GPU 1 (--gpus 2) cannot be used: .*nothing ran" "$W/e" && [ ! -e "$W/nc.csv" ] &&
+            ok "synth_cuda without a usable GPU: refused before any cell, nothing written" ||
+            { bad "synth_cuda without a GPU (rc $rc)"; cat "$W/e"; }
+    fi
 else echo "  (no $B/synth_cuda: its GPU-free checks skipped; make cuda builds it)"; fi
 
 finish test_synth
