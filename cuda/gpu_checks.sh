@@ -10,7 +10,10 @@
 #   cuda/gpu_checks.sh profile [DEST]   # ncu kernel shares (cuda/ncu_top.py) of one synthetic-task cell of
 #                                       # the gpu-tf32 tier (transformer, mesa: 200 parity steps) and of
 #                                       # bench_cuda delta
-#   cuda/gpu_checks.sh all     [DEST]   # the three, in that order
+#   cuda/gpu_checks.sh jobs    [DEST]   # how many synthetic-task cells to run at once: 600 parity steps of
+#                                       # J cells (the 11 models in turn) for J = 1, 4, 8, 11, 16, 22 under MPS
+#                                       # and J = 11 without; the steps/s of all together in DEST/jobs.md
+#   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
 set -uo pipefail
@@ -58,11 +61,39 @@ run_profile() {   # kernel shares; ncu serialises the kernels, so the shares are
         >> "$dest/profile.md" || rc=1
 }
 
+run_jobs() {   # aggregate training steps/s of J cells at once (the process start and a 64-sequence eval included)
+    local j m i t0 t1 mps models=(transformer mamba2 mamba2_neg gdn gdn_neg xlstm10 xlstm11 xlstm01 mesa mesa_g95
+                                  hawk_mesa)
+    command -v nvidia-cuda-mps-control > /dev/null || { echo "gpu_checks: no nvidia-cuda-mps-control" > "$dest/jobs.md"
+                                                          rc=1; return; }
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/gpu_checks_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gpu_checks_mps/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    { echo "| cells at once | MPS | wall s | steps/s, all cells | steps/s per cell |"; echo "|---|---|---|---|---|"; } \
+        > "$dest/jobs.md"
+    for spec in 1:1 4:1 8:1 11:1 16:1 22:1 11:0; do
+        j=${spec%:*} mps=${spec#*:}
+        : > /tmp/gpu_checks_cells.txt
+        for ((i = 0; i < j; i++)); do echo "parity ${models[i % 11]} $((i / 11 + 1))" >> /tmp/gpu_checks_cells.txt; done
+        rm -rf /tmp/gpu_checks_jobs.csv /tmp/gpu_checks_jobs.state
+        [ "$mps" = 1 ] && nvidia-cuda-mps-control -d
+        t0=$(date +%s.%N)
+        ./build/synth_cuda --tier gpu-tf32 --cells /tmp/gpu_checks_cells.txt --jobs "$j" --steps 600 --eval_n 64 \
+            --eval_lens 128 --out /tmp/gpu_checks_jobs.csv > /tmp/gpu_checks_jobs.log 2>&1 || rc=1
+        t1=$(date +%s.%N)
+        [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control
+        awk -v j="$j" -v m="$mps" -v a="$t0" -v b="$t1" 'BEGIN { w = b - a; printf "| %d | %s | %.1f | %.0f | %.0f |\n",
+            j, m ? "yes" : "no", w, j * 600 / w, 600 / w }' >> "$dest/jobs.md"
+        grep -q FAILED /tmp/gpu_checks_jobs.log && { grep FAILED /tmp/gpu_checks_jobs.log >> "$dest/jobs.md"; rc=1; }
+        sleep 1
+    done
+}
+
 case $what in
     tests) run_tests ;;
     decode) run_decode ;;
     profile) run_profile ;;
+    jobs) run_jobs ;;
     all) run_tests; run_decode; run_profile ;;
-    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 exit $rc

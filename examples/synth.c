@@ -1293,19 +1293,27 @@ static int markers_check(const char* path, int must_exist) {
 }
 
 // Replaces the text between path's markers with body (n bytes), keeping the rest; a file that does
-// not exist yet is created as head + the markers around body. markers_check has passed.
+// not exist yet is created as head + the markers around body. markers_check has passed. Written to
+// path.tmp and renamed over path, so a failed write leaves the old file whole.
 static int markers_put(const char* path, const char* head, const char* body, size_t n) {
     size_t l; char* t = read_file(path, &l);
-    char *m0 = t ? strstr(t, synth_mark0) : NULL, *m1 = m0 ? strstr(m0, synth_mark1) : NULL;
-    FILE* g = fopen(path, "w");
-    if (!g) { fprintf(stderr, "synth: cannot write %s\n", path); free(t); return 1; }
+    char *m0 = t ? strstr(t, synth_mark0) : NULL, *m1 = m0 ? strstr(m0, synth_mark1) : NULL, tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE* g = fopen(tmp, "w");
+    if (!g) { fprintf(stderr, "synth: cannot write %s\n", tmp); free(t); return 1; }
     if (m1) fwrite(t, 1, (size_t)(m0 - t), g); else fputs(head, g);
     fprintf(g, "%s\n", synth_mark0);
     fwrite(body, 1, n, g);
     fputs(m1 ? m1 : synth_mark1, g);
     if (!m1) fputc('\n', g);
-    fclose(g);
+    int bad = ferror(g) != 0;
+    bad |= fclose(g) != 0;
     free(t);
+    if (bad || rename(tmp, path) != 0) {
+        fprintf(stderr, "synth: cannot write %s; it is unchanged\n", path);
+        remove(tmp);
+        return 1;
+    }
     return 0;
 }
 

@@ -55,6 +55,13 @@ cp "$W/r.md" "$W/q.md"
     && ! grep -q "Every cell" "$W/doc.md" && head -1 "$W/doc.md" | grep -q stale && tail -1 "$W/doc.md" | grep -q kept \
     && ok "report: the text around the markers kept; --readme fills another file's markers" \
     || { bad "report markers"; cat "$W/log4"; }
+# a file that cannot be written in full is left as it was (the tables go to FILE.tmp, renamed over FILE)
+cp "$W/doc.md" "$W/doc0.md" && mkdir -p "$W/doc.md.tmp"
+"$B/synth" --report "$W/q.csv" --readme "$W/doc.md" > "$W/e" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "cannot write .*doc.md.tmp" "$W/e" && cmp -s "$W/doc.md" "$W/doc0.md" &&
+    ok "report: a --readme that cannot be written stays as it was" ||
+    { bad "report write failure (rc $rc)"; cat "$W/e"; }
+rmdir "$W/doc.md.tmp"
 printf 'no markers here\n' > "$W/q.md"; rm -f "$W/q_L64.png"
 "$B/synth" --report "$W/q.csv" > "$W/e" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "lacks the markers" "$W/e" && [ "$(cat "$W/q.md")" = "no markers here" ] \
