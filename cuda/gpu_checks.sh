@@ -13,6 +13,9 @@
 #   cuda/gpu_checks.sh jobs    [DEST]   # how many synthetic-task cells to run at once: 600 parity steps of
 #                                       # J cells (the 11 models in turn) for J = 1, 4, 8, 11, 16, 22 under MPS
 #                                       # and J = 11 without; the steps/s of all together in DEST/jobs.md
+#   cuda/gpu_checks.sh forms   [DEST]   # one GDN / GDN [-1,1] parity cell alone (600 steps) on the chunkwise
+#                                       # and on the recurrent DeltaNet kernels (synth_cuda --delta_form):
+#                                       # wall time and training loss of each in DEST/forms.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -88,12 +91,31 @@ run_jobs() {   # aggregate training steps/s of J cells at once (the process star
     done
 }
 
+run_forms() {   # which DeltaNet form a synthetic cell should train with
+    local m f t0 t1
+    { echo "| model | form | wall s (600 steps + 64-sequence eval) | mean training loss |"
+      echo "|---|---|---|---|"; } > "$dest/forms.md"
+    for m in gdn gdn_neg; do
+        for f in auto recurrent auto recurrent; do   # twice each, alternating: the machine's noise beside the gap
+            rm -rf /tmp/gpu_checks_forms.csv /tmp/gpu_checks_forms.state
+            t0=$(date +%s.%N)
+            ./build/synth_cuda --tier gpu-tf32 --tasks parity --models "$m" --seeds 1 --steps 600 --eval_n 64 \
+                --eval_lens 128 --jobs 1 --delta_form "$f" --out /tmp/gpu_checks_forms.csv > /tmp/gpu_checks_forms.log \
+                2>&1 || { rc=1; tail -3 /tmp/gpu_checks_forms.log >> "$dest/forms.md"; }
+            t1=$(date +%s.%N)
+            awk -F, -v m="$m" -v f="$f" -v a="$t0" -v b="$t1" 'NR == 2 { printf "| %s | %s | %.2f | %s |\n", m, f,
+                b - a, $18 }' /tmp/gpu_checks_forms.csv >> "$dest/forms.md"
+        done
+    done
+}
+
 case $what in
     tests) run_tests ;;
     decode) run_decode ;;
     profile) run_profile ;;
     jobs) run_jobs ;;
+    forms) run_forms ;;
     all) run_tests; run_decode; run_profile ;;
-    *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 exit $rc

@@ -5142,7 +5142,8 @@ int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q,
 // (test_delta_all) say what to expect. Shapes: Dk a multiple of 16 up to 128 (the rows per lane a template
 // parameter: 4..32 registers of state, as many of dS), Dv a multiple of 8, chunk 1..64.
 // This recurrent form is the reference (mn_cuda_delta_rule_{forward,backward}_recurrent) and the default
-// only where the chunkwise form below does not apply (chunk < 16, Dv not a multiple of 16, no workspace).
+// only where the chunkwise form below does not apply (chunk < 16, Dv not a multiple of 16, no workspace)
+// or where ctx->delta_form asks for it (MN_CUDA_DELTA_RECURRENT).
 
 #define MN__DELTA_COLS 8        // value columns per warp
 #define MN__DELTA_MAXC 64       // the longest checkpoint interval (the backward's workspace grows with it)
@@ -5998,7 +5999,7 @@ static int mn__delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float
                                   const float* v, const float* beta, const float* g, const float* h0, size_t B,
                                   size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
                                   int z0) {
-    if (T == 0 || !mn__delta_chunk_applies(Dv, chunk, work))
+    if (T == 0 || ctx->delta_form == MN_CUDA_DELTA_RECURRENT || !mn__delta_chunk_applies(Dv, chunk, work))
         return mn__delta_rule_forward_rec(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, z0);
     if (z0 && h0) return mn__fail(ctx, MN_ERR_CONFIG, "mn__delta_rule_forward", "z0 needs h0 = zeros", __LINE__);
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_forward", B, T, H, Dk, Dv, chunk));
@@ -6010,7 +6011,7 @@ static int mn__delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float
                                    const float* k, const float* v, const float* beta, const float* g, size_t B,
                                    size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
                                    int z0) {
-    if (T == 0 || !mn__delta_chunk_applies(Dv, chunk, work))
+    if (T == 0 || ctx->delta_form == MN_CUDA_DELTA_RECURRENT || !mn__delta_chunk_applies(Dv, chunk, work))
         return mn__delta_rule_backward_rec(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H,
                                            Dk, Dv, chunk, scale, work, z0);
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_backward", B, T, H, Dk, Dv, chunk));

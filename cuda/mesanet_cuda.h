@@ -123,6 +123,8 @@ enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1, MN_CUDA_MATH_BF16 = 2 };
 // Mesa state scan: 3xTF32 or TF32 tensor cores, or fp32 FMA
 enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
+// DeltaNet / Gated DeltaNet forms: the chunkwise one where it applies (default), or always the recurrent one
+enum { MN_CUDA_DELTA_AUTO = 0, MN_CUDA_DELTA_RECURRENT = 1 };
 
 typedef struct mn_cuda_ctx {
     int device;           // CUDA device ordinal
@@ -140,6 +142,10 @@ typedef struct mn_cuda_ctx {
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
     int gla_blocks;       // GLA (G = Dk) intra-chunk scores: 0 (default) one product per chunk while the chunk's
                           // cumulative gates stay within +-40 (else by 16-row blocks); 1: always by blocks
+    int delta_form;       // MN_CUDA_DELTA_AUTO (default): mn_cuda_delta_rule_forward / _backward (and the model's
+                          // DeltaNet and GDN layers) take the chunkwise form where it applies; MN_CUDA_DELTA_RECURRENT:
+                          // the recurrent one always (one launch a pass, the state in registers: for short
+                          // sequences in large batches, as the synthetic tasks train, it may be the faster)
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
     double* scratch;      // (8) device scratch for reductions

@@ -1295,7 +1295,15 @@ static double ratio_inc(const float* g1, const float* g0, const double* c1, cons
     return sr > 0 ? sqrt(se / sr) : sqrt(se);
 }
 
+static void test_model_body(const model_case* mc);
+// a name with "recurrent form": the DeltaNet / GDN layers on their recurrent kernels (ctx->delta_form), whose
+// op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds
 static void test_model(const model_case* mc) {
+    G.delta_form = strstr(mc->name, "recurrent form") ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;
+    test_model_body(mc);
+    G.delta_form = MN_CUDA_DELTA_AUTO;
+}
+static void test_model_body(const model_case* mc) {
     mn_config cfg; memset(&cfg, 0, sizeof cfg);
     cfg.vocab_size = 256; cfg.d_model = mc->d_model; cfg.n_layer = mc->layers; cfg.n_head = mc->heads;
     cfg.head_dim = mc->head_dim;
@@ -1737,6 +1745,27 @@ static void test_delta(const delta_case* c) {
             snprintf(nm, sizeof nm, "delta bwd chunkwise vs recurrent %s (%s)", bn[i], tag);
             check(nm, bw[0][i], tod(bw[1][i]), bb[i]);
         }
+        // ctx->delta_form = MN_CUDA_DELTA_RECURRENT: the default entry points run the recurrent form, bit for bit
+        G.delta_form = MN_CUDA_DELTA_RECURRENT;
+        cudaMemset(gout, 0xFF, nv * 4); cudaMemset(ght, 0xFF, ns * 4); cudaMemset(ghs, 0xFF, hs.size() * 4);
+        cudaMemset(gw, 0xFF, wn * 4);
+        CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+        CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+        CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+        CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
+        CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H,
+                                       Dk, Dv, C, scale, gw));
+        G.delta_form = MN_CUDA_DELTA_AUTO;
+        size_t differ = 0;
+        const vf got_f[3] = { host(gout, nv), host(ght, ns), host(ghs, hs.size()) };
+        for (int i = 0; i < 3; i++)
+            for (size_t j = 0; j < got_f[i].size(); j++) differ += memcmp(&got_f[i][j], &fw[1][i][j], 4) != 0;
+        for (int i = 0; i < 6; i++) {
+            const vf x = host(outs[i], ns6[i]);
+            for (size_t j = 0; j < x.size(); j++) differ += memcmp(&x[j], &bw[1][i][j], 4) != 0;
+        }
+        snprintf(nm, sizeof nm, "delta_form RECURRENT = the recurrent form, %zu differ (%.100s)", differ, tag);
+        expect(differ == 0, nm);
     }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg); mn_cuda_dfree(gdy);
     mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(ghs);
@@ -1876,7 +1905,9 @@ static void test_delta_all(void) {
     { "deltanet_neg,gdn H4x32 cap", "deltanet_neg,gdn", 0, 128, 2, 4, 32, 352, 3, 101, 30, 0, MN_CUDA_MATH_FP32, 30.0, \
       1e-5, 1e-4, 1e-3, 3e-3 },                                                                                     \
     { "gdn,mesa H2x128 cg10", "gdn,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3,  \
-      1e-2, 2e-2 },
+      1e-2, 2e-2 },                                                                                                 \
+    { "gdn,deltanet_neg H2x64 recurrent form", "gdn,deltanet_neg", 0, 128, 2, 2, 64, 352, 4, 150, 30, 0,            \
+      MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3, 3e-3 },
 // ---- Mamba-2's SSD core (mn_cuda_ssd_*): every form, both transitions, the decode step ----------------
 // Against mesanet.h's recurrent form in double (the definition, one token at a time). Bounds:
 //   recurrent form (fp32 FMA chains; the states' rounding errors grow like a random walk over T and the

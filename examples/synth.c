@@ -93,6 +93,7 @@
 #define SYNTH_EVAL_TOKENS 65536   // tokens per evaluation forward: the GPU wants large batches
 static int synth__tf32;   // tier gpu-tf32: the GPU model's products in TF32 (set by main before any cell)
 static int synth__device; // the GPU this process's cells train on (--gpus: set in each cell's child process)
+static int synth__delta;  // --delta_form: the GPU DeltaNet / GDN form (MN_CUDA_DELTA_AUTO or _RECURRENT)
 typedef struct {
     mn_cuda_ctx ctx; mn_cuda_model m;
     float* logits; size_t cap;   // (cap) host copy of the last evaluation forward's logits
@@ -104,6 +105,7 @@ static int net_ctx(synth_net* n) {
     if (n->ctx_up) return MN_OK;
     if ((err = mn_cuda_init(&n->ctx, synth__device)) != MN_OK) return err;
     n->ctx.math = synth__tf32 ? MN_CUDA_MATH_TF32 : MN_CUDA_MATH_FP32;
+    n->ctx.delta_form = synth__delta;
     n->ctx_up = 1;
     return MN_OK;
 }
@@ -255,6 +257,7 @@ static const synth_pub published[] = {
 
 typedef struct {
     const char *tier, *tasks, *models, *seeds, *out, *report, *readme, *eval_lens_s, *cells, *shard, *merge, *state;
+    const char* delta_form;   // synth_cuda: auto (default) or recurrent (cuda/mesanet_cuda.h's ctx->delta_form)
     const char* inputs[64];   // --merge: the CSVs to merge
     size_t n_inputs;
     size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens, curriculum;
@@ -277,7 +280,9 @@ static void usage(void) {
            "             [--out CSV (published: results/synth_published.csv, gpu: results/synth_gpu.csv, gpu-tf32:\n"
            "             results/synth_gpu_tf32.csv, quick: results/synth.csv)]\n"
            "             [--jobs N (cells at a time, default 2)] [--gpus N (synth_cuda: spread the cells over GPUs\n"
-           "             0..N-1, each cell on the one running fewest, default 1)]\n"
+           "             0..N-1, each cell on the one running fewest, default 1)] [--delta_form auto|recurrent\n"
+           "             (synth_cuda: DeltaNet / GDN layers on the chunkwise kernels where they apply, or always on\n"
+           "             the recurrent ones; the same numbers to rounding)]\n"
            "             [--budget X (scales the per-task steps and warm-up;\n"
            "             published 1, quick 0.1)] [--steps N --batch B (override the per-task table)] [--lr X]\n"
            "             [--train_len L] [--eval_lens 128,512,2048] [--eval_n N (sequences per evaluation length)]\n"
@@ -316,7 +321,7 @@ static int parse(opts* o, int argc, char** argv) {
         EX_OPT_S("--tier", tier) EX_OPT_S("--tasks", tasks) EX_OPT_S("--models", models) EX_OPT_S("--seeds", seeds)
         EX_OPT_S("--out", out) EX_OPT_S("--report", report) EX_OPT_S("--readme", readme)
         EX_OPT_S("--eval_lens", eval_lens_s) EX_OPT_S("--cells", cells) EX_OPT_S("--shard", shard)
-        EX_OPT_S("--merge", merge)
+        EX_OPT_S("--merge", merge) EX_OPT_S("--delta_form", delta_form)
         EX_OPT_U("--d_model", d_model) EX_OPT_U("--layers", layers) EX_OPT_U("--heads", heads)
         EX_OPT_U("--train_len", train_len) EX_OPT_U("--eval_n", eval_n) EX_OPT_U("--steps", steps)
         EX_OPT_U("--batch", batch) EX_OPT_U("--jobs", jobs) EX_OPT_U("--curriculum", curriculum)
@@ -396,9 +401,18 @@ static int parse(opts* o, int argc, char** argv) {
         return -1;
     }
     if (o->gpus > 64) { fprintf(stderr, "synth: --gpus must be 1..64\n"); return -1; }
+    if (o->delta_form && strcmp(o->delta_form, "auto") && strcmp(o->delta_form, "recurrent")) {
+        fprintf(stderr, "synth: --delta_form must be auto or recurrent (got '%s')\n", o->delta_form);
+        return -1;
+    }
 #ifndef SYNTH_CUDA
     if (o->gpus > 1 && !o->plan) {
         fprintf(stderr, "synth: --gpus %zu: this build trains on the CPU; --gpus is for build/synth_cuda\n", o->gpus);
+        return -1;
+    }
+    if (o->delta_form && strcmp(o->delta_form, "auto") && !o->plan) {
+        fprintf(stderr, "synth: --delta_form %s: this build trains on the CPU; it is for build/synth_cuda\n",
+                o->delta_form);
         return -1;
     }
 #endif
@@ -1626,6 +1640,7 @@ int main(int argc, char** argv) {
     if (o.supported) return list_supported(&o);
 #ifdef SYNTH_CUDA
     synth__tf32 = o.tf32;
+    synth__delta = o.delta_form && !strcmp(o.delta_form, "recurrent") ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;
 #else
     if (o.tf32 && !o.plan) {   // the CPU model has no TF32: its cells would carry a tier they were not run at
         fprintf(stderr, "synth: --tier gpu-tf32 trains on the GPU only (build/synth_cuda); this build plans it\n");

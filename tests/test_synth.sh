@@ -208,6 +208,13 @@ OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-
     "$B/synth" --gpus 2 --tier gpu --tasks parity --models mesa --seeds 1 --plan > /dev/null 2>&1 &&
     ok "--gpus 2 in the CPU build: a run refused (nothing written), a plan made" ||
     { bad "--gpus (rc $rc)"; cat "$W/e"; }
+"$B/synth" --delta_form recurrent --tier quick --tasks parity --models gdn --seeds 1 --steps 2 --out "$W/df.csv" \
+    > "$W/e" 2>&1; rc=$?
+"$B/synth" --delta_form sideways --tier quick --plan > "$W/e2" 2>&1; rc2=$?
+[ $rc -eq 2 ] && grep -q "it is for build/synth_cuda" "$W/e" && [ ! -e "$W/df.csv" ] && [ $rc2 -eq 2 ] &&
+    grep -q "must be auto or recurrent" "$W/e2" &&
+    ok "--delta_form: a GPU option the CPU build refuses for a run; a bad value is a clear error" ||
+    { bad "--delta_form (rc $rc, $rc2)"; cat "$W/e" "$W/e2"; }
 OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-tf32 --tasks parity --seeds 1 \
     --models mesa --csv "$W/g.csv" --dest "$W/gd" --gpus 4 --jobs 8 --dry-run > "$W/go" 2> "$W/e" &&
     grep -q "synth_cuda --tier gpu-tf32 --cells .* --jobs 8 --gpus 4 --out" "$W/go" &&
