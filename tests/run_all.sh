@@ -3,11 +3,12 @@
 # "N passed, N failed" counting suites (each suite prints its own check counts).
 set -u
 B=${BUILD:-build}
-pass=0; fail=0; failed=()
-run() {  # run NAME CMD...
-    local name=$1; shift
+pass=0; fail=0; failed=(); times=()
+run() {  # run NAME CMD... (its wall time is kept for the summary: CI must stay under 15 minutes)
+    local name=$1 t0=$SECONDS; shift
     echo "=== $name"
     if "$@"; then pass=$((pass+1)); else fail=$((fail+1)); failed+=("$name"); echo "*** $name FAILED"; fi
+    times+=("$((SECONDS - t0)) s  $name")
 }
 run "compile C99 (float+double, -Wall -Wextra -Werror -Wpedantic)" "$B/test_compile_c"
 run "compile C++ (float+double)" "$B/test_compile_cpp"
@@ -79,6 +80,8 @@ run "fuzz checkpoint loader: config + model + optimizer (${FUZZ_SECONDS:-20}s)" 
     fuzz "$B/fuzz_checkpoint" "$B/corpus_ck" tests/corpus/checkpoint -dict=tests/fuzz_checkpoint.dict
 run "fuzz vector-file parser (${FUZZ_SECONDS:-20}s)" \
     fuzz "$B/fuzz_vecfile" "$B/corpus_vec" tests/corpus/vecfile -dict=tests/fuzz_vecfile.dict
+echo "slowest suites (wall time; all suites $SECONDS s, the make before them not counted):"
+printf '%s\n' "${times[@]}" | sort -rn | head -6 | sed 's/^/  /'
 [ $fail -eq 0 ] || echo "failed: ${failed[*]}"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
