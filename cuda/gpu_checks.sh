@@ -64,8 +64,20 @@ run_profile() {   # kernel shares; ncu serialises the kernels, so the shares are
         >> "$dest/profile.md" || rc=1
 }
 
+# short_cells OUT.csv LOG ARGS...: 600 gpu-tf32 parity-protocol steps a cell, a 64-sequence evaluation at 128, from
+# scratch (OUT and its state removed first); prints the wall seconds; status 1 when synth_cuda fails or a cell does
+short_cells() {
+    local out=$1 log=$2 t0 r=0; shift 2
+    rm -rf "$out" "${out%.csv}.state"
+    t0=$(date +%s.%N)
+    ./build/synth_cuda --tier gpu-tf32 --steps 600 --eval_n 64 --eval_lens 128 --out "$out" "$@" > "$log" 2>&1 || r=1
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f\n", b - a }'
+    grep -q FAILED "$log" && r=1
+    return $r
+}
+
 run_jobs() {   # aggregate training steps/s of J cells at once (the process start and a 64-sequence eval included)
-    local j m i t0 t1 mps models=(transformer mamba2 mamba2_neg gdn gdn_neg xlstm10 xlstm11 xlstm01 mesa mesa_g95
+    local spec j i w mps models=(transformer mamba2 mamba2_neg gdn gdn_neg xlstm10 xlstm11 xlstm01 mesa mesa_g95
                                   hawk_mesa)
     command -v nvidia-cuda-mps-control > /dev/null || { echo "gpu_checks: no nvidia-cuda-mps-control" > "$dest/jobs.md"
                                                           rc=1; return; }
@@ -77,34 +89,27 @@ run_jobs() {   # aggregate training steps/s of J cells at once (the process star
         j=${spec%:*} mps=${spec#*:}
         : > /tmp/gpu_checks_cells.txt
         for ((i = 0; i < j; i++)); do echo "parity ${models[i % 11]} $((i / 11 + 1))" >> /tmp/gpu_checks_cells.txt; done
-        rm -rf /tmp/gpu_checks_jobs.csv /tmp/gpu_checks_jobs.state
         [ "$mps" = 1 ] && nvidia-cuda-mps-control -d
-        t0=$(date +%s.%N)
-        ./build/synth_cuda --tier gpu-tf32 --cells /tmp/gpu_checks_cells.txt --jobs "$j" --steps 600 --eval_n 64 \
-            --eval_lens 128 --out /tmp/gpu_checks_jobs.csv > /tmp/gpu_checks_jobs.log 2>&1 || rc=1
-        t1=$(date +%s.%N)
+        w=$(short_cells /tmp/gpu_checks_jobs.csv /tmp/gpu_checks_jobs.log --cells /tmp/gpu_checks_cells.txt \
+            --jobs "$j") || { rc=1; grep FAILED /tmp/gpu_checks_jobs.log >> "$dest/jobs.md"; }
         [ "$mps" = 1 ] && echo quit | nvidia-cuda-mps-control
-        awk -v j="$j" -v m="$mps" -v a="$t0" -v b="$t1" 'BEGIN { w = b - a; printf "| %d | %s | %.1f | %.0f | %.0f |\n",
+        awk -v j="$j" -v m="$mps" -v w="$w" 'BEGIN { printf "| %d | %s | %.1f | %.0f | %.0f |\n",
             j, m ? "yes" : "no", w, j * 600 / w, 600 / w }' >> "$dest/jobs.md"
-        grep -q FAILED /tmp/gpu_checks_jobs.log && { grep FAILED /tmp/gpu_checks_jobs.log >> "$dest/jobs.md"; rc=1; }
         sleep 1
     done
 }
 
 run_forms() {   # which DeltaNet form a synthetic cell should train with
-    local m f t0 t1
+    local m f w
     { echo "| model | form | wall s (600 steps + 64-sequence eval) | mean training loss |"
       echo "|---|---|---|---|"; } > "$dest/forms.md"
     for m in gdn gdn_neg; do
         for f in auto recurrent auto recurrent; do   # twice each, alternating: the machine's noise beside the gap
-            rm -rf /tmp/gpu_checks_forms.csv /tmp/gpu_checks_forms.state
-            t0=$(date +%s.%N)
-            ./build/synth_cuda --tier gpu-tf32 --tasks parity --models "$m" --seeds 1 --steps 600 --eval_n 64 \
-                --eval_lens 128 --jobs 1 --delta_form "$f" --out /tmp/gpu_checks_forms.csv > /tmp/gpu_checks_forms.log \
-                2>&1 || { rc=1; tail -3 /tmp/gpu_checks_forms.log >> "$dest/forms.md"; }
-            t1=$(date +%s.%N)
-            awk -F, -v m="$m" -v f="$f" -v a="$t0" -v b="$t1" 'NR == 2 { printf "| %s | %s | %.2f | %s |\n", m, f,
-                b - a, $18 }' /tmp/gpu_checks_forms.csv >> "$dest/forms.md"
+            w=$(short_cells /tmp/gpu_checks_forms.csv /tmp/gpu_checks_forms.log --tasks parity --models "$m" \
+                --seeds 1 --jobs 1 --delta_form "$f") ||
+                { rc=1; tail -3 /tmp/gpu_checks_forms.log >> "$dest/forms.md"; }
+            awk -F, -v m="$m" -v f="$f" -v w="$w" 'NR == 2 { printf "| %s | %s | %.2f | %s |\n", m, f, w, $18 }' \
+                /tmp/gpu_checks_forms.csv >> "$dest/forms.md"
         done
     done
 }

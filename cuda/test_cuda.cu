@@ -1680,16 +1680,20 @@ static void test_delta(const delta_case* c) {
     // the default form (chunkwise where it applies: chunk >= 16 and Dv a multiple of 16, work given), then
     // the recurrent form; each against the CPU, then the two against each other
     const int chunked = C >= 16 && Dv % 16 == 0;
+    auto priors = [&] {   // the gradients' prior values again (the backward accumulates into them)
+        CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
+        CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
+        CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+    };
+    auto repoison = [&] {   // fresh poison in the forward's outputs and the workspace, and the priors
+        cudaMemset(gout, 0xFF, nv * 4); cudaMemset(ght, 0xFF, ns * 4); cudaMemset(ghs, 0xFF, hs.size() * 4);
+        cudaMemset(gw, 0xFF, wn * 4);
+        priors();
+    };
     vf fw[2][3], bw[2][6];
     for (int f = 0; f < 2; f++) {
         const char* form = f ? "recurrent" : chunked ? "chunkwise" : "default = recurrent";
-        if (f) {                                     // fresh poison and priors for the second form
-            cudaMemset(gout, 0xFF, nv * 4); cudaMemset(ght, 0xFF, ns * 4); cudaMemset(ghs, 0xFF, hs.size() * 4);
-            cudaMemset(gw, 0xFF, wn * 4);
-            CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
-            CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
-            CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
-        }
+        if (f) repoison();                           // for the second form
         if (f) CK(mn_cuda_delta_rule_forward_recurrent(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C,
                                                        scale, NULL));
         else CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
@@ -1719,9 +1723,7 @@ static void test_delta(const delta_case* c) {
         }
         snprintf(nm, sizeof nm, "delta bwd %s dh0 (%s)", form, tag); check_inc(nm, r1[5], ph, dh0, 1e-4);
         {   // no atomics: a second backward from the same priors gives the same bits
-            CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
-            CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
-            CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+            priors();
             cudaMemset(gw, 0xFF, wn * sizeof(float));
             bwd();
             vf a, r, x;
@@ -1747,11 +1749,7 @@ static void test_delta(const delta_case* c) {
         }
         // ctx->delta_form = MN_CUDA_DELTA_RECURRENT: the default entry points run the recurrent form, bit for bit
         G.delta_form = MN_CUDA_DELTA_RECURRENT;
-        cudaMemset(gout, 0xFF, nv * 4); cudaMemset(ght, 0xFF, ns * 4); cudaMemset(ghs, 0xFF, hs.size() * 4);
-        cudaMemset(gw, 0xFF, wn * 4);
-        CK(mn_cuda_upload(&G, gdq, pq.data(), nk * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), nk * 4));
-        CK(mn_cuda_upload(&G, gdv, pv.data(), nv * 4)); CK(mn_cuda_upload(&G, gdb, pb.data(), nh * 4));
-        CK(mn_cuda_upload(&G, gdg, pg.data(), nh * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+        repoison();
         CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
         CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H,
                                        Dk, Dv, C, scale, gw));

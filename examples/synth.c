@@ -257,13 +257,14 @@ static const synth_pub published[] = {
 
 typedef struct {
     const char *tier, *tasks, *models, *seeds, *out, *report, *readme, *eval_lens_s, *cells, *shard, *merge, *state;
-    const char* delta_form;   // synth_cuda: auto (default) or recurrent (cuda/mesanet_cuda.h's ctx->delta_form)
+    const char* delta_form;   // --delta_form: auto (default) or recurrent (synth_cuda: ctx->delta_form)
     const char* inputs[64];   // --merge: the CSVs to merge
     size_t n_inputs;
     size_t d_model, layers, heads, train_len, eval_n, steps, batch, jobs, eval_lens[8], n_eval_lens, curriculum;
     size_t shard_i, shard_n, pause_step, gpus;   // gpus: the GPUs the cells are spread over (synth_cuda)
     double lr, budget, deadline, stop, save_every, t_start;   // t_start: when the run began (ex_now)
     int cg, list, plan, supported;
+    int delta_rec;  // 1: --delta_form recurrent
     int pub_tier;   // 1: the published budgets (tiers published, gpu and gpu-tf32), 0: quick
     int gpu_tier;   // 1: tier gpu or gpu-tf32 (2 heads of 64)
     int tf32;       // 1: tier gpu-tf32 (the GPU model's products in TF32)
@@ -405,14 +406,14 @@ static int parse(opts* o, int argc, char** argv) {
         fprintf(stderr, "synth: --delta_form must be auto or recurrent (got '%s')\n", o->delta_form);
         return -1;
     }
+    o->delta_rec = o->delta_form && !strcmp(o->delta_form, "recurrent");
 #ifndef SYNTH_CUDA
     if (o->gpus > 1 && !o->plan) {
         fprintf(stderr, "synth: --gpus %zu: this build trains on the CPU; --gpus is for build/synth_cuda\n", o->gpus);
         return -1;
     }
-    if (o->delta_form && strcmp(o->delta_form, "auto") && !o->plan) {
-        fprintf(stderr, "synth: --delta_form %s: this build trains on the CPU; it is for build/synth_cuda\n",
-                o->delta_form);
+    if (o->delta_rec && !o->plan) {
+        fprintf(stderr, "synth: --delta_form recurrent: this build trains on the CPU; it is for build/synth_cuda\n");
         return -1;
     }
 #endif
@@ -1640,7 +1641,7 @@ int main(int argc, char** argv) {
     if (o.supported) return list_supported(&o);
 #ifdef SYNTH_CUDA
     synth__tf32 = o.tf32;
-    synth__delta = o.delta_form && !strcmp(o.delta_form, "recurrent") ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;
+    synth__delta = o.delta_rec ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;
 #else
     if (o.tf32 && !o.plan) {   // the CPU model has no TF32: its cells would carry a tier they were not run at
         fprintf(stderr, "synth: --tier gpu-tf32 trains on the GPU only (build/synth_cuda); this build plans it\n");
