@@ -8,7 +8,8 @@
 #   cuda/gpu_checks.sh decode  [DEST]   # train_cuda --anchor --pattern P --bench_decode 64 for the recurrent
 #                                       # patterns and attention: plain and CUDA-graph tokens/s in one run
 #   cuda/gpu_checks.sh profile [DEST]   # ncu kernel shares (cuda/ncu_top.py) of one synthetic-task cell of
-#                                       # the gpu-tf32 tier (transformer, mesa: 200 parity steps) and of
+#                                       # the gpu-tf32 tier (transformer, gdn, mesa: 3,000 launches of parity
+#                                       # training; the launches and kernel time of one step) and of
 #                                       # bench_cuda delta
 #   cuda/gpu_checks.sh jobs    [DEST]   # how many synthetic-task cells to run at once: 600 parity steps of
 #                                       # J cells (the 11 models in turn) for J = 1, 4, 8, 11, 16, 22 under MPS
@@ -50,15 +51,15 @@ run_decode() {   # one line per (pattern, batch, plain / graph)
 run_profile() {   # kernel shares; ncu serialises the kernels, so the shares are what to read
     local m
     if [ ! -x "$NCU" ]; then echo "gpu_checks: no ncu at $NCU" | tee "$dest/profile.md"; rc=1; return; fi
-    for m in transformer mesa; do
-        "$NCU" --metrics gpu__time_duration.sum --csv --launch-skip 2000 --launch-count 1500 \
+    for m in transformer gdn mesa; do
+        "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 3000 --launch-count 3000 \
             ./build/synth_cuda --tier gpu-tf32 --tasks parity --models $m --seeds 1 --steps 200 --eval_n 64 \
             --eval_lens 128 --jobs 1 --out "/tmp/gpu_checks_$m.csv" > "/tmp/gpu_checks_ncu_$m.csv" 2>&1
-        python3 cuda/ncu_top.py "/tmp/gpu_checks_ncu_$m.csv" --title "synth_cuda gpu-tf32 parity $m (1,500 kernels)" \
+        python3 cuda/ncu_top.py "/tmp/gpu_checks_ncu_$m.csv" --title "synth_cuda gpu-tf32 parity $m (3,000 kernels)" \
             >> "$dest/profile.md" || rc=1
         echo >> "$dest/profile.md"
     done
-    "$NCU" --metrics gpu__time_duration.sum --csv --launch-count 3000 ./build/bench_cuda delta \
+    "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-count 3000 ./build/bench_cuda delta \
         > /tmp/gpu_checks_ncu_delta.csv 2>&1
     python3 cuda/ncu_top.py /tmp/gpu_checks_ncu_delta.csv --title "bench_cuda delta (first 3,000 kernels)" \
         >> "$dest/profile.md" || rc=1

@@ -538,8 +538,12 @@ __global__ void mn__k_embedding_bwd(float* dwte, const float* dout, const int* t
 // thread (column) adds those dout rows in that order, 4 loads in flight. One segment: the sums go
 // straight to dwte (V,C); S > 1 segments (a frequent token's rows spread over S blocks): to part
 // (S,V,C), then mn__k_colfinish adds them in a fixed order.
-#define MN__EMB_SEG 2048      // tokens per segment at least
-#define MN__EMB_MAXSEG 16
+// The segments: at least MN__EMB_SEG tokens each, enough that the grid has about MN__EMB_BLOCKS blocks (a small
+// vocabulary, e.g. the synthetic tasks' 4-70 tokens, would otherwise run a few dozen blocks: 115 us a step, ncu,
+// session 12), at most max(16, that) and part <= 4M floats. S depends on N, C and V alone, not on the device, so
+// a run's sums are the same on every GPU.
+#define MN__EMB_SEG 256
+#define MN__EMB_BLOCKS 512
 __global__ void __launch_bounds__(128) mn__k_embedding_bwd_det(float* dwte, float* part, const float* dout,
                                                                const int* tokens, size_t N, size_t C, size_t V,
                                                                size_t seg) {
@@ -579,10 +583,12 @@ __global__ void __launch_bounds__(128) mn__k_embedding_bwd_det(float* dwte, floa
         else dwte[v * C + c] += acc;
     }
 }
-// segments of the deterministic path: >= MN__EMB_SEG tokens each, at most 16, part <= 4M floats
+// segments of the deterministic path (the rule above MN__EMB_SEG)
 static size_t mn__emb_segs(size_t N, size_t C, size_t V) {
-    size_t S = (N + MN__EMB_SEG - 1) / MN__EMB_SEG, cap = V * C > 0 ? ((size_t)1 << 22) / (V * C) : 1;
-    if (S > MN__EMB_MAXSEG) S = MN__EMB_MAXSEG;
+    size_t S = (N + MN__EMB_SEG - 1) / MN__EMB_SEG, cap = V * C > 0 ? ((size_t)1 << 22) / (V * C) : 1,
+        most = V ? MN__EMB_BLOCKS / (V * ((C + 127) / 128)) : 1;
+    if (most < 16) most = 16;
+    if (S > most) S = most;
     if (S > cap) S = cap;
     return S < 1 ? 1 : S;
 }

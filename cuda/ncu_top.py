@@ -15,7 +15,8 @@ import csv
 import io
 import sys
 
-UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}   # to microseconds
+UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,   # to microseconds
+         "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}                 # (newer ncu: the short names)
 
 
 def short_name(name):
@@ -55,6 +56,17 @@ def parse(text):
     return rows
 
 
+def period(names, lo=8):
+    """the shortest p (>= lo) with names[i] == names[i + p] for at least 95 % of i: the kernels of one training
+    step when the profiled launches are whole steps of a loop; None when no such p fits twice in the list"""
+    n = len(names)
+    for p in range(lo, n // 2 + 1):
+        same = sum(1 for i in range(n - p) if names[i] == names[i + p])
+        if same >= 0.95 * (n - p):
+            return p
+    return None
+
+
 def table(rows, top=25, title=None):
     agg = {}
     for k, us in rows:
@@ -75,6 +87,11 @@ def table(rows, top=25, title=None):
         out.append("| (%d other kernels) | %d | %.1f | %.2f | %.1f %% |" % (len(ranked) - top, n, t, t / n,
                                                                         100.0 * t / total))
     out.append("| all | %d | %.1f | %.2f | 100.0 %% |" % (len(rows), total, total / len(rows)))
+    p = period([k for k, _ in rows])
+    if p:   # a loop's period: launches per step and the GPU time of one step (the mean over whole periods)
+        whole = (len(rows) // p) * p
+        out.append("\nrepeating every %d launches (one step of the loop): %.1f us of kernels per step" %
+                   (p, sum(us for _, us in rows[:whole]) / (whole // p)))
     return "\n".join(out)
 
 
@@ -102,6 +119,7 @@ def selftest():
     t = table(rows, top=1)
     ok = ok and "| `mn__k_rope` | 2 | 300.0 | 150.00 | 99.5 % |" in t and "| (1 other kernels) | 1 | 1.5 |" in t
     ok = ok and "| all | 3 | 301.5 |" in t
+    ok = ok and period(list("abcdefghijabcdefghijabcdefghij")) == 10 and period(list("abcdefghijklmnop")) is None
     try:
         parse("no header here\n")
         ok = False

@@ -28,7 +28,8 @@
 // (mn_cuda_model against mn_model, test_model below), mesa only the chunkwise Mesa cases, attn
 // only the attention and RoPE tests, gla only the GLA-family tests, all the model tests and then
 // everything else; without a name the op tests run. MN_TEST_SEED=N draws other random inputs
-// (default 20261129). Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
+// (default 20261129); MN_TEST_CASE=TEXT runs only the model cases whose name holds TEXT.
+// Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
 #define MESANET_DOUBLE
 #define MESANET_IMPLEMENTATION
 // nvcc's front end flags a pointer mesanet.h keeps for its layout's readability (marked MN_UNUSED)
@@ -1298,7 +1299,14 @@ static double ratio_inc(const float* g1, const float* g0, const double* c1, cons
 static void test_model_body(const model_case* mc);
 // a name with "recurrent form": the DeltaNet / GDN layers on their recurrent kernels (ctx->delta_form), whose
 // op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds
+// MN_TEST_CASE=TEXT: only the whole-model and model-step cases whose name holds TEXT (one new case on the GPU
+// without the whole model set; the error-path tests still run)
+static int model_case_skipped(const char* name) {
+    const char* only = getenv("MN_TEST_CASE");
+    return only && *only && !strstr(name, only);
+}
 static void test_model(const model_case* mc) {
+    if (model_case_skipped(mc->name)) return;
     G.delta_form = strstr(mc->name, "recurrent form") ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;
     test_model_body(mc);
     G.delta_form = MN_CUDA_DELTA_AUTO;
@@ -3028,6 +3036,7 @@ static void test_model_step_graph(mn_cuda_model* gm, const char* name, const std
 }
 
 static void test_model_step(const model_step_case* sc) {
+    if (model_case_skipped(sc->name)) return;
     mn_config cfg; memset(&cfg, 0, sizeof cfg);
     size_t B = sc->B, T = sc->T, V = 256, N = B * T;
     char nm[320];
@@ -3418,11 +3427,12 @@ int main(int argc, char** argv) {
     test_colsum(3000, 200, 1);    // dout not 16-byte aligned: the scalar fallback
     test_colsum(7, 3, 0);         // fewer rows than one slice
     // embedding: V, C, N, share of one hot token
-    test_embedding(50, 64, 500, 0);        // deterministic path, one segment: sums straight into dwte
-    test_embedding(256, 70, 5000, 0.3);    // 3 segments (the last one shorter), a token at 30 %, C not a multiple
+    test_embedding(50, 64, 250, 0);        // deterministic path, one segment: sums straight into dwte
+    test_embedding(256, 70, 5000, 0.3);    // 16 segments (the last one shorter), a token at 30 %, C not a multiple
                                            // of 128
     test_embedding(256, 640, 40000, 0.3);  // 16 segments at the model's width
-    test_embedding(1024, 16, 3000, 0);     // V = 1024: the largest deterministic vocabulary, 2 segments
+    test_embedding(1024, 16, 3000, 0);     // V = 1024: the largest deterministic vocabulary, 12 segments
+    test_embedding(6, 128, 16384, 0);      // a synthetic task's vocabulary and step: 64 segments of 256 tokens
     test_embedding(1500, 64, 700, 0);      // V > 1024: the atomic path
     // RMSNorm: N, C, offset of inp and dout
     test_rmsnorm(257, 200, 0);    // float4 dweight, 17 slices, the last of 1 row

@@ -20,6 +20,9 @@
 #   run and stop it after, if nvidia-cuda-mps-control exists: kernels of different processes then share the
 #   GPU at once instead of taking turns; off by default) --dry-run (print the synth_cuda command only)
 #   --pack_mb N (run in a device call: the paused states packed, at most N MiB, default 40; see below)
+#   --delta_form auto|recurrent (synth_cuda's DeltaNet / GDN kernels; default recurrent: at these lengths a GDN cell
+#   trains 1.3x faster on the one-launch recurrent kernels than on the chunkwise ones, cuda/gpu_checks.sh forms,
+#   session 12; the parity rows of results/synth_gpu_tf32.csv ran on auto, the chunkwise form)
 #   --extra "ARGS" (more synth options for plan and run, e.g. a smoke test's "--steps 100 --eval_n 64": another
 #   protocol, so give another --csv).
 #
@@ -47,7 +50,7 @@ cd "$(dirname "$0")/.." || exit 1
 cmd=${1:-}; [ $# -gt 0 ] && shift
 tasks=all models="" seeds=1,2,3 jobs=$(nproc 2> /dev/null || echo 16) gpus="" time=0 csv="" tier=gpu
 bin=build/synth_cuda states="" dest=""
-readme="" mps=0 dry=0 file="" extra="" pack_mb=40
+readme="" mps=0 dry=0 file="" extra="" pack_mb=40 delta_form=recurrent
 while [ $# -gt 0 ]; do
     case $1 in
         --tasks) tasks=$2; shift 2 ;;
@@ -64,6 +67,7 @@ while [ $# -gt 0 ]; do
         --readme) readme=$2; shift 2 ;;
         --extra) extra=$2; shift 2 ;;
         --pack_mb) pack_mb=$2; shift 2 ;;
+        --delta_form) delta_form=$2; shift 2 ;;
         --mps) mps=1; shift ;;
         --dry-run) dry=1; shift ;;
         -*) echo "synth_gpu.sh: unknown option $1" >&2; exit 2 ;;
@@ -74,6 +78,7 @@ case $jobs$gpus$time$pack_mb in
     *[!0-9]*) echo "synth_gpu.sh: --jobs, --gpus, --time and --pack_mb take whole numbers" >&2; exit 2 ;;
 esac
 case $tier in gpu|gpu-tf32) ;; *) echo "synth_gpu.sh: --tier must be gpu or gpu-tf32" >&2; exit 2 ;; esac
+case $delta_form in auto|recurrent) ;; *) echo "synth_gpu.sh: --delta_form: auto or recurrent" >&2; exit 2 ;; esac
 [ -n "$csv" ] || csv=results/synth_${tier//-/_}.csv   # synth's own default --out of the tier
 [ -n "$dest" ] || dest=${OUT:-results}
 name=$(basename "$csv" .csv)
@@ -138,7 +143,7 @@ run)
         [ "${gpus:-0}" -gt 0 ] || gpus=1
     fi
     run_cmd=("$bin" --tier "$tier" $extra --cells "$st.cells" --jobs "$jobs" --gpus "$gpus" --out "$out" --state "$st"
-             --save_every 60)
+             --save_every 60 --delta_form "$delta_form")
     [ "$time" -gt 0 ] && run_cmd+=(--stop "$time")
     echo "synth_gpu.sh: $ncells cells left; ${run_cmd[*]}"
     [ $dry -eq 1 ] && { cat "$st.cells"; rm -f "$st.cells" "$st.supported"; exit 0; }

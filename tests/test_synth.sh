@@ -217,9 +217,16 @@ OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-
     { bad "--delta_form (rc $rc, $rc2)"; cat "$W/e" "$W/e2"; }
 OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-tf32 --tasks parity --seeds 1 \
     --models mesa --csv "$W/g.csv" --dest "$W/gd" --gpus 4 --jobs 8 --dry-run > "$W/go" 2> "$W/e" &&
-    grep -q "synth_cuda --tier gpu-tf32 --cells .* --jobs 8 --gpus 4 --out" "$W/go" &&
-    ok "synth_gpu.sh run --gpus 4: synth_cuda spreads the cells over 4 GPUs" ||
+    grep -q "synth_cuda --tier gpu-tf32 --cells .* --jobs 8 --gpus 4 --out .* --delta_form recurrent" "$W/go" &&
+    ok "synth_gpu.sh run --gpus 4: synth_cuda spreads the cells over 4 GPUs, DeltaNet on the recurrent kernels" ||
     { bad "synth_gpu.sh --gpus"; cat "$W/e"; }
+OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-tf32 --tasks parity --seeds 1 \
+    --models gdn --csv "$W/g.csv" --dest "$W/gd" --delta_form auto --dry-run > "$W/go" 2> "$W/e" &&
+    grep -q "synth_cuda --tier gpu-tf32 --cells .* --delta_form auto" "$W/go" &&
+    { examples_dir=$(dirname "$0")/../examples; OUT= "$examples_dir/synth_gpu.sh" run --delta_form chunky --dry-run \
+        > /dev/null 2> "$W/e2"; [ $? -eq 2 ]; } && grep -q "delta_form: auto or recurrent" "$W/e2" &&
+    ok "synth_gpu.sh run --delta_form auto is passed on; another value is refused" ||
+    { bad "synth_gpu.sh --delta_form"; cat "$W/e" "$W/e2"; }
 [ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
     || bad "--supported"
 # the GPU build (make cuda), where built: what it does before touching a GPU - the head-dim refusal, and its plan
