@@ -6,7 +6,8 @@
 
 prints a markdown table: one row per kernel (the name without its template arguments and parameter list, so
 that every instantiation of mn__k_rope counts as one), its launches, total and mean time, and its share of
-the profiled total; the last row is the sum. ncu serialises the kernels and runs them at its own clocks, so
+the profiled total; the last row is the sum. Where mn__k_xent_fwd (the loss, once per training step) is in the
+list, a line after the table gives the launches and kernel time per training step. ncu serialises the kernels and runs them at its own clocks, so
 the shares are the figure to read, not the absolute times. Lines before the CSV header (ncu's ==PROF==
 messages, the program's own output) are skipped. Standard library only (the GPU machine and Debian's
 python3 both have it). `--selftest` checks the parser on a built-in sample and exits 0 or 1.
@@ -56,15 +57,7 @@ def parse(text):
     return rows
 
 
-def period(names, lo=8):
-    """the shortest p (>= lo) with names[i] == names[i + p] for at least 95 % of i: the kernels of one training
-    step when the profiled launches are whole steps of a loop; None when no such p fits twice in the list"""
-    n = len(names)
-    for p in range(lo, n // 2 + 1):
-        same = sum(1 for i in range(n - p) if names[i] == names[i + p])
-        if same >= 0.95 * (n - p):
-            return p
-    return None
+MARK = "mn__k_xent_fwd"   # the cross-entropy forward: one launch per training step
 
 
 def table(rows, top=25, title=None):
@@ -87,11 +80,10 @@ def table(rows, top=25, title=None):
         out.append("| (%d other kernels) | %d | %.1f | %.2f | %.1f %% |" % (len(ranked) - top, n, t, t / n,
                                                                         100.0 * t / total))
     out.append("| all | %d | %.1f | %.2f | 100.0 %% |" % (len(rows), total, total / len(rows)))
-    p = period([k for k, _ in rows])
-    if p:   # a loop's period: launches per step and the GPU time of one step (the mean over whole periods)
-        whole = (len(rows) // p) * p
-        out.append("\nrepeating every %d launches (one step of the loop): %.1f us of kernels per step" %
-                   (p, sum(us for _, us in rows[:whole]) / (whole // p)))
+    steps = agg.get(MARK, (0, 0.0))[0]
+    if steps:   # a training loop's steps: the loss kernel runs once in each
+        out.append("\nper training step (%d launches of %s in the list): %.0f launches, %.1f us of kernels" %
+                   (steps, MARK, len(rows) / steps, total / steps))
     return "\n".join(out)
 
 
@@ -119,7 +111,9 @@ def selftest():
     t = table(rows, top=1)
     ok = ok and "| `mn__k_rope` | 2 | 300.0 | 150.00 | 99.5 % |" in t and "| (1 other kernels) | 1 | 1.5 |" in t
     ok = ok and "| all | 3 | 301.5 |" in t
-    ok = ok and period(list("abcdefghijabcdefghijabcdefghij")) == 10 and period(list("abcdefghijklmnop")) is None
+    ok = ok and "per training step" not in t
+    t = table([("mn__k_xent_fwd", 2.0), ("a", 1.0), ("mn__k_xent_fwd", 2.0), ("a", 3.0)])
+    ok = ok and "per training step (2 launches of mn__k_xent_fwd in the list): 2 launches, 4.0 us of kernels" in t
     try:
         parse("no header here\n")
         ok = False
