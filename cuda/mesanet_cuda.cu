@@ -5727,32 +5727,61 @@ __global__ void mn__k_delta_scale(float* Kg, float* Qg, float* Kd, float* Vb, co
 }
 // The chunk-to-chunk recurrence, one block per (sequence and head, 16 value columns): grid (B H,
 // Dv/16), exactly 256 threads (16 columns x 16 row groups: a thread takes the rows rw + 16 m, up to 4 of
-// O1 and 8 of St, in registers), dynamic shared memory (Dk + C) 16 floats. Per
-// chunk n (ascending, or descending when rev), z = bh NC + n:
+// O1 and 8 of St, in registers). Per chunk n (ascending, or descending when rev), z = bh NC + n:
 //   Sst[z] = St (the state entering the chunk) ; O1 = A1 + s1 M1 St ; St <- e_last St + Y + s2 M2^T O1
 // O1, A1 (Z,C,Dv); M1, M2 (Z,C,Dk); Y (Z,Dk,Dv) or NULL; eg (Z,C) (e_last its last entry); s0 (B H,Dk,Dv)
 // the starting St or NULL (zeros); fin (B H,Dk,Dv) or NULL: the final St, written (acc 0) or added.
+// M1 and M2 are read in groups of MN__DELTA_RS rows, each group first copied into shared memory by the whole
+// block (coalesced, 16-byte loads where aligned; rows padded to Dk + 4 floats so that the two rows a warp reads
+// fall in different banks). Reading them from global memory inside the loops instead made every chunk wait on
+// about a thousand dependent L2 loads per thread (ncu, session 12: this kernel was 57 % of `bench_cuda delta`,
+// 69 us a chunk). The multiply-adds and their order are the same as there, so the results are bitwise equal.
+// Dynamic shared memory: (Dk + C) 16 + MN__DELTA_RS (Dk + 4) floats (29 KB at Dk = 128, C = 64: 7 blocks an SM).
+#define MN__DELTA_RS 32         // rows of M1 / M2 staged at once (2 of a thread's rows in phase 1)
+// rows [r0, r1) of the chunk's M (C,Dk) into Mb (rows of Dk + 4 floats)
+__device__ __forceinline__ void mn__delta_stage(float* Mb, const float* M, int r0, int r1, int Dk) {
+    const int LD = Dk + 4, n = (r1 - r0) * Dk;
+    const float* src = M + (size_t)r0 * Dk;
+    if ((Dk & 3) == 0 && ((uintptr_t)src & 15) == 0) {   // every row whole float4s (Dk a multiple of 16)
+        for (int e = threadIdx.x * 4; e < n; e += 256 * 4) {
+            const int r = e / Dk, c = e % Dk;
+            *(float4*)(Mb + r * LD + c) = __ldg((const float4*)(src + e));
+        }
+    } else {
+        for (int e = threadIdx.x; e < n; e += 256) Mb[(e / Dk) * LD + e % Dk] = __ldg(src + e);
+    }
+}
 __global__ void __launch_bounds__(256) mn__k_delta_chain(float* O1, float* Sst, float* fin, const float* A1,
                                                          const float* M1, const float* M2, const float* Y,
                                                          const float* eg, const float* s0, int NC, int C, int Dk,
                                                          int Dv, float s1, float s2, int rev, int acc) {
-    extern __shared__ float mn__delta_chs[];                 // St (Dk,16), then O1's slice (C,16)
-    float *St = mn__delta_chs, *Ob = mn__delta_chs + (size_t)Dk * MN__DELTA_CW;
+    extern __shared__ float mn__delta_chs[];                 // St (Dk,16), O1's slice (C,16), Mb (RS,Dk+4)
+    float *St = mn__delta_chs, *Ob = mn__delta_chs + (size_t)Dk * MN__DELTA_CW, *Mb = Ob + (size_t)C * MN__DELTA_CW;
     const int cj = threadIdx.x % MN__DELTA_CW, rw = threadIdx.x / MN__DELTA_CW, RG = 256 / MN__DELTA_CW;
+    const int LD = Dk + 4;
     const size_t bh = blockIdx.x, col = (size_t)blockIdx.y * MN__DELTA_CW + cj, ns = (size_t)Dk * Dv;
     for (int d = rw; d < Dk; d += RG) St[d * MN__DELTA_CW + cj] = s0 ? s0[bh * ns + (size_t)d * Dv + col] : 0.f;
-    __syncthreads();
     for (int it = 0; it < NC; it++) {
         const size_t z = bh * NC + (rev ? NC - 1 - it : it);
+        const float *m1 = M1 + z * C * Dk, *m2 = M2 + z * C * Dk;
         for (int d = rw; d < Dk; d += RG) Sst[z * ns + (size_t)d * Dv + col] = St[d * MN__DELTA_CW + cj];
-        // O1 rows r = rw + 16 m (m < 4 covers C <= 64) = A1 + s1 M1 St: each St value read once for 4 rows
+        // O1 rows r = rw + 16 m (m < 4 covers C <= 64) = A1 + s1 M1 St: each St value read once for 4 rows;
+        // row group g (rows 32 g .. 32 g + 31) holds the thread's rows m = 2 g and 2 g + 1
         float a[8] = { 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f };
-        for (int d = 0; d < Dk; d++) {
-            const float sv = St[d * MN__DELTA_CW + cj];
 #pragma unroll
-            for (int m = 0; m < 4; m++) {
-                const int r = rw + RG * m;
-                if (r < C) a[m] = fmaf(__ldg(M1 + (z * C + r) * Dk + d), sv, a[m]);
+        for (int g = 0; g < 2; g++) {
+            const int r0 = g * MN__DELTA_RS;
+            if (r0 >= C) break;
+            __syncthreads();                                 // St written (previous chunk); Mb free
+            mn__delta_stage(Mb, m1, r0, min(C, r0 + MN__DELTA_RS), Dk);
+            __syncthreads();
+            for (int d = 0; d < Dk; d++) {
+                const float sv = St[d * MN__DELTA_CW + cj];
+#pragma unroll
+                for (int mm = 0; mm < 2; mm++) {
+                    const int r = rw + RG * (2 * g + mm);
+                    if (r < C) a[2 * g + mm] = fmaf(Mb[(r - r0) * LD + d], sv, a[2 * g + mm]);
+                }
             }
         }
 #pragma unroll
@@ -5765,30 +5794,35 @@ __global__ void __launch_bounds__(256) mn__k_delta_chain(float* O1, float* Sst, 
                 O1[o] = x;
             }
         }
-        __syncthreads();                                     // Ob complete; every read of St done
         const float el = eg[z * C + C - 1];
-        // St rows d = rw + 16 m (m < 8 covers Dk <= 128) <- e_last St + Y + s2 (M2^T O1): each O1 value read once
+        // St rows d = rw + 16 m (m < 8 covers Dk <= 128) <- e_last St + Y + s2 (M2^T O1): each O1 value read
+        // once; the rows r of M2 in ascending order, a group of 32 at a time
 #pragma unroll
         for (int m = 0; m < 8; m++) a[m] = 0.f;
-        for (int r = 0; r < C; r++) {
-            const float ov = Ob[r * MN__DELTA_CW + cj];
-            const float* m2 = M2 + (z * C + r) * Dk;
+        for (int r0 = 0; r0 < C; r0 += MN__DELTA_RS) {
+            const int r1 = min(C, r0 + MN__DELTA_RS);
+            __syncthreads();                                 // Ob complete; every read of Mb and St done
+            mn__delta_stage(Mb, m2, r0, r1, Dk);
+            __syncthreads();
+            for (int r = r0; r < r1; r++) {
+                const float ov = Ob[r * MN__DELTA_CW + cj];
+                const float* mr = Mb + (r - r0) * LD;
 #pragma unroll
-            for (int m = 0; m < 8; m++) {
-                const int d = rw + RG * m;
-                if (d < Dk) a[m] = fmaf(__ldg(m2 + d), ov, a[m]);
+                for (int m = 0; m < 8; m++) {
+                    const int d = rw + RG * m;
+                    if (d < Dk) a[m] = fmaf(mr[d], ov, a[m]);
+                }
             }
         }
 #pragma unroll
         for (int m = 0; m < 8; m++) {
             const int d = rw + RG * m;
-            if (d < Dk) {
+            if (d < Dk) {   // the thread's own entries of St: no other thread reads them before the next sync
                 float x = el * St[d * MN__DELTA_CW + cj];
                 if (Y) x += Y[z * ns + (size_t)d * Dv + col];
                 St[d * MN__DELTA_CW + cj] = fmaf(s2, a[m], x);
             }
         }
-        __syncthreads();                                     // St updated before the next chunk reads it
     }
     if (fin)
         for (int d = rw; d < Dk; d += RG) {
@@ -5911,7 +5945,7 @@ static int mn__delta_chunk_prep(mn_cuda_ctx* ctx, const mn__delta_cws* w, const 
 static int mn__delta_chain(mn_cuda_ctx* ctx, float* O1, float* Sst, float* fin, const float* A1, const float* M1,
                            const float* M2, const float* Y, const float* eg, const float* s0, size_t BH, size_t NC,
                            size_t C, size_t Dk, size_t Dv, float s1, float s2, int rev, int acc) {
-    const size_t smem = (Dk + C) * MN__DELTA_CW * sizeof(float);
+    const size_t smem = ((Dk + C) * MN__DELTA_CW + MN__DELTA_RS * (Dk + 4)) * sizeof(float);
     dim3 grid((unsigned)BH, (unsigned)(Dv / MN__DELTA_CW));
     mn__k_delta_chain<<<grid, 256, smem, MN__STREAM>>>(O1, Sst, fin, A1, M1, M2, Y, eg, s0, (int)NC, (int)C, (int)Dk,
                                                         (int)Dv, s1, s2, rev, acc);
