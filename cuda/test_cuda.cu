@@ -23,12 +23,13 @@
 //   lse 5e-4, gradients 5e-3 (see test_attention); its decode step (fp32) 1e-5; RoPE (double angles) 1e-6.
 //   GLA family (tensor-core products in 3xTF32 with fp32 math: out, ht 1e-5, gradients 1e-4, the gate
 //   gradient 2e-4; in TF32: 3e-3, 5e-3, 1e-2; see test_gla); its decode step and gated RMSNorm 1e-5.
-// Usage: test_cuda [device [quick|model|mesa|attn|gla|delta|ssd|rglru|mlstm|slstm|all]]; quick
+// Usage: test_cuda [device [quick|model|mesa|attn|gla|delta|ssd|rglru|mlstm|slstm|ops|all]]; quick
 // skips the T = 1024 Mesa cases (for compute-sanitizer); model runs only the whole-model tests
 // (mn_cuda_model against mn_model, test_model below), mesa only the chunkwise Mesa cases, attn
-// only the attention and RoPE tests, gla only the GLA-family tests, all the model tests and then
-// everything else; without a name the op tests run. MN_TEST_SEED=N draws other random inputs
-// (default 20261129); MN_TEST_CASE=TEXT runs only the model cases whose name holds TEXT.
+// only the attention and RoPE tests, gla only the GLA-family tests, ops the backbone's ops (embedding,
+// norms, loss, AdamW, ...), all the model tests and then everything else; without a name the op tests run.
+// MN_TEST_SEED=N draws other random inputs (default 20261129); MN_TEST_CASE=TEXT runs only the model cases
+// whose name holds TEXT.
 // Exit status 1 on any failure; last line "test_cuda: N passed, M failed".
 #define MESANET_DOUBLE
 #define MESANET_IMPLEMENTATION
@@ -3282,6 +3283,50 @@ static int test_finish(void) {
     return n_fail ? 1 : 0;
 }
 
+// the backbone's ops (projections, bias sums, embedding, RMSNorm, SwiGLU, short conv, L2 norm, loss, AdamW,
+// clipping) and the determinism checks: `test_cuda 0 ops` runs these alone
+static void test_ops_all(void) {
+    test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
+    // bf16 mode: N, IC, OC, offset (the projections' shapes: d_model -> heads, d_ff -> d_model, thin gates)
+    test_matmul_bf16(300, 96, 200, 0); test_matmul_bf16(4096, 64, 128, 0); test_matmul_bf16(257, 200, 56, 1);
+    test_matmul_bf16(300, 96, 5, 0);    // OC = 5 (a Mesa gate's width): the fp32 path
+    // bias gradients (two-pass column sums): N rows, OC columns, dout offset
+    test_colsum(32768, 5, 0);     // the gate projections' biases (OC = H): scalar path, 512 slices of 64 rows
+    test_colsum(40000, 5, 0);     // 507 slices of 79 rows, the last one 26 (the 4-row loop's tail)
+    test_colsum(301, 200, 0);     // float4 path, 19 slices of 16 rows, the last one 13
+    test_colsum(3000, 1792, 0);   // OC = d_ff: two column blocks of 256 float4 threads
+    test_colsum(3000, 200, 1);    // dout not 16-byte aligned: the scalar fallback
+    test_colsum(7, 3, 0);         // fewer rows than one slice
+    // embedding: V, C, N, share of one hot token
+    test_embedding(50, 64, 250, 0);        // deterministic path, one segment: sums straight into dwte
+    test_embedding(256, 70, 5000, 0.3);    // 16 segments (the last one shorter), a token at 30 %, C not a multiple
+                                           // of 128
+    test_embedding(256, 640, 40000, 0.3);  // 16 segments at the model's width
+    test_embedding(1024, 16, 3000, 0);     // V = 1024: the largest deterministic vocabulary, 12 segments
+    test_embedding(6, 128, 16384, 0);      // a synthetic task's vocabulary and step: 64 segments of 256 tokens
+    test_embedding(1500, 64, 700, 0);      // V > 1024: the atomic path
+    // RMSNorm: N, C, offset of inp and dout
+    test_rmsnorm(257, 200, 0);    // float4 dweight, 17 slices, the last of 1 row
+    test_rmsnorm(5000, 64, 0);    // C = head_dim: 313 slices, the last of 8 rows
+    test_rmsnorm(40000, 128, 0);  // 507 slices of 79 rows, the last 26
+    test_rmsnorm(1000, 130, 0);   // C % 4 != 0: scalar path
+    test_rmsnorm(600, 128, 1);    // rows not 16-byte aligned: scalar fallback
+    test_swiglu();
+    // short conv: B, T, Ch, K, silu (runs of 32 steps, blocks of 32 channels x 8 runs)
+    test_shortconv(2, 37, 80, 4, 1); test_shortconv(2, 37, 80, 4, 0);   // T not a multiple of the run, two sequences
+    test_shortconv(3, 100, 70, 3, 1);    // K < 4 in the 4-slot window, Ch not a multiple of 32
+    test_shortconv(4, 2000, 64, 4, 1);   // 252 runs: 32 rows of dw partials
+    test_shortconv(3, 64, 640, 4, 1);    // the model's channels, T a multiple of the run
+    test_shortconv(2, 5, 33, 4, 1);      // T shorter than a run: the K-1 trailing steps past the end
+    test_shortconv(2, 33, 16, 1, 0);     // K = 1
+    test_shortconv(2, 300, 48, 7, 1);    // the 16-slot window (4 < K <= 16)
+    test_shortconv(2, 70, 40, 16, 0);    // K = 16
+    test_determinism();
+    test_l2norm();
+    test_crossentropy(0); test_crossentropy(30);
+    test_adamw(); test_clip(1.0); test_clip(1e6);
+}
+
 int main(int argc, char** argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0, quick = argc > 2 && !strcmp(argv[2], "quick");
     int model = argc > 2 && !strcmp(argv[2], "model"), all = argc > 2 && !strcmp(argv[2], "all");
@@ -3408,52 +3453,14 @@ int main(int argc, char** argv) {
         static const struct { const char* name; void (*run)(void); } families[] = {
             { "delta", test_delta_all }, { "ssd", test_ssd_all }, { "rglru", test_rglru_all },
             { "mlstm", test_mlstm_all }, { "slstm", test_slstm_all }, { "gla", test_gla_all },
-            { "attn", test_attention_all },
+            { "attn", test_attention_all }, { "ops", test_ops_all },
         };
         for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
             if (!strcmp(only, families[f].name)) { families[f].run(); return test_finish(); }
     }
     if (!mesa && !steps_only) {   // "mesa": only the chunkwise Mesa cases below
     test_errors();
-    test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
-    // bf16 mode: N, IC, OC, offset (the projections' shapes: d_model -> heads, d_ff -> d_model, thin gates)
-    test_matmul_bf16(300, 96, 200, 0); test_matmul_bf16(4096, 64, 128, 0); test_matmul_bf16(257, 200, 56, 1);
-    test_matmul_bf16(300, 96, 5, 0);    // OC = 5 (a Mesa gate's width): the fp32 path
-    // bias gradients (two-pass column sums): N rows, OC columns, dout offset
-    test_colsum(32768, 5, 0);     // the gate projections' biases (OC = H): scalar path, 512 slices of 64 rows
-    test_colsum(40000, 5, 0);     // 507 slices of 79 rows, the last one 26 (the 4-row loop's tail)
-    test_colsum(301, 200, 0);     // float4 path, 19 slices of 16 rows, the last one 13
-    test_colsum(3000, 1792, 0);   // OC = d_ff: two column blocks of 256 float4 threads
-    test_colsum(3000, 200, 1);    // dout not 16-byte aligned: the scalar fallback
-    test_colsum(7, 3, 0);         // fewer rows than one slice
-    // embedding: V, C, N, share of one hot token
-    test_embedding(50, 64, 250, 0);        // deterministic path, one segment: sums straight into dwte
-    test_embedding(256, 70, 5000, 0.3);    // 16 segments (the last one shorter), a token at 30 %, C not a multiple
-                                           // of 128
-    test_embedding(256, 640, 40000, 0.3);  // 16 segments at the model's width
-    test_embedding(1024, 16, 3000, 0);     // V = 1024: the largest deterministic vocabulary, 12 segments
-    test_embedding(6, 128, 16384, 0);      // a synthetic task's vocabulary and step: 64 segments of 256 tokens
-    test_embedding(1500, 64, 700, 0);      // V > 1024: the atomic path
-    // RMSNorm: N, C, offset of inp and dout
-    test_rmsnorm(257, 200, 0);    // float4 dweight, 17 slices, the last of 1 row
-    test_rmsnorm(5000, 64, 0);    // C = head_dim: 313 slices, the last of 8 rows
-    test_rmsnorm(40000, 128, 0);  // 507 slices of 79 rows, the last 26
-    test_rmsnorm(1000, 130, 0);   // C % 4 != 0: scalar path
-    test_rmsnorm(600, 128, 1);    // rows not 16-byte aligned: scalar fallback
-    test_swiglu();
-    // short conv: B, T, Ch, K, silu (runs of 32 steps, blocks of 32 channels x 8 runs)
-    test_shortconv(2, 37, 80, 4, 1); test_shortconv(2, 37, 80, 4, 0);   // T not a multiple of the run, two sequences
-    test_shortconv(3, 100, 70, 3, 1);    // K < 4 in the 4-slot window, Ch not a multiple of 32
-    test_shortconv(4, 2000, 64, 4, 1);   // 252 runs: 32 rows of dw partials
-    test_shortconv(3, 64, 640, 4, 1);    // the model's channels, T a multiple of the run
-    test_shortconv(2, 5, 33, 4, 1);      // T shorter than a run: the K-1 trailing steps past the end
-    test_shortconv(2, 33, 16, 1, 0);     // K = 1
-    test_shortconv(2, 300, 48, 7, 1);    // the 16-slot window (4 < K <= 16)
-    test_shortconv(2, 70, 40, 16, 0);    // K = 16
-    test_determinism();
-    test_l2norm();
-    test_crossentropy(0); test_crossentropy(30);
-    test_adamw(); test_clip(1.0); test_clip(1e6);
+    test_ops_all();
     test_attention_all();
     test_gla_all();
     test_delta_all();
