@@ -17,6 +17,9 @@
 #   cuda/gpu_checks.sh forms   [DEST]   # one GDN / GDN [-1,1] parity cell alone (600 steps) on the chunkwise
 #                                       # and on the recurrent DeltaNet kernels (synth_cuda --delta_form):
 #                                       # wall time and training loss of each in DEST/forms.md
+#   cuda/gpu_checks.sh delta   [DEST]   # test_cuda delta and ops, bench_cuda delta, and the anchor training
+#                                       # tokens/s of deltanet, gdn and gdn_neg (train_cuda --bench 1): the
+#                                       # DeltaNet kernels after a change, in DEST/delta.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -115,13 +118,28 @@ run_forms() {   # which DeltaNet form a synthetic cell should train with
     done
 }
 
+run_delta() {   # correctness first (a failing test is reported, the timings still run)
+    local s p
+    for s in delta ops; do
+        ./build/test_cuda 0 $s > "/tmp/gpu_checks_$s.log" 2>&1 || rc=1
+        { echo "./build/test_cuda 0 $s:"; grep -E '^FAIL' "/tmp/gpu_checks_$s.log" | head -20
+          tail -1 "/tmp/gpu_checks_$s.log"; echo; } >> "$dest/delta.md"
+    done
+    { echo '```'; ./build/bench_cuda delta 2>&1 | tail -40; echo '```'; } >> "$dest/delta.md" || rc=1
+    for p in deltanet gdn gdn_neg; do
+        ./build/train_cuda --anchor --pattern $p --bench 1 --bench_steps 12 2>&1 | grep -iE 'tokens/s|rror' \
+            | sed "s/^/$p: /" >> "$dest/delta.md" || rc=1
+    done
+}
+
 case $what in
     tests) run_tests ;;
     decode) run_decode ;;
     profile) run_profile ;;
     jobs) run_jobs ;;
     forms) run_forms ;;
+    delta) run_delta ;;
     all) run_tests; run_decode; run_profile ;;
-    *) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 exit $rc
