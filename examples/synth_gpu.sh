@@ -18,7 +18,8 @@
 #   state pieces an earlier call brought back)
 #   --dest DIR (where run writes; default $OUT when set, else results) --mps (start an MPS server for the
 #   run and stop it after, if nvidia-cuda-mps-control exists: kernels of different processes then share the
-#   GPU at once instead of taking turns; off by default) --dry-run (print the synth_cuda command only)
+#   GPU at once instead of taking turns; off by default) --dry-run (print the synth_cuda command only; planned
+#   with the CPU build, nothing built)
 #   --pack_mb N (run in a device call: the paused states packed, at most N MiB, default 40; see below)
 #   --delta_form auto|recurrent (synth_cuda's DeltaNet / GDN kernels; default recurrent: at these lengths a GDN cell
 #   trains 1.3x faster on the one-launch recurrent kernels than on the chunkwise ones, cuda/gpu_checks.sh forms,
@@ -98,9 +99,10 @@ need_bin() {
 # the cells left ("task model seed" lines) in run order, from synth's own plan of the subset
 plan_cells() {  # plan_cells CSV STATE_DIR
     local m=$models
-    [ -n "$m" ] || m=$("$bin" --supported --tier "$tier" $extra 2> /dev/null)
-    [ -n "$m" ] || { echo "synth_gpu.sh: $bin --supported: no model this build can train" >&2; exit 1; }
-    "$bin" --tier "$tier" $extra --plan --tasks "$tasks" --models "$m" --seeds "$seeds" --out "$1" | grep -v '^#' |
+    [ -n "$m" ] || m=$("$plan_bin" --supported --tier "$tier" $extra 2> /dev/null)
+    [ -n "$m" ] || { echo "synth_gpu.sh: $plan_bin --supported: no model this build can train" >&2; exit 1; }
+    "$plan_bin" --tier "$tier" $extra --plan --tasks "$tasks" --models "$m" --seeds "$seeds" --out "$1" |
+        grep -v '^#' |
     awk -v st="$2" '
         BEGIN { n = split("parity s3 z5 mqar majority majority_count anbn anbncn modarith modarith_brackets", t, " ")
                 for (i = 1; i <= n; i++) rank[t[i]] = i }
@@ -111,7 +113,7 @@ plan_cells() {  # plan_cells CSV STATE_DIR
 
 case $cmd in
 plan)
-    bin=$(cpu_synth) || exit 1
+    plan_bin=$(cpu_synth) || exit 1
     plan_cells "$csv" "${csv%.csv}.state"
     ;;
 run)
@@ -121,7 +123,9 @@ run)
         exit 2
     fi
     mkdir -p "$dest" || exit 1
-    need_bin
+    # the plan: the GPU build's own (the same as the CPU build's, tests/test_synth.sh); a dry run plans with the
+    # CPU build and builds nothing (the GPU build takes minutes to compile)
+    if [ $dry -eq 1 ]; then plan_bin=$(cpu_synth) || exit 1; else need_bin; plan_bin=$bin; fi
     out="$dest/$name.csv" st="$dest/$name.state" log="$dest/$name.log" pack=0
     if [ -n "${OUT:-}" ] && [ "$(realpath -m "$dest")" = "$(realpath -m "$OUT")" ]; then
         st=/tmp/$name.state pack=1   # nothing but the CSV, the log and the packed states goes into $OUT
@@ -132,7 +136,7 @@ run)
         cat "$states/$name".state.tar.part* | tar -xf - -C "$st" || exit 1
     fi
     if [ -z "$models" ]; then   # every model the GPU build can train (the library says why not on stderr)
-        models=$("$bin" --supported --tier "$tier" $extra 2> "$st.supported") || { cat "$st.supported"; exit 1; }
+        models=$("$plan_bin" --supported --tier "$tier" $extra 2> "$st.supported") || { cat "$st.supported"; exit 1; }
         echo "synth_gpu.sh: the GPU build trains $models"
     fi
     plan_cells "$out" "$st" > "$st.cells" || exit 1
