@@ -41,7 +41,9 @@
 # along; a cell whose state is left out (named in the log) starts afresh - unless the next call finds the same
 # machine still warm (called within its idle window): /tmp/NAME.state is still there and every cell resumes. TIME counts
 # from synth_cuda's start; leave it 60-120 s below the call's limit: the cells that finish training evaluate at 128, 512
-# and 2048 before they end. plan uses build/synth (the CPU build: the same protocol, every model unless --models) and
+# and 2048 before they end. A session's last call: add --extra "--deadline D" (D < TIME: no cell starts after D s,
+# so the GPU goes to the cells already running and fewer are left paused, their states too many to carry back).
+# plan uses build/synth (the CPU build: the same protocol, every model unless --models) and
 # needs no GPU; plan, merge and report bring it up to date first (make build/synth), or use $SYNTH when set.
 # Log: DEST/NAME.log, one line per cell (done, paused or FAILED) and any error; the progress of a cell
 # is not logged. Exit status: 0 (also when cells paused or were left), 1 a cell failed, 2 a bad command line.
