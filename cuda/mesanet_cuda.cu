@@ -5645,25 +5645,46 @@ static int mn__delta_chunk_applies(size_t Dv, size_t chunk, const float* work) {
     return work && chunk >= MN__DELTA_MINC && chunk <= MN__DELTA_MAXC && Dv % MN__DELTA_CW == 0;
 }
 
-// dst (Z,C,D) = rows of src (B,T,H,D) in chunk order, zero rows past T; z = (b H + h) NC + n, t = n C + r
-__global__ void mn__k_delta_gather(float* dst, const float* src, size_t Z, int T, int H, int D, int NC, int C) {
-    MN__FOR(e, Z * C * D) {
-        const size_t zr = e / D, z = zr / C;
-        const int d = (int)(e % D), r = (int)(zr % C), n = (int)(z % NC), t = n * C + r;
-        const size_t bh = z / NC, b = bh / H, h = bh % H;
-        dst[e] = t < T ? src[((b * T + t) * H + h) * D + d] : 0.f;
+// dst (Z,C,D) = rows of src (B,T,H,D) in chunk order, zero rows past T; z = (b H + h) NC + n, t = n C + r.
+// I: the index type, 32-bit when every index fits (mn__delta_gather below): the five divisions per element are
+// then 32-bit ones (a 64-bit division is a long software routine: ncu had these kernels at twice the time
+// their bytes need, session 12)
+template <typename I>
+__global__ void mn__k_delta_gather(float* dst, const float* src, I n, I T, I H, I D, I NC, I C) {
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < n; e += (I)gridDim.x * blockDim.x) {
+        const I zr = e / D, z = zr / C, d = e % D, r = zr % C, t = (z % NC) * C + r, bh = z / NC;
+        dst[e] = t < T ? src[((bh / H * T + t) * H + bh % H) * D + d] : 0.f;
     }
 }
 // dst (B,T,H,D) += src (Z,C,D) (acc), or = (acc 0): the inverse of the gather over the real rows
-__global__ void mn__k_delta_scatter(float* dst, const float* src, size_t n, int T, int H, int D, int NC, int C,
-                                    int acc) {
-    MN__FOR(e, n) {
-        const size_t bt = e / ((size_t)H * D), b = bt / T;
-        const int t = (int)(bt % T), h = (int)(e / D % H), d = (int)(e % D);
-        const size_t z = (b * H + h) * NC + t / C;
+template <typename I>
+__global__ void mn__k_delta_scatter(float* dst, const float* src, I n, I T, I H, I D, I NC, I C, int acc) {
+    for (I e = blockIdx.x * (I)blockDim.x + threadIdx.x; e < n; e += (I)gridDim.x * blockDim.x) {
+        const I bt = e / (H * D), b = bt / T, t = bt % T, h = e / D % H, d = e % D;
+        const I z = (b * H + h) * NC + t / C;
         const float x = src[(z * C + t % C) * D + d];
         dst[e] = acc ? dst[e] + x : x;
     }
+}
+// the launches: 32-bit indices when the chunk layout (Z,C,D) - the larger of the two - has fewer than 2^31 entries
+// (so that no index, nor an index plus the grid's stride, wraps)
+static void mn__delta_gather(mn_cuda_ctx* ctx, float* dst, const float* src, size_t Z, size_t T, size_t H, size_t D,
+                             size_t NC, size_t C) {
+    const size_t n = Z * C * D;
+    if (n < ((size_t)1 << 31))
+        mn__k_delta_gather<unsigned><<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(
+            dst, src, (unsigned)n, (unsigned)T, (unsigned)H, (unsigned)D, (unsigned)NC, (unsigned)C);
+    else
+        mn__k_delta_gather<size_t><<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, n, T, H, D, NC, C);
+}
+static void mn__delta_scatter(mn_cuda_ctx* ctx, float* dst, const float* src, size_t B, size_t T, size_t H, size_t D,
+                              size_t NC, size_t C, int acc) {
+    const size_t n = B * T * H * D;
+    if (B * H * NC * C * D < ((size_t)1 << 31))
+        mn__k_delta_scatter<unsigned><<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(
+            dst, src, (unsigned)n, (unsigned)T, (unsigned)H, (unsigned)D, (unsigned)NC, (unsigned)C, acc);
+    else
+        mn__k_delta_scatter<size_t><<<mn__grid(ctx, n, 256), 256, 0, MN__STREAM>>>(dst, src, n, T, H, D, NC, C, acc);
 }
 // per chunk (one thread each): bc = beta (0 past T); gam the running sum of g (0 past T; g NULL: 0),
 // summed in double as the CPU; eg = e^gam, ed = e^(gam_last - gam). beta, g (B,T,H); outputs (Z,C).
@@ -5915,14 +5936,9 @@ static int mn__delta_chunk_prep(mn_cuda_ctx* ctx, const mn__delta_cws* w, const 
                                 const float* v, const float* beta, const float* g, size_t B, size_t T, size_t H,
                                 size_t Dk, size_t Dv, size_t C, double scale) {
     const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C;
-    mn__k_delta_gather<<<mn__grid(ctx, Z * CK, 256), 256, 0, MN__STREAM>>>(w->Qc, q, Z, (int)T, (int)H, (int)Dk,
-                                                                          (int)NC, (int)C);
-    MN__LAUNCHED();
-    mn__k_delta_gather<<<mn__grid(ctx, Z * CK, 256), 256, 0, MN__STREAM>>>(w->Kc, k, Z, (int)T, (int)H, (int)Dk,
-                                                                          (int)NC, (int)C);
-    MN__LAUNCHED();
-    mn__k_delta_gather<<<mn__grid(ctx, Z * CV, 256), 256, 0, MN__STREAM>>>(w->Vc, v, Z, (int)T, (int)H, (int)Dv,
-                                                                          (int)NC, (int)C);
+    mn__delta_gather(ctx, w->Qc, q, Z, T, H, Dk, NC, C);
+    mn__delta_gather(ctx, w->Kc, k, Z, T, H, Dk, NC, C);
+    mn__delta_gather(ctx, w->Vc, v, Z, T, H, Dv, NC, C);
     MN__LAUNCHED();
     mn__k_delta_gates<<<mn__grid(ctx, Z, 128), 128, 0, MN__STREAM>>>(w->bc, w->gam, w->eg, w->ed, beta, g, Z, (int)T,
                                                                      (int)H, (int)NC, (int)C);
@@ -5967,9 +5983,7 @@ static int mn__delta_rule_forward_chunk(mn_cuda_ctx* ctx, float* out, float* ht,
     // pass 5: O = Qg S + P V_new, all chunks at once, then back to (B,T,H,Dv)
     MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, Dk, 1.f, w.Qg, Dk, CK, w.Sst, Dv, ns, 0.f, w.X, Dv, CV, Z));
     MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, C, 1.f, w.P, C, CC, w.Vn, Dv, CV, 1.f, w.X, Dv, CV, Z));
-    mn__k_delta_scatter<<<mn__grid(ctx, B * T * H * Dv, 256), 256, 0, MN__STREAM>>>(out, w.X, B * T * H * Dv, (int)T,
-                                                                                   (int)H, (int)Dv, (int)NC, (int)C,
-                                                                                   0);
+    mn__delta_scatter(ctx, out, w.X, B, T, H, Dv, NC, C, 0);
     MN__LAUNCHED();
     if (hs) {
         mn__k_delta_hs<<<mn__grid(ctx, Z * ns, 256), 256, 0, MN__STREAM>>>(hs, w.Sst, B * H, (int)NC, ns, z0, 1);
@@ -5985,12 +5999,10 @@ static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk,
                                          const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C,
                                          double scale, float* work, int z0) {
     const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C, ns = Dk * Dv;
-    const size_t nk = B * T * H * Dk, nv = B * T * H * Dv, nh = B * T * H;
     mn__delta_cws w;
     mn__delta_cws_point(&w, work, Z, C, Dk, Dv);
     MN__TRY(mn__delta_chunk_prep(ctx, &w, q, k, v, beta, g, B, T, H, Dk, Dv, C, scale));
-    mn__k_delta_gather<<<mn__grid(ctx, Z * CV, 256), 256, 0, MN__STREAM>>>(w.dOc, dout, Z, (int)T, (int)H, (int)Dv,
-                                                                          (int)NC, (int)C);
+    mn__delta_gather(ctx, w.dOc, dout, Z, T, H, Dv, NC, C);
     MN__LAUNCHED();
     if (hs) {
         mn__k_delta_hs<<<mn__grid(ctx, Z * ns, 256), 256, 0, MN__STREAM>>>((float*)hs, w.Sst, B * H, (int)NC, ns, z0,
@@ -6025,11 +6037,10 @@ static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk,
     // back to (B,T,H,.), accumulating
     const float* src[5] = { w.dQc, w.dKc, w.dVc, w.dbc, w.dgc };
     float* dst[5] = { dq, dk, dv, dbeta, g ? dg : NULL };
-    const size_t cnt[5] = { nk, nk, nv, nh, nh }, wd[5] = { Dk, Dk, Dv, 1, 1 };
+    const size_t wd[5] = { Dk, Dk, Dv, 1, 1 };   // each one's width: rows of Dk, Dk, Dv, 1, 1
     for (int i = 0; i < 5; i++) {
         if (!dst[i]) continue;
-        mn__k_delta_scatter<<<mn__grid(ctx, cnt[i], 256), 256, 0, MN__STREAM>>>(dst[i], src[i], cnt[i], (int)T, (int)H,
-                                                                               (int)wd[i], (int)NC, (int)C, 1);
+        mn__delta_scatter(ctx, dst[i], src[i], B, T, H, wd[i], NC, C, 1);
         MN__LAUNCHED();
     }
     return MN_OK;
