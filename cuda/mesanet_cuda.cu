@@ -5757,7 +5757,8 @@ __global__ void mn__k_delta_scale(float* Kg, float* Qg, float* Kd, float* Vb, co
 // fall in different banks). Reading them from global memory inside the loops instead made every chunk wait on
 // about a thousand dependent L2 loads per thread (ncu, session 12: this kernel was 57 % of `bench_cuda delta`,
 // 69 us a chunk). The multiply-adds and their order are the same as there, so the results are bitwise equal.
-// Dynamic shared memory: (Dk + C) 16 + MN__DELTA_RS (Dk + 4) floats (29 KB at Dk = 128, C = 64: 7 blocks an SM).
+// Dynamic shared memory: (Dk + C) 16 + MN__DELTA_RS (Dk + 4) floats (29 KB at Dk = 128, C = 64); its 48
+// registers (ptxas) leave 5 blocks an SM, so the anchor layer's 640 blocks run in one wave on 132 SMs.
 #define MN__DELTA_RS 32         // rows of M1 / M2 staged at once (2 of a thread's rows in phase 1)
 // rows [r0, r1) of the chunk's M (C,Dk) into Mb (rows of Dk + 4 floats)
 __device__ __forceinline__ void mn__delta_stage(float* Mb, const float* M, int r0, int r1, int Dk) {

@@ -7,10 +7,10 @@
 prints a markdown table: one row per kernel (the name without its template arguments and parameter list, so
 that every instantiation of mn__k_rope counts as one), its launches, total and mean time, and its share of
 the profiled total; the last row is the sum. Where mn__k_xent_fwd (the loss, once per training step) is in the
-list, a line after the table gives the launches and kernel time per training step. ncu serialises the kernels and runs them at its own clocks, so
-the shares are the figure to read, not the absolute times. Lines before the CSV header (ncu's ==PROF==
-messages, the program's own output) are skipped. Standard library only (the GPU machine and Debian's
-python3 both have it). `--selftest` checks the parser on a built-in sample and exits 0 or 1.
+list, a line after the table gives the launches and kernel time per training step. ncu serialises the kernels
+and runs them at its own clocks, so the shares are the figure to read, not the absolute times. Lines before the
+CSV header (ncu's ==PROF== messages, the program's own output) are skipped. Standard library only (the GPU
+machine and Debian's python3 both have it). `--selftest` checks the parser on a built-in sample and exits 0 or 1.
 """
 import csv
 import io

@@ -1298,14 +1298,14 @@ static double ratio_inc(const float* g1, const float* g0, const double* c1, cons
 }
 
 static void test_model_body(const model_case* mc);
-// a name with "recurrent form": the DeltaNet / GDN layers on their recurrent kernels (ctx->delta_form), whose
-// op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds
 // MN_TEST_CASE=TEXT: only the whole-model and model-step cases whose name holds TEXT (one new case on the GPU
 // without the whole model set; the error-path tests still run)
 static int model_case_skipped(const char* name) {
     const char* only = getenv("MN_TEST_CASE");
     return only && *only && !strstr(name, only);
 }
+// a name with "recurrent form": the DeltaNet / GDN layers on their recurrent kernels (ctx->delta_form), whose
+// op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds
 static void test_model(const model_case* mc) {
     if (model_case_skipped(mc->name)) return;
     G.delta_form = strstr(mc->name, "recurrent form") ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;

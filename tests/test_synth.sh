@@ -223,8 +223,8 @@ OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-
 OUT= SYNTH="$B/synth" "$(dirname "$0")/../examples/synth_gpu.sh" run --tier gpu-tf32 --tasks parity --seeds 1 \
     --models gdn --csv "$W/g.csv" --dest "$W/gd" --delta_form auto --bin "$W/nobin" --dry-run > "$W/go" 2> "$W/e" &&
     grep -q "nobin --tier gpu-tf32 --cells .* --delta_form auto" "$W/go" && [ ! -e "$W/nobin" ] &&
-    { examples_dir=$(dirname "$0")/../examples; OUT= "$examples_dir/synth_gpu.sh" run --delta_form chunky --dry-run \
-        > /dev/null 2> "$W/e2"; [ $? -eq 2 ]; } && grep -q "delta_form: auto or recurrent" "$W/e2" &&
+    { OUT= "$(dirname "$0")/../examples/synth_gpu.sh" run --delta_form chunky --dry-run > /dev/null 2> "$W/e2"
+      [ $? -eq 2 ]; } && grep -q "delta_form: auto or recurrent" "$W/e2" &&
     ok "synth_gpu.sh run --delta_form auto is passed on (a dry run builds nothing); another value is refused" ||
     { bad "synth_gpu.sh --delta_form"; cat "$W/e" "$W/e2"; }
 [ "$("$B/synth" --supported --tier quick | tr ',' '\n' | wc -l)" -eq 13 ] && ok "--supported (CPU): all 13 models" \
