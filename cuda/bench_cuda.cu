@@ -389,6 +389,21 @@ static void bench_delta_seq(size_t B, size_t T, size_t H, int chunked) {
         ms = time_ms([&] { fwd(); bwd(); });
         printf("| B=%zu T=%zu H=%zu | %s | %s fwd+bwd | %.3f | %.3f | %.1f | %.2f | %.0f |\n", B, T, H, form, names[gi],
                ms, fb / 1e12, fb / (ms * 1e-3) / 1e12, bb / 1e9, bb / (ms * 1e-3) / 1e9);
+        if (!chunked) continue;
+        // the kept form (what the model's layers run): the backward reads the forward's intermediates from keep
+        // instead of recomputing passes 1-4 and V_new, so it does 6 C Dk + 2 C Dv + C^2/3 + 2 Dk Dv fewer FLOPs
+        // per token and head; bytes not counted
+        float* keep;
+        CK(mn_cuda_malloc(&G, (void**)&keep, mn_cuda_delta_rule_keep_size(B, T, H, D, D, C) * 4));
+        const double fk = fb - tok * (6 * cc * dd + 2 * cc * dd + cc * cc / 3 + 2 * dd * dd);
+        ms = time_ms([&] {
+            CK(mn_cuda_delta_rule_forward_keep(&G, out, NULL, keep, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc, work));
+            CK(mn_cuda_delta_rule_backward_keep(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, keep, B, T, H, D,
+                                                D, C, sc, work));
+        });
+        printf("| B=%zu T=%zu H=%zu | %s, kept | %s fwd+bwd | %.3f | %.3f | %.1f | - | - |\n", B, T, H, form,
+               names[gi], ms, fk / 1e12, fk / (ms * 1e-3) / 1e12);
+        mn_cuda_dfree(keep);
     }
     mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(be); mn_cuda_dfree(g);
     mn_cuda_dfree(out); mn_cuda_dfree(hs); mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(db);

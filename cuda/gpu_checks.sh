@@ -20,6 +20,9 @@
 #   cuda/gpu_checks.sh delta   [DEST]   # test_cuda delta and ops, bench_cuda delta, and the anchor training
 #                                       # tokens/s of deltanet, gdn and gdn_neg (train_cuda --bench 1): the
 #                                       # DeltaNet kernels after a change, in DEST/delta.md
+#   cuda/gpu_checks.sh train   [DEST]   # for each pattern of $PATTERNS (default: those under 300k tokens/s,
+#                                       # mamba2 slstm gdn deltanet): the anchor training tokens/s (--bench 1)
+#                                       # and the ncu kernel shares of two training steps, in DEST/train.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -132,8 +135,24 @@ run_delta() {   # correctness first (a failing test is reported, the timings sti
     done
 }
 
+run_train() {   # where an anchor training step's GPU time goes, pattern by pattern
+    local p
+    for p in ${PATTERNS:-mamba2 slstm gdn deltanet}; do
+        ./build/train_cuda --anchor --pattern "$p" --bench 1 --bench_steps 12 2>&1 | grep -iE 'tokens/s|rror' \
+            | sed "s/^/$p: /" >> "$dest/train.md" || rc=1
+        [ -x "$NCU" ] || continue
+        # steps 1-2 are skipped (cuBLAS's first calls, the workspace), the loss kernel marks the steps counted
+        "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2000 --launch-count 2000 \
+            ./build/train_cuda --anchor --pattern "$p" --steps 12 --seconds 0 --quiet > "/tmp/gpu_checks_ncu_$p.csv" 2>&1
+        python3 cuda/ncu_top.py "/tmp/gpu_checks_ncu_$p.csv" --top 20 \
+            --title "train_cuda --anchor --pattern $p (2,000 kernels after 2,000)" >> "$dest/train.md" || rc=1
+        echo >> "$dest/train.md"
+    done
+}
+
 case $what in
     tests) run_tests ;;
+    train) run_train ;;
     decode) run_decode ;;
     profile) run_profile ;;
     jobs) run_jobs ;;

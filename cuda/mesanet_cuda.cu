@@ -5612,28 +5612,42 @@ typedef struct mn__delta_cws {
     float *bc, *gam, *eg, *ed, *dbc, *dgc;                                  // (Z,C)
     float *Sst, *Y, *dSe;                                                   // (Z,Dk,Dv)
 } mn__delta_cws;
-// lays the workspace out at base (NULL: only the size); every piece starts at a multiple of 64 floats
-static size_t mn__delta_cws_point(mn__delta_cws* w, float* base, size_t Z, size_t C, size_t Dk, size_t Dv) {
-    size_t off = 0;
-    float** ck[12] = { &w->Qc, &w->Kc, &w->Kg, &w->Qg, &w->Kd, &w->W, &w->dKd, &w->dQg, &w->dW, &w->dKg, &w->dQc,
-                       &w->dKc };
-    float** cv[9] = { &w->Vc, &w->dOc, &w->Vb, &w->U, &w->Vn, &w->X, &w->dVn, &w->dVb, &w->dVc };
-    float** cc[6] = { &w->KK, &w->P, &w->L, &w->A, &w->dP, &w->dL };
-    float** c1[6] = { &w->bc, &w->gam, &w->eg, &w->ed, &w->dbc, &w->dgc };
-    float** ss[3] = { &w->Sst, &w->Y, &w->dSe };
-    const size_t n[5] = { Z * C * Dk, Z * C * Dv, Z * C * C, Z * C, Z * Dk * Dv }, cnt[5] = { 12, 9, 6, 6, 3 };
-    float*** all[5] = { ck, cv, cc, c1, ss };
-    for (int s = 0; s < 5; s++)
-        for (size_t i = 0; i < cnt[s]; i++) {
-            *all[s][i] = base ? base + off : NULL;
-            off += (n[s] + 63) / 64 * 64;
-        }
+// Lays the workspace out at base (NULL: only the size); every piece starts at a multiple of 64 floats.
+// split 1: the pieces the backward reads from the forward (kept = 1 below: the gathered inputs, the
+// scalings, W, U, KK, P, L, A, the gates, V_new and every chunk's state S) go to keep instead, and
+// *nkeep gets their size; the rest (the forward's scratch and the backward's own) stays at base.
+static size_t mn__delta_cws_point(mn__delta_cws* w, float* base, float* keep, int split, size_t* nkeep, size_t Z,
+                                  size_t C, size_t Dk, size_t Dv) {
+    const struct { float** p; int shape, kept; } pc[] = {   // shape: 0 (Z,C,Dk) 1 (Z,C,Dv) 2 (Z,C,C) 3 (Z,C) 4 (Z,Dk,Dv)
+        { &w->Qc, 0, 1 }, { &w->Kc, 0, 1 }, { &w->Kg, 0, 1 }, { &w->Qg, 0, 1 }, { &w->Kd, 0, 1 }, { &w->W, 0, 1 },
+        { &w->dKd, 0, 0 }, { &w->dQg, 0, 0 }, { &w->dW, 0, 0 }, { &w->dKg, 0, 0 }, { &w->dQc, 0, 0 },
+        { &w->dKc, 0, 0 },
+        { &w->Vc, 1, 1 }, { &w->U, 1, 1 }, { &w->Vn, 1, 1 }, { &w->dOc, 1, 0 }, { &w->Vb, 1, 0 }, { &w->X, 1, 0 },
+        { &w->dVn, 1, 0 }, { &w->dVb, 1, 0 }, { &w->dVc, 1, 0 },
+        { &w->KK, 2, 1 }, { &w->P, 2, 1 }, { &w->L, 2, 1 }, { &w->A, 2, 1 }, { &w->dP, 2, 0 }, { &w->dL, 2, 0 },
+        { &w->bc, 3, 1 }, { &w->gam, 3, 1 }, { &w->eg, 3, 1 }, { &w->ed, 3, 1 }, { &w->dbc, 3, 0 }, { &w->dgc, 3, 0 },
+        { &w->Sst, 4, 1 }, { &w->Y, 4, 0 }, { &w->dSe, 4, 0 } };
+    const size_t n[5] = { Z * C * Dk, Z * C * Dv, Z * C * C, Z * C, Z * Dk * Dv };
+    size_t off = 0, koff = 0;
+    for (size_t i = 0; i < sizeof pc / sizeof pc[0]; i++) {
+        const size_t len = (n[pc[i].shape] + 63) / 64 * 64;
+        if (split && pc[i].kept) { *pc[i].p = keep ? keep + koff : NULL; koff += len; }
+        else { *pc[i].p = base ? base + off : NULL; off += len; }
+    }
+    if (nkeep) *nkeep = koff;
     return off;
 }
 static size_t mn__delta_chunk_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
     mn__delta_cws w;
     if (chunk < 1) return 0;
-    return mn__delta_cws_point(&w, NULL, B * H * ((T + chunk - 1) / chunk), chunk, Dk, Dv);
+    return mn__delta_cws_point(&w, NULL, NULL, 0, NULL, B * H * ((T + chunk - 1) / chunk), chunk, Dk, Dv);
+}
+size_t mn_cuda_delta_rule_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
+    mn__delta_cws w;
+    size_t nk = 0;
+    if (chunk < 1) return 0;
+    mn__delta_cws_point(&w, NULL, NULL, 1, &nk, B * H * ((T + chunk - 1) / chunk), chunk, Dk, Dv);
+    return nk;
 }
 // enough for either form at this chunk
 size_t mn_cuda_delta_rule_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk) {
@@ -5969,14 +5983,16 @@ static int mn__delta_chain(mn_cuda_ctx* ctx, float* O1, float* Sst, float* fin, 
     MN__LAUNCHED();
     return MN_OK;
 }
-// The chunkwise forward (mesanet.h's mn_delta_rule_forward); z0 as the recurrent form's
+// The chunkwise forward (mesanet.h's mn_delta_rule_forward); z0 as the recurrent form's. keep (or NULL):
+// where the pieces its backward reads go (mn__delta_cws_point's split), so that the backward need not
+// recompute them; the same products in the same order either way (the outputs are bitwise the same).
 static int mn__delta_rule_forward_chunk(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q,
                                         const float* k, const float* v, const float* beta, const float* g,
                                         const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
-                                        size_t C, double scale, float* work, int z0) {
+                                        size_t C, double scale, float* work, float* keep, int z0) {
     const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C, ns = Dk * Dv;
     mn__delta_cws w;
-    mn__delta_cws_point(&w, work, Z, C, Dk, Dv);
+    mn__delta_cws_point(&w, work, keep, keep != NULL, NULL, Z, C, Dk, Dv);
     MN__TRY(mn__delta_chunk_prep(ctx, &w, q, k, v, beta, g, B, T, H, Dk, Dv, C, scale));
     // passes 4 and 6 in chunk order: V_new = U - W S ; S <- e^gam_last S + Kd^T V_new (Sst: every chunk's S)
     MN__TRY(mn__delta_chain(ctx, w.Vn, w.Sst, ht, w.U, w.W, w.Kd, NULL, w.eg, h0, B * H, NC, C, Dk, Dv, -1.f, 1.f, 0,
@@ -5992,27 +6008,30 @@ static int mn__delta_rule_forward_chunk(mn_cuda_ctx* ctx, float* out, float* ht,
     }
     return MN_OK;
 }
-// The chunkwise backward (mesanet.h's mn_delta_rule_backward): passes 1-4 recomputed from hs, the dS
-// chain in reverse chunk order, then the adjoints of all chunks at once
+// The chunkwise backward (mesanet.h's mn_delta_rule_backward): passes 1-4 recomputed from hs (or, with keep,
+// read from what the forward left there: the gathers, the WY products, V_new and the states, about 40 % of
+// the recomputing backward's traffic), the dS chain in reverse chunk order, then the adjoints of all chunks
+// at once. With keep, q k v beta g and hs are not read (NULL is fine) and dg is written when given.
 static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
                                          float* dh0, const float* dout, const float* dht, const float* hs,
                                          const float* q, const float* k, const float* v, const float* beta,
                                          const float* g, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C,
-                                         double scale, float* work, int z0) {
+                                         double scale, float* work, const float* keep, int z0) {
     const size_t NC = (T + C - 1) / C, Z = B * H * NC, CK = C * Dk, CV = C * Dv, CC = C * C, ns = Dk * Dv;
     mn__delta_cws w;
-    mn__delta_cws_point(&w, work, Z, C, Dk, Dv);
-    MN__TRY(mn__delta_chunk_prep(ctx, &w, q, k, v, beta, g, B, T, H, Dk, Dv, C, scale));
+    mn__delta_cws_point(&w, work, (float*)keep, keep != NULL, NULL, Z, C, Dk, Dv);
+    if (!keep) MN__TRY(mn__delta_chunk_prep(ctx, &w, q, k, v, beta, g, B, T, H, Dk, Dv, C, scale));
     mn__delta_gather(ctx, w.dOc, dout, Z, T, H, Dv, NC, C);
     MN__LAUNCHED();
-    if (hs) {
-        mn__k_delta_hs<<<mn__grid(ctx, Z * ns, 256), 256, 0, MN__STREAM>>>((float*)hs, w.Sst, B * H, (int)NC, ns, z0,
-                                                                          0);
-        MN__LAUNCHED();
-    } else MN__CU(cudaMemsetAsync(w.Sst, 0, Z * ns * sizeof(float), MN__STREAM));   // z0 and one chunk
-    // pass 4 recomputed: V_new = U - W S
-    MN__CU(cudaMemcpyAsync(w.Vn, w.U, Z * CV * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
-    MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, Dk, -1.f, w.W, Dk, CK, w.Sst, Dv, ns, 1.f, w.Vn, Dv, CV, Z));
+    if (!keep) {   // the states from hs and pass 4 recomputed: V_new = U - W S (keep: the forward's own, as they were)
+        if (hs) {
+            mn__k_delta_hs<<<mn__grid(ctx, Z * ns, 256), 256, 0, MN__STREAM>>>((float*)hs, w.Sst, B * H, (int)NC, ns,
+                                                                              z0, 0);
+            MN__LAUNCHED();
+        } else MN__CU(cudaMemsetAsync(w.Sst, 0, Z * ns * sizeof(float), MN__STREAM));   // z0 and one chunk
+        MN__CU(cudaMemcpyAsync(w.Vn, w.U, Z * CV * sizeof(float), cudaMemcpyDeviceToDevice, MN__STREAM));
+        MN__TRY(mn__gemm(ctx, 0, 0, C, Dv, Dk, -1.f, w.W, Dk, CK, w.Sst, Dv, ns, 1.f, w.Vn, Dv, CV, Z));
+    }
     // the parts of dV_new and dS that do not depend on dS: X = P^T dO, Y = Qg^T dO; then the chain
     MN__TRY(mn__gemm(ctx, 1, 0, C, Dv, C, 1.f, w.P, C, CC, w.dOc, Dv, CV, 0.f, w.X, Dv, CV, Z));
     MN__TRY(mn__gemm(ctx, 1, 0, Dk, Dv, C, 1.f, w.Qg, Dk, CK, w.dOc, Dv, CV, 0.f, w.Y, Dv, ns, Z));
@@ -6037,7 +6056,7 @@ static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk,
     MN__TRY(mn__gemm(ctx, 1, 0, C, Dk, C, 1.f, w.dL, C, CC, w.Kc, Dk, CK, 1.f, w.dKc, Dk, CK, Z));
     // back to (B,T,H,.), accumulating
     const float* src[5] = { w.dQc, w.dKc, w.dVc, w.dbc, w.dgc };
-    float* dst[5] = { dq, dk, dv, dbeta, g ? dg : NULL };
+    float* dst[5] = { dq, dk, dv, dbeta, g || keep ? dg : NULL };
     const size_t wd[5] = { Dk, Dk, Dv, 1, 1 };   // each one's width: rows of Dk, Dk, Dv, 1, 1
     for (int i = 0; i < 5; i++) {
         if (!dst[i]) continue;
@@ -6046,43 +6065,69 @@ static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk,
     }
     return MN_OK;
 }
-// The op's internal forms with z0 (see mn__delta_rule_forward_rec): the chunkwise form where it applies
+// The op's internal forms with z0 (see mn__delta_rule_forward_rec): the chunkwise form where it applies; keep
+// (or NULL) as mn__delta_rule_forward_chunk's, used only there (the recurrent form ignores it and needs hs)
 static int mn__delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q, const float* k,
                                   const float* v, const float* beta, const float* g, const float* h0, size_t B,
                                   size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
-                                  int z0) {
+                                  float* keep, int z0) {
     if (T == 0 || ctx->delta_form == MN_CUDA_DELTA_RECURRENT || !mn__delta_chunk_applies(Dv, chunk, work))
         return mn__delta_rule_forward_rec(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, z0);
     if (z0 && h0) return mn__fail(ctx, MN_ERR_CONFIG, "mn__delta_rule_forward", "z0 needs h0 = zeros", __LINE__);
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_forward", B, T, H, Dk, Dv, chunk));
     return mn__delta_rule_forward_chunk(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, work,
-                                        z0);
+                                        keep, z0);
 }
 static int mn__delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
                                    float* dh0, const float* dout, const float* dht, const float* hs, const float* q,
                                    const float* k, const float* v, const float* beta, const float* g, size_t B,
                                    size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
-                                   int z0) {
+                                   const float* keep, int z0) {
     if (T == 0 || ctx->delta_form == MN_CUDA_DELTA_RECURRENT || !mn__delta_chunk_applies(Dv, chunk, work))
         return mn__delta_rule_backward_rec(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H,
                                            Dk, Dv, chunk, scale, work, z0);
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_backward", B, T, H, Dk, Dv, chunk));
-    if (!hs && !(z0 && T <= chunk))
+    if (!keep && !hs && !(z0 && T <= chunk))
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_delta_rule_backward", "needs hs and work", __LINE__);
     return mn__delta_rule_backward_chunk(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H, Dk,
-                                         Dv, chunk, scale, work, z0);
+                                         Dv, chunk, scale, work, keep, z0);
 }
 int mn_cuda_delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q, const float* k,
                                const float* v, const float* beta, const float* g, const float* h0, size_t B,
                                size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work) {
-    return mn__delta_rule_forward(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, work, 0);
+    return mn__delta_rule_forward(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, work, NULL,
+                                  0);
 }
 int mn_cuda_delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
                                 float* dh0, const float* dout, const float* dht, const float* hs, const float* q,
                                 const float* k, const float* v, const float* beta, const float* g, size_t B,
                                 size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work) {
     return mn__delta_rule_backward(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H, Dk, Dv,
-                                   chunk, scale, work, 0);
+                                   chunk, scale, work, NULL, 0);
+}
+// the chunkwise form with its pieces kept between the passes (whatever ctx->delta_form says)
+static int mn__delta_keep_check(mn_cuda_ctx* ctx, const char* who, const float* keep, size_t B, size_t T, size_t H,
+                                size_t Dk, size_t Dv, size_t chunk, const float* work) {
+    if (!keep || T == 0 || !mn__delta_chunk_applies(Dv, chunk, work))
+        return mn__fail(ctx, MN_ERR_CONFIG, who, "needs keep, work, T > 0, 16 <= chunk <= 64 and Dv a multiple of 16",
+                        __LINE__);
+    return mn__delta_check(ctx, who, B, T, H, Dk, Dv, chunk);
+}
+int mn_cuda_delta_rule_forward_keep(mn_cuda_ctx* ctx, float* out, float* ht, float* keep, const float* q,
+                                    const float* k, const float* v, const float* beta, const float* g, const float* h0,
+                                    size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale,
+                                    float* work) {
+    MN__TRY(mn__delta_keep_check(ctx, "mn_cuda_delta_rule_forward_keep", keep, B, T, H, Dk, Dv, chunk, work));
+    return mn__delta_rule_forward_chunk(ctx, out, ht, NULL, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, work,
+                                        keep, 0);
+}
+int mn_cuda_delta_rule_backward_keep(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                     float* dh0, const float* dout, const float* dht, const float* keep, size_t B,
+                                     size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale,
+                                     float* work) {
+    MN__TRY(mn__delta_keep_check(ctx, "mn_cuda_delta_rule_backward_keep", keep, B, T, H, Dk, Dv, chunk, work));
+    return mn__delta_rule_backward_chunk(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, NULL, NULL, NULL, NULL, NULL,
+                                         NULL, B, T, H, Dk, Dv, chunk, scale, work, keep, 0);
 }
 // >>cuda_ssd
 // defines: mn_cuda_ssd_{forward,backward,work_size}[_recurrent|_chunk], mn_cuda_ssd_step
@@ -8433,6 +8478,7 @@ typedef struct mn__cm_delta_acts {
                                           // pre-activation x Wa + dt_bias and the decay g (GDN only)
     float *o, *gl, *on, *ro;              // (N,HD) the op's output, GDN's output gate, normed o; (N,H) rstd
     float* hs;                            // (B,H,NC,D,D) the op's chunk-start states
+    float* keep;                          // the chunk form's pieces its backward reads (mn_cuda_delta_rule_keep_size)
 } mn__cm_delta_acts;
 // their gradients; dqc, dkc double as the forward's conv outputs of q and k; dq .. dg are one span
 // (the op accumulates into them: zeroed by one memset)
@@ -8548,7 +8594,9 @@ typedef struct mn__cm_dacts {
 
 #define MN__P(ptr, n) do { (ptr) = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
 // each mixer's layouts: its saved activations and its gradient buffers from offset off; return the end
-static size_t mn__cm_mesa_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_mesa_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                      mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, HD = H * c->head_dim;
     mn__cm_mesa_acts* a = &y->mesa;
     MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->rq, N * H);
@@ -8566,7 +8614,9 @@ static size_t mn__cm_mesa_dacts_layout(const mn_config* c, size_t N, float* base
     d->end = base ? base + off : NULL;
     return off;
 }
-static size_t mn__cm_attn_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_attn_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                      mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, HD = H * c->head_dim;
     mn__cm_attn_acts* a = &y->attn;
     MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->ao, N * HD); MN__P(a->lse, N * H);
@@ -8579,7 +8629,9 @@ static size_t mn__cm_attn_dacts_layout(const mn_config* c, size_t N, float* base
     return off;
 }
 
-static size_t mn__cm_linattn_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_linattn_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                         mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, HD = H * c->head_dim;
     mn__cm_linattn_acts* a = &y->linattn;
     MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->qa, N * HD); MN__P(a->qb, N * HD);
@@ -8595,7 +8647,9 @@ static size_t mn__cm_linattn_dacts_layout(const mn_config* c, size_t N, float* b
     MN__P(d->don, N * HD);
     return off;
 }
-static size_t mn__cm_sgla_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_sgla_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                      mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, HD = H * c->head_dim;
     mn__cm_sgla_acts* a = &y->sgla;
     MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->vl, N * HD); MN__P(a->q, N * HD); MN__P(a->k, N * HD);
@@ -8611,7 +8665,9 @@ static size_t mn__cm_sgla_dacts_layout(const mn_config* c, size_t N, float* base
     MN__P(d->don, N * HD);
     return off;
 }
-static size_t mn__cm_gla_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_gla_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                     mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, HD = H * c->head_dim;
     mn__cm_gla_acts* a = &y->gla;
     MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->l1, N * MN__GLA_RK); MN__P(a->l2, N * HD);
@@ -9075,14 +9131,20 @@ static size_t mn__cm_delta_work(const mn_config* c, size_t B, size_t T) {
     return mn_cuda_delta_rule_work_size(B, T, c->n_head, c->head_dim, c->head_dim, MN__DELTA_GC);
 }
 // the activations; hs holds the op's checkpoints after the first chunk (z0: the first starts from
-// zeros), B floor((T-1) / GC) <= N / GC states per head: a bound from N = B T alone
-static size_t mn__cm_delta_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+// zeros), B floor((T-1) / GC) <= N / GC states per head, for the recurrent form; keep what the chunkwise
+// form's forward leaves for its backward (the gathers, the WY products, V_new and the chunk states: 1,668
+// floats a token and head at GC 64, D 128, 1.1 GB a layer at the 40M anchor's B 16, T 2048, H 5), so that
+// the backward does not recompute them: memory for speed
+static size_t mn__cm_delta_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                       mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, D = c->head_dim, HD = H * D;
     mn__cm_delta_acts* a = &y->delta;
     MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->vl, N * HD); MN__P(a->vc, N * HD); MN__P(a->q, N * HD);
     MN__P(a->k, N * HD); MN__P(a->rq, N * H); MN__P(a->rk, N * H); MN__P(a->bl, N * H); MN__P(a->beta, N * H);
     MN__P(a->al, N * H); MN__P(a->g, N * H); MN__P(a->o, N * HD); MN__P(a->gl, N * HD); MN__P(a->on, N * HD);
     MN__P(a->ro, N * H); MN__P(a->hs, N / MN__DELTA_GC * HD * D);
+    MN__P(a->keep, mn_cuda_delta_rule_keep_size(B, T, H, D, D, MN__DELTA_GC));
     return off;
 }
 static size_t mn__cm_delta_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
@@ -9166,7 +9228,7 @@ static int mn__cm_delta_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
         MN__LAUNCHED();
     }
     MN__TRY(mn__delta_rule_forward(ctx, A->o, NULL, A->hs, A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, NULL, B,
-                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work, 1));
+                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work, A->keep, 1));
     if (gated) return mn__cm_gated_out_forward(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, Y, A->gl, A->on, A->ro, A->o,
                                                res, N);
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CD_NORM), N * H, Dh, c->norm_eps));
@@ -9196,7 +9258,7 @@ static int mn__cm_delta_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
     }
     MN__TRY(mn__delta_rule_backward(ctx, D->dq, D->dk, D->dv, D->dbeta, gated ? D->dg : NULL, NULL, D->dO, NULL, A->hs,
                                     A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, B, T, H, Dh, Dh, MN__DELTA_GC,
-                                    1.0 / sqrt((double)Dh), cm->work, 1));
+                                    1.0 / sqrt((double)Dh), cm->work, A->keep, 1));
     if (gated) {
         mn__k_delta_alog_bwd<<<(unsigned)H, 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CD_ALOG), D->dg, A->g, N, (int)H);
         MN__LAUNCHED();
@@ -9257,7 +9319,9 @@ static mn__cm_ssd_dims mn__cm_ssd_dims_of(const mn_config* c) {   // mesanet.h's
     d.W_in = 2 * d.DI + 2 * d.Ns + d.Hm; d.Wc = d.DI + 2 * d.Ns;
     return d;
 }
-static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                     mn__cm_layer* y) {
+    const size_t N = B * T;
     mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
     mn__cm_ssd_acts* a = &y->ssd;
     MN__P(a->zx, N * d.W_in); MN__P(a->xbci, N * d.Wc); MN__P(a->xbcp, N * d.Wc); MN__P(a->xbc, N * d.Wc);
@@ -9530,7 +9594,9 @@ __global__ void mn__k_rglru_res_bias(float* x2, const float* res, const float* b
     MN__FOR(i, N * C) x2[i] = res[i] + bias[i % C];
 }
 
-static size_t mn__cm_rglru_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_rglru_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                       mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t C = c->d_model;
     mn__cm_rglru_acts* a = &y->rglru;
     MN__P(a->yl, N * C); MN__P(a->xl, N * C); MN__P(a->xc, N * C); MN__P(a->h, N * C); MN__P(a->gates, 2 * N * C);
@@ -9660,7 +9726,9 @@ static int mn__cm_mlstm_check(mn_cuda_ctx* ctx, const mn_config* c) {
 static size_t mn__cm_mlstm_work(const mn_config* c, size_t B, size_t T) {
     return mn_cuda_mlstm_work_size(B, T, c->n_head, c->head_dim, c->head_dim, 1);
 }
-static size_t mn__cm_mlstm_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_mlstm_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                       mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t H = c->n_head, HD = H * c->head_dim;
     mn__cm_mlstm_acts* a = &y->mlstm;
     MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD);
@@ -9748,7 +9816,9 @@ static const char* const mn__cp_slstm[MN__CSLSTM_END - MN__CP_MIX] = {
     "attn.conv1d.weight", "attn.conv1d.bias", "attn.igate.weight", "attn.fgate.weight", "attn.zgate.weight",
     "attn.ogate.weight", "attn.slstm_cell.recurrent_kernel", "attn.slstm_cell.bias", "attn.group_norm.weight" };
 
-static size_t mn__cm_slstm_acts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y) {
+static size_t mn__cm_slstm_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
+                                       mn__cm_layer* y) {
+    const size_t N = B * T;
     size_t C = c->d_model;
     mn__cm_slstm_acts* a = &y->slstm;
     MN__P(a->xcp, N * C); MN__P(a->xc, N * C); MN__P(a->x, 4 * N * C); MN__P(a->y, N * C); MN__P(a->c, N * C);
@@ -10280,7 +10350,7 @@ typedef struct mn__cm_mixer {
     int n_tensors;                     // the mixer's parameter tensors, after the backbone's five
     const char* const* tensors;        // their names after "model.layers.<l>."
     int (*check)(mn_cuda_ctx* ctx, const mn_config* c);   // MN_OK, or MN_ERR_CONFIG for a shape without kernels
-    size_t (*acts)(const mn_config* c, size_t N, float* base, size_t off, mn__cm_layer* y);
+    size_t (*acts)(const mn_config* c, size_t B, size_t T, float* base, size_t off, mn__cm_layer* y);
     size_t (*dacts)(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* d);
     size_t (*work)(const mn_config* c, size_t B, size_t T);    // floats of workspace
     int (*forward)(mn_cuda_model* cm, size_t l, const mn__cm_layer* A, const mn__cm_dacts* D, const float* res,
@@ -10338,7 +10408,7 @@ static size_t mn__cm_layout_acts(const mn_cuda_model* cm, size_t B, size_t T, fl
         mn__cm_layer* y = &a->L[l];
         MN__P(y->xn1, N * C); MN__P(y->rstd1, N); MN__P(y->x2, N * C); MN__P(y->xn2, N * C); MN__P(y->rstd2, N);
         MN__P(y->gate, N * F); MN__P(y->up, N * F); MN__P(y->h, N * F);
-        off = MN__CM_MIXER(cm, l)->acts(c, N, base, off, y);
+        off = MN__CM_MIXER(cm, l)->acts(c, B, T, base, off, y);
     }
     return off;
 }

@@ -371,6 +371,25 @@ int mn_cuda_delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* d
                                 float* dh0, const float* dout, const float* dht, const float* hs, const float* q,
                                 const float* k, const float* v, const float* beta, const float* g, size_t B,
                                 size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work);
+// The chunkwise form with its intermediates kept between the passes: the forward writes into keep
+// (mn_cuda_delta_rule_keep_size floats) what its backward reads - the chunk-layout q, k, v, the gates, the WY
+// products (W, U, A, L, the masked K K^T and Q K^T), V_new and every chunk's start state - and the backward
+// reads them there instead of recomputing them from q, k, v, beta, g and hs (none of which it takes). The
+// forward's outputs are bitwise those of mn_cuda_delta_rule_forward's chunkwise form; the backward's differ
+// by rounding only (V_new is the forward chain's U - W S in fp32, not a second GEMM). keep must be left as
+// the forward wrote it; work need not be. Whatever ctx->delta_form says; MN_ERR_CONFIG where the chunkwise
+// form does not apply (work and keep needed, chunk 16..64, Dv a multiple of 16). The GPU model's DeltaNet and
+// GDN layers keep them (mn_cuda_model's memory grows by keep_size a layer).
+size_t mn_cuda_delta_rule_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk);
+int mn_cuda_delta_rule_forward_keep(mn_cuda_ctx* ctx, float* out, float* ht, float* keep, const float* q,
+                                    const float* k, const float* v, const float* beta, const float* g, const float* h0,
+                                    size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale,
+                                    float* work);
+// dg (B,T,H) accumulated when given (pass NULL for DeltaNet, whose forward had no g)
+int mn_cuda_delta_rule_backward_keep(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
+                                     float* dh0, const float* dout, const float* dht, const float* keep, size_t B,
+                                     size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale,
+                                     float* work);
 // the recurrent form at every shape (the reference the chunkwise form is tested against); the contracts
 // above, work unused by the forward
 int mn_cuda_delta_rule_forward_recurrent(mn_cuda_ctx* ctx, float* out, float* ht, float* hs, const float* q,

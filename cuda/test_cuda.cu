@@ -1773,6 +1773,42 @@ static void test_delta(const delta_case* c) {
         }
         snprintf(nm, sizeof nm, "delta_form RECURRENT = the recurrent form, %zu differ (%.100s)", differ, tag);
         expect(differ == 0, nm);
+        // the kept form: the forward's out and ht bit for bit the chunkwise form's; the backward from keep alone
+        // (q, k, v, beta, g, hs not passed; the workspace poisoned in between) against the CPU at the bounds
+        // above and against the recomputing chunkwise backward at the same bounds (V_new differs by rounding)
+        size_t kn = mn_cuda_delta_rule_keep_size(B, T, H, Dk, Dv, C);
+        float* gkeep = poison(kn);
+        repoison();
+        CK(mn_cuda_delta_rule_forward_keep(&G, gout, ght, gkeep, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale,
+                                           gw));
+        differ = 0;
+        const vf kf[2] = { host(gout, nv), host(ght, ns) };
+        for (int i = 0; i < 2; i++)
+            for (size_t j = 0; j < kf[i].size(); j++) differ += memcmp(&kf[i][j], &fw[0][i][j], 4) != 0;
+        snprintf(nm, sizeof nm, "delta fwd keep = chunkwise out, ht: %zu differ (%.100s)", differ, tag);
+        expect(differ == 0, nm);
+        cudaMemset(gw, 0xFF, wn * 4);
+        CK(mn_cuda_delta_rule_backward_keep(&G, gdq, gdk, gdv, gdb, c->gated ? gdg : NULL, gdh, gdy, gdht, gkeep, B, T,
+                                            H, Dk, Dv, C, scale, gw));
+        const vd* ref[6] = { &dq, &dk, &dv, &db, &dg, &dh0 };
+        const vf* pri[6] = { &pq, &pk, &pv, &pb, &pg, &ph };
+        for (int i = 0; i < 6; i++) {
+            const vf x = host(outs[i], ns6[i]);
+            if (i == 4 && !c->gated) {   // dg not passed: untouched
+                snprintf(nm, sizeof nm, "delta bwd keep leaves dg alone without g (%s)", tag);
+                expect(memcmp(x.data(), pg.data(), nh * 4) == 0, nm);
+                continue;
+            }
+            snprintf(nm, sizeof nm, "delta bwd keep %s (%s)", bn[i], tag); check_inc(nm, x, *pri[i], *ref[i], bb[i]);
+            snprintf(nm, sizeof nm, "delta bwd keep vs chunkwise %s (%s)", bn[i], tag);
+            check_inc(nm, x, *pri[i], tod(bw[0][i]), bb[i]);
+        }
+        // refusals: no keep, a chunk the chunkwise form does not take
+        expect(mn_cuda_delta_rule_forward_keep(&G, gout, ght, NULL, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C,
+                                               scale, gw) == MN_ERR_CONFIG, "delta fwd keep refuses keep = NULL");
+        expect(mn_cuda_delta_rule_backward_keep(&G, gdq, gdk, gdv, gdb, NULL, gdh, gdy, gdht, gkeep, B, T, H, Dk, Dv, 8,
+                                                scale, gw) == MN_ERR_CONFIG, "delta bwd keep refuses chunk 8");
+        mn_cuda_dfree(gkeep);
     }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gb); mn_cuda_dfree(gg); mn_cuda_dfree(gdy);
     mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(ghs);
