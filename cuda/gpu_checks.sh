@@ -17,7 +17,8 @@
 #   cuda/gpu_checks.sh forms   [DEST]   # one GDN / GDN [-1,1] parity cell alone (600 steps) on the chunkwise
 #                                       # and on the recurrent DeltaNet kernels (synth_cuda --delta_form):
 #                                       # wall time and training loss of each in DEST/forms.md
-#   cuda/gpu_checks.sh delta   [DEST]   # test_cuda delta and ops, bench_cuda delta, and the anchor training
+#   cuda/gpu_checks.sh delta   [DEST]   # test_cuda delta, ops and the model cases of deltanet and gdn
+#                                       # patterns, bench_cuda delta (the kept form's rows too), and the anchor training
 #                                       # tokens/s of deltanet, gdn and gdn_neg (train_cuda --bench 1): the
 #                                       # DeltaNet kernels after a change, in DEST/delta.md
 #   cuda/gpu_checks.sh train   [DEST]   # for each pattern of $PATTERNS (default: those under 300k tokens/s,
@@ -123,10 +124,11 @@ run_forms() {   # which DeltaNet form a synthetic cell should train with
 
 run_delta() {   # correctness first (a failing test is reported, the timings still run)
     local s p
-    for s in delta ops; do
-        ./build/test_cuda 0 $s > "/tmp/gpu_checks_$s.log" 2>&1 || rc=1
-        { echo "./build/test_cuda 0 $s:"; grep -E '^FAIL' "/tmp/gpu_checks_$s.log" | head -20
-          tail -1 "/tmp/gpu_checks_$s.log"; echo; } >> "$dest/delta.md"
+    for s in delta ops model:deltanet model:gdn; do   # model:TEXT: the whole-model cases whose name holds TEXT
+        local log=/tmp/gpu_checks_${s/:/_}.log
+        MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*} > "$log" 2>&1 || rc=1
+        { echo "MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*}:"; grep -E '^FAIL' "$log" | head -20
+          tail -1 "$log"; echo; } >> "$dest/delta.md"
     done
     { echo '```'; ./build/bench_cuda delta 2>&1 | tail -40; echo '```'; } >> "$dest/delta.md" || rc=1
     for p in deltanet gdn gdn_neg; do
@@ -143,7 +145,8 @@ run_train() {   # where an anchor training step's GPU time goes, pattern by patt
         [ -x "$NCU" ] || continue
         # steps 1-2 are skipped (cuBLAS's first calls, the workspace), the loss kernel marks the steps counted
         "$NCU" --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2000 --launch-count 2000 \
-            ./build/train_cuda --anchor --pattern "$p" --steps 12 --seconds 0 --quiet > "/tmp/gpu_checks_ncu_$p.csv" 2>&1
+            ./build/train_cuda --anchor --pattern "$p" --steps 12 --seconds 0 --quiet \
+            > "/tmp/gpu_checks_ncu_$p.csv" 2>&1
         python3 cuda/ncu_top.py "/tmp/gpu_checks_ncu_$p.csv" --top 20 \
             --title "train_cuda --anchor --pattern $p (2,000 kernels after 2,000)" >> "$dest/train.md" || rc=1
         echo >> "$dest/train.md"

@@ -5618,7 +5618,8 @@ typedef struct mn__delta_cws {
 // *nkeep gets their size; the rest (the forward's scratch and the backward's own) stays at base.
 static size_t mn__delta_cws_point(mn__delta_cws* w, float* base, float* keep, int split, size_t* nkeep, size_t Z,
                                   size_t C, size_t Dk, size_t Dv) {
-    const struct { float** p; int shape, kept; } pc[] = {   // shape: 0 (Z,C,Dk) 1 (Z,C,Dv) 2 (Z,C,C) 3 (Z,C) 4 (Z,Dk,Dv)
+    // shape: 0 (Z,C,Dk), 1 (Z,C,Dv), 2 (Z,C,C), 3 (Z,C), 4 (Z,Dk,Dv)
+    const struct { float** p; int shape, kept; } pc[] = {
         { &w->Qc, 0, 1 }, { &w->Kc, 0, 1 }, { &w->Kg, 0, 1 }, { &w->Qg, 0, 1 }, { &w->Kd, 0, 1 }, { &w->W, 0, 1 },
         { &w->dKd, 0, 0 }, { &w->dQg, 0, 0 }, { &w->dW, 0, 0 }, { &w->dKg, 0, 0 }, { &w->dQc, 0, 0 },
         { &w->dKc, 0, 0 },
