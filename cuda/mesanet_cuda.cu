@@ -5659,6 +5659,10 @@ size_t mn_cuda_delta_rule_work_size(size_t B, size_t T, size_t H, size_t Dk, siz
 static int mn__delta_chunk_applies(size_t Dv, size_t chunk, const float* work) {
     return work && chunk >= MN__DELTA_MINC && chunk <= MN__DELTA_MAXC && Dv % MN__DELTA_CW == 0;
 }
+// ... and with this context's setting (mn__delta_rule_forward / _backward's choice)
+static int mn__delta_chunk_taken(const mn_cuda_ctx* ctx, size_t T, size_t Dv, size_t chunk, const float* work) {
+    return T > 0 && ctx->delta_form != MN_CUDA_DELTA_RECURRENT && mn__delta_chunk_applies(Dv, chunk, work);
+}
 
 // dst (Z,C,D) = rows of src (B,T,H,D) in chunk order, zero rows past T; z = (b H + h) NC + n, t = n C + r.
 // I: the index type, 32-bit when every index fits (mn__delta_gather below): the five divisions per element are
@@ -6072,7 +6076,7 @@ static int mn__delta_rule_forward(mn_cuda_ctx* ctx, float* out, float* ht, float
                                   const float* v, const float* beta, const float* g, const float* h0, size_t B,
                                   size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
                                   float* keep, int z0) {
-    if (T == 0 || ctx->delta_form == MN_CUDA_DELTA_RECURRENT || !mn__delta_chunk_applies(Dv, chunk, work))
+    if (!mn__delta_chunk_taken(ctx, T, Dv, chunk, work))
         return mn__delta_rule_forward_rec(ctx, out, ht, hs, q, k, v, beta, g, h0, B, T, H, Dk, Dv, chunk, scale, z0);
     if (z0 && h0) return mn__fail(ctx, MN_ERR_CONFIG, "mn__delta_rule_forward", "z0 needs h0 = zeros", __LINE__);
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_forward", B, T, H, Dk, Dv, chunk));
@@ -6084,7 +6088,7 @@ static int mn__delta_rule_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float
                                    const float* k, const float* v, const float* beta, const float* g, size_t B,
                                    size_t T, size_t H, size_t Dk, size_t Dv, size_t chunk, double scale, float* work,
                                    const float* keep, int z0) {
-    if (T == 0 || ctx->delta_form == MN_CUDA_DELTA_RECURRENT || !mn__delta_chunk_applies(Dv, chunk, work))
+    if (!mn__delta_chunk_taken(ctx, T, Dv, chunk, work))
         return mn__delta_rule_backward_rec(ctx, dq, dk, dv, dbeta, dg, dh0, dout, dht, hs, q, k, v, beta, g, B, T, H,
                                            Dk, Dv, chunk, scale, work, z0);
     MN__TRY(mn__delta_check(ctx, "mn_cuda_delta_rule_backward", B, T, H, Dk, Dv, chunk));
@@ -9228,6 +9232,8 @@ static int mn__cm_delta_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
                                                                             N * H, (int)H);
         MN__LAUNCHED();
     }
+    // hs is written either way, so that a backward on the other form (ctx->delta_form changed in between) has it
+    cm->kept[l] = (unsigned char)mn__delta_chunk_taken(ctx, T, Dh, MN__DELTA_GC, cm->work);
     MN__TRY(mn__delta_rule_forward(ctx, A->o, NULL, A->hs, A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, NULL, B,
                                    T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work, A->keep, 1));
     if (gated) return mn__cm_gated_out_forward(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, Y, A->gl, A->on, A->ro, A->o,
@@ -9259,7 +9265,7 @@ static int mn__cm_delta_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer
     }
     MN__TRY(mn__delta_rule_backward(ctx, D->dq, D->dk, D->dv, D->dbeta, gated ? D->dg : NULL, NULL, D->dO, NULL, A->hs,
                                     A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, B, T, H, Dh, Dh, MN__DELTA_GC,
-                                    1.0 / sqrt((double)Dh), cm->work, A->keep, 1));
+                                    1.0 / sqrt((double)Dh), cm->work, cm->kept[l] ? A->keep : NULL, 1));
     if (gated) {
         mn__k_delta_alog_bwd<<<(unsigned)H, 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CD_ALOG), D->dg, A->g, N, (int)H);
         MN__LAUNCHED();

@@ -620,6 +620,8 @@ typedef struct mn_cuda_model {
     size_t n_valid;                // targets >= 0 in the last forward
     int have_loss;                 // 1 after a forward with targets
     unsigned char mixer[MN_MAX_LAYERS];  // (internal) each layer's row of the GPU mixer table
+    unsigned char kept[MN_MAX_LAYERS];   // (internal) 1: the last forward left the layer's DeltaNet chunk-form
+                                         // pieces in its keep buffer (mn_cuda_delta_rule_forward_keep)
 } mn_cuda_model;
 
 // A new model from a config (mn_model_init's parameters, the same seed gives the same values).

@@ -1803,6 +1803,16 @@ static void test_delta(const delta_case* c) {
             snprintf(nm, sizeof nm, "delta bwd keep vs chunkwise %s (%s)", bn[i], tag);
             check_inc(nm, x, *pri[i], tod(bw[0][i]), bb[i]);
         }
+        {   // the backward leaves keep as it was: a second one from the same keep and priors gives the same bits
+            vf a, r, x;
+            for (int i = 0; i < 6; i++) { x = host(outs[i], ns6[i]); r.insert(r.end(), x.begin(), x.end()); }
+            priors();
+            cudaMemset(gw, 0xFF, wn * 4);
+            CK(mn_cuda_delta_rule_backward_keep(&G, gdq, gdk, gdv, gdb, c->gated ? gdg : NULL, gdh, gdy, gdht, gkeep, B,
+                                                T, H, Dk, Dv, C, scale, gw));
+            for (int i = 0; i < 6; i++) { x = host(outs[i], ns6[i]); a.insert(a.end(), x.begin(), x.end()); }
+            snprintf(nm, sizeof nm, "delta bwd keep (%s)", tag); same_twice(nm, r, a);
+        }
         // refusals: no keep, a chunk the chunkwise form does not take
         expect(mn_cuda_delta_rule_forward_keep(&G, gout, ght, NULL, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C,
                                                scale, gw) == MN_ERR_CONFIG, "delta fwd keep refuses keep = NULL");
