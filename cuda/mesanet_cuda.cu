@@ -9233,9 +9233,10 @@ static int mn__cm_delta_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
         MN__LAUNCHED();
     }
     // hs is written either way, so that a backward on the other form (ctx->delta_form changed in between) has it
-    cm->kept[l] = (unsigned char)mn__delta_chunk_taken(ctx, T, Dh, MN__DELTA_GC, cm->work);
+    cm->kept[l] = ctx->delta_form == MN_CUDA_DELTA_AUTO && mn__delta_chunk_taken(ctx, T, Dh, MN__DELTA_GC, cm->work);
     MN__TRY(mn__delta_rule_forward(ctx, A->o, NULL, A->hs, A->q, A->k, A->vc, A->beta, gated ? A->g : NULL, NULL, B,
-                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work, A->keep, 1));
+                                   T, H, Dh, Dh, MN__DELTA_GC, 1.0 / sqrt((double)Dh), cm->work,
+                                   cm->kept[l] ? A->keep : NULL, 1));
     if (gated) return mn__cm_gated_out_forward(cm, l, MN__CD_G, MN__CD_NORM, MN__CD_O, Y, A->gl, A->on, A->ro, A->o,
                                                res, N);
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CD_NORM), N * H, Dh, c->norm_eps));

@@ -124,7 +124,7 @@ enum { MN_CUDA_MATH_FP32 = 0, MN_CUDA_MATH_TF32 = 1, MN_CUDA_MATH_BF16 = 2 };
 enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
 // DeltaNet / Gated DeltaNet forms: the chunkwise one where it applies (default), or always the recurrent one
-enum { MN_CUDA_DELTA_AUTO = 0, MN_CUDA_DELTA_RECURRENT = 1 };
+enum { MN_CUDA_DELTA_AUTO = 0, MN_CUDA_DELTA_RECURRENT = 1, MN_CUDA_DELTA_RECOMPUTE = 2 };
 
 typedef struct mn_cuda_ctx {
     int device;           // CUDA device ordinal
@@ -145,7 +145,10 @@ typedef struct mn_cuda_ctx {
     int delta_form;       // MN_CUDA_DELTA_AUTO (default): mn_cuda_delta_rule_forward / _backward (and the model's
                           // DeltaNet and GDN layers) take the chunkwise form where it applies; MN_CUDA_DELTA_RECURRENT:
                           // the recurrent one always (one launch a pass, the state in registers: for short
-                          // sequences in large batches, as the synthetic tasks train, it may be the faster)
+                          // sequences in large batches, as the synthetic tasks train, it may be the faster);
+                          // MN_CUDA_DELTA_RECOMPUTE: as AUTO, but the model's layers do not keep the chunkwise
+                          // form's intermediates (mn_cuda_delta_rule_forward_keep): their backward recomputes
+                          // them (less memory, more time; AUTO keeps them)
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
     double* scratch;      // (8) device scratch for reductions

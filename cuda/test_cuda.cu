@@ -1305,10 +1305,12 @@ static int model_case_skipped(const char* name) {
     return only && *only && !strstr(name, only);
 }
 // a name with "recurrent form": the DeltaNet / GDN layers on their recurrent kernels (ctx->delta_form), whose
-// op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds
+// op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds; with "recompute":
+// the chunkwise form without the kept intermediates (the default keeps them), the same bounds
 static void test_model(const model_case* mc) {
     if (model_case_skipped(mc->name)) return;
-    G.delta_form = strstr(mc->name, "recurrent form") ? MN_CUDA_DELTA_RECURRENT : MN_CUDA_DELTA_AUTO;
+    G.delta_form = strstr(mc->name, "recurrent form") ? MN_CUDA_DELTA_RECURRENT
+                   : strstr(mc->name, "recompute") ? MN_CUDA_DELTA_RECOMPUTE : MN_CUDA_DELTA_AUTO;
     test_model_body(mc);
     G.delta_form = MN_CUDA_DELTA_AUTO;
 }
@@ -1955,6 +1957,8 @@ static void test_delta_all(void) {
       3e-3 },                                                                                                       \
     { "gdn_neg H2x128", "gdn_neg", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 1e-3,    \
       3e-3 },                                                                                                       \
+    { "gdn_neg H2x128 recompute", "gdn_neg", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,      \
+      1e-4, 1e-3, 3e-3 },                                                                                           \
     { "deltanet_neg,gdn H4x32 cap", "deltanet_neg,gdn", 0, 128, 2, 4, 32, 352, 3, 101, 30, 0, MN_CUDA_MATH_FP32, 30.0, \
       1e-5, 1e-4, 1e-3, 3e-3 },                                                                                     \
     { "gdn,mesa H2x128 cg10", "gdn,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4, 6e-3,  \
