@@ -1420,9 +1420,12 @@ static void test_model_body(const model_case* mc) {
     CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, g.data()));
     for (size_t t = 0; t < cm.n_tensors; t++) {
         const mn_tensor_info* ti = &cm.tensors[t];
-        // small: one number per head or channel, a sum over every token (mLSTM's gate biases among them)
+        // small: one number per head or channel, a sum over every token (mLSTM's gate biases among them; the
+        // decays' A_log and dt_bias of GDN and Mamba-2: mesanet.h's float build against its double build at
+        // "gdn_neg H2x128"'s shape gave 2e-5 .. 3.8e-3 for layer 0's A_log over five draws, so fp32 rounding
+        // alone can exceed the whole tensors' bound; the kept DeltaNet form measured 1.5e-3 there, session 14)
         int small = strstr(ti->name, "lambda") || strstr(ti->name, "_proj.bias") ||
-                    strstr(ti->name, "gate_preact.bias");
+                    strstr(ti->name, "gate_preact.bias") || strstr(ti->name, "A_log") || strstr(ti->name, "dt_bias");
         snprintf(nm, sizeof nm, "grad %s", ti->name);
         check(nm, vf(g.begin() + ti->offset, g.begin() + ti->offset + ti->numel),
               vd(cm.grads + ti->offset, cm.grads + ti->offset + ti->numel), small ? mc->b_small : mc->b_grad);
