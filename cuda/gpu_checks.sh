@@ -19,7 +19,8 @@
 #                                       # wall time and training loss of each in DEST/forms.md
 #   cuda/gpu_checks.sh delta   [DEST]   # test_cuda delta, ops and the model cases of deltanet and gdn
 #                                       # patterns, bench_cuda delta (the kept form's rows too), and the anchor training
-#                                       # tokens/s of deltanet, gdn and gdn_neg (train_cuda --bench 1): the
+#                                       # tokens/s of deltanet, gdn and gdn_neg (train_cuda --bench 1, the kept
+#                                       # form and --delta_recompute alternating, twice each): the
 #                                       # DeltaNet kernels after a change, in DEST/delta.md
 #   cuda/gpu_checks.sh train   [DEST]   # for each pattern of $PATTERNS (default: those under 300k tokens/s,
 #                                       # mamba2 slstm gdn deltanet): the anchor training tokens/s (--bench 1)
@@ -131,9 +132,12 @@ run_delta() {   # correctness first (a failing test is reported, the timings sti
           tail -1 "$log"; echo; } >> "$dest/delta.md"
     done
     { echo '```'; ./build/bench_cuda delta 2>&1 | tail -40; echo '```'; } >> "$dest/delta.md" || rc=1
-    for p in deltanet gdn gdn_neg; do
-        ./build/train_cuda --anchor --pattern $p --bench 1 --bench_steps 12 2>&1 | grep -iE 'tokens/s|rror' \
-            | sed "s/^/$p: /" >> "$dest/delta.md" || rc=1
+    local f
+    for p in deltanet gdn gdn_neg; do   # the kept form (the default) and --delta_recompute, alternating, twice
+        for f in kept --delta_recompute kept --delta_recompute; do
+            ./build/train_cuda --anchor --pattern $p --bench 1 --bench_steps 12 ${f#kept} 2>&1 \
+                | grep -iE 'tokens/s over|rror' | sed "s/^/$p ${f#--}: /" >> "$dest/delta.md" || rc=1
+        done
     done
 }
 
