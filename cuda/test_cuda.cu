@@ -1691,6 +1691,11 @@ static void test_delta(const delta_case* c) {
     float *gdq = dev(pq), *gdk = dev(pk), *gdv = dev(pv), *gdb = dev(pb), *gdg = dev(pg), *gdh = dev(ph);
     float* const outs[6] = { gdq, gdk, gdv, gdb, gdg, gdh };
     const size_t ns6[6] = { nk, nk, nv, nh, nh, ns };
+    auto outs_now = [&] {   // the six gradient buffers as they are now, one after another
+        vf a, x;
+        for (int i = 0; i < 6; i++) { x = host(outs[i], ns6[i]); a.insert(a.end(), x.begin(), x.end()); }
+        return a;
+    };
     // the default form (chunkwise where it applies: chunk >= 16 and Dv a multiple of 16, work given), then
     // the recurrent form; each against the CPU, then the two against each other
     const int chunked = C >= 16 && Dv % 16 == 0;
@@ -1740,12 +1745,9 @@ static void test_delta(const delta_case* c) {
             priors();
             cudaMemset(gw, 0xFF, wn * sizeof(float));
             bwd();
-            vf a, r, x;
-            for (int i = 0; i < 6; i++) {
-                x = host(outs[i], ns6[i]);
-                a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[i].begin(), r1[i].end());
-            }
-            snprintf(nm, sizeof nm, "delta bwd %s (%s)", form, tag); same_twice(nm, r, a);
+            vf r;
+            for (int i = 0; i < 6; i++) r.insert(r.end(), r1[i].begin(), r1[i].end());
+            snprintf(nm, sizeof nm, "delta bwd %s (%s)", form, tag); same_twice(nm, r, outs_now());
         }
     }
     if (chunked) {   // the chunkwise form against the recurrent one: both are within the bounds above of the CPU
@@ -1809,14 +1811,12 @@ static void test_delta(const delta_case* c) {
             check_inc(nm, x, *pri[i], tod(bw[0][i]), bb[i]);
         }
         {   // the backward leaves keep as it was: a second one from the same keep and priors gives the same bits
-            vf a, r, x;
-            for (int i = 0; i < 6; i++) { x = host(outs[i], ns6[i]); r.insert(r.end(), x.begin(), x.end()); }
+            const vf r = outs_now();
             priors();
             cudaMemset(gw, 0xFF, wn * 4);
             CK(mn_cuda_delta_rule_backward_keep(&G, gdq, gdk, gdv, gdb, c->gated ? gdg : NULL, gdh, gdy, gdht, gkeep, B,
                                                 T, H, Dk, Dv, C, scale, gw));
-            for (int i = 0; i < 6; i++) { x = host(outs[i], ns6[i]); a.insert(a.end(), x.begin(), x.end()); }
-            snprintf(nm, sizeof nm, "delta bwd keep (%s)", tag); same_twice(nm, r, a);
+            snprintf(nm, sizeof nm, "delta bwd keep (%s)", tag); same_twice(nm, r, outs_now());
         }
         // refusals: no keep, a chunk the chunkwise form does not take
         expect(mn_cuda_delta_rule_forward_keep(&G, gout, ght, NULL, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C,
