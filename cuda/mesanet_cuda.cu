@@ -6015,7 +6015,8 @@ static int mn__delta_rule_forward_chunk(mn_cuda_ctx* ctx, float* out, float* ht,
 }
 // The chunkwise backward (mesanet.h's mn_delta_rule_backward): passes 1-4 recomputed from hs (or, with keep,
 // read from what the forward left there: the gathers, the WY products, V_new and the states), the dS chain in
-// reverse chunk order, then the adjoints of all chunks at once. With keep, q k v beta g and hs are not read (NULL is fine) and dg is written when given.
+// reverse chunk order, then the adjoints of all chunks at once. With keep, q k v beta g and hs are not read
+// (NULL is fine) and dg is written when given.
 static int mn__delta_rule_backward_chunk(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dbeta, float* dg,
                                          float* dh0, const float* dout, const float* dht, const float* hs,
                                          const float* q, const float* k, const float* v, const float* beta,
