@@ -396,13 +396,18 @@ static void bench_delta_seq(size_t B, size_t T, size_t H, int chunked) {
         float* keep;
         CK(mn_cuda_malloc(&G, (void**)&keep, mn_cuda_delta_rule_keep_size(B, T, H, D, D, C) * 4));
         const double fk = fb - tok * (6 * cc * dd + 2 * cc * dd + cc * cc / 3 + 2 * dd * dd);
-        ms = time_ms([&] {
-            CK(mn_cuda_delta_rule_forward_keep(&G, out, NULL, keep, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc, work));
-            CK(mn_cuda_delta_rule_backward_keep(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, keep, B, T, H, D,
-                                                D, C, sc, work));
-        });
-        printf("| B=%zu T=%zu H=%zu | %s, kept | %s fwd+bwd | %.3f | %.3f | %.1f | - | - |\n", B, T, H, form,
-               names[gi], ms, fk / 1e12, fk / (ms * 1e-3) / 1e12);
+        for (int ch = 0; ch < 2; ch++) {   // the chain on the tensor cores (the default), then on the FMA kernel
+            G.delta_chain = ch ? MN_CUDA_CHAIN_FMA : MN_CUDA_CHAIN_TC;
+            ms = time_ms([&] {
+                CK(mn_cuda_delta_rule_forward_keep(&G, out, NULL, keep, q, k, v, be, gp, NULL, B, T, H, D, D, C, sc,
+                                                   work));
+                CK(mn_cuda_delta_rule_backward_keep(&G, dq, dk, dv, db, gi ? dg : NULL, NULL, dout, NULL, keep, B, T,
+                                                    H, D, D, C, sc, work));
+            });
+            printf("| B=%zu T=%zu H=%zu | %s, kept%s | %s fwd+bwd | %.3f | %.3f | %.1f | - | - |\n", B, T, H, form,
+                   ch ? ", FMA chain" : "", names[gi], ms, fk / 1e12, fk / (ms * 1e-3) / 1e12);
+        }
+        G.delta_chain = MN_CUDA_CHAIN_TC;
         mn_cuda_dfree(keep);
     }
     mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(be); mn_cuda_dfree(g);

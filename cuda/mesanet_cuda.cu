@@ -5589,7 +5589,8 @@ int mn_cuda_delta_rule_step(mn_cuda_ctx* ctx, float* out, float* state, const fl
 // the CPU form is one strided batched cuBLAS GEMM over all B H NC chunks at once (mn__gemm, fp32
 // math unless ctx->math asks for TF32), the masks, gates and the triangular inverse are small per-chunk
 // kernels, and only the chunk-to-chunk recurrences run in order: mn__k_delta_chain, one block per
-// (sequence, head, 16 value columns), the 16-column slice of S (or dS) in shared memory:
+// (sequence, head, 16 value columns), the 16-column slice of S (or dS) in shared memory (or, where Dk and C are
+// multiples of 16 and Dv of 32, mn__k_delta_chain_tc: 32 columns, the products on the tensor cores):
 //   forward   V_new = U - W S ; S <- e^gam_last S + Kd^T V_new
 //   backward  dV_new = P^T dO + Kd dS ; dS <- e^gam_last dS + Qg^T dO - W^T dV_new
 // (the columns of S evolve independently given W and Kd, so the slices need no communication; P^T dO
@@ -5871,6 +5872,106 @@ __global__ void __launch_bounds__(256) mn__k_delta_chain(float* O1, float* Sst, 
             *p = acc ? *p + St[d * MN__DELTA_CW + cj] : St[d * MN__DELTA_CW + cj];
         }
 }
+// The chain on the tensor cores, chosen by mn__delta_chain where Dk <= 128 and Dk, C are multiples of 16 and Dv
+// of 32: the recurrence and the arguments of mn__k_delta_chain, one block per (sequence and head, 32 value
+// columns), both products of a chunk by mma.sync m16n8k8 in 3xTF32 (mn__gla_mma; fp32-level, so the state keeps
+// the FMA kernel's accuracy: TF32 alone would round every chunk's state product to ~3e-4 and the state would
+// carry that to the end of the sequence). The FMA kernel spent most of its time waiting for M1 and M2 after a
+// barrier (their loads from L2 sat on the chain's critical path though they never depend on the state); here
+// they stream through a ring of two MN__DELTA_RS-row pieces by cp.async, the next piece in flight while this
+// one is multiplied. Pieces 0 .. P-1 of a chunk are M1's rows (phase 1), pieces P .. 2P-1 M2's (phase 2):
+//   phase 1, M1 piece p: warp w's tile is O1's rows 32 p + 16 (w % 2) + [0,16) x columns 8 (w / 2) + [0,8),
+//            K = Dk; O1 = A1 + s1 acc goes to global memory and to Ob (C rows of 32 + 8) for phase 2
+//   phase 2, M2 piece p: warp w < Dk/16 accumulates rows 16 w + [0,16) x all 32 columns of M2^T O1 over the
+//            piece's rows; after the chunk's last piece St <- e_last St + Y + s2 acc (each thread its own entries)
+// Row strides are padded so that the fragments' 32 lanes fall in 32 banks: St and Ob 40 floats, M1's rows
+// Dk + 4, M2's Dk + 8. Dynamic shared memory: 40 (Dk + C) + 2 MN__DELTA_RS (Dk + 8) floats, 64 KB at Dk = 128,
+// C = 64: 3 blocks an SM, so the anchor layer's 320 blocks run in one wave on 132 SMs.
+#define MN__DELTA_TCW 32        // value columns per block of the tensor-core chain
+#define MN__DELTA_TSL (MN__DELTA_TCW + 8)
+__global__ void __launch_bounds__(256) mn__k_delta_chain_tc(float* O1, float* Sst, float* fin, const float* A1,
+                                                            const float* M1, const float* M2, const float* Y,
+                                                            const float* eg, const float* s0, int NC, int C, int Dk,
+                                                            int Dv, float s1, float s2, int rev, int acc) {
+    extern __shared__ __align__(16) float mn__delta_tcs[];   // St (Dk,40), Ob (C,40), ring 2 x (RS,Dk+8)
+    const int SL = MN__DELTA_TSL, RS = MN__DELTA_RS, PL = RS * (Dk + 8);
+    float *St = mn__delta_tcs, *Ob = St + Dk * SL, *ring = Ob + C * SL;
+    const int w = threadIdx.x >> 5, P = (C + RS - 1) / RS, PP = 2 * P, NQ = NC * PP;
+    const size_t bh = blockIdx.x, c0 = (size_t)blockIdx.y * MN__DELTA_TCW, ns = (size_t)Dk * Dv;
+    auto chunk = [&](int q) { const int it = q / PP; return bh * NC + (rev ? NC - 1 - it : it); };
+    auto issue = [&](int q) {   // piece q of the chain into ring buffer q % 2
+        const int pc = q % PP, ph = pc >= P, p = pc - ph * P, rows = min(RS, C - p * RS), d4 = Dk / 4;
+        const int ld = ph ? Dk + 8 : Dk + 4;
+        const float* src = (ph ? M2 : M1) + (chunk(q) * C + (size_t)p * RS) * Dk;
+        float* dst = ring + (q & 1) * PL;
+        for (int e = threadIdx.x; e < rows * d4; e += 256) mn__cp16(dst + (e / d4) * ld + 4 * (e % d4), src + 4 * e);
+        mn__cp_commit();
+    };
+    for (int e = threadIdx.x; e < Dk * MN__DELTA_TCW; e += 256) {
+        const int d = e / MN__DELTA_TCW, c = e % MN__DELTA_TCW;
+        St[d * SL + c] = s0 ? s0[bh * ns + (size_t)d * Dv + c0 + c] : 0.f;
+    }
+    float cs[4][4];                                          // phase 2's accumulators (warp w's 16 rows x 32)
+    issue(0);
+    for (int q = 0; q < NQ; q++) {
+        const int pc = q % PP, ph = pc >= P, p = pc - ph * P, rows = min(RS, C - p * RS);
+        const size_t z = chunk(q);
+        if (q + 1 < NQ) { issue(q + 1); mn__cp_wait<1>(); }
+        else mn__cp_wait<0>();
+        __syncthreads();                                     // piece q has landed; St / Ob of the last piece written
+        const float* pb = ring + (q & 1) * PL;
+        if (pc == 0) {                                       // a chunk begins: its entering state, fresh sums
+            for (int e = threadIdx.x; e < Dk * MN__DELTA_TCW; e += 256) {
+                const int d = e / MN__DELTA_TCW, c = e % MN__DELTA_TCW;
+                Sst[z * ns + (size_t)d * Dv + c0 + c] = St[d * SL + c];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) cs[j][e] = 0.f;
+        }
+        if (!ph) {
+            const int rt = w & 1, ct = w >> 1;
+            if (16 * rt < rows) {
+                float c[1][4] = { { 0.f, 0.f, 0.f, 0.f } };
+                const float* a = pb + 16 * rt * (Dk + 4);
+                mn__gla_mma<1, true>(c, 0, Dk, 1, [&](int m, int k) { return a[m * (Dk + 4) + k]; },
+                                     [&](int k, int n) { return St[k * SL + 8 * ct + n]; });
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = p * RS + 16 * rt + mn__gla_er(e), col = 8 * ct + mn__gla_ec(0, e);
+                    const size_t o = (z * C + r) * Dv + c0 + col;
+                    const float x = fmaf(s1, c[0][e], A1[o]);
+                    Ob[r * SL + col] = x;
+                    O1[o] = x;
+                }
+            }
+        } else if (w < Dk / 16) {
+            const float* ob = Ob + p * RS * SL;
+            mn__gla_mma<4, true>(cs, 0, rows, 4, [&](int m, int k) { return pb[k * (Dk + 8) + 16 * w + m]; },
+                                 [&](int k, int n) { return ob[k * SL + n]; });
+            if (pc == PP - 1) {                              // the state update, each entry by its one owner
+                const float el = eg[z * C + C - 1];
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int d = 16 * w + mn__gla_er(e), col = mn__gla_ec(j, e);
+                        float x = el * St[d * SL + col];
+                        if (Y) x += Y[z * ns + (size_t)d * Dv + c0 + col];
+                        St[d * SL + col] = fmaf(s2, cs[j][e], x);
+                    }
+            }
+        }
+        __syncthreads();                                     // every read of buffer q % 2 done before issue(q + 2)
+    }
+    if (fin)
+        for (int e = threadIdx.x; e < Dk * MN__DELTA_TCW; e += 256) {
+            const int d = e / MN__DELTA_TCW, c = e % MN__DELTA_TCW;
+            float* f = fin + bh * ns + (size_t)d * Dv + c0 + c;
+            *f = acc ? *f + St[d * SL + c] : St[d * SL + c];
+        }
+}
 // hs <-> the chunk-start states Sst (B H NC,Dk,Dv): to_hs copies Sst into hs (B,H,NC-z0,Dk,Dv) (z0 drops
 // every sequence's first state, zero), else fills Sst from hs (the first state zero under z0)
 __global__ void mn__k_delta_hs(float* hs, float* Sst, size_t BH, int NC, size_t ns, int z0, int to_hs) {
@@ -5981,6 +6082,21 @@ static int mn__delta_chunk_prep(mn_cuda_ctx* ctx, const mn__delta_cws* w, const 
 static int mn__delta_chain(mn_cuda_ctx* ctx, float* O1, float* Sst, float* fin, const float* A1, const float* M1,
                            const float* M2, const float* Y, const float* eg, const float* s0, size_t BH, size_t NC,
                            size_t C, size_t Dk, size_t Dv, float s1, float s2, int rev, int acc) {
+    if (ctx->delta_chain != MN_CUDA_CHAIN_FMA && Dk % 16 == 0 && Dk <= 128 && C % 16 == 0 && C <= MN__DELTA_MAXC &&
+        Dv % MN__DELTA_TCW == 0) {
+        static int attr = 0;   // the largest case's shared memory (Dk = 128, C = MN__DELTA_MAXC), once
+        const size_t smem = (MN__DELTA_TSL * (Dk + C) + 2 * MN__DELTA_RS * (Dk + 8)) * sizeof(float);
+        if (!attr) {
+            const size_t big = (MN__DELTA_TSL * (128 + MN__DELTA_MAXC) + 2 * MN__DELTA_RS * 136) * sizeof(float);
+            MN__CU(cudaFuncSetAttribute(mn__k_delta_chain_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big));
+            attr = 1;
+        }
+        dim3 grid((unsigned)BH, (unsigned)(Dv / MN__DELTA_TCW));
+        mn__k_delta_chain_tc<<<grid, 256, smem, MN__STREAM>>>(O1, Sst, fin, A1, M1, M2, Y, eg, s0, (int)NC, (int)C,
+                                                              (int)Dk, (int)Dv, s1, s2, rev, acc);
+        MN__LAUNCHED();
+        return MN_OK;
+    }
     const size_t smem = ((Dk + C) * MN__DELTA_CW + MN__DELTA_RS * (Dk + 4)) * sizeof(float);
     dim3 grid((unsigned)BH, (unsigned)(Dv / MN__DELTA_CW));
     mn__k_delta_chain<<<grid, 256, smem, MN__STREAM>>>(O1, Sst, fin, A1, M1, M2, Y, eg, s0, (int)NC, (int)C, (int)Dk,

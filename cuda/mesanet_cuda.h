@@ -125,6 +125,8 @@ enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
 // DeltaNet / Gated DeltaNet forms: the chunkwise one where it applies (default), or always the recurrent one
 enum { MN_CUDA_DELTA_AUTO = 0, MN_CUDA_DELTA_RECURRENT = 1, MN_CUDA_DELTA_RECOMPUTE = 2 };
+// the chunkwise DeltaNet / GDN form's chunk-to-chunk chain: tensor cores (3xTF32) where the shapes allow, or fp32 FMA
+enum { MN_CUDA_CHAIN_TC = 0, MN_CUDA_CHAIN_FMA = 1 };
 
 typedef struct mn_cuda_ctx {
     int device;           // CUDA device ordinal
@@ -149,6 +151,9 @@ typedef struct mn_cuda_ctx {
                           // MN_CUDA_DELTA_RECOMPUTE: as AUTO, but the model's layers do not keep the chunkwise
                           // form's intermediates (mn_cuda_delta_rule_forward_keep): their backward recomputes
                           // them (less memory, more time; AUTO keeps them)
+    int delta_chain;      // MN_CUDA_CHAIN_TC (default): the chain on the tensor cores in 3xTF32 (fp32-level) where
+                          // Dk and the chunk are multiples of 16 and Dv of 32, else the FMA kernel;
+                          // MN_CUDA_CHAIN_FMA: the fp32 FMA kernel always (the reference the tests compare with)
     int sm_count;         // multiprocessors of the device
     size_t smem_optin;    // largest dynamic shared memory a block may opt in to (bytes)
     double* scratch;      // (8) device scratch for reductions
