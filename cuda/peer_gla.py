@@ -6,7 +6,9 @@ the (B,T,H,D) layout): chunk_gla (per-channel gate, the issue's target 0.72 ms f
 forward+backward), chunk_simple_gla (one gate per head) and chunk_linear_attn, in bf16 (fla's usual
 dtype) and fp32; gates logsigmoid(N(0,1)) / 16 as the layers make them. Times: CUDA events around
 each call, median of 20 after 3 warm-ups. A kernel that does not run on this machine prints why.
-Prints one markdown table. Usage: python3 cuda/peer_gla.py [B T H D]
+Prints one markdown table. Usage: python3 cuda/peer_gla.py [B T H D [NAMES]] (NAMES: a comma list of the
+kernels to time, e.g. chunk_gla,chunk_simple_gla; default all three: each costs minutes of Triton compilation
+on its first run on a machine)
 """
 import sys
 
@@ -42,7 +44,10 @@ def main():
     torch.manual_seed(0)
     print(f"peer_gla on {torch.cuda.get_device_name()}, torch {torch.__version__}, B={B} T={T} H={H} D={D}\n")
     print("| peer | dtype | pass | ms |\n|---|---|---|---|")
+    only = sys.argv[5].split(",") if len(sys.argv) > 5 else None
     for name, fn, gate in kernels():
+        if only is not None and name not in only:
+            continue
         for dt in (torch.bfloat16, torch.float32):
             q, k, v, do = (torch.randn(B, T, H, D, device="cuda", dtype=dt) for _ in range(4))
             g = None
