@@ -500,7 +500,8 @@ static void bench_ssd_shape(size_t B, size_t T, size_t H, size_t P, size_t N, in
     double bb = 4.0 * BTH * (2.0 * P + 2.0 * N + 1) + 4.0 * BTH * 2 * (P + 2.0 * N + 1)    // in; dX..dC r+w
                 + (form ? 2.0 * 4 * B * H * ((T + 63) / 64) * pn : 0);                 // checkpoints w+r
     printf("| ssd %s %s | P %zu N %zu | %.3f | %.3f | %.2f | %.2f | %.0f | %.0f |\n",
-           form ? "recurrent" : "default", amode == MN_SSD_TRANSITION ? "transition" : "log-decay", P, N, tf, tfb,
+           form ? "recurrent" : G.ssd_tf32 ? "default, TF32 + local dg" : "default",
+           amode == MN_SSD_TRANSITION ? "transition" : "log-decay", P, N, tf, tfb,
            ff / (tf * 1e-3) / 1e12, (ff + fb) / (tfb * 1e-3) / 1e12, bf / (tf * 1e-3) / 1e9,
            (bf + bb) / (tfb * 1e-3) / 1e9);
     mn_cuda_dfree(X); mn_cuda_dfree(Bm); mn_cuda_dfree(Cm); mn_cuda_dfree(dy); mn_cuda_dfree(A); mn_cuda_dfree(y);
@@ -539,6 +540,11 @@ static void bench_ssd(void) {
     printf("|---|---|---|---|---|---|---|---|\n");
     bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_LOG_DECAY, 0);
     bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_TRANSITION, 0);
+    G.math = MN_CUDA_MATH_TF32; G.ssd_tf32 = 1;    // ctx->ssd_tf32: the GLA op in TF32, the local gate gradient
+    bench_ssd_shape(B, T, H, 128, 128, MN_SSD_LOG_DECAY, 0);
+    bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_LOG_DECAY, 0);
+    bench_ssd_shape(16, 2048, 10, 128, 128, MN_SSD_TRANSITION, 0);
+    G.math = MN_CUDA_MATH_FP32; G.ssd_tf32 = 0;
     printf("\n| decode | head | batch | us | tokens/s | GB/s (state r+w) | of 4.3 TB/s |\n");
     printf("|---|---|---|---|---|---|---|\n");
     for (size_t Bd : { (size_t)1, (size_t)64 }) {

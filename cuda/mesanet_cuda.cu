@@ -4404,6 +4404,7 @@ typedef struct mn__gla_args {
     unsigned B, T, H, NT;
     float scale;
     int acc;                                      // backward: 1 accumulate into dq..dg (the contract), 0 overwrite
+    int dglocal;                                  // G = 1: the gate gradient from chunk-local sums (ctx->gla_dg)
 } mn__gla_args;
 
 // ---- the state scans: forward (the states) and reverse (their gradients) -------------------------
@@ -4721,8 +4722,8 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
             mn__gla_mma<4, X3>(ak2, r0 + 16, MN__GC, 4, [&](int m, int k) { return sdP[k * LT + r0 + m]; },
                 [&](int k, int nn) { return sQ[k * LT + s0 + nn] * expf(gam(k, s0 + nn) - gam(r0 + 15, s0 + nn)); });
     }
-    __syncthreads();                              // sO is free: it takes u below
-    float* sU = sO;
+    __syncthreads();                              // sO and sV are free: they take u (and w) below
+    float *sU = sO, *sW = sV;
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -4731,6 +4732,7 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
             const float gr = gam(r, c);
             float dq = sc * (GM ? expf(gr) : 1.f) * aq[j][e];
             float dk = (GM ? expf(gam(MN__GC - 1, c) - gr) : 1.f) * ak[j][e];
+            const float dqi = dq, dki = dk;       // the inter-chunk parts (the local gate gradient's terms)
             if (GM <= 1) { dq += aq2[j][e]; dk += ak2[j][e]; }
             else if (fact) { dq += sc * expf(gr) * aq2[j][e]; dk += sc * expf(-gr) * ak2[j][e]; }
             else {
@@ -4746,10 +4748,25 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
                 *pq = A.acc ? *pq + dq : dq;
                 *pk = A.acc ? *pk + dk : dk;
             }
-            if (GM) sU[r * LD + c] = sQ[r * LT + c] * dq - sK[r * LT + c] * dk;
+            if (GM == 1 && A.dglocal) { sU[r * LD + c] = sQ[r * LT + c] * dqi; sW[r * LD + c] = sK[r * LT + c] * dki; }
+            else if (GM) sU[r * LD + c] = sQ[r * LT + c] * dq - sK[r * LT + c] * dk;
         }
     if (GM == 0 || !A.dg) return;
     __syncthreads();
+    if (GM == 1 && A.dglocal) {                   // this channel's part of the local form (mn__k_gla_dg)
+        if (threadIdx.x < 64) {
+            const int c = threadIdx.x;
+            float s = 0.f, p = 0.f, d = 0.f;
+            for (int r = MN__GC; r-- > 0;) { s += sU[r * LD + c]; sU[r * LD + c] = s; }   // sum over i >= t
+            for (int r = 0; r < MN__GC; r++) {                                          // + sum over j < t
+                if (r < nr) A.dgl[(row0 + (size_t)r * H) * D + i0 + c] = sU[r * LD + c] + p;
+                p += sW[r * LD + c];
+            }
+            for (int j = 0; j < D; j++) d += sS[c * LD + j] * sdS[c * LD + j];       // state row i0 + c
+            A.ctot[(bh * NT + n) * D + i0 + c] = expf(gam(MN__GC - 1, 0)) * d;
+        }
+        return;
+    }
     if (threadIdx.x < 64) {                       // u summed from the chunk's end back to each token
         const int c = threadIdx.x;
         float s = 0.f;
@@ -4791,11 +4808,36 @@ __global__ void mn__k_gla_rowdot(float* rsd, const float* S, const float* dht, s
     }
 }
 // dg = dgl + the later chunks' totals + rsd, summed over the channels for G = 1; one block (Dk
-// threads) per chunk and head
+// threads) per chunk and head. The local form (A.dglocal, G = 1; ctx->gla_dg): dg_t = sum over the channels
+// of dgl (sum_{i>=t} q_i.dq_inter_i + sum_{j<t} k_j.dk_inter_j) and ctot (this chunk's e^{gam_last} <S_n,
+// dS_{n+1}>, row by row), plus the running sum G_t = sum_{i>=t>j} P_ij dP_ij of the chunk's scores (P the
+// decayed, scaled Q K^T, dP = dO V^T): nothing from other chunks (dht enters through dS_{n+1}).
 __global__ void mn__k_gla_dg(mn__gla_args A, int D, int GM) {
-    __shared__ float sh[32];
+    __shared__ float sh[32], Gs[MN__GC];
     const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC;
     const int i = threadIdx.x;
+    if (GM == 1 && A.dglocal) {
+        const size_t z = (bh * NT + n) * MN__GC * MN__GC;
+        for (int t = i; t < MN__GC; t += blockDim.x) {   // G_{t+1} - G_t = sum_{r>t} M_rt - sum_{j<t} M_tj
+            float cb = 0.f, rl = 0.f;
+            for (int r = t + 1; r < MN__GC; r++) cb += A.P[z + r * MN__GC + t] * A.dP[z + r * MN__GC + t];
+            for (int j = 0; j < t; j++) rl += A.P[z + t * MN__GC + j] * A.dP[z + t * MN__GC + j];
+            Gs[t] = cb - rl;
+        }
+        __syncthreads();
+        if (i == 0) {
+            float run = 0.f;
+            for (int t = 0; t < MN__GC; t++) { const float d = Gs[t]; Gs[t] = run; run += d; }
+        }
+        __syncthreads();
+        const float own = A.ctot[(bh * NT + n) * D + i];
+        for (size_t r = 0; r < MN__GC && t0 + r < T; r++) {
+            const size_t row = (b * T + t0 + r) * H + h;
+            const float s = mn__block_sum(A.dgl[row * D + i] + own, sh) + Gs[r];
+            if (i == 0) A.dg[row] = A.acc ? A.dg[row] + s : s;
+        }
+        return;
+    }
     float carry = A.rsd ? A.rsd[bh * D + i] : 0.f;
     for (size_t m = n + 1; m < NT; m++) carry += A.ctot[(bh * NT + m) * D + i];
     for (size_t r = 0; r < MN__GC && t0 + r < T; r++) {
@@ -5069,7 +5111,8 @@ static int mn__gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, f
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
     a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.dout = dout; a.dht = dht;
     a.dq = dq; a.dk = dk; a.dv = dv; a.dg = G ? dg : NULL; a.dh0 = dh0; a.acc = acc;
-    a.rsd = dht && a.dg ? w.rsd : NULL; a.blocks = ctx->gla_blocks;
+    a.dglocal = G == 1 && ctx->gla_dg == MN_CUDA_GLA_DG_LOCAL;
+    a.rsd = dht && a.dg && !a.dglocal ? w.rsd : NULL; a.blocks = ctx->gla_blocks;
     MN__TRY(mn__gla_prep(ctx, &w, a, g, G));                         // the cumulative gates again
     MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));                         // the states again
     MN__TRY(mn__gla_run(ctx, 1, Dk, gm, a));                         // their gradients
@@ -6781,6 +6824,16 @@ static int mn__ssd_chunked(int amode, size_t B, size_t T, size_t H, size_t P, si
 // The chunkwise form runs in 3xTF32 whatever ctx->math: Mamba-2's decays (dt A, down to ~ -2 per token) make
 // A's gradient a sum over the sequence that largely cancels; with plain TF32 products it measured 17x its size
 // (H200 run 1, the TF32 model case). ctx->math is set to FP32 for the call and restored on every path.
+// ctx->ssd_tf32 = 1 instead keeps ctx->math and takes the GLA op's chunk-local gate gradient
+// (MN_CUDA_GLA_DG_LOCAL), whose sums never leave a chunk, so the TF32 error does not build up over T.
+struct mn__ssd_math {
+    mn_cuda_ctx* ctx; int math, dg;
+    explicit mn__ssd_math(mn_cuda_ctx* c) : ctx(c), math(c->math), dg(c->gla_dg) {
+        if (c->ssd_tf32) c->gla_dg = MN_CUDA_GLA_DG_LOCAL;
+        else c->math = MN_CUDA_MATH_FP32;
+    }
+    ~mn__ssd_math() { ctx->math = math; ctx->gla_dg = dg; }
+};
 static int mn__ssd_fwd_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
                              const float* Cm, size_t B, size_t T, size_t H, size_t N, int amode, float* work) {
     if (amode == MN_SSD_LOG_DECAY)                  // simple GLA: q = C, k = B, v = X, g = A
@@ -6839,7 +6892,7 @@ int mn_cuda_ssd_forward_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const 
     const char* why;
     if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward_chunk", why, __LINE__);
-    mn__math_fp32 x3(ctx);
+    mn__ssd_math x3(ctx);
     return mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work);
 }
 int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
@@ -6849,7 +6902,7 @@ int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB
     const char* why;
     if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward_chunk", why, __LINE__);
-    mn__math_fp32 x3(ctx);
+    mn__ssd_math x3(ctx);
     return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work);
 }
 int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,

@@ -125,6 +125,8 @@ enum { MN_CUDA_SCAN_TF32X3 = 0, MN_CUDA_SCAN_FFMA = 1, MN_CUDA_SCAN_TF32 = 2 };
 enum { MN_CUDA_CG_WGMMA = 0, MN_CUDA_CG_MMA = 1 };      // Mesa CG products (Dk = 128): Hopper wgmma or mma.sync
 // DeltaNet / Gated DeltaNet forms: the chunkwise one where it applies (default), or always the recurrent one
 enum { MN_CUDA_DELTA_AUTO = 0, MN_CUDA_DELTA_RECURRENT = 1, MN_CUDA_DELTA_RECOMPUTE = 2 };
+// simple GLA's (G = 1) gate gradient: a running sum over the rest of the sequence, or sums inside each chunk
+enum { MN_CUDA_GLA_DG_SUM = 0, MN_CUDA_GLA_DG_LOCAL = 1 };
 // the chunkwise DeltaNet / GDN form's chunk-to-chunk chain: tensor cores (3xTF32) where the shapes allow, or fp32 FMA
 enum { MN_CUDA_CHAIN_TC = 0, MN_CUDA_CHAIN_FMA = 1 };
 
@@ -144,6 +146,11 @@ typedef struct mn_cuda_ctx {
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
     int gla_blocks;       // GLA (G = Dk) intra-chunk scores: 0 (default) one product per chunk while the chunk's
                           // cumulative gates stay within +-40 (else by 16-row blocks); 1: always by blocks
+    int gla_dg;           // G = 1: MN_CUDA_GLA_DG_SUM (default) dg_t = sum_{s>=t} (q_s.dq_s - k_s.dk_s), a sum over
+                          // the rest of the sequence whose terms cancel; MN_CUDA_GLA_DG_LOCAL the same gradient
+                          // from sums inside each chunk (its products' TF32 error does not grow with T)
+    int ssd_tf32;         // Mamba-2's chunkwise SSD: 0 (default) in 3xTF32 whatever ctx->math; 1 in ctx->math with
+                          // the local gate gradient (faster; not yet the default: see cuda/results.md)
     int delta_form;       // MN_CUDA_DELTA_AUTO (default): mn_cuda_delta_rule_forward / _backward (and the model's
                           // DeltaNet and GDN layers) take the chunkwise form where it applies; MN_CUDA_DELTA_RECURRENT:
                           // the recurrent one always (one launch a pass, the state in registers: for short

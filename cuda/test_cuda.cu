@@ -559,7 +559,8 @@ static void test_attention_all(void) {
 // Against mesanet.h's recurrent forms in double (the definition, one token at a time). The GPU's
 // products run on the tensor cores: in 3xTF32 with ctx->math = MN_CUDA_MATH_FP32 (fp32-level: out and
 // ht 1e-5, gradients 1e-4, the gate gradient, a running sum over the whole sequence, 2e-4), in plain
-// TF32 with MN_CUDA_MATH_TF32 (10-bit operands, ~5e-4 per product: 3e-3, 5e-3, 1e-2).
+// TF32 with MN_CUDA_MATH_TF32 (10-bit operands, ~5e-4 per product: 3e-3, 5e-3, 1e-2). Simple GLA's gate
+// gradient also from chunk-local sums (ctx->gla_dg) at the same bounds, the other gradients bit for bit.
 typedef struct gla_case {
     const char* name;
     size_t B, T, H, D;
@@ -622,6 +623,22 @@ static void test_gla(const gla_case* c) {
             x = host(gdg, ng); a.insert(a.end(), x.begin(), x.end()); r.insert(r.end(), r1[3].begin(), r1[3].end());
         }
         snprintf(nm, sizeof nm, "gla bwd dq, dk, dv, dg (%s)", tag); same_twice(nm, r, a);
+    }
+    if (Gw == 1) {   // ctx->gla_dg = MN_CUDA_GLA_DG_LOCAL: dg from chunk-local sums; dq, dk, dv, dh0 bit for bit
+        CK(mn_cuda_upload(&G, gdq, pq.data(), n * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), n * 4));
+        CK(mn_cuda_upload(&G, gdv, pv.data(), n * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
+        CK(mn_cuda_upload(&G, gdg, pg.data(), ng * 4));
+        cudaMemset(gw, 0xFF, wn * sizeof(float));
+        G.gla_dg = MN_CUDA_GLA_DG_LOCAL;
+        CK(mn_cuda_gla_backward(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale,
+                                64, gw));
+        G.gla_dg = MN_CUDA_GLA_DG_SUM;
+        snprintf(nm, sizeof nm, "gla bwd local dg (%s)", tag); check_inc(nm, host(gdg, ng), pg, dg, bgg);
+        const vf loc[4] = { host(gdq, n), host(gdk, n), host(gdv, n), host(gdh, ns) };
+        const int at[4] = { 0, 1, 2, 4 };
+        size_t differ = 0;
+        for (int i = 0; i < 4; i++) differ += memcmp(loc[i].data(), r1[at[i]].data(), loc[i].size() * 4) != 0;
+        snprintf(nm, sizeof nm, "gla bwd local: dq, dk, dv, dh0 unchanged (%s)", tag); expect(differ == 0, nm);
     }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gg); mn_cuda_dfree(gh0);
     mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(gw); mn_cuda_dfree(gdq);
@@ -2005,7 +2022,9 @@ static void test_delta_all(void) {
 //   error (~4e-6 of dA's rms, measured on the log-decay cases) by 1/|a| for |a| >= 2^-8 (rms over a's
 //   spread: ~13x), and tokens below it take the exact chunk formula: within 2e-4 still;
 //   the recurrent form in a TF32 context: fp32 too (it has no TF32 path); the GPU's two forms against each
-//   other (new against old) at the same bounds.
+//   other (new against old) at the same bounds. ctx->ssd_tf32 (the chunk form in ctx->math, the GLA op's
+//   chunk-local gate gradient): in fp32 the bounds above; in TF32 the GLA tests' TF32 bounds, y 3e-3, dX dB dC
+//   5e-3, dA 1e-2 (2e-2 for transitions, dA = dg / a), set before the first GPU run of it.
 // The decode step (fp32 against double over several tokens): 1e-5, the state too.
 typedef struct ssd_case {
     const char* name;
@@ -2016,6 +2035,7 @@ typedef struct ssd_case {
     double lo, hi;        // log-decays A*dt ~ -U(lo, hi); transitions a = 2 exp(that) - 1
     int math;
     int tiny;             // transitions: 1 in 29 (b,t,h) a = 0, as many at +-1e-5, +-3e-3 (under 2^-8), -1
+    int fast;             // ctx->ssd_tf32: the chunk form in ctx->math with the GLA op's local gate gradient
 } ssd_case;
 // whether the default form takes the chunk form for this case (mn__ssd_chunked's shapes; no states)
 static int ssd_chunk_case(const ssd_case* c) {
@@ -2027,11 +2047,14 @@ static void test_ssd_op(const ssd_case* c) {
     int tf = c->math == MN_CUDA_MATH_TF32, ck = ssd_chunk_case(c);
     const char* fn = c->form == 1 ? "recurrent" : c->form == 2 ? "chunk" : ck ? "default=chunk" : "default=recurrent";
     double bo = 1e-5, bg = 1e-4, ba = 2e-4;
+    if (c->fast && tf) {   // plain TF32 products: the GLA tests' TF32 bounds; dA = dg / a for transitions: x2
+        bo = 3e-3; bg = 5e-3; ba = c->amode == MN_SSD_TRANSITION ? 2e-2 : 1e-2;
+    }
     char nm[220], tag[160];
-    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu P %zu N %zu, %s, %s%s%s", c->name, B, T, H, P, N,
+    snprintf(tag, sizeof tag, "%s: B %zu T %zu H %zu P %zu N %zu, %s, %s%s%s%s", c->name, B, T, H, P, N,
              c->amode == MN_SSD_TRANSITION ? "transition" : "log-decay", fn,
-             c->state ? ", states" : "", tf ? ", tf32" : "");
-    G.math = c->math;
+             c->state ? ", states" : "", tf ? ", tf32" : "", c->fast ? ", ssd_tf32" : "");
+    G.math = c->math; G.ssd_tf32 = c->fast;
     vf X = randn(nx, 0, 1), Bm = randn(nb, 0, 1), Cm = randn(nb, 0, 1), dy = randn(nx, 0, 1), A(na);
     for (size_t i = 0; i < na; i++) {
         double la = -(c->lo + (c->hi - c->lo) * mn_rng_uniform(&R));
@@ -2103,7 +2126,7 @@ static void test_ssd_op(const ssd_case* c) {
     mn_cuda_dfree(gX); mn_cuda_dfree(gA); mn_cuda_dfree(gB); mn_cuda_dfree(gC); mn_cuda_dfree(gdy);
     mn_cuda_dfree(gh0); mn_cuda_dfree(gdht); mn_cuda_dfree(gy); mn_cuda_dfree(ght); mn_cuda_dfree(gw);
     mn_cuda_dfree(gdX); mn_cuda_dfree(gdA); mn_cuda_dfree(gdB); mn_cuda_dfree(gdC); mn_cuda_dfree(gdh);
-    G.math = MN_CUDA_MATH_FP32;
+    G.math = MN_CUDA_MATH_FP32; G.ssd_tf32 = 0;
 }
 
 // The decode step, batched, against mn_ssd_step in double from a random state over S consecutive tokens:
@@ -2150,35 +2173,40 @@ static void test_ssd_all(void) {
     const ssd_case cases[] = {
         // default form: the chunk form (P == N in {64, 128}, no states), else the recurrent kernels;
         // "strong": log-decays down to -8 a token (the state forgets within a few tokens)
-        //  name                    B  T     H  P    N    amode form st lo   hi    math tiny
-        { "default D64",            2, 200,  3, 64,  64,  LD,   0,   0, 0.0, 1.0,  F32, 0 },   // T past the last chunk
-        { "default D128",           1, 300,  2, 128, 128, LD,   0,   0, 0.0, 0.5,  F32, 0 },
-        { "default D128 strong",    1, 200,  2, 128, 128, LD,   0,   0, 0.0, 8.0,  F32, 0 },
-        { "default D64 tf32",       2, 150,  2, 64,  64,  LD,   0,   0, 0.0, 1.0,  T32, 0 },   // still 3xTF32
-        { "default states",         2, 130,  2, 64,  64,  LD,   0,   1, 0.0, 1.0,  F32, 0 },   // -> recurrent
-        { "default transition",     2, 130,  2, 64,  64,  TR,   0,   0, 0.0, 3.0,  F32, 0 },   // -> chunk (signs)
-        { "default tr. states",     2, 130,  2, 64,  64,  TR,   0,   1, 0.0, 3.0,  F32, 0 },   // -> recurrent
-        { "default P64 N128",       1, 100,  2, 64,  128, LD,   0,   0, 0.0, 1.0,  F32, 0 },   // -> recurrent
+        //  name                    B  T     H  P    N    amode form st lo   hi    math tiny fast
+        { "default D64",            2, 200,  3, 64,  64,  LD,   0,   0, 0.0, 1.0,  F32, 0, 0 }, // T past the last chunk
+        { "default D128",           1, 300,  2, 128, 128, LD,   0,   0, 0.0, 0.5,  F32, 0, 0 },
+        { "default D128 strong",    1, 200,  2, 128, 128, LD,   0,   0, 0.0, 8.0,  F32, 0, 0 },
+        { "default D64 tf32",       2, 150,  2, 64,  64,  LD,   0,   0, 0.0, 1.0,  T32, 0, 0 },   // still 3xTF32
+        { "default states",         2, 130,  2, 64,  64,  LD,   0,   1, 0.0, 1.0,  F32, 0, 0 },   // -> recurrent
+        { "default transition",     2, 130,  2, 64,  64,  TR,   0,   0, 0.0, 3.0,  F32, 0, 0 },   // -> chunk (signs)
+        { "default tr. states",     2, 130,  2, 64,  64,  TR,   0,   1, 0.0, 3.0,  F32, 0, 0 },   // -> recurrent
+        { "default P64 N128",       1, 100,  2, 64,  128, LD,   0,   0, 0.0, 1.0,  F32, 0, 0 },   // -> recurrent
         // the chunk form itself: signed transitions a = 2 e^{-U} - 1 in (-0.9, 1) ("flips": (-1, -0.9), the
         // sign alternates every token), exact zeros and tiny |a| (dA by the chunk formula), a TF32 context
-        { "chunk tr D128",          1, 300,  2, 128, 128, TR,   2,   0, 0.0, 3.0,  F32, 0 },
-        { "chunk tr D64 flips",     2, 150,  2, 64,  64,  TR,   2,   0, 3.0, 8.0,  F32, 0 },
-        { "chunk tr D64 tiny",      2, 200,  3, 64,  64,  TR,   2,   0, 0.0, 3.0,  F32, 1 },
-        { "chunk tr D128 tiny",     1, 190,  2, 128, 128, TR,   2,   0, 0.0, 3.0,  F32, 1 },
-        { "chunk tr D128 slow",     1, 257,  2, 128, 128, TR,   2,   0, 0.0, 0.05, F32, 0 },   // a near 1
-        { "chunk tr D64 tf32",      2, 150,  2, 64,  64,  TR,   2,   0, 0.0, 3.0,  T32, 1 },   // still 3xTF32
-        { "chunk log D128",         2, 130,  2, 128, 128, LD,   2,   0, 0.0, 1.0,  F32, 0 },
-        { "chunk tr T1",            1, 1,    2, 64,  64,  TR,   2,   0, 0.0, 3.0,  F32, 1 },   // one token
+        { "chunk tr D128",          1, 300,  2, 128, 128, TR,   2,   0, 0.0, 3.0,  F32, 0, 0 },
+        { "chunk tr D64 flips",     2, 150,  2, 64,  64,  TR,   2,   0, 3.0, 8.0,  F32, 0, 0 },
+        { "chunk tr D64 tiny",      2, 200,  3, 64,  64,  TR,   2,   0, 0.0, 3.0,  F32, 1, 0 },
+        { "chunk tr D128 tiny",     1, 190,  2, 128, 128, TR,   2,   0, 0.0, 3.0,  F32, 1, 0 },
+        { "chunk tr D128 slow",     1, 257,  2, 128, 128, TR,   2,   0, 0.0, 0.05, F32, 0, 0 },   // a near 1
+        { "chunk tr D64 tf32",      2, 150,  2, 64,  64,  TR,   2,   0, 0.0, 3.0,  T32, 1, 0 },   // still 3xTF32
+        { "chunk log D128",         2, 130,  2, 128, 128, LD,   2,   0, 0.0, 1.0,  F32, 0, 0 },
+        { "chunk tr T1",            1, 1,    2, 64,  64,  TR,   2,   0, 0.0, 3.0,  F32, 1, 0 },   // one token
+        // ctx->ssd_tf32 (last column): the GLA op's local gate gradient, in fp32 (the bounds above) and in TF32
+        { "chunk log D64 local",    2, 200,  3, 64,  64,  LD,   2,   0, 0.0, 1.0,  F32, 0, 1 },
+        { "chunk log D128 tf32 local", 2, 300, 2, 128, 128, LD,  2,   0, 0.0, 1.0,  T32, 0, 1 },
+        { "default D64 tf32 local", 2, 150,  2, 64,  64,  LD,   0,   0, 0.0, 1.0,  T32, 0, 1 },
+        { "chunk tr D64 tf32 local", 2, 150, 2, 64,  64,  TR,   2,   0, 0.0, 3.0,  T32, 1, 1 },
         // the recurrent kernels: 16-row tiles, columns n = lane + 32 j, checkpoints every 64, sub-chunks of 8
-        { "rec P64 N128 states",    2, 203,  2, 64,  128, LD,   1,   1, 0.0, 1.0,  F32, 0 },   // Mamba-2's head
-        { "rec transition",         2, 203,  2, 64,  128, TR,   1,   1, 0.0, 3.0,  F32, 0 },   // a in (-0.9, 1)
-        { "rec transition slow",    1, 300,  2, 32,  32,  TR,   1,   1, 0.0, 0.05, F32, 0 },   // a near 1
-        { "rec transition tiny",    1, 150,  2, 64,  64,  TR,   1,   1, 0.0, 3.0,  F32, 1 },
-        { "rec D128 log",           1, 150,  3, 128, 128, LD,   1,   0, 0.0, 1.0,  F32, 0 },
-        { "rec P16 N48",            3, 70,   2, 16,  48,  TR,   1,   1, 0.0, 3.0,  F32, 0 },   // one tile; lanes past N
-        { "rec P48 N16",            2, 64,   2, 48,  16,  LD,   1,   1, 0.0, 2.0,  F32, 0 },   // T one whole chunk
-        { "rec T7",                 1, 7,    2, 32,  64,  TR,   1,   1, 0.0, 3.0,  F32, 0 },   // one short sub-chunk
-        { "rec T1",                 2, 1,    1, 16,  16,  LD,   1,   1, 0.0, 1.0,  F32, 0 },
+        { "rec P64 N128 states",    2, 203,  2, 64,  128, LD,   1,   1, 0.0, 1.0,  F32, 0, 0 },   // Mamba-2's head
+        { "rec transition",         2, 203,  2, 64,  128, TR,   1,   1, 0.0, 3.0,  F32, 0, 0 },   // a in (-0.9, 1)
+        { "rec transition slow",    1, 300,  2, 32,  32,  TR,   1,   1, 0.0, 0.05, F32, 0, 0 },   // a near 1
+        { "rec transition tiny",    1, 150,  2, 64,  64,  TR,   1,   1, 0.0, 3.0,  F32, 1, 0 },
+        { "rec D128 log",           1, 150,  3, 128, 128, LD,   1,   0, 0.0, 1.0,  F32, 0, 0 },
+        { "rec P16 N48",            3, 70,  2, 16, 48,  TR,   1,   1, 0.0, 3.0,  F32, 0, 0 }, // one tile; lanes past N
+        { "rec P48 N16",            2, 64,   2, 48,  16,  LD,   1,   1, 0.0, 2.0,  F32, 0, 0 },   // T one whole chunk
+        { "rec T7",                 1, 7,    2, 32,  64,  TR,   1,   1, 0.0, 3.0,  F32, 0, 0 },   // one short sub-chunk
+        { "rec T1",                 2, 1,    1, 16,  16,  LD,   1,   1, 0.0, 1.0,  F32, 0, 0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_ssd_op(&cases[i]);
     test_ssd_step(3, 2, 64, 128, MN_SSD_LOG_DECAY, 12);
