@@ -25,6 +25,13 @@
 #   cuda/gpu_checks.sh train   [DEST]   # for each pattern of $PATTERNS (default: those under 300k tokens/s,
 #                                       # mamba2 slstm gdn deltanet): the anchor training tokens/s (--bench 1)
 #                                       # and the ncu kernel shares of two training steps, in DEST/train.md
+#   cuda/gpu_checks.sh ssd     [DEST]   # test_cuda gla and ssd (the local gate gradient, ctx->ssd_tf32),
+#                                       # bench_cuda ssd, the anchor tokens/s of mamba2 and mamba2_neg with and
+#                                       # without --ssd_tf32 (alternating, twice each), in DEST/ssd.md
+#   cuda/gpu_checks.sh peers   [DEST]   # fla's chunk_gla and chunk_simple_gla (cuda/peer_gla.py; fla's package
+#                                       # unpacked where PYTHONPATH finds it, its Triton compiled by a first
+#                                       # run alone, up to $WARM s, default 240) beside bench_cuda gla, in
+#                                       # DEST/peers.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -141,6 +148,33 @@ run_delta() {   # correctness first (a failing test is reported, the timings sti
     done
 }
 
+run_ssd() {   # Mamba-2's SSD in TF32 with the local gate gradient against the default 3xTF32
+    local s p f
+    for s in gla ssd; do
+        ./build/test_cuda 0 $s > "/tmp/gpu_checks_$s.log" 2>&1 || rc=1
+        { echo "./build/test_cuda 0 $s:"; grep -E '^FAIL' "/tmp/gpu_checks_$s.log" | head -20
+          grep -E 'local' "/tmp/gpu_checks_$s.log" | head -30; tail -1 "/tmp/gpu_checks_$s.log"; echo
+        } >> "$dest/ssd.md"
+    done
+    { echo '```'; ./build/bench_cuda ssd 2>&1 | tail -30; echo '```'; } >> "$dest/ssd.md" || rc=1
+    for p in mamba2 mamba2_neg; do
+        for f in 3xtf32 --ssd_tf32 3xtf32 --ssd_tf32; do
+            ./build/train_cuda --anchor --pattern $p --bench 1 --bench_steps 12 ${f#3xtf32} 2>&1 \
+                | grep -iE 'tokens/s over|rror' | sed "s/^/$p ${f#--}: /" >> "$dest/ssd.md" || rc=1
+        done
+    done
+}
+
+run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and autotuned alone first
+    local py=${PY:-$(command -v /opt/torch/.venv/bin/python3 || command -v python3)}
+    export PYTHONPATH=${PYTHONPATH:-}:$PWD/cuda
+    timeout "${WARM:-240}" "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla \
+        > /tmp/gpu_checks_peer1.log 2>&1
+    echo "peer warm-up: status $?" >> "$dest/peers.md"
+    { echo '```'; ./build/bench_cuda gla 2>&1 | tail -30; echo '```'; } >> "$dest/peers.md" || rc=1
+    timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1
+}
+
 run_train() {   # where an anchor training step's GPU time goes, pattern by pattern
     local p
     for p in ${PATTERNS:-mamba2 slstm gdn deltanet}; do
@@ -165,7 +199,9 @@ case $what in
     jobs) run_jobs ;;
     forms) run_forms ;;
     delta) run_delta ;;
+    ssd) run_ssd ;;
+    peers) run_peers ;;
     all) run_tests; run_decode; run_profile ;;
-    *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 exit $rc
