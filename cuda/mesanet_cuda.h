@@ -68,7 +68,10 @@
        (mma.sync m16n8k8, fp32 accumulation) in 3xTF32 with ctx->math = MN_CUDA_MATH_FP32 (each fp32
        operand split into a TF32 head and tail: fp32-level results, ~1e-6 relative) or plain TF32 with
        MN_CUDA_MATH_TF32 (~5e-4); chunk states, gates, decays and the GLA's diagonal 16 x 16 blocks in
-       fp32. The decode step is fp32 throughout.
+       fp32. The decode step is fp32 throughout. Mamba-2's SSD runs this op in 3xTF32 whatever ctx->math
+       unless ctx->ssd_tf32 (then in ctx->math, the gate gradient from chunk-local sums, ctx->gla_dg).
+     - DeltaNet / GDN chunkwise form: batched cuBLAS products following ctx->math; the chunk-to-chunk chain
+       on the tensor cores in 3xTF32 (~22 bits; ctx->delta_chain = MN_CUDA_CHAIN_FMA: fp32 FMA).
      - Mesa decode step (mn_cuda_mesa_step): fp32 throughout (states, CG, read-out), like fla's
        decode kernel; one thread block per (sequence, head), the K x K state in registers.
      - The Mesa CG solve (the op's hot loop, n_cg x (4CK + 2K^2) flops per token and head) and the
