@@ -1323,13 +1323,15 @@ static int model_case_skipped(const char* name) {
 }
 // a name with "recurrent form": the DeltaNet / GDN layers on their recurrent kernels (ctx->delta_form), whose
 // op tests (test_delta_all) bound them as tightly as the chunkwise ones: the same model bounds; with "recompute":
-// the chunkwise form without the kept intermediates (the default keeps them), the same bounds
+// the chunkwise form without the kept intermediates (the default keeps them), the same bounds; with "ssd_tf32":
+// Mamba-2's SSD in ctx->math with the local gate gradient (ctx->ssd_tf32)
 static void test_model(const model_case* mc) {
     if (model_case_skipped(mc->name)) return;
     G.delta_form = strstr(mc->name, "recurrent form") ? MN_CUDA_DELTA_RECURRENT
                    : strstr(mc->name, "recompute") ? MN_CUDA_DELTA_RECOMPUTE : MN_CUDA_DELTA_AUTO;
+    G.ssd_tf32 = strstr(mc->name, "ssd_tf32") != NULL;
     test_model_body(mc);
-    G.delta_form = MN_CUDA_DELTA_AUTO;
+    G.delta_form = MN_CUDA_DELTA_AUTO; G.ssd_tf32 = 0;
 }
 static void test_model_body(const model_case* mc) {
     mn_config cfg; memset(&cfg, 0, sizeof cfg);
@@ -2242,7 +2244,8 @@ static void test_ssd_all(void) {
 // are fp32-level, as the GLA family's cases: loss 1e-5, logits 1e-4; gradients 2e-3 (dt_bias, A_log and D
 // are one number per head summed over every token and channel); a TF32 hybrid with the TF32 bounds. Head 64
 // and 128 (P = N = head_dim) run the chunk form for both variants (mamba2_neg: the signed transition);
-// head 32 the recurrent kernels.
+// head 32 the recurrent kernels. "ssd_tf32": the TF32 hybrid with the SSD in TF32 too (ctx->ssd_tf32, the
+// local gate gradient), at the same TF32 bounds, set before its first GPU run.
 #define MN__TEST_MODELS_SSD                                                                                       \
     { "mamba2 H2x64", "mamba2", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5, 1e-4, 2e-3,    \
       3e-3 },                                                                                                     \
@@ -2255,6 +2258,8 @@ static void test_ssd_all(void) {
     { "mamba2_neg H2x128", "mamba2_neg", 0, 256, 2, 2, 128, 688, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,       \
       1e-4, 2e-3, 3e-3 },                                                                                         \
     { "mamba2_neg,mamba2 H2x128 tf32", "mamba2_neg,mamba2", 0, 256, 2, 2, 128, 688, 2, 100, 30, 0,                 \
+      MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },                                                           \
+    { "mamba2_neg,mamba2 H2x128 tf32 ssd_tf32", "mamba2_neg,mamba2", 0, 256, 2, 2, 128, 688, 2, 100, 30, 0,        \
       MN_CUDA_MATH_TF32, 0.0, 3e-4, 1e-2, 2e-2, 3e-2 },
 // ---- RG-LRU (Hawk) -------------------------------------------------------------------------------
 // mn_cuda_rglru_* against mesanet.h's mn_rglru_* in double, each side from its own forward. Bounds:
