@@ -130,6 +130,16 @@ run_forms() {   # which DeltaNet form a synthetic cell should train with
     done
 }
 
+# alternate FILE PATTERN FLAG LABEL: the anchor training tokens/s of PATTERN as LABEL and with FLAG, alternating,
+# twice each (the machine's noise beside the gap), one line a run appended to FILE
+alternate() {
+    local f
+    for f in "$4" "$3" "$4" "$3"; do
+        ./build/train_cuda --anchor --pattern "$2" --bench 1 --bench_steps 12 ${f#"$4"} 2>&1 \
+            | grep -iE 'tokens/s over|rror' | sed "s/^/$2 ${f#--}: /" >> "$1" || rc=1
+    done
+}
+
 run_delta() {   # correctness first (a failing test is reported, the timings still run)
     local s p
     for s in delta ops model:deltanet model:gdn; do   # model:TEXT: the whole-model cases whose name holds TEXT
@@ -139,17 +149,11 @@ run_delta() {   # correctness first (a failing test is reported, the timings sti
           tail -1 "$log"; echo; } >> "$dest/delta.md"
     done
     { echo '```'; ./build/bench_cuda delta 2>&1 | tail -40; echo '```'; } >> "$dest/delta.md" || rc=1
-    local f
-    for p in deltanet gdn gdn_neg; do   # the kept form (the default) and --delta_recompute, alternating, twice
-        for f in kept --delta_recompute kept --delta_recompute; do
-            ./build/train_cuda --anchor --pattern $p --bench 1 --bench_steps 12 ${f#kept} 2>&1 \
-                | grep -iE 'tokens/s over|rror' | sed "s/^/$p ${f#--}: /" >> "$dest/delta.md" || rc=1
-        done
-    done
+    for p in deltanet gdn gdn_neg; do alternate "$dest/delta.md" $p --delta_recompute kept; done   # kept: the default
 }
 
 run_ssd() {   # Mamba-2's SSD in TF32 with the local gate gradient against the default 3xTF32
-    local s p f
+    local s p
     for s in gla ssd; do
         ./build/test_cuda 0 $s > "/tmp/gpu_checks_$s.log" 2>&1 || rc=1
         { echo "./build/test_cuda 0 $s:"; grep -E '^FAIL' "/tmp/gpu_checks_$s.log" | head -20
@@ -157,12 +161,7 @@ run_ssd() {   # Mamba-2's SSD in TF32 with the local gate gradient against the d
         } >> "$dest/ssd.md"
     done
     { echo '```'; ./build/bench_cuda ssd 2>&1 | tail -30; echo '```'; } >> "$dest/ssd.md" || rc=1
-    for p in mamba2 mamba2_neg; do
-        for f in 3xtf32 --ssd_tf32 3xtf32 --ssd_tf32; do
-            ./build/train_cuda --anchor --pattern $p --bench 1 --bench_steps 12 ${f#3xtf32} 2>&1 \
-                | grep -iE 'tokens/s over|rror' | sed "s/^/$p ${f#--}: /" >> "$dest/ssd.md" || rc=1
-        done
-    done
+    for p in mamba2 mamba2_neg; do alternate "$dest/ssd.md" $p --ssd_tf32 3xtf32; done
 }
 
 run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and autotuned alone first

@@ -6129,12 +6129,13 @@ static int mn__delta_chain(mn_cuda_ctx* ctx, float* O1, float* Sst, float* fin, 
     if (ctx->delta_chain != MN_CUDA_CHAIN_FMA && Dk % 16 == 0 && Dk <= 128 && C % 16 == 0 && C <= MN__DELTA_MAXC &&
         Dv % MN__DELTA_TCW == 0) {
         static int attr = 0;   // the largest case's shared memory (Dk = 128, C = MN__DELTA_MAXC), once
-        const size_t smem = (MN__DELTA_TSL * (Dk + C) + 2 * MN__DELTA_RS * (Dk + 8)) * sizeof(float);
+        auto bytes = [](size_t dk, size_t c) { return (MN__DELTA_TSL * (dk + c) + 2 * MN__DELTA_RS * (dk + 8)) * 4; };
         if (!attr) {
-            const size_t big = (MN__DELTA_TSL * (128 + MN__DELTA_MAXC) + 2 * MN__DELTA_RS * 136) * sizeof(float);
-            MN__CU(cudaFuncSetAttribute(mn__k_delta_chain_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)big));
+            MN__CU(cudaFuncSetAttribute(mn__k_delta_chain_tc, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)bytes(128, MN__DELTA_MAXC)));
             attr = 1;
         }
+        const size_t smem = bytes(Dk, C);
         dim3 grid((unsigned)BH, (unsigned)(Dv / MN__DELTA_TCW));
         mn__k_delta_chain_tc<<<grid, 256, smem, MN__STREAM>>>(O1, Sst, fin, A1, M1, M2, Y, eg, s0, (int)NC, (int)C,
                                                               (int)Dk, (int)Dv, s1, s2, rev, acc);

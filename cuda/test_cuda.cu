@@ -610,10 +610,13 @@ static void test_gla(const gla_case* c) {
     snprintf(nm, sizeof nm, "gla bwd dv (%s)", tag); check_inc(nm, r1[2], pv, dv, bg);
     if (Gw) { snprintf(nm, sizeof nm, "gla bwd dg (%s)", tag); check_inc(nm, r1[3], pg, dg, bgg); }
     snprintf(nm, sizeof nm, "gla bwd dh0 (%s)", tag); check_inc(nm, r1[4], ph, dh0, bg);
-    {   // no atomics: a second backward from the same priors gives the same bits
+    auto priors = [&] {   // the gradients' prior values again (the backward accumulates into them)
         CK(mn_cuda_upload(&G, gdq, pq.data(), n * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), n * 4));
         CK(mn_cuda_upload(&G, gdv, pv.data(), n * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
         if (Gw) CK(mn_cuda_upload(&G, gdg, pg.data(), ng * 4));
+    };
+    {   // no atomics: a second backward from the same priors gives the same bits
+        priors();
         CK(mn_cuda_gla_backward(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale,
                                 64, gw));
         vf a = host(gdq, n), r = r1[0], x;
@@ -625,9 +628,7 @@ static void test_gla(const gla_case* c) {
         snprintf(nm, sizeof nm, "gla bwd dq, dk, dv, dg (%s)", tag); same_twice(nm, r, a);
     }
     if (Gw == 1) {   // ctx->gla_dg = MN_CUDA_GLA_DG_LOCAL: dg from chunk-local sums; dq, dk, dv, dh0 bit for bit
-        CK(mn_cuda_upload(&G, gdq, pq.data(), n * 4)); CK(mn_cuda_upload(&G, gdk, pk.data(), n * 4));
-        CK(mn_cuda_upload(&G, gdv, pv.data(), n * 4)); CK(mn_cuda_upload(&G, gdh, ph.data(), ns * 4));
-        CK(mn_cuda_upload(&G, gdg, pg.data(), ng * 4));
+        priors();
         cudaMemset(gw, 0xFF, wn * sizeof(float));
         G.gla_dg = MN_CUDA_GLA_DG_LOCAL;
         CK(mn_cuda_gla_backward(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale,
@@ -1783,12 +1784,15 @@ static void test_delta(const delta_case* c) {
             snprintf(nm, sizeof nm, "delta bwd chunkwise vs recurrent %s (%s)", bn[i], tag);
             check(nm, bw[0][i], tod(bw[1][i]), bb[i]);
         }
+        auto default_pass = [&] {   // the default entry points again, from fresh poison and the priors
+            repoison();
+            CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
+            CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T,
+                                           H, Dk, Dv, C, scale, gw));
+        };
         // ctx->delta_form = MN_CUDA_DELTA_RECURRENT: the default entry points run the recurrent form, bit for bit
         G.delta_form = MN_CUDA_DELTA_RECURRENT;
-        repoison();
-        CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
-        CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T, H,
-                                       Dk, Dv, C, scale, gw));
+        default_pass();
         G.delta_form = MN_CUDA_DELTA_AUTO;
         size_t differ = 0;
         const vf got_f[3] = { host(gout, nv), host(ght, ns), host(ghs, hs.size()) };
@@ -1842,10 +1846,7 @@ static void test_delta(const delta_case* c) {
             // ctx->delta_chain = MN_CUDA_CHAIN_FMA: the fp32 FMA chain instead, against the CPU and against the
             // default (tensor-core, 3xTF32) chain at the bounds above
             G.delta_chain = MN_CUDA_CHAIN_FMA;
-            repoison();
-            CK(mn_cuda_delta_rule_forward(&G, gout, ght, ghs, gq, gk, gv, gb, gg, gh0, B, T, H, Dk, Dv, C, scale, gw));
-            CK(mn_cuda_delta_rule_backward(&G, gdq, gdk, gdv, gdb, gdg, gdh, gdy, gdht, ghs, gq, gk, gv, gb, gg, B, T,
-                                           H, Dk, Dv, C, scale, gw));
+            default_pass();
             G.delta_chain = MN_CUDA_CHAIN_TC;
             const vf ff[3] = { host(gout, nv), host(ght, ns), host(ghs, hs.size()) };
             const vd* fr[3] = { &out, &ht, &hs };
