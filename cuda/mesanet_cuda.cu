@@ -142,11 +142,15 @@ static unsigned mn__grid(const mn_cuda_ctx* ctx, size_t n, unsigned threads) {
 // Row-major C = alpha op(A) op(B) + beta C, as mesanet.h's mn_gemm, batched with constant strides
 // (elements) between the batch's matrices. cuBLAS is column-major, and a row-major matrix is its
 // transpose in column-major, so this computes C^T = op(B)^T op(A)^T: B and A trade places.
+// Exact fp32 in fp32 mode, TF32 tensor cores in the TF32 and bf16 modes: bf16 mode is TF32 mode with bf16
+// projections, so a product it does not take to bf16 (a mixer's batched products, a projection too narrow for
+// the bf16 kernels) runs at TF32's 10 mantissa bits, still finer than bf16's 8 (exact fp32 there made bf16
+// training slower than TF32: Mamba-2 185k vs 221k tokens/s, sLSTM 177k vs 252k, H100 run 35).
 static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A,
                     size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm, size_t ldc,
                     size_t sC, size_t batch) {
     const size_t lim = (size_t)0x7fffffff;
-    cublasComputeType_t ct = ctx->math == MN_CUDA_MATH_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct = ctx->math == MN_CUDA_MATH_FP32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
     if (M == 0 || N == 0 || batch == 0) return MN_OK;
     if (M > lim || N > lim || K > lim || lda > lim || ldb > lim || ldc > lim || batch > lim)
         return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm", "dimension beyond cuBLAS's int range", __LINE__);
@@ -464,8 +468,8 @@ __global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t O
 
 // bf16 mode takes a projection of these widths to the bf16 tensor cores: IC and OC multiples of 8, so
 // every bf16 row (the leading dimension of each operand is IC or OC) is a whole number of 16 bytes, the
-// tensor-core kernels' unit. Others (the Mesa gates, OC = H) stay fp32: they are thin (N x H) and cost
-// little either way.
+// tensor-core kernels' unit. Others (the Mesa gates, OC = H; Mamba-2's in_proj, 2 DI + 2 N + H wide) take
+// mn__gemm's TF32.
 static int mn__bf_ok(const mn_cuda_ctx* ctx, size_t IC, size_t OC) {
     return ctx->math == MN_CUDA_MATH_BF16 && IC > 0 && OC > 0 && IC % 8 == 0 && OC % 8 == 0;
 }

@@ -46,9 +46,10 @@
        its parameter block once per update (mn_cuda_model's params_version) and of each layer's normed
        inputs (xn1, xn2) once per pass, shared by the projections reading them; any other operand is
        converted where it enters the product (a conversion kernel into the context's scratch). A projection
-       whose width (IC or OC) is not a multiple of 8, such as the Mesa gates' N x H, stays fp32. Everything
-       else runs as with MN_CUDA_MATH_FP32: the norms, losses and optimizer in fp32, the mixer ops with
-       their fp32-accurate states and (where a kernel reads ctx->math) fp32 / 3xTF32 products.
+       whose width (IC or OC) is not a multiple of 8 (the Mesa gates' N x H, Mamba-2's in_proj) runs in TF32.
+       Everything else runs as with MN_CUDA_MATH_TF32: the norms, losses and optimizer in fp32, the mixer ops
+       with their fp32-accurate states, their cuBLAS products (mn__gemm) and the GLA op in TF32, the
+       products that must stay fp32-class (the GLA path of Mamba-2 and mLSTM, the Mesa scan) in 3xTF32.
      - Mesa states H_n, S_n and their gradients: fp32 in memory (fla keeps them in fp16/bf16; these
        states sum thousands of decaying rank-one terms and CG then inverts H_n + diag lambda, so their
        rounding error enters every solve, and fp32 keeps it near 1e-7). The chunk scan's products

@@ -159,14 +159,14 @@ static void test_matmul(int math) {
 // value is sqrt(2) x 1.66e-3 (the RMS relative rounding error of log-uniform mantissas, 0.42 u) = 2.3e-3,
 // 8x TF32's (out's is diluted by its fp32 bias, ~0.7x here); dinp below 1e-3 means the operands were not
 // rounded to bf16 (the bf16 path was not taken), which fails too. Widths IC or OC not a multiple of 8
-// stay fp32 in bf16 mode: 1e-5. dbias sums the fp32 dout: 1e-5.
+// run in TF32 in bf16 mode: test_matmul's TF32 bound 2e-3. dbias sums the fp32 dout: 1e-5.
 // off = 1: inp, weight and dout not 16-byte aligned (the conversion's scalar path).
 static void test_matmul_bf16(size_t N, size_t IC, size_t OC, size_t off) {
     int bf = IC % 8 == 0 && OC % 8 == 0;
-    double bound = bf ? 8e-3 : 1e-5, r;
+    double bound = bf ? 8e-3 : 2e-3, r;
     char nm[192], tag[64];
     snprintf(tag, sizeof tag, "bf16 mode, N %zu IC %zu OC %zu%s%s", N, IC, OC, off ? ", unaligned" : "",
-             bf ? "" : ": fp32");
+             bf ? "" : ": tf32");
     G.math = MN_CUDA_MATH_BF16;
     vf x = randn(N * IC, 0, 1), w = randn(OC * IC, 0, 0.1), b = randn(OC, 0, 1), dy = randn(N * OC, 0, 1);
     vf px = randn(N * IC, 0, 1), pw = randn(OC * IC, 0, 1), pb = randn(OC, 0, 1);
@@ -3403,7 +3403,7 @@ static void test_ops_all(void) {
     test_matmul(MN_CUDA_MATH_FP32); test_matmul(MN_CUDA_MATH_TF32);
     // bf16 mode: N, IC, OC, offset (the projections' shapes: d_model -> heads, d_ff -> d_model, thin gates)
     test_matmul_bf16(300, 96, 200, 0); test_matmul_bf16(4096, 64, 128, 0); test_matmul_bf16(257, 200, 56, 1);
-    test_matmul_bf16(300, 96, 5, 0);    // OC = 5 (a Mesa gate's width): the fp32 path
+    test_matmul_bf16(300, 96, 5, 0);    // OC = 5 (a Mesa gate's width): the TF32 path
     // bias gradients (two-pass column sums): N rows, OC columns, dout offset
     test_colsum(32768, 5, 0);     // the gate projections' biases (OC = H): scalar path, 512 slices of 64 rows
     test_colsum(40000, 5, 0);     // 507 slices of 79 rows, the last one 26 (the 4-row loop's tail)

@@ -23,7 +23,7 @@
 // window with the GPU's (--cpu_check tokens) and samples --sample bytes from it.
 // Arithmetic (--math): the projections (every Linear: the mixers', the MLP, the logits) in TF32 (the
 // default), fp32, or bf16 operands with fp32 accumulation (ctx->math = MN_CUDA_MATH_BF16: the parameters,
-// gradients, AdamW moments and checkpoints stay fp32; the mixer ops run as in fp32 mode).
+// gradients, AdamW moments and checkpoints stay fp32; the mixer ops run as in TF32 mode).
 // FLOPs: mn_flops_per_token(T) counts a forward: 2 per multiply-add of every Linear (lm_head
 // included, the embedding lookup not) plus the Mesa op's own count per layer (the count the
 // bench programs use: per head and token 2K^2 + 2KV + n (4CK + 2K^2) + 2CK + 2CV + 2KV, n = CG steps, C = chunk); a
