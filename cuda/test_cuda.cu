@@ -3494,7 +3494,7 @@ int main(int argc, char** argv) {
             MN__TEST_MODELS_SLSTM
             { "sgla,mesa H2x128 cg10", "sgla,mesa", 0, 256, 2, 2, 128, 688, 2, 130, 10, 1, MN_CUDA_MATH_FP32, 0.0, 1e-4,
               6e-3, 1e-2, 2e-2 },
-            // bf16 mode (every projection with bf16 operands, fp32 accumulation; the mixers as in fp32). Measured
+            // bf16 mode (every projection with bf16 operands, fp32 accumulation; the mixers as in TF32). Measured
             // on the H200 (run 19): logits rms 4.2e-3 .. 1.0e-2, the worst gradient 7.5e-3 .. 1.75e-2, the small
             // tensors 1.55e-2, loss 8e-5 relative; bounds about 3x those: loss 5e-4, logits 3e-2, gradients 5e-2,
             // small tensors 5e-2 (the TF32 rows' 3e-4 / 1e-2 / 2e-2 / 3e-2 scaled by bf16's coarser rounding)
@@ -3505,9 +3505,11 @@ int main(int argc, char** argv) {
             { "gla H2x128 bf16", "gla", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2,
               5e-2, 5e-2 },
             // (with an mlstm layer in this stack its gate projections' gradients measured 13-17 % in bf16, run 21:
-            // sums over the tokens that cancel; that is left out here and recorded in cuda/results.md)
+            // sums over the tokens that cancel; that is left out here and recorded in cuda/results.md). Since the
+            // mixers' cuBLAS products run in TF32 in bf16 mode (Hawk's block-diagonal gates among them), layer 0's
+            // a_proj.bias, such a sum, measured 6.67e-2 (H200 run 36; 5e-2 before): small tensors 1.5e-1 here
             { "hawk,gdn,mamba2,slstm bf16", "hawk,gdn,mamba2,slstm", 0, 128, 4, 2, 64, 352, 2, 100, 30, 0,
-              MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2, 5e-2, 5e-2 },
+              MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2, 5e-2, 1.5e-1 },
         };
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
