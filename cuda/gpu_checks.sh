@@ -32,6 +32,9 @@
 #                                       # unpacked where PYTHONPATH finds it, its Triton compiled by a first
 #                                       # run alone, up to $WARM s, default 240) beside bench_cuda gla, in
 #                                       # DEST/peers.md
+#   cuda/gpu_checks.sh bf16    [DEST]   # the bf16 model cases and the ops tests, then the anchor tokens/s of
+#                                       # $PATTERNS (default mamba2 slstm mesa gdn) with TF32 and bf16
+#                                       # projections (alternating, twice each), in DEST/bf16.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -174,6 +177,16 @@ run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and 
     timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1
 }
 
+run_bf16() {   # mixed precision after a change: its tests, then whether it is faster than TF32 pattern by pattern
+    local s p
+    for s in model:bf16 ops:ops; do
+        MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*} > /tmp/gpu_checks_bf16.log 2>&1 || rc=1
+        { echo "MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*}:"; grep -E '^FAIL' /tmp/gpu_checks_bf16.log | head -20
+          tail -1 /tmp/gpu_checks_bf16.log; echo; } >> "$dest/bf16.md"
+    done
+    for p in ${PATTERNS:-mamba2 slstm mesa gdn}; do alternate "$dest/bf16.md" "$p" "--math bf16" tf32; done
+}
+
 run_train() {   # where an anchor training step's GPU time goes, pattern by pattern
     local p
     for p in ${PATTERNS:-mamba2 slstm gdn deltanet}; do
@@ -200,7 +213,8 @@ case $what in
     delta) run_delta ;;
     ssd) run_ssd ;;
     peers) run_peers ;;
+    bf16) run_bf16 ;;
     all) run_tests; run_decode; run_profile ;;
-    *) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
 exit $rc
