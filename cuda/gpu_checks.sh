@@ -143,14 +143,21 @@ alternate() {
     done
 }
 
-run_delta() {   # correctness first (a failing test is reported, the timings still run)
-    local s p
-    for s in delta ops model:deltanet model:gdn; do   # model:TEXT: the whole-model cases whose name holds TEXT
-        local log=/tmp/gpu_checks_${s/:/_}.log
+# test_summaries FILE SET[:TEXT]...: ./build/test_cuda 0 SET for each, with MN_TEST_CASE=TEXT (model:TEXT: the
+# whole-model cases whose name holds TEXT; a bare SET passes SET itself), its FAIL lines and summary into FILE
+test_summaries() {
+    local out=$1 s log; shift
+    for s in "$@"; do
+        log=/tmp/gpu_checks_${s/:/_}.log
         MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*} > "$log" 2>&1 || rc=1
         { echo "MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*}:"; grep -E '^FAIL' "$log" | head -20
-          tail -1 "$log"; echo; } >> "$dest/delta.md"
+          tail -1 "$log"; echo; } >> "$out"
     done
+}
+
+run_delta() {   # correctness first (a failing test is reported, the timings still run)
+    local p
+    test_summaries "$dest/delta.md" delta ops model:deltanet model:gdn
     { echo '```'; ./build/bench_cuda delta 2>&1 | tail -40; echo '```'; } >> "$dest/delta.md" || rc=1
     for p in deltanet gdn gdn_neg; do alternate "$dest/delta.md" $p --delta_recompute kept; done   # kept: the default
 }
@@ -178,12 +185,8 @@ run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and 
 }
 
 run_bf16() {   # mixed precision after a change: its tests, then whether it is faster than TF32 pattern by pattern
-    local s p
-    for s in model:bf16 ops:ops; do
-        MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*} > /tmp/gpu_checks_bf16.log 2>&1 || rc=1
-        { echo "MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*}:"; grep -E '^FAIL' /tmp/gpu_checks_bf16.log | head -20
-          tail -1 /tmp/gpu_checks_bf16.log; echo; } >> "$dest/bf16.md"
-    done
+    local p
+    test_summaries "$dest/bf16.md" model:bf16 ops
     for p in ${PATTERNS:-mamba2 slstm mesa gdn}; do alternate "$dest/bf16.md" "$p" "--math bf16" tf32; done
 }
 
