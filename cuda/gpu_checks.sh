@@ -35,6 +35,10 @@
 #   cuda/gpu_checks.sh bf16    [DEST]   # the bf16 model cases and the ops tests, then the anchor tokens/s of
 #                                       # $PATTERNS (default mamba2 slstm mesa gdn) with TF32 and bf16
 #                                       # projections (alternating, twice each), in DEST/bf16.md
+#   cuda/gpu_checks.sh layers  [DEST]   # the sLSTM and Mamba-2 layer changes of session 17: test_cuda slstm,
+#                                       # ssd, ops and the model cases of slstm, mamba2 and bf16, bench_cuda
+#                                       # slstm, then the anchor tokens/s of mamba2, mamba2_neg and slstm with
+#                                       # TF32 and bf16 projections (alternating, twice each), in DEST/layers.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -144,12 +148,21 @@ alternate() {
 }
 
 # test_summaries FILE SET[:TEXT]...: ./build/test_cuda 0 SET for each, with MN_TEST_CASE=TEXT (model:TEXT: the
-# whole-model cases whose name holds TEXT; a bare SET passes SET itself), its FAIL lines and summary into FILE
+# whole-model cases whose name holds TEXT; a bare SET passes SET itself), its FAIL lines and summary into FILE.
+# The sets run at once, each with its share of the CPU cores for the double reference's OpenMP (session 17: six
+# sets of 16 threads each on 16 cores left the sLSTM sets unfinished after 230 s) and line-buffered output, so
+# a set that a timeout stops still shows how far it got (its last line in FILE).
 test_summaries() {
-    local out=$1 s log; shift
+    local out=$1 s log pids=() th; shift
+    th=$(( $(nproc 2> /dev/null || echo 16) / $# )); [ "$th" -ge 1 ] || th=1
     for s in "$@"; do
         log=/tmp/gpu_checks_${s/:/_}.log
-        MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*} > "$log" 2>&1 || rc=1
+        MN_TEST_CASE=${s#*:} OMP_NUM_THREADS=$th stdbuf -oL -eL ./build/test_cuda 0 ${s%%:*} > "$log" 2>&1 &
+        pids+=($!)
+    done
+    for s in "$@"; do
+        wait "${pids[0]}" || rc=1; pids=("${pids[@]:1}")
+        log=/tmp/gpu_checks_${s/:/_}.log
         { echo "MN_TEST_CASE=${s#*:} ./build/test_cuda 0 ${s%%:*}:"; grep -E '^FAIL' "$log" | head -20
           tail -1 "$log"; echo; } >> "$out"
     done
@@ -182,6 +195,13 @@ run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and 
     echo "peer warm-up: status $?" >> "$dest/peers.md"
     { echo '```'; ./build/bench_cuda gla 2>&1 | tail -30; echo '```'; } >> "$dest/peers.md" || rc=1
     timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1
+}
+
+run_layers() {   # session 17's sLSTM walk (two rows a thread) and Mamba-2 layer (fused conv, padded rows, split in_proj)
+    local p
+    test_summaries "$dest/layers.md" slstm model:slstm ssd model:mamba2 model:bf16 ops
+    { echo '```'; ./build/bench_cuda slstm 2>&1 | tail -12; echo '```'; } >> "$dest/layers.md" || rc=1
+    for p in mamba2 mamba2_neg slstm; do alternate "$dest/layers.md" "$p" "--math bf16" tf32; done
 }
 
 run_bf16() {   # mixed precision after a change: its tests, then whether it is faster than TF32 pattern by pattern
@@ -217,6 +237,7 @@ case $what in
     ssd) run_ssd ;;
     peers) run_peers ;;
     bf16) run_bf16 ;;
+    layers) run_layers ;;
     all) run_tests; run_decode; run_profile ;;
     *) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -468,23 +468,26 @@ __global__ void mn__k_add_bias(float* out, const float* bias, size_t N, size_t O
 
 // bf16 mode takes a projection of these widths to the bf16 tensor cores: IC and OC multiples of 8, so
 // every bf16 row (the leading dimension of each operand is IC or OC) is a whole number of 16 bytes, the
-// tensor-core kernels' unit. Others (the Mesa gates, OC = H; Mamba-2's in_proj, 2 DI + 2 N + H wide) take
-// mn__gemm's TF32.
-static int mn__bf_ok(const mn_cuda_ctx* ctx, size_t IC, size_t OC) {
-    return ctx->math == MN_CUDA_MATH_BF16 && IC > 0 && OC > 0 && IC % 8 == 0 && OC % 8 == 0;
+// tensor-core kernels' unit. Others (the Mesa gates, OC = H) take mn__gemm's TF32. ld (0: OC) is the row
+// stride of out / dout, the one operand OC wide: what must be a multiple of 8 is that stride, not OC (Mamba-2's
+// in_proj, 2 DI + 2 N + H wide, writes rows padded to a multiple of 8 and so takes the bf16 path).
+static int mn__bf_ok(const mn_cuda_ctx* ctx, size_t IC, size_t OC, size_t ld = 0) {
+    return ctx->math == MN_CUDA_MATH_BF16 && IC > 0 && OC > 0 && IC % 8 == 0 && (ld ? ld : OC) % 8 == 0;
 }
 // out (N,OC) = inp (N,IC) W (OC,IC)^T + beta out: the product of every projection (beta 1: the model's
-// residual add), bf16 operands in bf16 mode (mn__bf_ok), else mn__gemm's fp32 / TF32
+// residual add), bf16 operands in bf16 mode (mn__bf_ok), else mn__gemm's fp32 / TF32; out's rows ld >= OC
+// floats apart (0: OC)
 static int mn__matmul_product(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t N, size_t IC,
-                              size_t OC, float beta) {
-    if (!mn__bf_ok(ctx, IC, OC) || N == 0)
-        return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, beta, out, OC, 0, 1);
+                              size_t OC, float beta, size_t ld = 0) {
+    if (ld == 0) ld = OC;
+    if (!mn__bf_ok(ctx, IC, OC, ld) || N == 0)
+        return mn__gemm(ctx, 0, 1, N, OC, IC, 1.f, inp, IC, 0, weight, IC, 0, beta, out, ld, 0, 1);
     __nv_bfloat16* s;
     const __nv_bfloat16 *xb, *wb;
     MN__TRY(mn__bf_scratch(ctx, mn__bf_need(ctx, inp, N * IC) + mn__bf_need(ctx, weight, OC * IC), &s));
     MN__TRY(mn__bf_operand(ctx, inp, N * IC, &s, &xb));
     MN__TRY(mn__bf_operand(ctx, weight, OC * IC, &s, &wb));
-    return mn__gemm_bf16(ctx, 0, 1, N, OC, IC, 1.f, xb, IC, wb, IC, beta, out, OC);
+    return mn__gemm_bf16(ctx, 0, 1, N, OC, IC, 1.f, xb, IC, wb, IC, beta, out, ld);
 }
 
 int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias,
@@ -500,23 +503,29 @@ int mn_cuda_matmul_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const
 // accumulates like every CPU backward. The row kernels below take the same flag.
 // In bf16 mode (mn__bf_ok) dout is converted once for both products, the weight and inp only when no
 // registered image holds them; dweight accumulates in fp32 (beta 1) and dbias sums the fp32 dout.
+// dout's rows ld >= OC floats apart (0: OC; its bf16 image keeps that stride, the pad columns never read);
+// dbias needs ld = OC.
 static int mn__matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, float* dbias, const float* dout,
-                               const float* inp, const float* weight, size_t N, size_t IC, size_t OC, int acc) {
-    if (mn__bf_ok(ctx, IC, OC) && N > 0 && (dinp || dweight)) {
+                               const float* inp, const float* weight, size_t N, size_t IC, size_t OC, int acc,
+                               size_t ld = 0) {
+    if (ld == 0) ld = OC;
+    if (dbias && ld != OC) return mn__fail(ctx, MN_ERR_CONFIG, "mn__matmul_backward", "dbias with strided dout",
+                                           __LINE__);
+    if (mn__bf_ok(ctx, IC, OC, ld) && N > 0 && (dinp || dweight)) {
         __nv_bfloat16* s;
         const __nv_bfloat16 *db, *wb = NULL, *xb = NULL;
-        size_t need = mn__bf_need(ctx, dout, N * OC) + (dinp ? mn__bf_need(ctx, weight, OC * IC) : 0) +
+        size_t need = mn__bf_need(ctx, dout, N * ld) + (dinp ? mn__bf_need(ctx, weight, OC * IC) : 0) +
                       (dweight ? mn__bf_need(ctx, inp, N * IC) : 0);
         MN__TRY(mn__bf_scratch(ctx, need, &s));
-        MN__TRY(mn__bf_operand(ctx, dout, N * OC, &s, &db));
+        MN__TRY(mn__bf_operand(ctx, dout, N * ld, &s, &db));
         if (dinp) MN__TRY(mn__bf_operand(ctx, weight, OC * IC, &s, &wb));
         if (dweight) MN__TRY(mn__bf_operand(ctx, inp, N * IC, &s, &xb));
-        if (dinp) MN__TRY(mn__gemm_bf16(ctx, 0, 0, N, IC, OC, 1.f, db, OC, wb, IC, acc ? 1.f : 0.f, dinp, IC));
-        if (dweight) MN__TRY(mn__gemm_bf16(ctx, 1, 0, OC, IC, N, 1.f, db, OC, xb, IC, 1.f, dweight, IC));
+        if (dinp) MN__TRY(mn__gemm_bf16(ctx, 0, 0, N, IC, OC, 1.f, db, ld, wb, IC, acc ? 1.f : 0.f, dinp, IC));
+        if (dweight) MN__TRY(mn__gemm_bf16(ctx, 1, 0, OC, IC, N, 1.f, db, ld, xb, IC, 1.f, dweight, IC));
     } else {
         if (dinp)
-            MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, OC, 0, weight, IC, 0, acc ? 1.f : 0.f, dinp, IC, 0, 1));
-        if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, OC, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
+            MN__TRY(mn__gemm(ctx, 0, 0, N, IC, OC, 1.f, dout, ld, 0, weight, IC, 0, acc ? 1.f : 0.f, dinp, IC, 0, 1));
+        if (dweight) MN__TRY(mn__gemm(ctx, 1, 0, OC, IC, N, 1.f, dout, ld, 0, inp, IC, 0, 1.f, dweight, IC, 0, 1));
     }
     if (dbias) MN__TRY(mn__colsum(ctx, dbias, dout, NULL, NULL, N, OC));
     return MN_OK;
@@ -708,6 +717,9 @@ int mn_cuda_swiglu_backward(mn_cuda_ctx* ctx, float* dgate, float* dup, const fl
 // constant, so the windows stay in registers) is 4 (the model's K, and any K <= 4) or 16; the
 // window's slots before the K taps are skipped (predicated), so the sums are the same terms in
 // the same order as a loop over j < K.
+// Mamba-2's form (mn__shortconv_fwd / the backward's bias and ld arguments): x's rows ld >= Ch floats
+// apart (read straight out of the in_proj output), a_t += bias[c], and silu = 2: SiLU in double (as its
+// former separate pass and the CPU). The defaults (ld = Ch, no bias, silu 0 / 1) give the same bits as before.
 #define MN__CONV_RUN 32
 static size_t mn__conv_blocks_y(size_t B, size_t T) {   // grid.y: blocks of 8 runs (grid-stride beyond 65535)
     size_t runs = B * ((T + MN__CONV_RUN - 1) / MN__CONV_RUN), y = (runs + 7) / 8;
@@ -715,6 +727,10 @@ static size_t mn__conv_blocks_y(size_t B, size_t T) {   // grid.y: blocks of 8 r
 }
 // dw partials
 static size_t mn__conv_tmp(size_t B, size_t T, size_t Ch, size_t K) { return mn__conv_blocks_y(B, T) * Ch * K; }
+// silu = 2's activation: double, as mn__k_ssd_convact
+__device__ __forceinline__ float mn__conv_act(float a, int silu) {
+    return silu == 2 ? (float)((double)a / (1.0 + exp(-(double)a))) : silu ? a / (1.f + expf(-a)) : a;
+}
 // a_t = sum over the K taps of the window (wr, xw as below): slots m >= KM-K, in order
 template <int KM> __device__ __forceinline__ float mn__conv_dot(const float* wr, const float* xw, int K) {
     float a = 0.f;
@@ -740,23 +756,25 @@ template <int KM> __device__ __forceinline__ void mn__conv_init_x(float* xw, con
 }
 template <int KM>
 __global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, const float* __restrict__ inp,
-                                                      const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K,
-                                                      int silu) {
+                                                      const float* __restrict__ w, const float* __restrict__ bias,
+                                                      size_t B, size_t T, size_t Ch, size_t ld, int K, int silu) {
     size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
     if (c >= Ch) return;
     float wr[KM], wv[KM], xw[KM];
     mn__conv_init_w<KM>(wr, wv, w, c, K);
+    const float bc = bias ? bias[c] : 0.f;
     for (size_t run = blockIdx.y * (size_t)8 + threadIdx.y; run < B * nrun; run += (size_t)gridDim.y * 8) {
         size_t b = run / nrun, t0 = run % nrun * MN__CONV_RUN, t1 = t0 + MN__CONV_RUN < T ? t0 + MN__CONV_RUN : T;
-        const float* x = inp + b * T * Ch + c;
+        const float* x = inp + b * T * ld + c;      // rows ld apart, out's Ch
         float* y = out + b * T * Ch + c;
-        mn__conv_init_x<KM>(xw, x, t0, Ch, K);
+        mn__conv_init_x<KM>(xw, x, t0, ld, K);
         for (size_t t = t0; t < t1; t++) {
 #pragma unroll
             for (int m = 0; m < KM - 1; m++) xw[m] = xw[m + 1];
-            xw[KM - 1] = x[t * Ch];
+            xw[KM - 1] = x[t * ld];
             float a = mn__conv_dot<KM>(wr, xw, K);
-            y[t * Ch] = silu ? a / (1.f + expf(-a)) : a;
+            if (bias) a += bc;                      // not a + 0.f: -0 stays -0 without a bias
+            y[t * Ch] = mn__conv_act(a, silu);
         }
     }
 }
@@ -768,23 +786,28 @@ __global__ void __launch_bounds__(256) mn__k_conv_fwd(float* __restrict__ out, c
 // register window; at step t it finishes dx_{t-K+1} (when >= t0) and, for t < t1, adds
 // x_{t-K+1+j} da_t to its dw sums. dw: the 8 runs of a block are summed in a fixed order (shared
 // memory) into part (gridDim.y, Ch*K), then mn__k_colfinish adds those rows in a fixed order:
-// deterministic, no atomics.
+// deterministic, no atomics. The bias's gradient (partb non-NULL: sum_{b,t} da_t) the same way into
+// partb (gridDim.y, Ch). x and dx rows ld floats apart (dout's Ch).
 template <int KM>
 __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, float* __restrict__ part,
-                                                      const float* __restrict__ dout, const float* __restrict__ inp,
-                                                      const float* __restrict__ w, size_t B, size_t T, size_t Ch, int K,
-                                                      int silu, int acc) {
+                                                      float* __restrict__ partb, const float* __restrict__ dout,
+                                                      const float* __restrict__ inp, const float* __restrict__ w,
+                                                      const float* __restrict__ bias, size_t B, size_t T, size_t Ch,
+                                                      size_t ld, int K, int silu, int acc) {
     __shared__ float sh[8][KM][32];                 // the block's dw sums: run lane, tap slot, channel
+    __shared__ float shb[8][32];                    // and its bias sums
     size_t c = blockIdx.x * (size_t)32 + threadIdx.x, nrun = (T + MN__CONV_RUN - 1) / MN__CONV_RUN;
     float wr[KM], wv[KM], xw[KM], daw[KM], accw[KM];   // accw[m]: dw[c, m-(KM-K)]
 #pragma unroll
     for (int m = 0; m < KM; m++) accw[m] = 0.f;
+    float accb = 0.f;
     if (c < Ch) mn__conv_init_w<KM>(wr, wv, w, c, K);
+    const float bc = bias && c < Ch ? bias[c] : 0.f;
     for (size_t run = blockIdx.y * (size_t)8 + threadIdx.y; c < Ch && run < B * nrun; run += (size_t)gridDim.y * 8) {
         size_t b = run / nrun, t0 = run % nrun * MN__CONV_RUN, t1 = t0 + MN__CONV_RUN < T ? t0 + MN__CONV_RUN : T;
-        const float *x = inp + b * T * Ch + c, *dy = dout + b * T * Ch + c;
-        float* dx = dinp + b * T * Ch + c;
-        mn__conv_init_x<KM>(xw, x, t0, Ch, K);
+        const float *x = inp + b * T * ld + c, *dy = dout + b * T * Ch + c;
+        float* dx = dinp + b * T * ld + c;
+        mn__conv_init_x<KM>(xw, x, t0, ld, K);
 #pragma unroll
         for (int m = 0; m < KM; m++) daw[m] = 0.f;  // da before t0: never used (dx_s, s >= t0, reads da_{s..s+K-1})
         for (size_t t = t0; t < t1 + K - 1; t++) {
@@ -793,10 +816,17 @@ __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, 
             float da = 0.f;
             xw[KM - 1] = 0.f;
             if (t < T) {
-                xw[KM - 1] = x[t * Ch];
+                xw[KM - 1] = x[t * ld];
                 da = dy[t * Ch];
-                if (silu) {
-                    float a = mn__conv_dot<KM>(wr, xw, K), s = 1.f / (1.f + expf(-a));
+                if (silu == 2) {                    // Mamba-2's: a with the bias, the derivative in double
+                    float a = mn__conv_dot<KM>(wr, xw, K);
+                    if (bias) a += bc;
+                    double sd = 1.0 / (1.0 + exp(-(double)a));
+                    da = (float)(da * sd * (1.0 + a * (1.0 - sd)));
+                } else if (silu) {
+                    float a = mn__conv_dot<KM>(wr, xw, K);
+                    if (bias) a += bc;
+                    float s = 1.f / (1.f + expf(-a));
                     da *= s * (1.f + a * (1.f - s));
                 }
             }
@@ -804,18 +834,25 @@ __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, 
             if (t < t1) {
 #pragma unroll
                 for (int m = 0; m < KM; m++) if (m >= KM - K) accw[m] += xw[m] * da;
+                accb += da;
             }
             if (t + 1 >= t0 + K) {                 // s = t-K+1 >= t0: dx_s = sum_j w_j da_{t-j}
                 float g = 0.f;
 #pragma unroll
                 for (int j = 0; j < KM; j++) if (j < K) g += wv[j] * daw[KM - 1 - j];
-                dx[(t + 1 - K) * Ch] = acc ? dx[(t + 1 - K) * Ch] + g : g;   // each dx_s written once
+                dx[(t + 1 - K) * ld] = acc ? dx[(t + 1 - K) * ld] + g : g;   // each dx_s written once
             }
         }
     }
 #pragma unroll
     for (int m = 0; m < KM; m++) sh[threadIdx.y][m][threadIdx.x] = accw[m];
+    shb[threadIdx.y][threadIdx.x] = accb;
     __syncthreads();
+    if (partb && threadIdx.y == 1 && c < Ch) {    // a second lane row, beside row 0's dw sums
+        float s = 0.f;
+        for (int y = 0; y < 8; y++) s += shb[y][threadIdx.x];
+        partb[blockIdx.y * Ch + c] = s;
+    }
     if (threadIdx.y == 0 && c < Ch)
         for (int j = 0; j < K; j++) {
             float s = 0.f;
@@ -823,29 +860,41 @@ __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, 
             part[blockIdx.y * Ch * K + c * K + j] = s;
         }
 }
-int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T,
-                              size_t Ch, size_t K, int silu) {
+// out (B,T,Ch) = act(conv(inp) + bias): inp's rows ld >= Ch floats apart; bias (Ch) or NULL (see above)
+static int mn__shortconv_fwd(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, const float* bias,
+                             size_t B, size_t T, size_t Ch, size_t ld, size_t K, int silu) {
     if (B * T * Ch == 0) return MN_OK;
     if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_forward",
                                          "kernel size K outside [1, 16]", __LINE__);
     dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
-    if (K <= 4) mn__k_conv_fwd<4><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, (int)K, silu);
-    else mn__k_conv_fwd<16><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, B, T, Ch, (int)K, silu);
+    if (K <= 4) mn__k_conv_fwd<4><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, bias, B, T, Ch, ld, (int)K, silu);
+    else mn__k_conv_fwd<16><<<grid, block, 0, MN__STREAM>>>(out, inp, weight, bias, B, T, Ch, ld, (int)K, silu);
     MN__LAUNCHED();
     return MN_OK;
 }
+int mn_cuda_shortconv_forward(mn_cuda_ctx* ctx, float* out, const float* inp, const float* weight, size_t B, size_t T,
+                              size_t Ch, size_t K, int silu) {
+    return mn__shortconv_fwd(ctx, out, inp, weight, NULL, B, T, Ch, Ch, K, silu);
+}
+// Mamba-2's extras (defaults: none): bias (Ch) as the forward's, its gradient added into dbias (Ch) from the
+// kernel's partials (no column-sum pass); inp and dinp rows ld floats apart (0: Ch)
 static int mn__shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp,
-                                  const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu, int acc) {
+                                  const float* weight, size_t B, size_t T, size_t Ch, size_t K, int silu, int acc,
+                                  const float* bias = NULL, float* dbias = NULL, size_t ld = 0) {
     if (B * T * Ch == 0) return MN_OK;
     if (K < 1 || K > 16) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_shortconv_backward",
                                          "kernel size K outside [1, 16]", __LINE__);
+    if (ld == 0) ld = Ch;
     dim3 grid((unsigned)((Ch + 31) / 32), (unsigned)mn__conv_blocks_y(B, T)), block(32, 8);
-    float* part;
-    MN__TRY(mn__tmp(ctx, mn__conv_tmp(B, T, Ch, K), &part));
-    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu,
-                                                                  acc);
-    else mn__k_conv_bwd<16><<<grid, block, 0, MN__STREAM>>>(dinp, part, dout, inp, weight, B, T, Ch, (int)K, silu, acc);
+    float *part, *partb;
+    MN__TRY(mn__tmp(ctx, mn__conv_tmp(B, T, Ch, K) + (dbias ? mn__conv_tmp(B, T, Ch, 1) : 0), &part));
+    partb = dbias ? part + mn__conv_tmp(B, T, Ch, K) : NULL;   // (grid.y, Ch) after the dw rows
+    if (K <= 4) mn__k_conv_bwd<4><<<grid, block, 0, MN__STREAM>>>(dinp, part, partb, dout, inp, weight, bias, B, T, Ch,
+                                                                  ld, (int)K, silu, acc);
+    else mn__k_conv_bwd<16><<<grid, block, 0, MN__STREAM>>>(dinp, part, partb, dout, inp, weight, bias, B, T, Ch, ld,
+                                                            (int)K, silu, acc);
     MN__LAUNCHED();
+    if (dbias) MN__TRY(mn__colfinish(ctx, dbias, partb, grid.y, Ch));
     return mn__colfinish(ctx, dweight, part, grid.y, Ch * K);
 }
 int mn_cuda_shortconv_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* inp,
@@ -6669,10 +6718,12 @@ __global__ void mn__k_ssd_flip(float* o1, float* o2, const float* i1, const floa
     }
 }
 // dA (B,T,H) += dg / a where |a| >= MN__SSD_TINY (NaN too: it propagates); the others by mn__k_ssd_sfix
-__global__ void mn__k_ssd_sda(float* dA, const float* dg, const float* A, size_t n) {
+// (which adds, so with acc = 0 they are written 0 here: this kernel is dA's first writer)
+__global__ void mn__k_ssd_sda(float* dA, const float* dg, const float* A, size_t n, int acc) {
     MN__FOR(r, n) {
         const float a = A[r];
-        if (!(fabsf(a) < MN__SSD_TINY)) dA[r] += dg[r] / a;
+        if (!(fabsf(a) < MN__SSD_TINY)) dA[r] = acc ? dA[r] + dg[r] / a : dg[r] / a;
+        else if (!acc) dA[r] = 0.f;
     }
 }
 // dA (B,T,H) += <S_{t-1}, dS_t> for the tokens with |a_t| < MN__SSD_TINY, from the GLA op's workspace
@@ -6853,13 +6904,15 @@ static int mn__ssd_fwd_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const f
     MN__LAUNCHED();
     return mn_cuda_gla_forward(ctx, y, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
 }
+// acc 1 adds into dX, dA, dB, dC (the public launchers); acc 0 writes them (every entry once: the GLA op's
+// acc 0, and mn__k_ssd_sda writes dA before mn__k_ssd_sfix adds), so they need no zeroing
 static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
                              const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
-                             size_t H, size_t N, int amode, float* work) {
+                             size_t H, size_t N, int amode, float* work, int acc) {
     static int smem_set = 0;
     if (amode == MN_SSD_LOG_DECAY)
-        return mn_cuda_gla_backward(ctx, dC, dB, dX, dA, NULL, dy, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0,
-                                    MN__GC, work);
+        return mn__gla_backward(ctx, dC, dB, dX, dA, NULL, dy, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0, MN__GC,
+                                work, acc);
     mn__ssd_sws w;
     mn__ssd_slayout(&w, work, B, T, H, N);
     const size_t nb = B * T * H * N, na = B * T * H, NT = (T + MN__GC - 1) / MN__GC;
@@ -6868,16 +6921,19 @@ static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, 
     MN__LAUNCHED();
     mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(w.bs, w.cs, Bm, Cm, w.sg, nb, N);
     MN__LAUNCHED();
-    // dB, dC flipped in place, the op adds dB', dC', flipped back: dB + sg dB' (sg^2 = 1 exactly)
-    mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
-    MN__LAUNCHED();
-    if (dA) MN__CU(cudaMemsetAsync(w.dg, 0, na * sizeof(float), MN__STREAM));
-    MN__TRY(mn_cuda_gla_backward(ctx, dC, dB, dX, dA ? w.dg : NULL, NULL, dy, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H,
-                                 N, N, 1, 1.0, MN__GC, work));
+    // dB, dC flipped in place, the op adds dB', dC', flipped back: dB + sg dB' (sg^2 = 1 exactly); with acc 0
+    // the op writes dB', dC' (and dX, w.dg), so only the flip back: sg dB'
+    if (acc) {
+        mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
+        MN__LAUNCHED();
+        if (dA) MN__CU(cudaMemsetAsync(w.dg, 0, na * sizeof(float), MN__STREAM));
+    }
+    MN__TRY(mn__gla_backward(ctx, dC, dB, dX, dA ? w.dg : NULL, NULL, dy, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N,
+                             N, 1, 1.0, MN__GC, work, acc));
     mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
     MN__LAUNCHED();
     if (!dA) return MN_OK;
-    mn__k_ssd_sda<<<mn__grid(ctx, na, 256), 256, 0, MN__STREAM>>>(dA, w.dg, A, na);
+    mn__k_ssd_sda<<<mn__grid(ctx, na, 256), 256, 0, MN__STREAM>>>(dA, w.dg, A, na, acc);
     MN__LAUNCHED();
     if (!smem_set) {   // the largest shape's (N = 128)
         MN__CU(cudaFuncSetAttribute(mn__k_ssd_sfix, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -6909,7 +6965,7 @@ int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB
     if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 5, &why))
         return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward_chunk", why, __LINE__);
     mn__ssd_math x3(ctx);
-    return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work);
+    return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work, 1);
 }
 int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
                         const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
@@ -6929,6 +6985,26 @@ int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, floa
     if (!dht && !dh0 && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
         return mn_cuda_ssd_backward_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, P, N, amode, work);
     return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, dh0, dy, dht, X, A, Bm, Cm, h0, B, T, H, P, N, amode,
+                                          work);
+}
+// The model's backward (no states, chunk MN__GC): as mn_cuda_ssd_backward, but with acc = 0 the chunk form
+// writes dX (B,T,H,P), dA (B,T,H), dB, dC (B,T,H,N) instead of adding; the recurrent kernels add (atomics),
+// so there they are zeroed first
+static int mn__ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
+                            const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
+                            size_t H, size_t P, size_t N, int amode, float* work, int acc) {
+    const void* al[5] = { dy, X, Bm, Cm, work };
+    if (mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL)) {
+        mn__ssd_math x3(ctx);
+        return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work, acc);
+    }
+    if (!acc) {
+        MN__CU(cudaMemsetAsync(dX, 0, B * T * H * P * sizeof(float), MN__STREAM));
+        MN__CU(cudaMemsetAsync(dA, 0, B * T * H * sizeof(float), MN__STREAM));
+        MN__CU(cudaMemsetAsync(dB, 0, B * T * H * N * sizeof(float), MN__STREAM));
+        MN__CU(cudaMemsetAsync(dC, 0, B * T * H * N * sizeof(float), MN__STREAM));
+    }
+    return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, NULL, dy, NULL, X, A, Bm, Cm, NULL, B, T, H, P, N, amode,
                                           work);
 }
 int mn_cuda_ssd_step(mn_cuda_ctx* ctx, float* y, float* state, const float* X, const float* A, const float* Bm,
@@ -8173,32 +8249,40 @@ int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* 
 //   c_t = f c_{t-1} + i tanh(~z) ; n_t = f n_{t-1} + i ; y_t = sigmoid(~o) c_t / n_t
 // The recurrence is sequential through y_{t-1}, so it runs fused over time: ONE launch, one thread
 // block per (sequence, head) walking the T steps, with the head's R on chip for the whole walk.
-// Thread r of the 4 Dh threads owns gate row r = g Dh + j of the head; R's row r is split between its
-// registers (the first KR = min(Dh, 64) columns) and shared memory (the other Dh - KR, stored column
-// by column so that the block's threads read consecutive words): at Dh = 128 that is 64 registers a
-// thread (half the register file at 512 threads) and 128 KB of shared memory. Each step:
-//   1. every thread: raw[r] = x_t[r] + b[r] + R[r,:] . y_{t-1} (y_{t-1} in shared memory, read as
-//      float4 broadcasts; x_{t+1} is loaded while step t computes);       __syncthreads
-//   2. the Dh unit threads: the pointwise cell from raw's four gates and their states (registers),
-//      y, c, n, m written to global memory and y_t to shared memory;      __syncthreads
+// Thread r of the 2 Dh threads owns two gate rows of the head, r and r + 2 Dh: gates ~i and ~z of unit
+// j = r for r < Dh, ~f and ~o of unit j = r - Dh otherwise. Each row is split between the thread's
+// registers (the first KR = min(Dh, 96) columns) and shared memory (the other Dh - KR, stored column by
+// column so that the block's threads read consecutive words). Why two rows a thread: a step is bound by
+// shared-memory reads (R's shared part and the y_{t-1} broadcasts, at 128 bytes a clock per SM), and half
+// the threads with twice the registers each (launch bounds 2 Dh: up to 255) hold 96 columns of R in
+// registers instead of 64, while each y_{t-1} broadcast now feeds two rows: at Dh = 128 a step reads
+// 768 shared-memory wavefronts instead of 1,536 (the one-row-a-thread kernel of runs 19-36). Each step:
+//   1. every thread: its two rows' x_t + b + R[row,:] . y_{t-1} (y_{t-1} in shared memory, read as
+//      float4 broadcasts; x_{t+1} is loaded while step t computes); the (~f, ~o) threads also form
+//      logsigmoid(~f) and sigmoid(~o) into shared memory, so the cell's transcendentals run in parallel;
+//                                                                          __syncthreads
+//   2. the Dh (~i, ~z) threads: the pointwise cell of their unit (states in registers), y, c, n, m written
+//      to global memory and y_t to shared memory;                         __syncthreads
 // The backward recomputes every step's pre-activations at once (they need only the saved y: one
 // cuBLAS product per gate, batched over heads, into the workspace), then one launch walks the steps
-// backwards: thread p = g Dh + i owns column i of gate block g of R (registers + shared memory as
-// above), the unit threads compute the four gate gradients of their unit (written over the
-// recomputed pre-activations and into dx), and every thread forms its share of R^T draw, the carry
-// into y_{t-1} (the four gate blocks' partial sums added by the unit threads); each unit thread also sums
-// its gate gradients over the steps (db's share of its sequence). dR = sum_t draw_t^T y_{t-1} is then one
-// batched cuBLAS product per gate over the saved gradients, db a deterministic column sum of the
-// sequences' shares: no atomics, the same bits every run.
+// backwards: thread p = g Dh + i (g = 0, 1) owns column i of gate blocks g and g + 2 of R (registers +
+// shared memory as above), the unit threads (p < Dh) compute the four gate gradients of their unit
+// (written over the recomputed pre-activations and into dx), and every thread forms its two columns'
+// shares of R^T draw, the carry into y_{t-1} (the four gate blocks' partial sums added by the unit
+// threads); each unit thread also sums its gate gradients over the steps (db's share of its sequence).
+// dR = sum_t draw_t^T y_{t-1} is then one batched cuBLAS product per gate over the saved gradients, db a
+// deterministic column sum of the sequences' shares: no atomics, the same bits every run. Every dot
+// product keeps the summation order of a plain loop over the columns in four accumulators (column k into
+// accumulator k % 4), whatever the register / shared split: the same bits as with any other KR.
 // The decode step has its own kernel (one block per head and group of 8 sequences: R read once for the
 // group, see mn__k_slstm_step).
 // Precision: fp32 throughout (exp, tanh, logsigmoid in float; the carries in registers); the two
 // backward products follow ctx->math (TF32 when asked).
 
-#define MN__SLSTM_KR(DH) ((DH) < 64 ? (DH) : 64)   // columns of R a thread keeps in registers
+#define MN__SLSTM_KR(DH) ((DH) < 96 ? (DH) : 96)   // columns of each of its two rows a thread keeps in registers
 // dynamic shared memory (bytes) of both kernels: R's shared part (Dh - KR, 4Dh), two (4Dh) vectors, one (Dh)
 static size_t mn__slstm_smem(size_t Dh) {
-    size_t ks = Dh - (Dh < 64 ? Dh : 64);
+    size_t ks = Dh - (Dh < 96 ? Dh : 96);
     return (ks * 4 * Dh + 2 * 4 * Dh + Dh) * sizeof(float);
 }
 static int mn__slstm_check(mn_cuda_ctx* ctx, const char* what, size_t B, size_t NH, size_t Dh) {
@@ -8216,78 +8300,92 @@ size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh) { retur
 __device__ __forceinline__ float mn__slstm_logsig(float x) { return fminf(x, 0.f) - log1pf(expf(-fabsf(x))); }
 __device__ __forceinline__ float mn__slstm_sig(float x) { return 1.f / (1.f + expf(-x)); }
 
-// sum_k w[k] v[k] over the Dh entries of a row held as rr[0..KR) (registers) and Rs[k G4 + r], k < Dh - KR
-// (shared memory), v (Dh) in shared memory, 16-byte aligned; four partial sums for the FMA pipeline
-template <int DH>
-__device__ __forceinline__ float mn__slstm_dot(const float* rr, const float* Rs, const float* v, int r) {
-    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
-    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+// Two dot products over Dh entries: *oa = sum_k wa[k] va[k], *ob = sum_k wb[k] vb[k], row a held as
+// ra[0..KR) (registers) and Rs[k G4 + r], k < Dh - KR (shared memory), row b as rb and Rs[k G4 + r + 2 Dh];
+// va, vb (Dh) in shared memory, 16-byte aligned (SAME: va == vb, each broadcast read once for both rows)
+template <int DH, bool SAME>
+__device__ __forceinline__ void mn__slstm_dot2(float* oa, float* ob, const float* ra, const float* rb,
+                                               const float* Rs, const float* va, const float* vb, int r) {
+    constexpr int G4 = 4 * DH, G2 = 2 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f, b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
 #pragma unroll
     for (int k = 0; k < KR; k += 4) {
-        float4 q = *(const float4*)(v + k);
-        a0 = fmaf(rr[k], q.x, a0); a1 = fmaf(rr[k + 1], q.y, a1);
-        a2 = fmaf(rr[k + 2], q.z, a2); a3 = fmaf(rr[k + 3], q.w, a3);
+        const float4 q = *(const float4*)(va + k), s = SAME ? q : *(const float4*)(vb + k);
+        a0 = fmaf(ra[k], q.x, a0); a1 = fmaf(ra[k + 1], q.y, a1);
+        a2 = fmaf(ra[k + 2], q.z, a2); a3 = fmaf(ra[k + 3], q.w, a3);
+        b0 = fmaf(rb[k], s.x, b0); b1 = fmaf(rb[k + 1], s.y, b1);
+        b2 = fmaf(rb[k + 2], s.z, b2); b3 = fmaf(rb[k + 3], s.w, b3);
     }
-#pragma unroll 4
+#pragma unroll
     for (int k = 0; k < KS; k += 4) {
-        float4 q = *(const float4*)(v + KR + k);
-        a0 = fmaf(Rs[k * G4 + r], q.x, a0); a1 = fmaf(Rs[(k + 1) * G4 + r], q.y, a1);
-        a2 = fmaf(Rs[(k + 2) * G4 + r], q.z, a2); a3 = fmaf(Rs[(k + 3) * G4 + r], q.w, a3);
+        const float4 q = *(const float4*)(va + KR + k), s = SAME ? q : *(const float4*)(vb + KR + k);
+        const float* w = Rs + k * G4 + r;
+        a0 = fmaf(w[0], q.x, a0); a1 = fmaf(w[G4], q.y, a1);
+        a2 = fmaf(w[2 * G4], q.z, a2); a3 = fmaf(w[3 * G4], q.w, a3);
+        b0 = fmaf(w[G2], s.x, b0); b1 = fmaf(w[G4 + G2], s.y, b1);
+        b2 = fmaf(w[2 * G4 + G2], s.z, b2); b3 = fmaf(w[3 * G4 + G2], s.w, b3);
     }
-    return (a0 + a1) + (a2 + a3);
+    *oa = (a0 + a1) + (a2 + a3);
+    *ob = (b0 + b1) + (b2 + b3);
 }
 
 extern __shared__ float4 mn__slstm_sh4[];
 
-// The forward walk: block = (sequence b, head h), 4 Dh threads. y, c, n, m (B,T,Hd) written; x (B,T,4Hd);
+// The forward walk: block = (sequence b, head h), 2 Dh threads. y, c, n, m (B,T,Hd) written; x (B,T,4Hd);
 // R (NH,4Dh,Dh); bias (4Hd); y0, c0, n0, m0 (B,Hd) or NULL (zeros). Every initial state is read before
 // the first write and a block touches only its own head's units, so with T = 1 the outputs may be the
 // initial states.
 template <int DH>
-__global__ void __launch_bounds__(4 * DH) mn__k_slstm_fwd(float* y, float* c, float* n, float* m, const float* x,
+__global__ void __launch_bounds__(2 * DH) mn__k_slstm_fwd(float* y, float* c, float* n, float* m, const float* x,
                                                           const float* R, const float* bias, const float* y0,
                                                           const float* c0, const float* n0, const float* m0,
                                                           unsigned NH, size_t T) {
-    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    constexpr int G4 = 4 * DH, G2 = 2 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
     float* Rs = (float*)mn__slstm_sh4;           // (KS,G4) R's columns KR.. of every row, column-major
     float* ys = Rs + KS * G4;                    // (DH) y_{t-1} of the head
-    float* raw = ys + DH;                        // (G4) the step's pre-activations, gate-major
-    const int r = threadIdx.x, g = r / DH, j = r % DH;
+    float* fo = ys + DH;                         // (2DH) logsigmoid(~f), then sigmoid(~o), of every unit
+    const int r = threadIdx.x, g = r / DH, j = r % DH;   // rows r (gate g) and r + 2DH (gate g + 2) of unit j
     const size_t b = blockIdx.x / NH, h = blockIdx.x % NH, Hd = (size_t)NH * DH, G = 4 * Hd;
-    const float* Rr = R + (h * G4 + r) * DH;     // row r of the head's R
-    float rr[KR];
+    const float* Ra = R + (h * G4 + r) * DH;     // rows r and r + 2DH of the head's R
+    const float* Rb = Ra + (size_t)G2 * DH;
+    float ra[KR], rb[KR];
 #pragma unroll
-    for (int k = 0; k < KR; k++) rr[k] = Rr[k];
-    for (int k = 0; k < KS; k++) Rs[k * G4 + r] = Rr[KR + k];
-    const size_t col = (size_t)g * Hd + h * DH + j;   // this row's column of x and bias
-    const float bb = bias[col];
-    const size_t s0 = b * Hd + h * DH + r;        // unit r's index into (B,Hd) (r < DH)
-    float cs = 0.f, ns = 0.f, ms = 0.f;           // unit r's c, n, m (r < DH)
-    if (r < DH) {
-        ys[r] = y0 ? y0[s0] : 0.f;
+    for (int k = 0; k < KR; k++) { ra[k] = Ra[k]; rb[k] = Rb[k]; }
+    for (int k = 0; k < KS; k++) { Rs[k * G4 + r] = Ra[KR + k]; Rs[k * G4 + G2 + r] = Rb[KR + k]; }
+    const size_t cola = (size_t)g * Hd + h * DH + j, colb = cola + 2 * Hd;   // the rows' columns of x and bias
+    const float ba = bias[cola], bb = bias[colb];
+    const size_t s0 = b * Hd + h * DH + j;        // unit j's index into (B,Hd)
+    float cs = 0.f, ns = 0.f, ms = 0.f;           // unit j's c, n, m (g == 0)
+    if (g == 0) {
+        ys[j] = y0 ? y0[s0] : 0.f;
         if (c0) cs = c0[s0];
         if (n0) ns = n0[s0];
         if (m0) ms = m0[s0];
     }
-    const float* xr = x + b * T * G + col;        // x[b, t, col] = xr[t G]
-    float xn = xr[0];
+    const float* xr = x + b * T * G + cola;       // x[b, t, cola] = xr[t G], x[b, t, colb] = xr[t G + 2 Hd]
+    float xna = xr[0], xnb = xr[2 * Hd];
     __syncthreads();
     for (size_t t = 0; t < T; t++) {
-        const float xt = xn;
-        if (t + 1 < T) xn = xr[(t + 1) * G];      // the next step's input, in flight during this one
-        raw[r] = (xt + bb) + mn__slstm_dot<DH>(rr, Rs, ys, r);
+        const float xa = xna, xb = xnb;
+        if (t + 1 < T) { xna = xr[(t + 1) * G]; xnb = xr[(t + 1) * G + 2 * Hd]; }   // in flight during step t
+        float da, db;
+        mn__slstm_dot2<DH, true>(&da, &db, ra, rb, Rs, ys, ys, r);
+        const float pa = (xa + ba) + da, pb = (xb + bb) + db;   // ~i, ~z (g == 0) or ~f, ~o (g == 1)
+        float tz = 0.f;
+        if (g) { fo[j] = mn__slstm_logsig(pa); fo[DH + j] = mn__slstm_sig(pb); }
+        else tz = tanhf(pb);
         __syncthreads();
-        if (r < DH) {
-            const float ri = raw[r], rf = raw[DH + r], rz = raw[2 * DH + r], ro = raw[3 * DH + r];
-            const float lf = mn__slstm_logsig(rf), mnew = ns == 0.f ? ri : fmaxf(ri, ms + lf);
+        if (g == 0) {
+            const float ri = pa, lf = fo[j], so = fo[DH + j];
+            const float mnew = ns == 0.f ? ri : fmaxf(ri, ms + lf);
             const float ig = fminf(expf(ri - mnew), 1.f), fg = fminf(expf(ms + lf - mnew), 1.f);
-            cs = fg * cs + ig * tanhf(rz);
+            cs = fg * cs + ig * tz;
             ns = fg * ns + ig;
             ms = mnew;
-            const float yv = mn__slstm_sig(ro) * cs / ns;
-            const size_t o = (b * T + t) * Hd + h * DH + r;
+            const float yv = so * cs / ns;
+            const size_t o = (b * T + t) * Hd + h * DH + j;
             y[o] = yv; c[o] = cs; n[o] = ns; m[o] = ms;
-            ys[r] = yv;
+            ys[j] = yv;
         }
         __syncthreads();
     }
@@ -8307,7 +8405,7 @@ __device__ __forceinline__ void mn__slstm_bload(mn__slstm_bv* v, const float* ra
     else { v->cp = c0 ? c0[s0] : 0.f; v->np = n0 ? n0[s0] : 0.f; v->mp = m0 ? m0[s0] : 0.f; }
 }
 
-// The backward walk (mesanet.h's mn_slstm_backward, step for step): block = (b, h), 4 Dh threads.
+// The backward walk (mesanet.h's mn_slstm_backward, step for step): block = (b, h), 2 Dh threads.
 // raw (B,T,4Hd): in, the recomputed pre-activations x + b + R y_{t-1}; out, their gradients draw.
 // dx (B,T,4Hd) += draw (acc 1) or = draw (acc 0); dbp (B,4Hd) = sum over t of draw (written); dy0, dc0,
 // dn0 (B,Hd) += the carries past t = 0, or NULL; dy, y, c, n, m (B,T,Hd); R (NH,4Dh,Dh); c0, n0, m0 (B,Hd)
@@ -8318,22 +8416,26 @@ __device__ __forceinline__ void mn__slstm_bload(mn__slstm_bv* v, const float* ra
 //   d~f = (dc c_{t-1} + dn n_{t-1}) f sigmoid(-~f) ; dc <- dc f ; dn <- dn f
 // (m held fixed: y does not depend on it while the clamps do not bind, as on the CPU).
 template <int DH>
-__global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
+__global__ void __launch_bounds__(2 * DH) mn__k_slstm_bwd(float* dx, float* dbp, float* dy0, float* dc0, float* dn0,
                                                           float* raw, const float* dy, const float* y, const float* c,
                                                           const float* n, const float* m, const float* R,
                                                           const float* c0, const float* n0, const float* m0,
                                                           unsigned NH, size_t T, int acc) {
-    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
-    float* Rs = (float*)mn__slstm_sh4;           // (KS,G4): Rs[k G4 + p] = R[h][g DH + KR + k][i]
+    constexpr int G4 = 4 * DH, G2 = 2 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    float* Rs = (float*)mn__slstm_sh4;           // (KS,G4): Rs[k G4 + q] = R[h][(q / DH) DH + KR + k][q % DH]
     float* dr = Rs + KS * G4;                    // (G4) the step's draw, gate-major
     float* part = dr + G4;                       // (G4) each gate block's share of R^T draw
-    const int p = threadIdx.x, g = p / DH, i = p % DH;
+    const int p = threadIdx.x, g = p / DH, i = p % DH;   // columns i of gate blocks g and g + 2
     const size_t b = blockIdx.x / NH, h = blockIdx.x % NH, Hd = (size_t)NH * DH, G = 4 * Hd;
-    const float* Rc = R + (h * G4 + (size_t)g * DH) * DH + i;   // column i of gate block g: Rc[j DH]
-    float rc[KR];
+    const float* Rca = R + (h * G4 + (size_t)g * DH) * DH + i;   // column i of gate block g: Rca[j DH]
+    const float* Rcb = Rca + (size_t)G2 * DH;                      // ... of gate block g + 2
+    float rca[KR], rcb[KR];
 #pragma unroll
-    for (int k = 0; k < KR; k++) rc[k] = Rc[(size_t)k * DH];
-    for (int k = 0; k < KS; k++) Rs[k * G4 + p] = Rc[(size_t)(KR + k) * DH];
+    for (int k = 0; k < KR; k++) { rca[k] = Rca[(size_t)k * DH]; rcb[k] = Rcb[(size_t)k * DH]; }
+    for (int k = 0; k < KS; k++) {
+        Rs[k * G4 + p] = Rca[(size_t)(KR + k) * DH];
+        Rs[k * G4 + G2 + p] = Rcb[(size_t)(KR + k) * DH];
+    }
     const size_t s0 = b * Hd + h * DH + p;        // unit p's index into (B,Hd) (p < DH)
     float dcs = 0.f, dns = 0.f, dyr = 0.f;        // the carries dc, dn and R^T draw of the step after
     float dbs[4] = { 0.f, 0.f, 0.f, 0.f };        // unit p's gate gradients summed over the steps
@@ -8370,8 +8472,8 @@ __global__ void __launch_bounds__(4 * DH) mn__k_slstm_bwd(float* dx, float* dbp,
         }
         __syncthreads();
         // forward: raw_t += R y_{t-1}, so y_{t-1}'s gradient from this step is R^T draw_t:
-        // part[g DH + i] = sum_j R[h][g DH + j][i] draw[g DH + j]
-        part[p] = mn__slstm_dot<DH>(rc, Rs, dr + g * DH, p);
+        // part[g DH + i] = sum_j R[h][g DH + j][i] draw[g DH + j], gate blocks g and g + 2 by thread g DH + i
+        mn__slstm_dot2<DH, false>(part + p, part + G2 + p, rca, rcb, Rs, dr + g * DH, dr + (g + 2) * DH, p);
         __syncthreads();
         if (p < DH) dyr = (part[p] + part[DH + p]) + (part[2 * DH + p] + part[3 * DH + p]);
     }
@@ -8403,7 +8505,7 @@ static int mn__slstm_fwd_launch(mn_cuda_ctx* ctx, float* y, float* c, float* n, 
     const size_t smem = mn__slstm_smem(DH);
     if (smem > 48 * 1024)
         MN__CU(cudaFuncSetAttribute(mn__k_slstm_fwd<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    mn__k_slstm_fwd<DH><<<(unsigned)(B * NH), 4 * DH, smem, MN__STREAM>>>(y, c, n, m, x, R, b, y0, c0, n0, m0,
+    mn__k_slstm_fwd<DH><<<(unsigned)(B * NH), 2 * DH, smem, MN__STREAM>>>(y, c, n, m, x, R, b, y0, c0, n0, m0,
                                                                           (unsigned)NH, T);
     MN__LAUNCHED();
     return MN_OK;
@@ -8416,7 +8518,7 @@ static int mn__slstm_bwd_launch(mn_cuda_ctx* ctx, float* dx, float* dbp, float* 
     const size_t smem = mn__slstm_smem(DH);
     if (smem > 48 * 1024)
         MN__CU(cudaFuncSetAttribute(mn__k_slstm_bwd<DH>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    mn__k_slstm_bwd<DH><<<(unsigned)(B * NH), 4 * DH, smem, MN__STREAM>>>(dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m,
+    mn__k_slstm_bwd<DH><<<(unsigned)(B * NH), 2 * DH, smem, MN__STREAM>>>(dx, dbp, dy0, dc0, dn0, raw, dy, y, c, n, m,
                                                                           R, c0, n0, m0, (unsigned)NH, T, acc);
     MN__LAUNCHED();
     return MN_OK;
@@ -8668,18 +8770,19 @@ typedef struct mn__cm_delta_dacts {
     float *dbl, *dal, *dO, *don, *dgl;    // (N,H) x2, (N,HD) x3
 } mn__cm_delta_dacts;
 // the Mamba-2 layers "mamba2", "mamba2_neg" (mesanet.h's mn__ssd_act; N = B*T tokens, DI = 2 d_model,
-// Hm = DI / P heads of P = head_dim, state Ns = head_dim, W_in = 2 DI + 2 Ns + Hm, Wc = DI + 2 Ns)
+// Hm = DI / P heads of P = head_dim, state Ns = head_dim, W_in = 2 DI + 2 Ns + Hm, Wc = DI + 2 Ns; zx and dzx
+// rows W_ld = W_in rounded up to 8 floats apart: 16-byte rows for cuBLAS, and bf16 mode's bf16 in_proj)
 typedef struct mn__cm_ssd_acts {
-    float* zx;                      // (N,W_in) the input projection [z | x | B | C | dt]
-    float *xbci, *xbcp, *xbc;       // (N,Wc) [x | B | C] before the conv, after conv + bias, after silu
+    float* zx;                      // (N,W_in) rows W_ld apart: the input projection [z | x | B | C | dt]
+    float* xbc;                     // (N,Wc) [x | B | C] = silu(conv(zx's columns DI..) + bias)
     float *dtp, *delta, *at;        // (N,Hm) dt + dt_bias, Delta, the log-decay (or the [-1,1] transition)
     float* xt;                      // (N,DI) X = x Delta
     float *bh, *ch;                 // (N,Hm,Ns) B and C per head
     float *y, *yz, *yn, *rs;        // (N,DI) SSD + D x, gated, normed; (N) rstd of the norm
 } mn__cm_ssd_acts;
 typedef struct mn__cm_ssd_dacts {
-    float* dzx;                     // (N,W_in)
-    float *dxbci, *dxbcp, *dxbc;    // (N,Wc) x3
+    float* dzx;                     // (N,W_in) rows W_ld apart (the pad columns never written nor read)
+    float* dxbc;                    // (N,Wc)
     float *dyn, *dyz, *dy, *dxt;    // (N,DI) x4
     float *dat, *dbh, *dch;         // (N,Hm), (N,Hm,Ns) x2
     float *tD, *tA, *tdt, *sD;      // (N,DI) the D skip's terms, (N,Hm) x2 A_log's and dt's terms, (DI) sums
@@ -9495,11 +9598,12 @@ enum { MN__CSSD_IN = MN__CP_MIX, MN__CSSD_CONV, MN__CSSD_CONVB, MN__CSSD_DTB, MN
 static const char* const mn__cp_ssd[MN__CSSD_END - MN__CP_MIX] = {
     "attn.in_proj.weight", "attn.conv1d.weight", "attn.conv1d.bias", "attn.dt_bias", "attn.A_log", "attn.D",
     "attn.norm.weight", "attn.out_proj.weight" };
-typedef struct mn__cm_ssd_dims { size_t DI, P, Hm, Ns, W_in, Wc; } mn__cm_ssd_dims;
+typedef struct mn__cm_ssd_dims { size_t DI, P, Hm, Ns, W_in, Wc, W_ld; } mn__cm_ssd_dims;
 static mn__cm_ssd_dims mn__cm_ssd_dims_of(const mn_config* c) {   // mesanet.h's mn__ssd_layer_dims
     mn__cm_ssd_dims d;
     d.DI = 2 * c->d_model; d.P = c->head_dim; d.Hm = d.P ? d.DI / d.P : 0; d.Ns = c->head_dim;
     d.W_in = 2 * d.DI + 2 * d.Ns + d.Hm; d.Wc = d.DI + 2 * d.Ns;
+    d.W_ld = (d.W_in + 7) / 8 * 8;                                // zx's row stride (in_proj.weight keeps W_in rows)
     return d;
 }
 static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t B, size_t T, float* base, size_t off,
@@ -9507,7 +9611,7 @@ static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t B, size_t T, flo
     const size_t N = B * T;
     mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
     mn__cm_ssd_acts* a = &y->ssd;
-    MN__P(a->zx, N * d.W_in); MN__P(a->xbci, N * d.Wc); MN__P(a->xbcp, N * d.Wc); MN__P(a->xbc, N * d.Wc);
+    MN__P(a->zx, N * d.W_ld); MN__P(a->xbc, N * d.Wc);
     MN__P(a->dtp, N * d.Hm); MN__P(a->delta, N * d.Hm); MN__P(a->at, N * d.Hm); MN__P(a->xt, N * d.DI);
     MN__P(a->bh, N * d.Hm * d.Ns); MN__P(a->ch, N * d.Hm * d.Ns);
     MN__P(a->y, N * d.DI); MN__P(a->yz, N * d.DI); MN__P(a->yn, N * d.DI); MN__P(a->rs, N);
@@ -9516,7 +9620,7 @@ static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t B, size_t T, flo
 static size_t mn__cm_ssd_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
     mn__cm_ssd_dims d = mn__cm_ssd_dims_of(c);
     mn__cm_ssd_dacts* g = &dd->ssd;
-    MN__P(g->dzx, N * d.W_in); MN__P(g->dxbci, N * d.Wc); MN__P(g->dxbcp, N * d.Wc); MN__P(g->dxbc, N * d.Wc);
+    MN__P(g->dzx, N * d.W_ld); MN__P(g->dxbc, N * d.Wc);
     MN__P(g->dyn, N * d.DI); MN__P(g->dyz, N * d.DI); MN__P(g->dy, N * d.DI); MN__P(g->dxt, N * d.DI);
     MN__P(g->dat, N * d.Hm); MN__P(g->dbh, N * d.Hm * d.Ns); MN__P(g->dch, N * d.Hm * d.Ns);
     MN__P(g->tD, N * d.DI); MN__P(g->tA, N * d.Hm); MN__P(g->tdt, N * d.Hm); MN__P(g->sD, d.DI);
@@ -9534,7 +9638,7 @@ static size_t mn__cm_ssd_work(const mn_config* c, size_t B, size_t T) {
     return mn_cuda_ssd_work_size(B, T, d.Hm, d.P, d.Ns, MN__GC);
 }
 
-// xbcp (n = N*Wc) += b_conv; xbc = silu(xbcp)
+// xbcp (n = B*Wc) += b_conv; xbc = silu(xbcp): the decode step's (the forward fuses them into the conv)
 __global__ void mn__k_ssd_convact(float* xbcp, float* xbc, const float* bias, size_t n, size_t Wc) {
     MN__FOR(i, n) {
         float a = xbcp[i] + bias[i % Wc];
@@ -9636,13 +9740,6 @@ __global__ void mn__k_ssd_heads_bwd(float* dxbc, const float* dxt, const float* 
         dxbc[n * Wc + DI + j] = s;
     }
 }
-// forward xbc = silu(xbcp): dxbcp = dxbc s (1 + a (1 - s)) (written)
-__global__ void mn__k_ssd_convact_bwd(float* dxbcp, const float* dxbc, const float* xbcp, size_t n) {
-    MN__FOR(i, n) {
-        double a = xbcp[i], s = 1.0 / (1.0 + exp(-a));
-        dxbcp[i] = (float)(dxbc[i] * s * (1.0 + a * (1.0 - s)));
-    }
-}
 
 static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
                               const float* res, size_t B, size_t T) {
@@ -9653,18 +9750,14 @@ static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
     size_t N = B * T, C = c->d_model, dt_col = 2 * d.DI + 2 * d.Ns;
     int neg = mn__cm_variant(cm, l) & 1;
     (void)DD;
-    MN__TRY(mn_cuda_matmul_forward(ctx, A->zx, Y->xn1, MN__PAR(cm, l, MN__CSSD_IN), NULL, N, C, d.W_in));
-    MN__CU(cudaMemcpy2DAsync(A->xbci, d.Wc * sizeof(float), A->zx + d.DI, d.W_in * sizeof(float),
-                             d.Wc * sizeof(float), N, cudaMemcpyDeviceToDevice, MN__STREAM));
-    MN__TRY(mn_cuda_shortconv_forward(ctx, A->xbcp, A->xbci, MN__PAR(cm, l, MN__CSSD_CONV), B, T, d.Wc, 4, 0));
-    mn__k_ssd_convact<<<mn__grid(ctx, N * d.Wc, 256), 256, 0, MN__STREAM>>>(A->xbcp, A->xbc,
-                                                                          MN__PAR(cm, l, MN__CSSD_CONVB), N * d.Wc,
-                                                                          d.Wc);
-    MN__LAUNCHED();
+    MN__TRY(mn__matmul_product(ctx, A->zx, Y->xn1, MN__PAR(cm, l, MN__CSSD_IN), N, C, d.W_in, 0.f, d.W_ld));
+    // the conv, its bias and SiLU in one pass, reading zx's [x | B | C] columns in place (rows W_ld apart)
+    MN__TRY(mn__shortconv_fwd(ctx, A->xbc, A->zx + d.DI, MN__PAR(cm, l, MN__CSSD_CONV), MN__PAR(cm, l, MN__CSSD_CONVB),
+                              B, T, d.Wc, d.W_ld, 4, 2));
     mn__k_ssd_dt<<<mn__grid(ctx, N * d.Hm, 256), 256, 0, MN__STREAM>>>(A->dtp, A->delta, A->at, A->zx,
                                                                      MN__PAR(cm, l, MN__CSSD_DTB),
                                                                      MN__PAR(cm, l, MN__CSSD_ALOG), N, d.Hm, dt_col,
-                                                                     d.W_in, neg);
+                                                                     d.W_ld, neg);
     MN__LAUNCHED();
     mn__k_ssd_heads<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->xt, A->bh, A->ch, A->xbc, A->delta, N,
                                                                         d.Hm, d.P, d.Ns, d.Wc);
@@ -9673,14 +9766,14 @@ static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
                                 neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work));
     mn__k_ssd_skip<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->y, A->yz, A->zx, A->xbc,
                                                                        MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,
-                                                                       d.W_in, d.Wc);
+                                                                       d.W_ld, d.Wc);
     MN__LAUNCHED();
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->yn, A->rs, A->yz, MN__PAR(cm, l, MN__CSSD_NORM), N, d.DI, c->norm_eps));
     MN__D2D(Y->x2, res, N * C);
     return mn__cm_matmul_add(ctx, Y->x2, A->yn, MN__PAR(cm, l, MN__CSSD_OUT), N, d.DI, C);
 }
-// every gradient buffer written by its first writer (acc 0 or a kernel that writes); the op's four
-// outputs accumulate, so they are zeroed first; din by the in_proj backward
+// every gradient buffer written by its first writer (acc 0 or a kernel that writes), the op's four outputs
+// included (mn__ssd_backward with acc 0); din by the in_proj backward
 static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
                                const float* dout, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
@@ -9697,38 +9790,32 @@ static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     mn__k_ssd_skip_bwd<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(D->dy, D->dzx, D->dxbc, D->tD, D->dyz,
                                                                            A->y, A->zx, A->xbc,
                                                                            MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,
-                                                                           d.W_in, d.Wc);
+                                                                           d.W_ld, d.Wc);
     MN__LAUNCHED();
     MN__CU(cudaMemsetAsync(D->sD, 0, d.DI * sizeof(float), MN__STREAM));
     MN__TRY(mn__colsum(ctx, D->sD, D->tD, NULL, NULL, N, d.DI));
     mn__k_ssd_headsum<<<1, 32, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CSSD_D), D->sD, d.Hm, d.P);
     MN__LAUNCHED();
-    MN__CU(cudaMemsetAsync(D->dxt, 0, N * d.DI * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(D->dat, 0, N * d.Hm * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(D->dbh, 0, N * d.Hm * d.Ns * sizeof(float), MN__STREAM));
-    MN__CU(cudaMemsetAsync(D->dch, 0, N * d.Hm * d.Ns * sizeof(float), MN__STREAM));
-    MN__TRY(mn_cuda_ssd_backward(ctx, D->dxt, D->dat, D->dbh, D->dch, NULL, D->dy, NULL, A->xt, A->at, A->bh, A->ch,
-                                 NULL, B, T, d.Hm, d.P, d.Ns, MN__GC, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY,
-                                 cm->work));
+    // the op is the first writer of dxt, dat, dbh, dch (acc 0: the chunk form writes, the recurrent one zeroes)
+    MN__TRY(mn__ssd_backward(ctx, D->dxt, D->dat, D->dbh, D->dch, D->dy, A->xt, A->at, A->bh, A->ch, B, T, d.Hm, d.P,
+                             d.Ns, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, 0));
     mn__k_ssd_dt_bwd<<<mn__grid(ctx, N * d.Hm * 32, 256), 256, 0, MN__STREAM>>>(D->dzx, D->tA, D->tdt, D->dat, D->dxt,
                                                                               A->xbc, A->delta, A->dtp,
                                                                               MN__PAR(cm, l, MN__CSSD_ALOG), N, d.Hm,
-                                                                              d.P, dt_col, d.W_in, d.Wc, neg);
+                                                                              d.P, dt_col, d.W_ld, d.Wc, neg);
     MN__LAUNCHED();
     MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSSD_ALOG), D->tA, NULL, NULL, N, d.Hm));
     MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSSD_DTB), D->tdt, NULL, NULL, N, d.Hm));
     mn__k_ssd_heads_bwd<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(D->dxbc, D->dxt, A->delta, D->dbh,
                                                                             D->dch, N, d.Hm, d.P, d.Ns, d.Wc);
     MN__LAUNCHED();
-    mn__k_ssd_convact_bwd<<<mn__grid(ctx, N * d.Wc, 256), 256, 0, MN__STREAM>>>(D->dxbcp, D->dxbc, A->xbcp, N * d.Wc);
-    MN__LAUNCHED();
-    MN__TRY(mn__colsum(ctx, MN__GRD(cm, l, MN__CSSD_CONVB), D->dxbcp, NULL, NULL, N, d.Wc));
-    MN__TRY(mn__shortconv_backward(ctx, D->dxbci, MN__GRD(cm, l, MN__CSSD_CONV), D->dxbcp, A->xbci,
-                                   MN__PAR(cm, l, MN__CSSD_CONV), B, T, d.Wc, 4, 0, 0));
-    MN__CU(cudaMemcpy2DAsync(D->dzx + d.DI, d.W_in * sizeof(float), D->dxbci, d.Wc * sizeof(float),
-                             d.Wc * sizeof(float), N, cudaMemcpyDeviceToDevice, MN__STREAM));
+    // SiLU's and the conv's backward in one pass (a recomputed with the bias), the input gradient written
+    // straight into dzx's columns DI.. (rows W_ld apart), the bias's from the kernel's deterministic partials
+    MN__TRY(mn__shortconv_backward(ctx, D->dzx + d.DI, MN__GRD(cm, l, MN__CSSD_CONV), D->dxbc, A->zx + d.DI,
+                                   MN__PAR(cm, l, MN__CSSD_CONV), B, T, d.Wc, 4, 2, 0, MN__PAR(cm, l, MN__CSSD_CONVB),
+                                   MN__GRD(cm, l, MN__CSSD_CONVB), d.W_ld));
     return mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CSSD_IN), NULL, D->dzx, Y->xn1,
-                               MN__PAR(cm, l, MN__CSSD_IN), N, C, d.W_in, 0);
+                               MN__PAR(cm, l, MN__CSSD_IN), N, C, d.W_in, 0, d.W_ld);
 }
 
 #define MN__CM_ROWS_SSD                                                                                          \

@@ -46,7 +46,8 @@
        its parameter block once per update (mn_cuda_model's params_version) and of each layer's normed
        inputs (xn1, xn2) once per pass, shared by the projections reading them; any other operand is
        converted where it enters the product (a conversion kernel into the context's scratch). A projection
-       whose width (IC or OC) is not a multiple of 8 (the Mesa gates' N x H, Mamba-2's in_proj) runs in TF32.
+       whose input width IC or output row stride is not a multiple of 8 (the Mesa gates' N x H) runs in
+       TF32; Mamba-2's in_proj (2,826 wide at the anchor) writes rows padded to a multiple of 8, so it is bf16.
        Everything else runs as with MN_CUDA_MATH_TF32: the norms, losses and optimizer in fp32, the mixer ops
        with their fp32-accurate states, their cuBLAS products (mn__gemm) and the GLA op in TF32, the
        products that must stay fp32-class (the GLA path of Mamba-2 and mLSTM, the Mesa scan) in 3xTF32.

@@ -116,6 +116,23 @@ static double check(const char* name, const vf& gpu, const vd& ref, double bound
     if (ok) n_pass++; else n_fail++;
     return rms;
 }
+// RMS(gpu - ref) / max(RMS(ref), scale): check's measure with a floor under the denominator, for a tensor whose
+// entries are sums that can cancel to far below the size of their terms (scale: the rms of those terms' size).
+static double check_floor(const char* name, const vf& gpu, const vd& ref, double scale, double bound) {
+    double se = 0, sr = 0;
+    size_t bad = 0, n = gpu.size() ? gpu.size() : 1;
+    for (size_t i = 0; i < gpu.size(); i++) {
+        double d = (double)gpu[i] - ref[i];
+        if (!isfinite((double)gpu[i])) { bad++; continue; }
+        se += d * d; sr += ref[i] * ref[i];
+    }
+    double den = fmax(sqrt(sr / n), scale), rms = den > 0 ? sqrt(se / n) / den : sqrt(se / n);
+    int ok = bad == 0 && rms <= bound;
+    printf("%-4s %-46s rms %.2e  of max(rms %.2e, scale %.2e)  (bound %.0e)%s\n", ok ? "ok" : "FAIL", name, rms,
+           sqrt(sr / n), scale, bound, bad ? "  NON-FINITE" : "");
+    if (ok) n_pass++; else n_fail++;
+    return rms;
+}
 // The same for accumulated gradients: compares gpu - prior with ref - prior.
 static double check_inc(const char* name, const vf& gpu, const vf& prior, const vd& ref, double bound) {
     vf gi(gpu.size()); vd ri(ref.size());
@@ -1448,8 +1465,25 @@ static void test_model_body(const model_case* mc) {
         int small = strstr(ti->name, "lambda") || strstr(ti->name, "_proj.bias") ||
                     strstr(ti->name, "gate_preact.bias") || strstr(ti->name, "A_log") || strstr(ti->name, "dt_bias");
         snprintf(nm, sizeof nm, "grad %s", ti->name);
-        check(nm, vf(g.begin() + ti->offset, g.begin() + ti->offset + ti->numel),
-              vd(cm.grads + ti->offset, cm.grads + ti->offset + ti->numel), small ? mc->b_small : mc->b_grad);
+        vf gt(g.begin() + ti->offset, g.begin() + ti->offset + ti->numel);
+        vd rt(cm.grads + ti->offset, cm.grads + ti->offset + ti->numel);
+        // A_log's gradient (Mamba-2, GDN: per head sum_t dla_t (-e^A_log) Delta_t) is a sum that can cancel to far
+        // below its terms, whose size the same layer's dt_bias gradient (sum_t dla_t (-e^A_log) sigmoid(dt_t) + ...)
+        // shows: its error is measured against the larger of the two rms (one draw of "hawk,gdn,mamba2,slstm
+        // bf16", run 37: 13x its own rms with the in_proj in bf16, while dt_bias was within 8e-3)
+        const char* al = strstr(ti->name, "A_log");
+        const mn_tensor_info* dtb = NULL;
+        if (al && al[5] == 0) {
+            char want[160];
+            snprintf(want, sizeof want, "%.*sdt_bias", (int)(al - ti->name), ti->name);
+            for (size_t u = 0; u < cm.n_tensors; u++)
+                if (!strcmp(cm.tensors[u].name, want) && cm.tensors[u].numel == ti->numel) dtb = &cm.tensors[u];
+        }
+        if (dtb) {
+            double ss = 0;
+            for (size_t i = 0; i < dtb->numel; i++) ss += cm.grads[dtb->offset + i] * cm.grads[dtb->offset + i];
+            check_floor(nm, gt, rt, sqrt(ss / (double)dtb->numel), mc->b_small);
+        } else check(nm, gt, rt, small ? mc->b_small : mc->b_grad);
     }
     // clip: to half the norm, so that it scales
     double ss = 0, nc, ng = -1;
@@ -2254,6 +2288,13 @@ static void test_ssd_all(void) {
       1e-4, 2e-3, 3e-3 },                                                                                         \
     { "mamba2 H2x32 (recurrent)", "mamba2", 0, 64, 2, 2, 32, 176, 2, 100, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,    \
       1e-4, 2e-3, 3e-3 },                                                                                         \
+    /* 8 heads of 64: W_in = 1160, already a multiple of 8, so zx's rows are not padded (the others' are) */       \
+    { "mamba2 Hm8x64 unpadded", "mamba2", 0, 256, 2, 4, 64, 688, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,     \
+      1e-4, 2e-3, 3e-3 },                                                                                         \
+    /* bf16 mode: in_proj (W_in 644, rows padded to 648) on the bf16 path; the bf16 rows' bounds, the small       \
+       tensors' (dt_bias, A_log, D: sums over every token) as the mixed bf16 row's */                              \
+    { "mamba2 H2x64 bf16", "mamba2", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2,     \
+      5e-2, 1.5e-1 },                                                                                             \
     { "mamba2,attn H2x64", "mamba2,attn", 0, 128, 2, 2, 64, 352, 2, 130, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-4,     \
       6e-3, 1e-2, 2e-2 },                                                                                         \
     { "mamba2_neg H2x128", "mamba2_neg", 0, 256, 2, 2, 128, 688, 2, 150, 30, 0, MN_CUDA_MATH_FP32, 0.0, 1e-5,       \
@@ -3498,18 +3539,19 @@ int main(int argc, char** argv) {
             // on the H200 (run 19): logits rms 4.2e-3 .. 1.0e-2, the worst gradient 7.5e-3 .. 1.75e-2, the small
             // tensors 1.55e-2, loss 8e-5 relative; bounds about 3x those: loss 5e-4, logits 3e-2, gradients 5e-2,
             // small tensors 5e-2 (the TF32 rows' 3e-4 / 1e-2 / 2e-2 / 3e-2 scaled by bf16's coarser rounding)
+            // Since the narrow products (a_proj: H = 2 columns, no bf16 path) run in TF32 in bf16 mode, layer 0's
+            // a_proj.bias gradient here, a sum over every token that cancels, measured 6.67e-2 (runs 36, 37: the same
+            // deterministic draw): small tensors 1.5e-1 in this case
             { "mesa H2x128 cg30 bf16", "mesa", 0, 256, 2, 2, 128, 688, 2, 130, 30, 1, MN_CUDA_MATH_BF16, 0.0, 5e-4,
-              3e-2, 5e-2, 5e-2 },
+              3e-2, 5e-2, 1.5e-1 },
             { "attn H2x64 bf16", "attn", 0, 128, 2, 2, 64, 352, 2, 150, 30, 0, MN_CUDA_MATH_BF16, 30.0, 5e-4, 3e-2,
               5e-2, 5e-2 },
             { "gla H2x128 bf16", "gla", 0, 256, 2, 2, 128, 688, 2, 130, 30, 0, MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2,
               5e-2, 5e-2 },
             // (with an mlstm layer in this stack its gate projections' gradients measured 13-17 % in bf16, run 21:
-            // sums over the tokens that cancel; that is left out here and recorded in cuda/results.md). Since the
-            // mixers' cuBLAS products run in TF32 in bf16 mode (Hawk's block-diagonal gates among them), layer 0's
-            // a_proj.bias, such a sum, measured 6.67e-2 (H200 run 36; 5e-2 before): small tensors 1.5e-1 here
+            // sums over the tokens that cancel; that is left out here and recorded in cuda/results.md)
             { "hawk,gdn,mamba2,slstm bf16", "hawk,gdn,mamba2,slstm", 0, 128, 4, 2, 64, 352, 2, 100, 30, 0,
-              MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2, 5e-2, 1.5e-1 },
+              MN_CUDA_MATH_BF16, 0.0, 5e-4, 3e-2, 5e-2, 5e-2 },
         };
         test_model_errors();
         for (size_t c = 0; c < sizeof mcs / sizeof mcs[0]; c++) test_model(&mcs[c]);
