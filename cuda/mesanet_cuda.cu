@@ -9741,6 +9741,26 @@ __global__ void mn__k_ssd_heads_bwd(float* dxbc, const float* dxt, const float* 
     }
 }
 
+// The in_proj as two products: its first W8 = W_in rounded down to 8 rows ([z | x | B | C] at the anchor, 2,816)
+// and the last W_in - W8 (the dt rows). Why: with 2,826 output columns cuBLAS's TF32 products fell back to an
+// alignment-1 kernel (cutlass::Kernel2, ~0.85-1 ms a launch at the anchor, three a layer: run 37's profile); a
+// width that is a multiple of 8 takes the tensor-core kernels, and only the few dt columns the slow one.
+// zx (N,W_in) rows W_ld apart = x (N,C) W (W_in,C)^T
+static int mn__cm_ssd_in_forward(mn_cuda_ctx* ctx, float* zx, const float* x, const float* W, size_t N, size_t C,
+                                 const mn__cm_ssd_dims* d) {
+    size_t w8 = d->W_in / 8 * 8;
+    MN__TRY(mn__matmul_product(ctx, zx, x, W, N, C, w8, 0.f, d->W_ld));
+    return w8 < d->W_in ? mn__matmul_product(ctx, zx + w8, x, W + w8 * C, N, C, d->W_in - w8, 0.f, d->W_ld) : MN_OK;
+}
+// its backward: dx (N,C) = dzx W (written), dW (W_in,C) += dzx^T x, in the same two pieces
+static int mn__cm_ssd_in_backward(mn_cuda_ctx* ctx, float* dx, float* dW, const float* dzx, const float* x,
+                                  const float* W, size_t N, size_t C, const mn__cm_ssd_dims* d) {
+    size_t w8 = d->W_in / 8 * 8;
+    MN__TRY(mn__matmul_backward(ctx, dx, dW, NULL, dzx, x, W, N, C, w8, 0, d->W_ld));
+    return w8 < d->W_in ? mn__matmul_backward(ctx, dx, dW + w8 * C, NULL, dzx + w8, x, W + w8 * C, N, C,
+                                              d->W_in - w8, 1, d->W_ld) : MN_OK;
+}
+
 static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
                               const float* res, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
@@ -9750,7 +9770,7 @@ static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
     size_t N = B * T, C = c->d_model, dt_col = 2 * d.DI + 2 * d.Ns;
     int neg = mn__cm_variant(cm, l) & 1;
     (void)DD;
-    MN__TRY(mn__matmul_product(ctx, A->zx, Y->xn1, MN__PAR(cm, l, MN__CSSD_IN), N, C, d.W_in, 0.f, d.W_ld));
+    MN__TRY(mn__cm_ssd_in_forward(ctx, A->zx, Y->xn1, MN__PAR(cm, l, MN__CSSD_IN), N, C, &d));
     // the conv, its bias and SiLU in one pass, reading zx's [x | B | C] columns in place (rows W_ld apart)
     MN__TRY(mn__shortconv_fwd(ctx, A->xbc, A->zx + d.DI, MN__PAR(cm, l, MN__CSSD_CONV), MN__PAR(cm, l, MN__CSSD_CONVB),
                               B, T, d.Wc, d.W_ld, 4, 2));
@@ -9814,8 +9834,8 @@ static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn__shortconv_backward(ctx, D->dzx + d.DI, MN__GRD(cm, l, MN__CSSD_CONV), D->dxbc, A->zx + d.DI,
                                    MN__PAR(cm, l, MN__CSSD_CONV), B, T, d.Wc, 4, 2, 0, MN__PAR(cm, l, MN__CSSD_CONVB),
                                    MN__GRD(cm, l, MN__CSSD_CONVB), d.W_ld));
-    return mn__matmul_backward(ctx, din, MN__GRD(cm, l, MN__CSSD_IN), NULL, D->dzx, Y->xn1,
-                               MN__PAR(cm, l, MN__CSSD_IN), N, C, d.W_in, 0, d.W_ld);
+    return mn__cm_ssd_in_backward(ctx, din, MN__GRD(cm, l, MN__CSSD_IN), D->dzx, Y->xn1, MN__PAR(cm, l, MN__CSSD_IN),
+                                  N, C, &d);
 }
 
 #define MN__CM_ROWS_SSD                                                                                          \
