@@ -514,10 +514,11 @@ static int mn__matmul_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, fl
     if (mn__bf_ok(ctx, IC, OC, ld) && N > 0 && (dinp || dweight)) {
         __nv_bfloat16* s;
         const __nv_bfloat16 *db, *wb = NULL, *xb = NULL;
-        size_t need = mn__bf_need(ctx, dout, N * ld) + (dinp ? mn__bf_need(ctx, weight, OC * IC) : 0) +
+        const size_t nd = (N - 1) * ld + OC;   // dout's extent: its last row ends at OC (pad columns never read)
+        size_t need = mn__bf_need(ctx, dout, nd) + (dinp ? mn__bf_need(ctx, weight, OC * IC) : 0) +
                       (dweight ? mn__bf_need(ctx, inp, N * IC) : 0);
         MN__TRY(mn__bf_scratch(ctx, need, &s));
-        MN__TRY(mn__bf_operand(ctx, dout, N * ld, &s, &db));
+        MN__TRY(mn__bf_operand(ctx, dout, nd, &s, &db));
         if (dinp) MN__TRY(mn__bf_operand(ctx, weight, OC * IC, &s, &wb));
         if (dweight) MN__TRY(mn__bf_operand(ctx, inp, N * IC, &s, &xb));
         if (dinp) MN__TRY(mn__gemm_bf16(ctx, 0, 0, N, IC, OC, 1.f, db, ld, wb, IC, acc ? 1.f : 0.f, dinp, IC));
@@ -9741,21 +9742,26 @@ __global__ void mn__k_ssd_heads_bwd(float* dxbc, const float* dxt, const float* 
     }
 }
 
-// The in_proj as two products: its first W8 = W_in rounded down to 8 rows ([z | x | B | C] at the anchor, 2,816)
-// and the last W_in - W8 (the dt rows). Why: with 2,826 output columns cuBLAS's TF32 products fell back to an
-// alignment-1 kernel (cutlass::Kernel2, ~0.85-1 ms a launch at the anchor, three a layer: run 37's profile); a
-// width that is a multiple of 8 takes the tensor-core kernels, and only the few dt columns the slow one.
+// The in_proj as two products in TF32 / fp32 mode: its first W8 = W_in rounded down to 8 rows ([z | x | B | C]
+// at the anchor, 2,816) and the last W_in - W8 (the dt rows). Why: with 2,826 output columns cuBLAS's TF32
+// products fell back to an alignment-1 kernel (cutlass::Kernel2, ~0.85-1 ms a launch at the anchor, three a
+// layer: run 37's profile); a width that is a multiple of 8 takes the tensor-core kernels, and only the few dt
+// columns the slow one. bf16 mode keeps one product (its bf16 kernels took the 2,826 columns at full speed,
+// run 37, and a second one would convert dzx to bf16 twice).
+static size_t mn__cm_ssd_in_split(const mn_cuda_ctx* ctx, size_t C, const mn__cm_ssd_dims* d) {
+    return mn__bf_ok(ctx, C, d->W_in, d->W_ld) ? d->W_in : d->W_in / 8 * 8;
+}
 // zx (N,W_in) rows W_ld apart = x (N,C) W (W_in,C)^T
 static int mn__cm_ssd_in_forward(mn_cuda_ctx* ctx, float* zx, const float* x, const float* W, size_t N, size_t C,
                                  const mn__cm_ssd_dims* d) {
-    size_t w8 = d->W_in / 8 * 8;
+    size_t w8 = mn__cm_ssd_in_split(ctx, C, d);
     MN__TRY(mn__matmul_product(ctx, zx, x, W, N, C, w8, 0.f, d->W_ld));
     return w8 < d->W_in ? mn__matmul_product(ctx, zx + w8, x, W + w8 * C, N, C, d->W_in - w8, 0.f, d->W_ld) : MN_OK;
 }
 // its backward: dx (N,C) = dzx W (written), dW (W_in,C) += dzx^T x, in the same two pieces
 static int mn__cm_ssd_in_backward(mn_cuda_ctx* ctx, float* dx, float* dW, const float* dzx, const float* x,
                                   const float* W, size_t N, size_t C, const mn__cm_ssd_dims* d) {
-    size_t w8 = d->W_in / 8 * 8;
+    size_t w8 = mn__cm_ssd_in_split(ctx, C, d);
     MN__TRY(mn__matmul_backward(ctx, dx, dW, NULL, dzx, x, W, N, C, w8, 0, d->W_ld));
     return w8 < d->W_in ? mn__matmul_backward(ctx, dx, dW + w8 * C, NULL, dzx + w8, x, W + w8 * C, N, C,
                                               d->W_in - w8, 1, d->W_ld) : MN_OK;
