@@ -8257,7 +8257,8 @@ int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* 
 // shared-memory reads (R's shared part and the y_{t-1} broadcasts, at 128 bytes a clock per SM), and half
 // the threads with twice the registers each (launch bounds 2 Dh: up to 255) hold 96 columns of R in
 // registers instead of 64, while each y_{t-1} broadcast now feeds two rows: at Dh = 128 a step reads
-// 768 shared-memory wavefronts instead of 1,536 (the one-row-a-thread kernel of runs 19-36). Each step:
+// 768 shared-memory wavefronts instead of 1,536 (the one-row-a-thread kernel of runs 19-36; the backward
+// the same, below). Each step:
 //   1. every thread: its two rows' x_t + b + R[row,:] . y_{t-1} (y_{t-1} in shared memory, read as
 //      float4 broadcasts; x_{t+1} is loaded while step t computes); the (~f, ~o) threads also form
 //      logsigmoid(~f) and sigmoid(~o) into shared memory, so the cell's transcendentals run in parallel;
@@ -8266,9 +8267,10 @@ int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* 
 //      to global memory and y_t to shared memory;                         __syncthreads
 // The backward recomputes every step's pre-activations at once (they need only the saved y: one
 // cuBLAS product per gate, batched over heads, into the workspace), then one launch walks the steps
-// backwards: thread p = g Dh + i (g = 0, 1) owns column i of gate blocks g and g + 2 of R (registers +
-// shared memory as above), the unit threads (p < Dh) compute the four gate gradients of their unit
-// (written over the recomputed pre-activations and into dx), and every thread forms its two columns'
+// backwards: thread p owns columns i and i + Dh/2 of one gate block g of R (g = p / (Dh/2), i = p % (Dh/2);
+// registers + shared memory as above; both columns dot the same block of draw, so each of its broadcasts
+// feeds two columns, as in the forward), the unit threads (p < Dh) compute the four gate gradients of their
+// unit (written over the recomputed pre-activations and into dx), and every thread forms its two columns'
 // shares of R^T draw, the carry into y_{t-1} (the four gate blocks' partial sums added by the unit
 // threads); each unit thread also sums its gate gradients over the steps (db's share of its sequence).
 // dR = sum_t draw_t^T y_{t-1} is then one batched cuBLAS product per gate over the saved gradients, db a
@@ -8301,30 +8303,31 @@ size_t mn_cuda_slstm_work_size(size_t B, size_t T, size_t NH, size_t Dh) { retur
 __device__ __forceinline__ float mn__slstm_logsig(float x) { return fminf(x, 0.f) - log1pf(expf(-fabsf(x))); }
 __device__ __forceinline__ float mn__slstm_sig(float x) { return 1.f / (1.f + expf(-x)); }
 
-// Two dot products over Dh entries: *oa = sum_k wa[k] va[k], *ob = sum_k wb[k] vb[k], row a held as
-// ra[0..KR) (registers) and Rs[k G4 + r], k < Dh - KR (shared memory), row b as rb and Rs[k G4 + r + 2 Dh];
-// va, vb (Dh) in shared memory, 16-byte aligned (SAME: va == vb, each broadcast read once for both rows)
-template <int DH, bool SAME>
+// Two dot products with one vector over Dh entries: *oa = sum_k wa[k] v[k], *ob = sum_k wb[k] v[k], row a held
+// as ra[0..KR) (registers) and Rs[k G4 + q], k < Dh - KR (shared memory), row b as rb and Rs[k G4 + q + OFF];
+// v (Dh) in shared memory, 16-byte aligned, each float4 of it read once for both rows (a broadcast where the
+// warp's threads share v)
+template <int DH, int OFF>
 __device__ __forceinline__ void mn__slstm_dot2(float* oa, float* ob, const float* ra, const float* rb,
-                                               const float* Rs, const float* va, const float* vb, int r) {
-    constexpr int G4 = 4 * DH, G2 = 2 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+                                               const float* Rs, const float* v, int q) {
+    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
     float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f, b0 = 0.f, b1 = 0.f, b2 = 0.f, b3 = 0.f;
 #pragma unroll
     for (int k = 0; k < KR; k += 4) {
-        const float4 q = *(const float4*)(va + k), s = SAME ? q : *(const float4*)(vb + k);
-        a0 = fmaf(ra[k], q.x, a0); a1 = fmaf(ra[k + 1], q.y, a1);
-        a2 = fmaf(ra[k + 2], q.z, a2); a3 = fmaf(ra[k + 3], q.w, a3);
-        b0 = fmaf(rb[k], s.x, b0); b1 = fmaf(rb[k + 1], s.y, b1);
-        b2 = fmaf(rb[k + 2], s.z, b2); b3 = fmaf(rb[k + 3], s.w, b3);
+        const float4 x = *(const float4*)(v + k);
+        a0 = fmaf(ra[k], x.x, a0); a1 = fmaf(ra[k + 1], x.y, a1);
+        a2 = fmaf(ra[k + 2], x.z, a2); a3 = fmaf(ra[k + 3], x.w, a3);
+        b0 = fmaf(rb[k], x.x, b0); b1 = fmaf(rb[k + 1], x.y, b1);
+        b2 = fmaf(rb[k + 2], x.z, b2); b3 = fmaf(rb[k + 3], x.w, b3);
     }
 #pragma unroll
     for (int k = 0; k < KS; k += 4) {
-        const float4 q = *(const float4*)(va + KR + k), s = SAME ? q : *(const float4*)(vb + KR + k);
-        const float* w = Rs + k * G4 + r;
-        a0 = fmaf(w[0], q.x, a0); a1 = fmaf(w[G4], q.y, a1);
-        a2 = fmaf(w[2 * G4], q.z, a2); a3 = fmaf(w[3 * G4], q.w, a3);
-        b0 = fmaf(w[G2], s.x, b0); b1 = fmaf(w[G4 + G2], s.y, b1);
-        b2 = fmaf(w[2 * G4 + G2], s.z, b2); b3 = fmaf(w[3 * G4 + G2], s.w, b3);
+        const float4 x = *(const float4*)(v + KR + k);
+        const float* w = Rs + k * G4 + q;
+        a0 = fmaf(w[0], x.x, a0); a1 = fmaf(w[G4], x.y, a1);
+        a2 = fmaf(w[2 * G4], x.z, a2); a3 = fmaf(w[3 * G4], x.w, a3);
+        b0 = fmaf(w[OFF], x.x, b0); b1 = fmaf(w[G4 + OFF], x.y, b1);
+        b2 = fmaf(w[2 * G4 + OFF], x.z, b2); b3 = fmaf(w[3 * G4 + OFF], x.w, b3);
     }
     *oa = (a0 + a1) + (a2 + a3);
     *ob = (b0 + b1) + (b2 + b3);
@@ -8370,7 +8373,7 @@ __global__ void __launch_bounds__(2 * DH) mn__k_slstm_fwd(float* y, float* c, fl
         const float xa = xna, xb = xnb;
         if (t + 1 < T) { xna = xr[(t + 1) * G]; xnb = xr[(t + 1) * G + 2 * Hd]; }   // in flight during step t
         float da, db;
-        mn__slstm_dot2<DH, true>(&da, &db, ra, rb, Rs, ys, ys, r);
+        mn__slstm_dot2<DH, G2>(&da, &db, ra, rb, Rs, ys, r);
         const float pa = (xa + ba) + da, pb = (xb + bb) + db;   // ~i, ~z (g == 0) or ~f, ~o (g == 1)
         float tz = 0.f;
         if (g) { fo[j] = mn__slstm_logsig(pa); fo[DH + j] = mn__slstm_sig(pb); }
@@ -8422,20 +8425,23 @@ __global__ void __launch_bounds__(2 * DH) mn__k_slstm_bwd(float* dx, float* dbp,
                                                           const float* n, const float* m, const float* R,
                                                           const float* c0, const float* n0, const float* m0,
                                                           unsigned NH, size_t T, int acc) {
-    constexpr int G4 = 4 * DH, G2 = 2 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
+    constexpr int G4 = 4 * DH, KR = MN__SLSTM_KR(DH), KS = DH - KR;
     float* Rs = (float*)mn__slstm_sh4;           // (KS,G4): Rs[k G4 + q] = R[h][(q / DH) DH + KR + k][q % DH]
     float* dr = Rs + KS * G4;                    // (G4) the step's draw, gate-major
     float* part = dr + G4;                       // (G4) each gate block's share of R^T draw
-    const int p = threadIdx.x, g = p / DH, i = p % DH;   // columns i of gate blocks g and g + 2
+    // thread p: columns i and i + Dh/2 of gate block g (g = p / (Dh/2)), both dotted with that block's draw;
+    // qa = g Dh + i, the first one's place in gate-major order (Rs, part)
+    constexpr int H2 = DH / 2;
+    const int p = threadIdx.x, g = p / H2, i = p % H2, qa = g * DH + i;
     const size_t b = blockIdx.x / NH, h = blockIdx.x % NH, Hd = (size_t)NH * DH, G = 4 * Hd;
     const float* Rca = R + (h * G4 + (size_t)g * DH) * DH + i;   // column i of gate block g: Rca[j DH]
-    const float* Rcb = Rca + (size_t)G2 * DH;                      // ... of gate block g + 2
+    const float* Rcb = Rca + H2;                                   // ... column i + Dh/2
     float rca[KR], rcb[KR];
 #pragma unroll
     for (int k = 0; k < KR; k++) { rca[k] = Rca[(size_t)k * DH]; rcb[k] = Rcb[(size_t)k * DH]; }
     for (int k = 0; k < KS; k++) {
-        Rs[k * G4 + p] = Rca[(size_t)(KR + k) * DH];
-        Rs[k * G4 + G2 + p] = Rcb[(size_t)(KR + k) * DH];
+        Rs[k * G4 + qa] = Rca[(size_t)(KR + k) * DH];
+        Rs[k * G4 + qa + H2] = Rcb[(size_t)(KR + k) * DH];
     }
     const size_t s0 = b * Hd + h * DH + p;        // unit p's index into (B,Hd) (p < DH)
     float dcs = 0.f, dns = 0.f, dyr = 0.f;        // the carries dc, dn and R^T draw of the step after
@@ -8473,8 +8479,8 @@ __global__ void __launch_bounds__(2 * DH) mn__k_slstm_bwd(float* dx, float* dbp,
         }
         __syncthreads();
         // forward: raw_t += R y_{t-1}, so y_{t-1}'s gradient from this step is R^T draw_t:
-        // part[g DH + i] = sum_j R[h][g DH + j][i] draw[g DH + j], gate blocks g and g + 2 by thread g DH + i
-        mn__slstm_dot2<DH, false>(part + p, part + G2 + p, rca, rcb, Rs, dr + g * DH, dr + (g + 2) * DH, p);
+        // part[g DH + i] = sum_j R[h][g DH + j][i] draw[g DH + j], columns i and i + Dh/2 of block g by one thread
+        mn__slstm_dot2<DH, H2>(part + qa, part + qa + H2, rca, rcb, Rs, dr + g * DH, qa);
         __syncthreads();
         if (p < DH) dyr = (part[p] + part[DH + p]) + (part[2 * DH + p] + part[3 * DH + p]);
     }
