@@ -101,8 +101,9 @@ void mn_cuda_free(mn_cuda_ctx* ctx) {
     if (ctx->scratch) cudaFree(ctx->scratch);
     if (ctx->tmp) cudaFree(ctx->tmp);
     if (ctx->bf_tmp) cudaFree(ctx->bf_tmp);
+    if (ctx->sk_tmp) cudaFree(ctx->sk_tmp);
     ctx->cublas = NULL; ctx->scratch = NULL; ctx->tmp = NULL; ctx->tmp_cap = 0;
-    ctx->bf_tmp = NULL; ctx->bf_tmp_cap = 0;
+    ctx->bf_tmp = NULL; ctx->bf_tmp_cap = 0; ctx->sk_tmp = NULL;
     memset(ctx->bf_src, 0, sizeof ctx->bf_src);
 }
 int mn_cuda_malloc(mn_cuda_ctx* ctx, void** p, size_t bytes) {
@@ -146,14 +147,10 @@ static unsigned mn__grid(const mn_cuda_ctx* ctx, size_t n, unsigned threads) {
 // projections, so a product it does not take to bf16 (a mixer's batched products, a projection too narrow for
 // the bf16 kernels) runs at TF32's 10 mantissa bits, still finer than bf16's 8 (exact fp32 there made bf16
 // training slower than TF32: Mamba-2 185k vs 221k tokens/s, sLSTM 177k vs 252k, H100 run 35).
-static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A,
-                    size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm, size_t ldc,
-                    size_t sC, size_t batch) {
-    const size_t lim = (size_t)0x7fffffff;
+static int mn__gemm_call(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A,
+                         size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm,
+                         size_t ldc, size_t sC, size_t batch) {
     cublasComputeType_t ct = ctx->math == MN_CUDA_MATH_FP32 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
-    if (M == 0 || N == 0 || batch == 0) return MN_OK;
-    if (M > lim || N > lim || K > lim || lda > lim || ldb > lim || ldc > lim || batch > lim)
-        return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm", "dimension beyond cuBLAS's int range", __LINE__);
     MN__CB(cublasGemmStridedBatchedEx((cublasHandle_t)ctx->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                       ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                                       (int)N, (int)M, (int)K, &alpha, B, CUDA_R_32F, (int)ldb, (long long)sB, A,
@@ -161,6 +158,63 @@ static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t
                                       &beta, Cm, CUDA_R_32F, (int)ldc, (long long)sC, (int)batch, ct,
                                       CUBLAS_GEMM_DEFAULT));
     return MN_OK;
+}
+// Split-K for a batch of small products over a long K (the weight gradients of block-diagonal layers: sLSTM's
+// dR and gate weights, (Dh x Dh) per head summed over every token). cuBLAS's batched kernels give each (64 x 64)
+// tile of each matrix one thread block that walks all of K (run 37's sLSTM profile: 20 blocks on 132 SMs, 323 us
+// a product, 18 % of the step); here each matrix's K is cut into S slices, one batched product writes the S
+// partial products (ctx->sk_tmp), and mn__k_sk_sum adds them in slice order (deterministic, no atomics).
+#define MN__SK_CAP ((size_t)1 << 22)   // floats of ctx->sk_tmp (16 MB), allocated on first need
+static size_t mn__gemm_slices(const mn_cuda_ctx* ctx, size_t M, size_t N, size_t K, size_t batch) {
+    size_t tiles = ((M + 63) / 64) * ((N + 63) / 64), sm = ctx->sm_count > 0 ? (size_t)ctx->sm_count : 1, S;
+    if (batch < 2 || K < 4096 || 4 * tiles * batch > sm) return 1;   // enough blocks, or short K: as it is
+    S = (sm + tiles - 1) / tiles;                                     // one launch's blocks fill the chip
+    if (S > K / 512) S = K / 512;                                     // slices of at least 512
+    if (S > MN__SK_CAP / (M * N) - 1) S = MN__SK_CAP / (M * N) - 1;   // the partials fit (+1: the remainder)
+    return S < 2 ? 1 : S;
+}
+// C (M,N) rows ldc apart = sum over the partials P (S,M,N) in order + beta C (beta 0: C not read)
+__global__ void mn__k_sk_sum(float* C, size_t ldc, const float* P, size_t S, size_t M, size_t N, float beta) {
+    MN__FOR(e, M * N) {
+        float s = 0.f;
+        for (size_t k = 0; k < S; k++) s += P[k * M * N + e];
+        float* c = C + (e / N) * ldc + e % N;
+        *c = beta == 0.f ? s : beta * *c + s;
+    }
+}
+static int mn__gemm_split(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha,
+                          const float* A, size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta,
+                          float* Cm, size_t ldc, size_t sC, size_t batch, size_t S) {
+    // slices of `chunk` (a multiple of 32, so a slice's first column stays 16-byte aligned), then the remainder
+    size_t chunk = ((K + S - 1) / S + 31) / 32 * 32, full = K / chunk, rem = K - full * chunk;
+    size_t parts = full + (rem > 0), cA = ta ? chunk * lda : chunk, cB = tb ? chunk : chunk * ldb;
+    if (!ctx->sk_tmp && cudaMalloc((void**)&ctx->sk_tmp, MN__SK_CAP * sizeof(float)) != cudaSuccess) {
+        cudaGetLastError(); ctx->sk_tmp = NULL;
+        return mn__fail(ctx, MN_ERR_ALLOC, "cudaMalloc", "out of device memory (split-K scratch)", __LINE__);
+    }
+    for (size_t i = 0; i < batch; i++) {   // one matrix at a time: its slices are the batched product
+        const float *Ai = A + i * sA, *Bi = B + i * sB;
+        MN__TRY(mn__gemm_call(ctx, ta, tb, M, N, chunk, alpha, Ai, lda, cA, Bi, ldb, cB, 0.f, ctx->sk_tmp, N, M * N,
+                              full));
+        if (rem)
+            MN__TRY(mn__gemm_call(ctx, ta, tb, M, N, rem, alpha, Ai + full * cA, lda, 0, Bi + full * cB, ldb, 0, 0.f,
+                                  ctx->sk_tmp + full * M * N, N, 0, 1));
+        mn__k_sk_sum<<<mn__grid(ctx, M * N, 256), 256, 0, MN__STREAM>>>(Cm + i * sC, ldc, ctx->sk_tmp, parts, M, N,
+                                                                        beta);
+        MN__LAUNCHED();
+    }
+    return MN_OK;
+}
+static int mn__gemm(mn_cuda_ctx* ctx, int ta, int tb, size_t M, size_t N, size_t K, float alpha, const float* A,
+                    size_t lda, size_t sA, const float* B, size_t ldb, size_t sB, float beta, float* Cm, size_t ldc,
+                    size_t sC, size_t batch) {
+    const size_t lim = (size_t)0x7fffffff;
+    if (M == 0 || N == 0 || batch == 0) return MN_OK;
+    if (M > lim || N > lim || K > lim || lda > lim || ldb > lim || ldc > lim || batch > lim)
+        return mn__fail(ctx, MN_ERR_CONFIG, "mn__gemm", "dimension beyond cuBLAS's int range", __LINE__);
+    size_t S = mn__gemm_slices(ctx, M, N, K, batch);
+    if (S > 1) return mn__gemm_split(ctx, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, Cm, ldc, sC, batch, S);
+    return mn__gemm_call(ctx, ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, Cm, ldc, sC, batch);
 }
 
 // Warp and block sums (blockDim.x a multiple of 32, at most 1024; every thread gets the total).

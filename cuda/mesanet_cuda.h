@@ -179,6 +179,7 @@ typedef struct mn_cuda_ctx {
     void* bf_img[4];
     void* bf_tmp;
     size_t bf_tmp_cap;
+    float* sk_tmp;        // (internal) partial products of the split-K batched products (mn__gemm), fixed size
     char msg[256];        // last error, one line
 } mn_cuda_ctx;
 

@@ -3061,6 +3061,7 @@ static void test_slstm_all(void) {
         { "Dh128 anchor",     2, 200, 2, 128, 0, 1.0, 3.0, MN_CUDA_MATH_FP32 },   // the anchor's heads, T > 128
         { "Dh128 states R1.5", 1, 60, 3, 128, 1, 1.5, 0.0, MN_CUDA_MATH_FP32 },   // a stronger recurrence
         { "Dh128 states tf32", 2, 100, 2, 128, 1, 1.0, 3.0, MN_CUDA_MATH_TF32 },
+        { "Dh64 split-K",     4, 1100, 2, 64, 0, 1.0, 0.0, MN_CUDA_MATH_FP32 },   // B T >= 4096: dR split over K
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_slstm(&cases[i]);
     test_slstm_step(3, 2, 64, 12);
