@@ -205,7 +205,7 @@ run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and 
     timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1
 }
 
-run_layers() {   # session 17's sLSTM walk (two rows a thread) and Mamba-2 layer (fused conv, padded rows, split in_proj)
+run_layers() {   # session 17's sLSTM walk (two rows a thread, split-K dR) and Mamba-2 layer (fused conv, padded rows)
     local p
     test_summaries "$dest/layers.md" slstm model:slstm ssd model:mamba2 model:bf16 ops
     { echo '```'; ./build/bench_cuda slstm 2>&1 | tail -12; echo '```'; } >> "$dest/layers.md" || rc=1
