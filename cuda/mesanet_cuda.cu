@@ -8327,8 +8327,9 @@ int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* 
 // unit (written over the recomputed pre-activations and into dx), and every thread forms its two columns'
 // shares of R^T draw, the carry into y_{t-1} (the four gate blocks' partial sums added by the unit
 // threads); each unit thread also sums its gate gradients over the steps (db's share of its sequence).
-// dR = sum_t draw_t^T y_{t-1} is then one batched cuBLAS product per gate over the saved gradients, db a
-// deterministic column sum of the sequences' shares: no atomics, the same bits every run. Every dot
+// dR = sum_t draw_t^T y_{t-1} is then one batched cuBLAS product per gate over the saved gradients (mn__gemm
+// cuts its long K into slices where the heads are few), db a deterministic column sum of the sequences'
+// shares: no atomics, the same bits every run. Every dot
 // product keeps the summation order of a plain loop over the columns in four accumulators (column k into
 // accumulator k % 4), whatever the register / shared split: the same bits as with any other KR.
 // The decode step has its own kernel (one block per head and group of 8 sequences: R read once for the
