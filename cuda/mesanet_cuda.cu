@@ -782,9 +782,18 @@ static size_t mn__conv_blocks_y(size_t B, size_t T) {   // grid.y: blocks of 8 r
 }
 // dw partials
 static size_t mn__conv_tmp(size_t B, size_t T, size_t Ch, size_t K) { return mn__conv_blocks_y(B, T) * Ch * K; }
-// silu = 2's activation: double, as mn__k_ssd_convact
+// silu = 2's activation: double, as the CPU's Mamba-2 layer (and mn__k_ssd_convact, the decode step's)
 __device__ __forceinline__ float mn__conv_act(float a, int silu) {
     return silu == 2 ? (float)((double)a / (1.0 + exp(-(double)a))) : silu ? a / (1.f + expf(-a)) : a;
+}
+// its backward for silu 1 or 2: da (the output's gradient) times silu'(a), s (1 + a (1 - s)) with s = sigmoid(a)
+__device__ __forceinline__ float mn__conv_act_grad(float da, float a, int silu) {
+    if (silu == 2) {
+        double sd = 1.0 / (1.0 + exp(-(double)a));
+        return (float)(da * sd * (1.0 + a * (1.0 - sd)));
+    }
+    float s = 1.f / (1.f + expf(-a));
+    return da * (s * (1.f + a * (1.f - s)));
 }
 // a_t = sum over the K taps of the window (wr, xw as below): slots m >= KM-K, in order
 template <int KM> __device__ __forceinline__ float mn__conv_dot(const float* wr, const float* xw, int K) {
@@ -873,16 +882,10 @@ __global__ void __launch_bounds__(256) mn__k_conv_bwd(float* __restrict__ dinp, 
             if (t < T) {
                 xw[KM - 1] = x[t * ld];
                 da = dy[t * Ch];
-                if (silu == 2) {                    // Mamba-2's: a with the bias, the derivative in double
+                if (silu) {                         // a recomputed (with the bias), SiLU's derivative
                     float a = mn__conv_dot<KM>(wr, xw, K);
                     if (bias) a += bc;
-                    double sd = 1.0 / (1.0 + exp(-(double)a));
-                    da = (float)(da * sd * (1.0 + a * (1.0 - sd)));
-                } else if (silu) {
-                    float a = mn__conv_dot<KM>(wr, xw, K);
-                    if (bias) a += bc;
-                    float s = 1.f / (1.f + expf(-a));
-                    da *= s * (1.f + a * (1.f - s));
+                    da = mn__conv_act_grad(da, a, silu);
                 }
             }
             daw[KM - 1] = da;
@@ -7031,20 +7034,10 @@ int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, c
         return mn_cuda_ssd_forward_chunk(ctx, y, X, A, Bm, Cm, B, T, H, P, N, amode, work);
     return mn_cuda_ssd_forward_recurrent(ctx, y, ht, X, A, Bm, Cm, h0, B, T, H, P, N, amode);
 }
-int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0, const float* dy,
-                         const float* dht, const float* X, const float* A, const float* Bm, const float* Cm,
-                         const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, int amode,
-                         float* work) {
-    const void* al[5] = { dy, X, Bm, Cm, work };
-    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward", "chunk length C must be >= 1", __LINE__);
-    if (!dht && !dh0 && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
-        return mn_cuda_ssd_backward_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, P, N, amode, work);
-    return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, dh0, dy, dht, X, A, Bm, Cm, h0, B, T, H, P, N, amode,
-                                          work);
-}
-// The model's backward (no states, chunk MN__GC): as mn_cuda_ssd_backward, but with acc = 0 the chunk form
-// writes dX (B,T,H,P), dA (B,T,H), dB, dC (B,T,H,N) instead of adding; the recurrent kernels add (atomics),
-// so there they are zeroed first
+// The backward without states (chunk MN__GC where mn__ssd_chunked allows, else the recurrent kernels): acc 1
+// adds into dX (B,T,H,P), dA (B,T,H), dB, dC (B,T,H,N) (mn_cuda_ssd_backward); acc 0 writes them (the model's
+// layer: the chunk form writes every entry once; the recurrent kernels add with atomics, so there they are zeroed
+// first)
 static int mn__ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
                             const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
                             size_t H, size_t P, size_t N, int amode, float* work, int acc) {
@@ -7060,6 +7053,16 @@ static int mn__ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, f
         MN__CU(cudaMemsetAsync(dC, 0, B * T * H * N * sizeof(float), MN__STREAM));
     }
     return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, NULL, dy, NULL, X, A, Bm, Cm, NULL, B, T, H, P, N, amode,
+                                          work);
+}
+int mn_cuda_ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, float* dh0, const float* dy,
+                         const float* dht, const float* X, const float* A, const float* Bm, const float* Cm,
+                         const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C, int amode,
+                         float* work) {
+    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_backward", "chunk length C must be >= 1", __LINE__);
+    if (!dht && !dh0 && !h0)
+        return mn__ssd_backward(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, P, N, amode, work, 1);
+    return mn_cuda_ssd_backward_recurrent(ctx, dX, dA, dB, dC, dh0, dy, dht, X, A, Bm, Cm, h0, B, T, H, P, N, amode,
                                           work);
 }
 int mn_cuda_ssd_step(mn_cuda_ctx* ctx, float* y, float* state, const float* X, const float* A, const float* Bm,
@@ -8329,9 +8332,9 @@ int mn_cuda_mlstm_step(mn_cuda_ctx* ctx, float* out, float* C, float* n, float* 
 // threads); each unit thread also sums its gate gradients over the steps (db's share of its sequence).
 // dR = sum_t draw_t^T y_{t-1} is then one batched cuBLAS product per gate over the saved gradients (mn__gemm
 // cuts its long K into slices where the heads are few), db a deterministic column sum of the sequences'
-// shares: no atomics, the same bits every run. Every dot
-// product keeps the summation order of a plain loop over the columns in four accumulators (column k into
-// accumulator k % 4), whatever the register / shared split: the same bits as with any other KR.
+// shares: no atomics, the same bits every run. Every dot product keeps the summation order of a plain loop
+// over the columns in four accumulators (column k into accumulator k % 4), whatever the register / shared
+// split: the same bits as with any other KR.
 // The decode step has its own kernel (one block per head and group of 8 sequences: R read once for the
 // group, see mn__k_slstm_step).
 // Precision: fp32 throughout (exp, tanh, logsigmoid in float; the carries in registers); the two
@@ -9705,7 +9708,7 @@ __global__ void mn__k_ssd_convact(float* xbcp, float* xbc, const float* bias, si
     MN__FOR(i, n) {
         float a = xbcp[i] + bias[i % Wc];
         xbcp[i] = a;
-        xbc[i] = (float)((double)a / (1.0 + exp(-(double)a)));
+        xbc[i] = mn__conv_act(a, 2);
     }
 }
 // per (token n, head h): dtp = dt + dt_bias, Delta = softplus(dtp), at = A Delta or 2 e^{A Delta} - 1

@@ -98,10 +98,12 @@ static vf host(const float* d, size_t n) {
     return h;
 }
 
-// RMS(gpu - ref) / RMS(ref) against a bound; non-finite values never pass.
-static double check(const char* name, const vf& gpu, const vd& ref, double bound) {
+// RMS(gpu - ref) / max(RMS(ref), scale) against a bound; non-finite values never pass. scale 0: the plain
+// relative RMS; scale > 0: a floor under the denominator, for a tensor whose entries are sums that can cancel to
+// far below the size of their terms (scale: the rms of those terms' size).
+static double check_floor(const char* name, const vf& gpu, const vd& ref, double scale, double bound) {
     double se = 0, sr = 0, me = 0, mr = 0;
-    size_t bad = 0;
+    size_t bad = 0, n = gpu.size() ? gpu.size() : 1;
     for (size_t i = 0; i < gpu.size(); i++) {
         double gi = gpu[i], d = gi - ref[i];
         if (!isfinite(gi)) { bad++; continue; }
@@ -109,29 +111,19 @@ static double check(const char* name, const vf& gpu, const vd& ref, double bound
         if (fabs(d) > me) me = fabs(d);
         if (fabs(ref[i]) > mr) mr = fabs(ref[i]);
     }
-    double rms = sr > 0 ? sqrt(se / sr) : sqrt(se / (gpu.size() ? gpu.size() : 1));
+    double rms = sr > 0 && sqrt(sr / n) >= scale ? sqrt(se / sr) : scale > 0 ? sqrt(se / n) / scale : sqrt(se / n);
     int ok = bad == 0 && rms <= bound;
-    printf("%-4s %-46s rms %.2e  max %.2e  (bound %.0e)%s\n", ok ? "ok" : "FAIL", name, rms, mr > 0 ? me / mr : me,
-           bound, bad ? "  NON-FINITE" : "");
+    if (scale > 0)
+        printf("%-4s %-46s rms %.2e  of max(rms %.2e, scale %.2e)  (bound %.0e)%s\n", ok ? "ok" : "FAIL", name, rms,
+               sqrt(sr / n), scale, bound, bad ? "  NON-FINITE" : "");
+    else
+        printf("%-4s %-46s rms %.2e  max %.2e  (bound %.0e)%s\n", ok ? "ok" : "FAIL", name, rms, mr > 0 ? me / mr : me,
+               bound, bad ? "  NON-FINITE" : "");
     if (ok) n_pass++; else n_fail++;
     return rms;
 }
-// RMS(gpu - ref) / max(RMS(ref), scale): check's measure with a floor under the denominator, for a tensor whose
-// entries are sums that can cancel to far below the size of their terms (scale: the rms of those terms' size).
-static double check_floor(const char* name, const vf& gpu, const vd& ref, double scale, double bound) {
-    double se = 0, sr = 0;
-    size_t bad = 0, n = gpu.size() ? gpu.size() : 1;
-    for (size_t i = 0; i < gpu.size(); i++) {
-        double d = (double)gpu[i] - ref[i];
-        if (!isfinite((double)gpu[i])) { bad++; continue; }
-        se += d * d; sr += ref[i] * ref[i];
-    }
-    double den = fmax(sqrt(sr / n), scale), rms = den > 0 ? sqrt(se / n) / den : sqrt(se / n);
-    int ok = bad == 0 && rms <= bound;
-    printf("%-4s %-46s rms %.2e  of max(rms %.2e, scale %.2e)  (bound %.0e)%s\n", ok ? "ok" : "FAIL", name, rms,
-           sqrt(sr / n), scale, bound, bad ? "  NON-FINITE" : "");
-    if (ok) n_pass++; else n_fail++;
-    return rms;
+static double check(const char* name, const vf& gpu, const vd& ref, double bound) {
+    return check_floor(name, gpu, ref, 0.0, bound);
 }
 // The same for accumulated gradients: compares gpu - prior with ref - prior.
 static double check_inc(const char* name, const vf& gpu, const vf& prior, const vd& ref, double bound) {
