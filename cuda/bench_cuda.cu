@@ -246,18 +246,19 @@ static void bench_gla(int profile) {
         }
         g = dev_from(hg);
     }
-    float *out, *dq, *dk, *dv, *dg, *work;
-    size_t wn = mn_cuda_gla_work_size(B, T, H, D, D, C);
+    float *out, *dq, *dk, *dv, *dg, *work, *keep;
+    size_t wn = mn_cuda_gla_work_size(B, T, H, D, D, C), kn = mn_cuda_gla_keep_size(B, T, H, D, D);
     CK(mn_cuda_malloc(&G, (void**)&out, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dq, n * 4));
     CK(mn_cuda_malloc(&G, (void**)&dk, n * 4)); CK(mn_cuda_malloc(&G, (void**)&dv, n * 4));
     CK(mn_cuda_malloc(&G, (void**)&dg, n * 4)); CK(mn_cuda_malloc(&G, (void**)&work, wn * 4));
-    if (profile) {
+    CK(mn_cuda_malloc(&G, (void**)&keep, kn * 4));
+    if (profile) {                                // the kept form, as the model's layers run it
         G.math = MN_CUDA_MATH_TF32;
         for (int gi = 0; gi < 3; gi++) {
             const size_t Gw = gi == 0 ? 0 : gi == 1 ? 1 : D;
-            CK(mn_cuda_gla_forward(&G, out, NULL, q, k, v, gi ? g : NULL, NULL, B, T, H, D, D, Gw, 0.088, C, work));
-            CK(mn_cuda_gla_backward(&G, dq, dk, dv, gi ? dg : NULL, NULL, dout, NULL, q, k, v, gi ? g : NULL, NULL, B,
-                                    T, H, D, D, Gw, 0.088, C, work));
+            CK(mn_cuda_gla_forward_keep(&G, out, NULL, keep, q, k, v, gi ? g : NULL, NULL, B, T, H, D, D, Gw, 0.088, C));
+            CK(mn_cuda_gla_backward_keep(&G, dq, dk, dv, gi ? dg : NULL, NULL, dout, NULL, keep, q, k, v, B, T, H, D, D,
+                                         Gw, 0.088, C, work));
         }
         CK(mn_cuda_sync(&G));
         G.math = MN_CUDA_MATH_FP32;
@@ -287,11 +288,20 @@ static void bench_gla(int profile) {
             });
             printf("| %s fwd+bwd | %s | %.3f | %.3f | %.1f | %s |\n", names[gi], m ? "tf32" : "3xtf32", ms, fb / 1e12,
                    fb / (ms * 1e-3) / 1e12, gi ? "3.25 ms" : "-");
+            // the kept form (the model's layers): the backward reads the forward's states, scores and gates
+            ms = time_ms([&] {
+                CK(mn_cuda_gla_forward_keep(&G, out, NULL, keep, q, k, v, gp, NULL, B, T, H, D, D, Gw, sc, C));
+                CK(mn_cuda_gla_backward_keep(&G, dq, dk, dv, gi ? dg : NULL, NULL, dout, NULL, keep, q, k, v, B, T, H,
+                                             D, D, Gw, sc, C, work));
+            });
+            printf("| %s fwd+bwd, kept | %s | %.3f | %.3f | %.1f | %s |\n", names[gi], m ? "tf32" : "3xtf32", ms,
+                   fb / 1e12, fb / (ms * 1e-3) / 1e12, gi ? "3.25 ms" : "-");
         }
     }
     G.math = MN_CUDA_MATH_FP32;
     mn_cuda_dfree(q); mn_cuda_dfree(k); mn_cuda_dfree(v); mn_cuda_dfree(dout); mn_cuda_dfree(g); mn_cuda_dfree(out);
     mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(dg); mn_cuda_dfree(work);
+    mn_cuda_dfree(keep);
     printf("\n| GLA decode step, H=%zu D=%zu | G | batch | us per step | tokens/s | state GB/s (read + write) |\n"
            "|---|---|---|---|---|---|\n", H, D);
     const size_t bs[2] = { 1, 64 };

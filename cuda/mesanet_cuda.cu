@@ -4673,38 +4673,45 @@ __global__ void __launch_bounds__(256) mn__k_gla_scores(float* P, const float* Q
 }
 
 // ---- the forward's output: O = scale (Q e^gam) S_n + P V, a 64-column tile of Dv per block --------
-template <int D, int GM> static size_t mn__gla_out_smem(void) {
-    return (size_t)(MN__GC * (D + 4) + (GM == 2 ? MN__GC * (D + 4) : MN__GC) + D * 72 + MN__GC * 68 + MN__GC * 72) *
-           sizeof(float);
-}
+// Shared memory of this kernel and the dv kernel below: five 64 x 72 tiles (90 KB, two blocks a multiprocessor):
+// the product over Dk goes in 64-row halves of the state (q, the gates and S's rows 64 hf .. +63 in tiles 0-2,
+// reloaded per half), in k order, so the sums are those of one pass; P and v (or dO) in tiles 3, 4.
+#define MN__GLA_TILE (MN__GC * 72)
+template <int D, int GM> static size_t mn__gla_out_smem(void) { return (size_t)5 * MN__GLA_TILE * sizeof(float); }
 template <int D, int GM, bool X3>
-__global__ void __launch_bounds__(256) mn__k_gla_out(mn__gla_args A) {
-    constexpr int LQ = D + 4, LG = GM == 2 ? D + 4 : 1, LS = 72, LP = 68, LV = 72;
+__global__ void __launch_bounds__(256, 2) mn__k_gla_out(mn__gla_args A) {
+    constexpr int LQ = 68, LG = GM == 2 ? 68 : 1, LS = 72, LP = 68, LV = 72, TL = MN__GLA_TILE;
     extern __shared__ __align__(16) unsigned char mn__smem[];
-    float *sQ = (float*)mn__smem, *sG = sQ + MN__GC * LQ, *sS = sG + (GM == 2 ? MN__GC * LG : MN__GC),
-          *sP = sS + D * LS, *sV = sP + MN__GC * LP;
+    float *sQ = (float*)mn__smem, *sG = sQ + TL, *sS = sG + TL, *sP = sS + TL, *sV = sP + TL;
     const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC,
         E = (size_t)D * D;
     const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
         s0 = 32 * (warp >> 2), c0 = 64 * blockIdx.z;
-    mn__gla_tile(sQ, LQ, A.q + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
-    mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, 0, nr, D);
-    mn__gla_tile(sS, LS, A.S + (bh * (NT + 1) + n) * E + c0, D, D, D, 64);
+    auto half = [&](int hf) {                     // key channels 64 hf .. +63: q, gates, S's rows (columns c0..)
+        mn__gla_tile(sQ, LQ, A.q + ((b * T + t0) * H + h) * D + 64 * hf, H * D, nr, MN__GC, 64);
+        if (GM == 2 || hf == 0) mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, 64 * hf, nr, 64);
+        mn__gla_tile(sS, LS, A.S + (bh * (NT + 1) + n) * E + (size_t)64 * hf * D + c0, D, 64, 64, 64);
+    };
+    half(0);
     mn__gla_tile(sP, LP, A.P + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
     mn__gla_tile(sV, LV, A.v + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
-    mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
+    mn__cp_commit();
     const float sc = A.scale;
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
-    mn__gla_mma<4, X3>(acc, 0, D, 4,
-        [&](int m, int k) {
-            const float x = sc * sQ[(r0 + m) * LQ + k];
-            return GM == 0 ? x : x * expf(GM == 2 ? sG[(r0 + m) * LG + k] : sG[r0 + m]);
-        },
-        [&](int k, int nn) { return sS[k * LS + s0 + nn]; });
+    for (int hf = 0; hf < D / 64; hf++) {
+        mn__cp_wait_all(); __syncthreads();
+        mn__gla_mma<4, X3>(acc, 0, 64, 4,
+            [&](int m, int k) {
+                const float x = sc * sQ[(r0 + m) * LQ + k];
+                return GM == 0 ? x : x * expf(GM == 2 ? sG[(r0 + m) * LG + k] : sG[r0 + m]);
+            },
+            [&](int k, int nn) { return sS[k * LS + s0 + nn]; });
+        if (hf + 1 < D / 64) { __syncthreads(); half(hf + 1); mn__cp_commit(); }
+    }
     mn__gla_mma<4, X3>(acc, 0, r0 + 16, 4, [&](int m, int k) { return sP[(r0 + m) * LP + k]; },
                        [&](int k, int nn) { return sV[k * LV + s0 + nn]; });
 #pragma unroll
@@ -4717,42 +4724,47 @@ __global__ void __launch_bounds__(256) mn__k_gla_out(mn__gla_args A) {
 }
 
 // ---- the backward's dv: P^T dO + (K e^{gam_last - gam}) dS_{n+1}, a 64-column tile per block -------
-template <int D, int GM> static size_t mn__gla_dv_smem(void) {
-    return (size_t)(2 * MN__GC * 72 + MN__GC * (D + 4) + (GM == 2 ? MN__GC * (D + 4) : MN__GC) + D * 72) *
-           sizeof(float);
-}
+// (the tiles as the output's: k, the gates and dS's rows by halves in tiles 0-2, P and dO in 3, 4)
+template <int D, int GM> static size_t mn__gla_dv_smem(void) { return (size_t)5 * MN__GLA_TILE * sizeof(float); }
 template <int D, int GM, bool X3>
-__global__ void __launch_bounds__(256) mn__k_gla_dv(mn__gla_args A) {
-    constexpr int LP = 72, LO = 72, LK = D + 4, LG = GM == 2 ? D + 4 : 1, LS = 72;
+__global__ void __launch_bounds__(256, 2) mn__k_gla_dv(mn__gla_args A) {
+    constexpr int LP = 72, LO = 72, LK = 68, LG = GM == 2 ? 68 : 1, LS = 72, TL = MN__GLA_TILE;
     extern __shared__ __align__(16) unsigned char mn__smem[];
-    float *sP = (float*)mn__smem, *sO = sP + MN__GC * LP, *sK = sO + MN__GC * LO, *sG = sK + MN__GC * LK,
-          *sS = sG + (GM == 2 ? MN__GC * LG : MN__GC);
+    float *sK = (float*)mn__smem, *sG = sK + TL, *sS = sG + TL, *sP = sS + TL, *sO = sP + TL;
     const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC,
         E = (size_t)D * D;
     const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
         s0 = 32 * (warp >> 2), c0 = 64 * blockIdx.z;
+    auto half = [&](int hf) {
+        mn__gla_tile(sK, LK, A.k + ((b * T + t0) * H + h) * D + 64 * hf, H * D, nr, MN__GC, 64);
+        if (GM == 2 || hf == 0) mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, 64 * hf, nr, 64);
+        mn__gla_tile(sS, LS, A.dS + (bh * NT + n) * E + (size_t)64 * hf * D + c0, D, 64, 64, 64);
+    };
     mn__gla_tile(sP, LP, A.P + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
     mn__gla_tile(sO, LO, A.dout + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
-    mn__gla_tile(sK, LK, A.k + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
-    mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, 0, nr, D);
-    mn__gla_tile(sS, LS, A.dS + (bh * NT + n) * E + c0, D, D, D, 64);
-    mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
+    half(0);
+    mn__cp_commit();
     float acc[4][4];
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++) acc[j][e] = 0.f;
-    // P^T dO: A(m, k) = P[k][r0 + m], nonzero for k >= r0 + m
-    mn__gla_mma<4, X3>(acc, r0, MN__GC, 4, [&](int m, int k) { return sP[k * LP + r0 + m]; },
-                       [&](int k, int nn) { return sO[k * LO + s0 + nn]; });
-    mn__gla_mma<4, X3>(acc, 0, D, 4,
-        [&](int m, int k) {
-            const float x = sK[(r0 + m) * LK + k];
-            if (GM == 0) return x;
-            return GM == 2 ? x * expf(sG[(MN__GC - 1) * LG + k] - sG[(r0 + m) * LG + k])
-                           : x * expf(sG[MN__GC - 1] - sG[r0 + m]);
-        },
-        [&](int k, int nn) { return sS[k * LS + s0 + nn]; });
+    for (int hf = 0; hf < D / 64; hf++) {
+        mn__cp_wait_all(); __syncthreads();
+        // P^T dO first: A(m, k) = P[k][r0 + m], nonzero for k >= r0 + m
+        if (hf == 0)
+            mn__gla_mma<4, X3>(acc, r0, MN__GC, 4, [&](int m, int k) { return sP[k * LP + r0 + m]; },
+                               [&](int k, int nn) { return sO[k * LO + s0 + nn]; });
+        mn__gla_mma<4, X3>(acc, 0, 64, 4,
+            [&](int m, int k) {
+                const float x = sK[(r0 + m) * LK + k];
+                if (GM == 0) return x;
+                return GM == 2 ? x * expf(sG[(MN__GC - 1) * LG + k] - sG[(r0 + m) * LG + k])
+                               : x * expf(sG[MN__GC - 1] - sG[r0 + m]);
+            },
+            [&](int k, int nn) { return sS[k * LS + s0 + nn]; });
+        if (hf + 1 < D / 64) { __syncthreads(); half(hf + 1); mn__cp_commit(); }
+    }
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -4771,42 +4783,56 @@ __global__ void __launch_bounds__(256) mn__k_gla_dv(mn__gla_args A) {
 // the dP sums as the scores: blocks left of the diagonal met at row r0 (dq) or at row r0 + 15 (dk),
 // the diagonal block entry by entry. With the gate gradient asked for, u = q dq - k dk summed
 // backwards within the chunk into dgl (B,T,H,Dk) and the chunk's total into ctot (B H, NT, Dk).
-template <int D, int GM> static size_t mn__gla_dqk_smem(void) {
-    return (size_t)(4 * MN__GC * (D + 4) + 3 * MN__GC * 72 + (GM == 2 ? MN__GC * 72 : MN__GC)) * sizeof(float);
-}
+// Shared memory: six 64 x 72 tiles (108 KB, two blocks a multiprocessor, so that one block's loads overlap
+// the other's products): the products over Dv (dO S^T, V dS^T) go in 64-column halves of dO, V, S, dS
+// (tiles 0-3, row stride 68) in k order, so the sums are those of one pass over Dv; q and k (tiles 4, 5) arrive
+// with the first half; then dP and the gates take tiles 0, 1 and u, w tiles 2, 3.
+template <int D, int GM> static size_t mn__gla_dqk_smem(void) { return (size_t)6 * MN__GLA_TILE * sizeof(float); }
 template <int D, int GM, bool X3>
-__global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
-    constexpr int LD = D + 4, LT = 72, LG = GM == 2 ? 72 : 1;
+__global__ void __launch_bounds__(256, 2) mn__k_gla_dqk(mn__gla_args A) {
+    constexpr int L1 = 68, LT = 72, LG = GM == 2 ? 72 : 1, LU = 72, TL = MN__GLA_TILE;
     extern __shared__ __align__(16) unsigned char mn__smem[];
-    float *sO = (float*)mn__smem, *sV = sO + MN__GC * LD, *sS = sV + MN__GC * LD, *sdS = sS + MN__GC * LD,
-          *sdP = sdS + MN__GC * LD, *sQ = sdP + MN__GC * LT, *sK = sQ + MN__GC * LT, *sG = sK + MN__GC * LT;
+    float *sO = (float*)mn__smem, *sV = sO + TL, *sS = sV + TL, *sdS = sS + TL, *sQ = sdS + TL, *sK = sQ + TL;
+    float *sdP = sO, *sG = sV, *sU = sS, *sW = sdS;   // phase 2, once the halves are consumed
     const size_t n = blockIdx.x, bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, t0 = n * MN__GC,
         E = (size_t)D * D;
     const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC), warp = threadIdx.x >> 5, r0 = 16 * (warp & 3),
         s0 = 32 * (warp >> 2), i0 = 64 * blockIdx.z;
     const size_t row0 = (b * T + t0) * H + h;     // row (b, t0, h)
-    mn__gla_tile(sO, LD, A.dout + row0 * D, H * D, nr, MN__GC, D);
-    mn__gla_tile(sV, LD, A.v + row0 * D, H * D, nr, MN__GC, D);
-    mn__gla_tile(sS, LD, A.S + (bh * (NT + 1) + n) * E + (size_t)i0 * D, D, 64, 64, D);
-    mn__gla_tile(sdS, LD, A.dS + (bh * NT + n) * E + (size_t)i0 * D, D, 64, 64, D);
-    mn__gla_tile(sdP, LT, A.dP + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
+    const bool dct_on = GM == 1 && A.dglocal && A.dg;
+    auto half = [&](int hf) {                     // Dv columns 64 hf .. +63 of dO, V and of S, dS's rows i0..
+        mn__gla_tile(sO, L1, A.dout + row0 * D + 64 * hf, H * D, nr, MN__GC, 64);
+        mn__gla_tile(sV, L1, A.v + row0 * D + 64 * hf, H * D, nr, MN__GC, 64);
+        mn__gla_tile(sS, L1, A.S + (bh * (NT + 1) + n) * E + (size_t)i0 * D + 64 * hf, D, 64, 64, 64);
+        mn__gla_tile(sdS, L1, A.dS + (bh * NT + n) * E + (size_t)i0 * D + 64 * hf, D, 64, 64, 64);
+    };
+    half(0);
     mn__gla_tile(sQ, LT, A.q + row0 * D + i0, H * D, nr, MN__GC, 64);
     mn__gla_tile(sK, LT, A.k + row0 * D + i0, H * D, nr, MN__GC, 64);
+    mn__cp_commit();
+    float aq[4][4], ak[4][4], aq2[4][4], ak2[4][4], dct = 0.f;   // dct: <S_n, dS_{n+1}> of state row i0 + tid
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) aq[j][e] = ak[j][e] = aq2[j][e] = ak2[j][e] = 0.f;
+    for (int hf = 0; hf < D / 64; hf++) {
+        mn__cp_wait_all(); __syncthreads();
+        // dO S^T and V dS^T: B(k, n) = S[i0 + s0 + n][64 hf + k]
+        mn__gla_mma<4, X3>(aq, 0, 64, 4, [&](int m, int k) { return sO[(r0 + m) * L1 + k]; },
+                           [&](int k, int nn) { return sS[(s0 + nn) * L1 + k]; });
+        mn__gla_mma<4, X3>(ak, 0, 64, 4, [&](int m, int k) { return sV[(r0 + m) * L1 + k]; },
+                           [&](int k, int nn) { return sdS[(s0 + nn) * L1 + k]; });
+        if (dct_on && threadIdx.x < 64)
+            for (int j = 0; j < 64; j++) dct += sS[threadIdx.x * L1 + j] * sdS[threadIdx.x * L1 + j];
+        __syncthreads();                          // the half is consumed
+        if (hf + 1 < D / 64) { half(hf + 1); mn__cp_commit(); }
+    }
+    mn__gla_tile(sdP, LT, A.dP + (bh * NT + n) * MN__GC * MN__GC, MN__GC, MN__GC, MN__GC, MN__GC);
     mn__gla_gates<GM>(sG, LG, A.gam, b, t0, T, H, h, D, i0, nr, 64);
     mn__cp_commit(); mn__cp_wait_all(); __syncthreads();
     auto gam = [&](int r, int c) -> float { return GM == 0 ? 0.f : GM == 1 ? sG[r] : sG[r * LG + c]; };
     const bool fact = GM == 2 && !A.blocks && A.span[bh * NT + n] <= MN__GLA_SPAN;
     const float sc = A.scale;
-    float aq[4][4], ak[4][4], aq2[4][4], ak2[4][4];
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) aq[j][e] = ak[j][e] = aq2[j][e] = ak2[j][e] = 0.f;
-    // dO S^T and V dS^T: B(k, n) = S[i0 + s0 + n][k]
-    mn__gla_mma<4, X3>(aq, 0, D, 4, [&](int m, int k) { return sO[(r0 + m) * LD + k]; },
-                       [&](int k, int nn) { return sS[(s0 + nn) * LD + k]; });
-    mn__gla_mma<4, X3>(ak, 0, D, 4, [&](int m, int k) { return sV[(r0 + m) * LD + k]; },
-                       [&](int k, int nn) { return sdS[(s0 + nn) * LD + k]; });
     if (GM <= 1) {
         mn__gla_mma<4, X3>(aq2, 0, r0 + 16, 4,
             [&](int m, int k) {
@@ -4833,8 +4859,6 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
             mn__gla_mma<4, X3>(ak2, r0 + 16, MN__GC, 4, [&](int m, int k) { return sdP[k * LT + r0 + m]; },
                 [&](int k, int nn) { return sQ[k * LT + s0 + nn] * expf(gam(k, s0 + nn) - gam(r0 + 15, s0 + nn)); });
     }
-    __syncthreads();                              // sO and sV are free: they take u (and w) below
-    float *sU = sO, *sW = sV;
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
@@ -4859,22 +4883,21 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
                 *pq = A.acc ? *pq + dq : dq;
                 *pk = A.acc ? *pk + dk : dk;
             }
-            if (GM == 1 && A.dglocal) { sU[r * LD + c] = sQ[r * LT + c] * dqi; sW[r * LD + c] = sK[r * LT + c] * dki; }
-            else if (GM) sU[r * LD + c] = sQ[r * LT + c] * dq - sK[r * LT + c] * dk;
+            if (GM == 1 && A.dglocal) { sU[r * LU + c] = sQ[r * LT + c] * dqi; sW[r * LU + c] = sK[r * LT + c] * dki; }
+            else if (GM) sU[r * LU + c] = sQ[r * LT + c] * dq - sK[r * LT + c] * dk;
         }
     if (GM == 0 || !A.dg) return;
     __syncthreads();
     if (GM == 1 && A.dglocal) {                   // this channel's part of the local form (mn__k_gla_dg)
         if (threadIdx.x < 64) {
             const int c = threadIdx.x;
-            float s = 0.f, p = 0.f, d = 0.f;
-            for (int r = MN__GC; r-- > 0;) { s += sU[r * LD + c]; sU[r * LD + c] = s; }   // sum over i >= t
+            float s = 0.f, p = 0.f;
+            for (int r = MN__GC; r-- > 0;) { s += sU[r * LU + c]; sU[r * LU + c] = s; }   // sum over i >= t
             for (int r = 0; r < MN__GC; r++) {                                          // + sum over j < t
-                if (r < nr) A.dgl[(row0 + (size_t)r * H) * D + i0 + c] = sU[r * LD + c] + p;
-                p += sW[r * LD + c];
+                if (r < nr) A.dgl[(row0 + (size_t)r * H) * D + i0 + c] = sU[r * LU + c] + p;
+                p += sW[r * LU + c];
             }
-            for (int j = 0; j < D; j++) d += sS[c * LD + j] * sdS[c * LD + j];       // state row i0 + c
-            A.ctot[(bh * NT + n) * D + i0 + c] = expf(gam(MN__GC - 1, 0)) * d;
+            A.ctot[(bh * NT + n) * D + i0 + c] = expf(gam(MN__GC - 1, 0)) * dct;      // state row i0 + c
         }
         return;
     }
@@ -4882,7 +4905,7 @@ __global__ void __launch_bounds__(256) mn__k_gla_dqk(mn__gla_args A) {
         const int c = threadIdx.x;
         float s = 0.f;
         for (int r = MN__GC; r-- > 0;) {
-            s += sU[r * LD + c];
+            s += sU[r * LU + c];
             if (r < nr) A.dgl[(row0 + (size_t)r * H) * D + i0 + c] = s;
         }
         A.ctot[(bh * NT + n) * D + i0 + c] = s;
@@ -5086,20 +5109,39 @@ int mn_cuda_rmsnorm_gated_backward(mn_cuda_ctx* ctx, float* dinp, float* dgate, 
 
 // ---- drivers ----------------------------------------------------------------------------------
 typedef struct mn__gla_ws { float *S, *dS, *P, *dP, *dgl, *ctot, *rsd, *gam, *span; } mn__gla_ws;
-static size_t mn__gla_layout(mn__gla_ws* w, float* base, size_t B, size_t T, size_t H, size_t D) {
+// The workspace in two parts: the forward's (the chunk states S, the scores P, the cumulative gates gam (B,T,H,Gw)
+// and their spans) from fbase, the backward's (dS, dP, dgl, ctot, rsd) from bbase, or right after the forward's
+// when bbase is NULL (one buffer, gam at Gw = D: mn_cuda_gla_work_size). The kept form
+// (mn_cuda_gla_forward_keep) puts the forward's part in the caller's keep buffer (Gw = G), so that the backward
+// reads S, P and gam there instead of recomputing them. Returns the end of the backward's part; *nf (may be
+// NULL) the size of the forward's.
+static size_t mn__gla_layout2(mn__gla_ws* w, float* fbase, float* bbase, size_t B, size_t T, size_t H, size_t D,
+                              size_t Gw, size_t* nf) {
     size_t NT = (T + MN__GC - 1) / MN__GC, BH = B * H, E = D * D, off = 0;
+    float* base = fbase;
 #define MN__GP(ptr, n) do { w->ptr = base ? base + off : NULL; off += ((size_t)(n) + 63) / 64 * 64; } while (0)
     MN__GP(S, BH * (NT + 1) * E); MN__GP(P, BH * NT * MN__GC * MN__GC);   // the forward's part first
-    MN__GP(gam, B * T * H * D); MN__GP(span, BH * NT);                      // (B,T,H,G) for any G <= D
+    MN__GP(gam, B * T * H * Gw); MN__GP(span, BH * NT);                     // (B,T,H,G) for any G <= Gw
+    if (nf) *nf = off;
+    if (bbase) { base = bbase; off = 0; }
     MN__GP(dS, BH * NT * E); MN__GP(dP, BH * NT * MN__GC * MN__GC); MN__GP(dgl, B * T * H * D);
     MN__GP(ctot, BH * NT * D); MN__GP(rsd, BH * D);
 #undef MN__GP
     return off;
 }
+static size_t mn__gla_layout(mn__gla_ws* w, float* base, size_t B, size_t T, size_t H, size_t D) {
+    return mn__gla_layout2(w, base, NULL, B, T, H, D, D, NULL);
+}
 size_t mn_cuda_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
     mn__gla_ws w;
     (void)Dv; (void)C;
     return mn__gla_layout(&w, NULL, B, T, H, Dk);
+}
+size_t mn_cuda_gla_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t G) {
+    mn__gla_ws w;
+    size_t nf = 0;
+    mn__gla_layout2(&w, NULL, NULL, B, T, H, Dk, G, &nf);
+    return nf;
 }
 static int mn__gla_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
                          size_t G, size_t C, const void* const* p, int np) {
@@ -5195,13 +5237,17 @@ static int mn__gla_prep(mn_cuda_ctx* ctx, const mn__gla_ws* w, const mn__gla_arg
     MN__LAUNCHED();
     return MN_OK;
 }
-int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q, const float* k, const float* v,
-                        const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
-                        double scale, size_t C, float* work) {
-    const void* al[6] = { out, q, k, v, work, G == Dk ? g : NULL };
-    MN__TRY(mn__gla_check(ctx, "mn_cuda_gla_forward", B, T, H, Dk, Dv, G, C, al, 6));
+// keep NULL: the whole workspace in work; else the forward's part in keep (mn__gla_layout2), work unused
+static int mn__gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q, const float* k, const float* v,
+                           const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                           size_t G, double scale, size_t C, float* work, float* keep) {
+    const char* who = keep ? "mn_cuda_gla_forward_keep" : "mn_cuda_gla_forward";
+    const void* al[7] = { out, q, k, v, work, G == Dk ? g : NULL, keep };
+    MN__TRY(mn__gla_check(ctx, who, B, T, H, Dk, Dv, G, C, al, 7));
+    if (!(keep ? keep : work)) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs its workspace", __LINE__);
     mn__gla_ws w;
-    mn__gla_layout(&w, work, B, T, H, Dk);
+    if (keep) mn__gla_layout2(&w, keep, NULL, B, T, H, Dk, G, NULL);
+    else mn__gla_layout(&w, work, B, T, H, Dk);
     mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
     a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.out = out; a.ht = ht; a.blocks = ctx->gla_blocks;
@@ -5210,24 +5256,42 @@ int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q,
     MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));
     return mn__gla_run(ctx, 3, Dk, gm, a);
 }
+int mn_cuda_gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float* q, const float* k, const float* v,
+                        const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                        double scale, size_t C, float* work) {
+    return mn__gla_forward(ctx, out, ht, q, k, v, g, h0, B, T, H, Dk, Dv, G, scale, C, work, NULL);
+}
+int mn_cuda_gla_forward_keep(mn_cuda_ctx* ctx, float* out, float* ht, float* keep, const float* q, const float* k,
+                             const float* v, const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk,
+                             size_t Dv, size_t G, double scale, size_t C) {
+    if (!keep) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_forward_keep", "needs keep", __LINE__);
+    return mn__gla_forward(ctx, out, ht, q, k, v, g, h0, B, T, H, Dk, Dv, G, scale, C, NULL, keep);
+}
+// keep NULL: the cumulative gates, the states and P recomputed in work; else read from keep (the kept form's
+// forward wrote them there), the backward's part in work. acc as mn__gla_args.acc.
 static int mn__gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dh0,
                             const float* dout, const float* dht, const float* q, const float* k, const float* v,
                             const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
-                            size_t G, double scale, size_t C, float* work, int acc) {
-    const void* al[6] = { dout, q, k, v, work, G == Dk ? g : NULL };
-    MN__TRY(mn__gla_check(ctx, "mn_cuda_gla_backward", B, T, H, Dk, Dv, G, C, al, 6));
+                            size_t G, double scale, size_t C, float* work, int acc, const float* keep = NULL) {
+    const char* who = keep ? "mn_cuda_gla_backward_keep" : "mn_cuda_gla_backward";
+    const void* al[7] = { dout, q, k, v, work, G == Dk ? g : NULL, keep };
+    MN__TRY(mn__gla_check(ctx, who, B, T, H, Dk, Dv, G, C, al, 7));
+    if (!work) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs its workspace", __LINE__);
     mn__gla_ws w;
-    mn__gla_layout(&w, work, B, T, H, Dk);
+    if (keep) mn__gla_layout2(&w, (float*)keep, work, B, T, H, Dk, G, NULL);   // read only: S, P, gam, span
+    else mn__gla_layout(&w, work, B, T, H, Dk);
     mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
     a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.dout = dout; a.dht = dht;
     a.dq = dq; a.dk = dk; a.dv = dv; a.dg = G ? dg : NULL; a.dh0 = dh0; a.acc = acc;
     a.dglocal = G == 1 && ctx->gla_dg == MN_CUDA_GLA_DG_LOCAL;
     a.rsd = dht && a.dg && !a.dglocal ? w.rsd : NULL; a.blocks = ctx->gla_blocks;
-    MN__TRY(mn__gla_prep(ctx, &w, a, g, G));                         // the cumulative gates again
-    MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));                         // the states again
+    if (!keep) {
+        MN__TRY(mn__gla_prep(ctx, &w, a, g, G));                     // the cumulative gates again
+        MN__TRY(mn__gla_run(ctx, 0, Dk, gm, a));                     // the states again
+    }
     MN__TRY(mn__gla_run(ctx, 1, Dk, gm, a));                         // their gradients
-    MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));              // P again
+    if (!keep) MN__TRY(mn__gla_run(ctx, 2, Dk, gm, a, w.P, q, k));  // P again
     {
         mn__gla_args d = a; d.scale = 1.f;                           // dP = dO V^T (no decay, no scale)
         MN__TRY(mn__gla_run(ctx, 2, Dk, 0, d, w.dP, dout, v));
@@ -5250,6 +5314,14 @@ int mn_cuda_gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, floa
                          const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale,
                          size_t C, float* work) {
     return mn__gla_backward(ctx, dq, dk, dv, dg, dh0, dout, dht, q, k, v, g, h0, B, T, H, Dk, Dv, G, scale, C, work, 1);
+}
+int mn_cuda_gla_backward_keep(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dh0,
+                              const float* dout, const float* dht, const float* keep, const float* q, const float* k,
+                              const float* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                              double scale, size_t C, float* work) {
+    if (!keep) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_gla_backward_keep", "needs keep", __LINE__);
+    return mn__gla_backward(ctx, dq, dk, dv, dg, dh0, dout, dht, q, k, v, NULL, NULL, B, T, H, Dk, Dv, G, scale, C,
+                            work, 1, keep);
 }
 int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k, const float* v,
                      const float* g, size_t B, size_t H, size_t Dk, size_t Dv, size_t G, double scale) {
@@ -6949,10 +7021,12 @@ struct mn__ssd_math {
     }
     ~mn__ssd_math() { ctx->math = math; ctx->gla_dg = dg; }
 };
+// keep (NULL: none): the GLA op's kept form (mn__gla_forward), for a backward with the same keep
 static int mn__ssd_fwd_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
-                             const float* Cm, size_t B, size_t T, size_t H, size_t N, int amode, float* work) {
+                             const float* Cm, size_t B, size_t T, size_t H, size_t N, int amode, float* work,
+                             float* keep = NULL) {
     if (amode == MN_SSD_LOG_DECAY)                  // simple GLA: q = C, k = B, v = X, g = A
-        return mn_cuda_gla_forward(ctx, y, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
+        return mn__gla_forward(ctx, y, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work, keep);
     mn__ssd_sws w;
     mn__ssd_slayout(&w, work, B, T, H, N);
     const size_t nb = B * T * H * N;
@@ -6960,17 +7034,17 @@ static int mn__ssd_fwd_chunk(mn_cuda_ctx* ctx, float* y, const float* X, const f
     MN__LAUNCHED();
     mn__k_ssd_flip<<<mn__grid(ctx, nb, 256), 256, 0, MN__STREAM>>>(w.bs, w.cs, Bm, Cm, w.sg, nb, N);
     MN__LAUNCHED();
-    return mn_cuda_gla_forward(ctx, y, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work);
+    return mn__gla_forward(ctx, y, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N, N, 1, 1.0, MN__GC, work, keep);
 }
 // acc 1 adds into dX, dA, dB, dC (the public launchers); acc 0 writes them (every entry once: the GLA op's
 // acc 0, and mn__k_ssd_sda writes dA before mn__k_ssd_sfix adds), so they need no zeroing
 static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
                              const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
-                             size_t H, size_t N, int amode, float* work, int acc) {
+                             size_t H, size_t N, int amode, float* work, int acc, const float* keep = NULL) {
     static int smem_set = 0;
     if (amode == MN_SSD_LOG_DECAY)
         return mn__gla_backward(ctx, dC, dB, dX, dA, NULL, dy, NULL, Cm, Bm, X, A, NULL, B, T, H, N, N, 1, 1.0, MN__GC,
-                                work, acc);
+                                work, acc, keep);
     mn__ssd_sws w;
     mn__ssd_slayout(&w, work, B, T, H, N);
     const size_t nb = B * T * H * N, na = B * T * H, NT = (T + MN__GC - 1) / MN__GC;
@@ -6987,7 +7061,7 @@ static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, 
         if (dA) MN__CU(cudaMemsetAsync(w.dg, 0, na * sizeof(float), MN__STREAM));
     }
     MN__TRY(mn__gla_backward(ctx, dC, dB, dX, dA ? w.dg : NULL, NULL, dy, NULL, w.cs, w.bs, X, w.g, NULL, B, T, H, N,
-                             N, 1, 1.0, MN__GC, work, acc));
+                             N, 1, 1.0, MN__GC, work, acc, keep));
     mn__k_ssd_flip<<<gb, 256, 0, MN__STREAM>>>(dB, dC, dB, dC, w.sg, nb, N);
     MN__LAUNCHED();
     if (!dA) return MN_OK;
@@ -6999,7 +7073,8 @@ static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, 
         smem_set = 1;
     }
     mn__gla_ws gw;                                  // the op's states, state gradients and cumulative gates
-    mn__gla_layout(&gw, work, B, T, H, N);
+    if (keep) mn__gla_layout2(&gw, (float*)keep, work, B, T, H, N, 1, NULL);
+    else mn__gla_layout(&gw, work, B, T, H, N);
     mn__k_ssd_sfix<<<dim3((unsigned)NT, (unsigned)(B * H)), 512, mn__ssd_sfix_smem(N), MN__STREAM>>>(
         dA, A, w.cs, w.bs, X, dy, gw.S, gw.dS, gw.gam, (unsigned)T, (unsigned)H, (unsigned)NT, (unsigned)N);
     MN__LAUNCHED();
@@ -7034,17 +7109,31 @@ int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, c
         return mn_cuda_ssd_forward_chunk(ctx, y, X, A, Bm, Cm, B, T, H, P, N, amode, work);
     return mn_cuda_ssd_forward_recurrent(ctx, y, ht, X, A, Bm, Cm, h0, B, T, H, P, N, amode);
 }
+// The forward without states for the model's layer: the chunk form with the GLA op's intermediates in keep where
+// mn__ssd_chunked allows (*kept = 1: the backward is to be given the same keep), else the recurrent kernels
+static int mn__ssd_forward(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
+                           const float* Cm, size_t B, size_t T, size_t H, size_t P, size_t N, int amode, float* work,
+                           float* keep, unsigned char* kept) {
+    const void* al[6] = { y, X, Bm, Cm, work, keep };
+    *kept = 0;
+    if (!mn__ssd_chunked(amode, B, T, H, P, N, al, 6, NULL))
+        return mn_cuda_ssd_forward_recurrent(ctx, y, NULL, X, A, Bm, Cm, NULL, B, T, H, P, N, amode);
+    mn__ssd_math x3(ctx);
+    MN__TRY(mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work, keep));
+    *kept = keep != NULL;
+    return MN_OK;
+}
 // The backward without states (chunk MN__GC where mn__ssd_chunked allows, else the recurrent kernels): acc 1
 // adds into dX (B,T,H,P), dA (B,T,H), dB, dC (B,T,H,N) (mn_cuda_ssd_backward); acc 0 writes them (the model's
 // layer: the chunk form writes every entry once; the recurrent kernels add with atomics, so there they are zeroed
 // first)
 static int mn__ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, float* dC, const float* dy,
                             const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
-                            size_t H, size_t P, size_t N, int amode, float* work, int acc) {
+                            size_t H, size_t P, size_t N, int amode, float* work, int acc, const float* keep = NULL) {
     const void* al[5] = { dy, X, Bm, Cm, work };
-    if (mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL)) {
+    if (keep || mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL)) {   // keep: the forward took the chunk form
         mn__ssd_math x3(ctx);
-        return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work, acc);
+        return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work, acc, keep);
     }
     if (!acc) {
         MN__CU(cudaMemsetAsync(dX, 0, B * T * H * P * sizeof(float), MN__STREAM));
@@ -8810,12 +8899,15 @@ typedef struct mn__cm_attn_acts {
 } mn__cm_attn_acts;
 typedef struct mn__cm_linattn_acts {
     float *q, *k, *v, *qa, *qb, *ka, *kb, *qf, *kf, *o, *on, *rs;  // (N,HD) x11 (feature maps' halves, phi), (N,H)
+    float* keep;                                                 // the GLA op's kept form (mn_cuda_gla_keep_size)
 } mn__cm_linattn_acts;
 typedef struct mn__cm_sgla_acts {
     float *ql, *kl, *vl, *q, *k, *v, *gl, *g, *o, *gg, *on, *rs;   // (N,HD) x6 (before, after conv), (N,H) x2,
-} mn__cm_sgla_acts;                                              // (N,HD) x3, (N,H)
+    float* keep;                                                 // (N,HD) x3, (N,H); the op's kept form
+} mn__cm_sgla_acts;
 typedef struct mn__cm_gla_acts {
     float *q, *k, *v, *l1, *l2, *gk, *o, *gg, *on, *rs;            // (N,HD) x3, (N,16), (N,HD) x5, (N,H)
+    float* keep;                                                 // the GLA op's kept form
 } mn__cm_gla_acts;
 // the activation structs of the mixers whose op sections come after >>cuda_gla
 // the DeltaNet / Gated DeltaNet layers' saved activations ("deltanet", "deltanet_neg", "gdn", "gdn_neg")
@@ -8844,6 +8936,7 @@ typedef struct mn__cm_ssd_acts {
     float* xt;                      // (N,DI) X = x Delta
     float *bh, *ch;                 // (N,Hm,Ns) B and C per head
     float *y, *yz, *yn, *rs;        // (N,DI) SSD + D x, gated, normed; (N) rstd of the norm
+    float* keep;                    // the GLA op's chunk states, scores and gates (mn_cuda_gla_keep_size, G 1)
 } mn__cm_ssd_acts;
 typedef struct mn__cm_ssd_dacts {
     float* dzx;                     // (N,W_in) rows W_ld apart (the pad columns never written nor read)
@@ -8984,7 +9077,7 @@ static size_t mn__cm_linattn_acts_layout(const mn_config* c, size_t B, size_t T,
     mn__cm_linattn_acts* a = &y->linattn;
     MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->qa, N * HD); MN__P(a->qb, N * HD);
     MN__P(a->ka, N * HD); MN__P(a->kb, N * HD); MN__P(a->qf, N * HD); MN__P(a->kf, N * HD); MN__P(a->o, N * HD);
-    MN__P(a->on, N * HD); MN__P(a->rs, N * H);
+    MN__P(a->on, N * HD); MN__P(a->rs, N * H); MN__P(a->keep, mn_cuda_gla_keep_size(B, T, H, c->head_dim, 0));
     return off;
 }
 static size_t mn__cm_linattn_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
@@ -9002,7 +9095,7 @@ static size_t mn__cm_sgla_acts_layout(const mn_config* c, size_t B, size_t T, fl
     mn__cm_sgla_acts* a = &y->sgla;
     MN__P(a->ql, N * HD); MN__P(a->kl, N * HD); MN__P(a->vl, N * HD); MN__P(a->q, N * HD); MN__P(a->k, N * HD);
     MN__P(a->v, N * HD); MN__P(a->gl, N * H); MN__P(a->g, N * H); MN__P(a->o, N * HD); MN__P(a->gg, N * HD);
-    MN__P(a->on, N * HD); MN__P(a->rs, N * H);
+    MN__P(a->on, N * HD); MN__P(a->rs, N * H); MN__P(a->keep, mn_cuda_gla_keep_size(B, T, H, c->head_dim, 1));
     return off;
 }
 static size_t mn__cm_sgla_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
@@ -9020,6 +9113,7 @@ static size_t mn__cm_gla_acts_layout(const mn_config* c, size_t B, size_t T, flo
     mn__cm_gla_acts* a = &y->gla;
     MN__P(a->q, N * HD); MN__P(a->k, N * HD); MN__P(a->v, N * HD); MN__P(a->l1, N * MN__GLA_RK); MN__P(a->l2, N * HD);
     MN__P(a->gk, N * HD); MN__P(a->o, N * HD); MN__P(a->gg, N * HD); MN__P(a->on, N * HD); MN__P(a->rs, N * H);
+    MN__P(a->keep, mn_cuda_gla_keep_size(B, T, H, c->head_dim, c->head_dim));
     return off;
 }
 static size_t mn__cm_gla_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
@@ -9326,8 +9420,8 @@ static int mn__cm_linattn_forward(mn_cuda_model* cm, size_t l, const mn__cm_laye
                                    Dh, Dh));
     mn__k_cm_mul<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->qf, A->qa, A->qb, N * HD); MN__LAUNCHED();
     mn__k_cm_mul<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->kf, A->ka, A->kb, N * HD); MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward(ctx, A->o, NULL, A->qf, A->kf, A->v, NULL, NULL, B, T, H, Dh, Dh, 0,
-                                1.0 / sqrt((double)Dh), MN__GC, cm->work));
+    MN__TRY(mn_cuda_gla_forward_keep(ctx, A->o, NULL, A->keep, A->qf, A->kf, A->v, NULL, NULL, B, T, H, Dh, Dh, 0,
+                                     1.0 / sqrt((double)Dh), MN__GC));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->rs, A->o, MN__PAR(cm, l, MN__CL_NORM), NH, Dh, c->norm_eps));
     MN__D2D(Y->x2, res, N * C);
     return mn__cm_matmul_add(ctx, Y->x2, A->on, MN__PAR(cm, l, MN__CL_O), N, HD, C);
@@ -9345,7 +9439,7 @@ static int mn__cm_linattn_backward(mn_cuda_model* cm, size_t l, const mn__cm_lay
     MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CL_NORM), D->don, A->rs, A->o,
                                  MN__PAR(cm, l, MN__CL_NORM), NH, Dh, 0));
     MN__TRY(mn__gla_backward(ctx, D->dqf, D->dkf, D->dv, NULL, NULL, D->dO, NULL, A->qf, A->kf, A->v, NULL, NULL, B, T,
-                             H, Dh, Dh, 0, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0));
+                             H, Dh, Dh, 0, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, A->keep));
     // forward: f = a b, a = z W1^T + b1, b = z W2^T + b2 (per feature map)
     mn__k_cm_mul_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dqa, D->dqb, D->dqf, A->qa, A->qb, N * HD);
     MN__LAUNCHED();
@@ -9378,8 +9472,8 @@ static int mn__cm_sgla_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn_cuda_matmul_forward(ctx, A->gl, Y->xn1, MN__PAR(cm, l, MN__CS_GK), MN__PAR(cm, l, MN__CS_GK + 1), N, C,
                                    H));
     mn__k_cm_glagate<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->gl, N * H); MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward(ctx, A->o, NULL, A->q, A->k, A->v, A->g, NULL, B, T, H, Dh, Dh, 1,
-                                1.0 / sqrt((double)Dh), MN__GC, cm->work));
+    MN__TRY(mn_cuda_gla_forward_keep(ctx, A->o, NULL, A->keep, A->q, A->k, A->v, A->g, NULL, B, T, H, Dh, Dh, 1,
+                                     1.0 / sqrt((double)Dh), MN__GC));
     return mn__cm_gated_out_forward(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, Y, A->gg, A->on, A->rs, A->o, res, N);
 }
 static int mn__cm_sgla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
@@ -9392,7 +9486,7 @@ static int mn__cm_sgla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
     MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, Y, din, D->don, D->dO, D->dgg, dout,
                                       A->gg, A->on, A->rs, A->o, N));
     MN__TRY(mn__gla_backward(ctx, D->dq, D->dk, D->dv, D->dg, NULL, D->dO, NULL, A->q, A->k, A->v, A->g, NULL, B, T, H,
-                             Dh, Dh, 1, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0));
+                             Dh, Dh, 1, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, A->keep));
     mn__k_cm_glagate_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dgl, D->dg, A->gl, N * H);
     MN__LAUNCHED();
     MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CS_GK), MN__GRD(cm, l, MN__CS_GK + 1), D->dgl, Y->xn1,
@@ -9420,8 +9514,8 @@ static int mn__cm_gla_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
     MN__TRY(mn_cuda_matmul_forward(ctx, A->l2, A->l1, MN__PAR(cm, l, MN__CG_GD + 1), MN__PAR(cm, l, MN__CG_GD + 2), N,
                                    MN__GLA_RK, HD));
     mn__k_cm_glagate<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->gk, A->l2, N * HD); MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward(ctx, A->o, NULL, A->q, A->k, A->v, A->gk, NULL, B, T, H, Dh, Dh, Dh,
-                                1.0 / sqrt((double)Dh), MN__GC, cm->work));
+    MN__TRY(mn_cuda_gla_forward_keep(ctx, A->o, NULL, A->keep, A->q, A->k, A->v, A->gk, NULL, B, T, H, Dh, Dh, Dh,
+                                     1.0 / sqrt((double)Dh), MN__GC));
     return mn__cm_gated_out_forward(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, Y, A->gg, A->on, A->rs, A->o, res, N);
 }
 static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
@@ -9434,7 +9528,7 @@ static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, Y, din, D->don, D->dO, D->dgg, dout,
                                       A->gg, A->on, A->rs, A->o, N));
     MN__TRY(mn__gla_backward(ctx, D->dq, D->dk, D->dv, D->dgk, NULL, D->dO, NULL, A->q, A->k, A->v, A->gk, NULL, B, T,
-                             H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0));
+                             H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, A->keep));
     mn__k_cm_glagate_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dl2, D->dgk, A->l2, N * HD);
     MN__LAUNCHED();
     MN__TRY(mn__matmul_backward(ctx, D->dl1, MN__GRD(cm, l, MN__CG_GD + 1), MN__GRD(cm, l, MN__CG_GD + 2), D->dl2,
@@ -9680,6 +9774,7 @@ static size_t mn__cm_ssd_acts_layout(const mn_config* c, size_t B, size_t T, flo
     MN__P(a->dtp, N * d.Hm); MN__P(a->delta, N * d.Hm); MN__P(a->at, N * d.Hm); MN__P(a->xt, N * d.DI);
     MN__P(a->bh, N * d.Hm * d.Ns); MN__P(a->ch, N * d.Hm * d.Ns);
     MN__P(a->y, N * d.DI); MN__P(a->yz, N * d.DI); MN__P(a->yn, N * d.DI); MN__P(a->rs, N);
+    MN__P(a->keep, d.P == d.Ns && (d.P == 64 || d.P == 128) ? mn_cuda_gla_keep_size(B, T, d.Hm, d.Ns, 1) : 0);
     return off;
 }
 static size_t mn__cm_ssd_dacts_layout(const mn_config* c, size_t N, float* base, size_t off, mn__cm_dacts* dd) {
@@ -9852,8 +9947,8 @@ static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
     mn__k_ssd_heads<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->xt, A->bh, A->ch, A->xbc, A->delta, N,
                                                                         d.Hm, d.P, d.Ns, d.Wc);
     MN__LAUNCHED();
-    MN__TRY(mn_cuda_ssd_forward(ctx, A->y, NULL, A->xt, A->at, A->bh, A->ch, NULL, B, T, d.Hm, d.P, d.Ns, MN__GC,
-                                neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work));
+    MN__TRY(mn__ssd_forward(ctx, A->y, A->xt, A->at, A->bh, A->ch, B, T, d.Hm, d.P, d.Ns,
+                            neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, A->keep, &cm->kept[l]));
     mn__k_ssd_skip<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->y, A->yz, A->zx, A->xbc,
                                                                        MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,
                                                                        d.W_ld, d.Wc);
@@ -9888,7 +9983,8 @@ static int mn__cm_ssd_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__LAUNCHED();
     // the op is the first writer of dxt, dat, dbh, dch (acc 0: the chunk form writes, the recurrent one zeroes)
     MN__TRY(mn__ssd_backward(ctx, D->dxt, D->dat, D->dbh, D->dch, D->dy, A->xt, A->at, A->bh, A->ch, B, T, d.Hm, d.P,
-                             d.Ns, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, 0));
+                             d.Ns, neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, 0,
+                             cm->kept[l] ? A->keep : NULL));
     mn__k_ssd_dt_bwd<<<mn__grid(ctx, N * d.Hm * 32, 256), 256, 0, MN__STREAM>>>(D->dzx, D->tA, D->tdt, D->dat, D->dxt,
                                                                               A->xbc, A->delta, A->dtp,
                                                                               MN__PAR(cm, l, MN__CSSD_ALOG), N, d.Hm,

@@ -292,6 +292,19 @@ int mn_cuda_gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, floa
                          const float* dht, const float* q, const float* k, const float* v, const float* g,
                          const float* h0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G, double scale,
                          size_t C, float* work);
+// The same pair with the forward's intermediates kept between the passes: the forward writes into keep
+// (mn_cuda_gla_keep_size floats: every chunk's start state, the 64 x 64 scores, the cumulative gates) what the
+// backward would otherwise recompute from q, k, g and h0 (which it does not take); work holds the backward's
+// part only. Outputs bitwise those of the pair above; keep must be left as the forward wrote it. The GPU
+// model's GLA-family and Mamba-2 layers keep them (mn_cuda_model's memory grows by keep_size a layer).
+size_t mn_cuda_gla_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t G);
+int mn_cuda_gla_forward_keep(mn_cuda_ctx* ctx, float* out, float* ht, float* keep, const float* q, const float* k,
+                             const float* v, const float* g, const float* h0, size_t B, size_t T, size_t H, size_t Dk,
+                             size_t Dv, size_t G, double scale, size_t C);
+int mn_cuda_gla_backward_keep(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dh0,
+                              const float* dout, const float* dht, const float* keep, const float* q, const float* k,
+                              const float* v, size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t G,
+                              double scale, size_t C, float* work);
 // One token for B sequences: state (B,H,Dk,Dv) updated in place, out (B,H,Dv) written; q,k (B,H,Dk),
 // v (B,H,Dv), g (B,H,G) (NULL when G = 0). fp32; any Dk, Dv <= 1024; no workspace.
 int mn_cuda_gla_step(mn_cuda_ctx* ctx, float* out, float* state, const float* q, const float* k, const float* v,
@@ -642,7 +655,8 @@ typedef struct mn_cuda_model {
     int have_loss;                 // 1 after a forward with targets
     unsigned char mixer[MN_MAX_LAYERS];  // (internal) each layer's row of the GPU mixer table
     unsigned char kept[MN_MAX_LAYERS];   // (internal) 1: the last forward left the layer's DeltaNet chunk-form
-                                         // pieces in its keep buffer (mn_cuda_delta_rule_forward_keep)
+                                         // pieces (mn_cuda_delta_rule_forward_keep) or Mamba-2's GLA-op pieces
+                                         // (mn_cuda_gla_forward_keep) in its keep buffer
 } mn_cuda_model;
 
 // A new model from a config (mn_model_init's parameters, the same seed gives the same values).

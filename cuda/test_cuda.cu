@@ -650,6 +650,25 @@ static void test_gla(const gla_case* c) {
         for (int i = 0; i < 4; i++) differ += memcmp(loc[i].data(), r1[at[i]].data(), loc[i].size() * 4) != 0;
         snprintf(nm, sizeof nm, "gla bwd local: dq, dk, dv, dh0 unchanged (%s)", tag); expect(differ == 0, nm);
     }
+    {   // the kept form (what the model's layers run): the same kernels on S, P and gam kept from the forward, so
+        // out, ht and every gradient bit for bit those above; keep and work poisoned first
+        size_t kn = mn_cuda_gla_keep_size(B, T, H, D, Gw);
+        float *gkeep = poison(kn), *gout2 = poison(n), *ght2 = poison(ns);
+        CK(mn_cuda_gla_forward_keep(&G, gout2, ght2, gkeep, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale, 64));
+        size_t differ = memcmp(host(gout2, n).data(), host(gout, n).data(), n * 4) != 0;
+        differ += memcmp(host(ght2, ns).data(), host(ght, ns).data(), ns * 4) != 0;
+        snprintf(nm, sizeof nm, "gla kept fwd: out, ht bit for bit (%s)", tag); expect(differ == 0, nm);
+        priors();
+        cudaMemset(gw, 0xFF, wn * sizeof(float));
+        CK(mn_cuda_gla_backward_keep(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gkeep, gq, gk, gv, B, T, H, D, D, Gw,
+                                     scale, 64, gw));
+        const vf kb[5] = { host(gdq, n), host(gdk, n), host(gdv, n), Gw ? host(gdg, ng) : vf(), host(gdh, ns) };
+        differ = 0;
+        for (int i = 0; i < 5; i++) differ += memcmp(kb[i].data(), r1[i].data(), kb[i].size() * 4) != 0;
+        snprintf(nm, sizeof nm, "gla kept bwd: dq, dk, dv, dg, dh0 bit for bit, %zu differ (%s)", differ, tag);
+        expect(differ == 0, nm);
+        mn_cuda_dfree(gkeep); mn_cuda_dfree(gout2); mn_cuda_dfree(ght2);
+    }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gg); mn_cuda_dfree(gh0);
     mn_cuda_dfree(gdht); mn_cuda_dfree(gout); mn_cuda_dfree(ght); mn_cuda_dfree(gw); mn_cuda_dfree(gdq);
     mn_cuda_dfree(gdk);
@@ -766,6 +785,10 @@ static void test_gla_all(void) {
                "gla backward with dout not 16-byte aligned returns MN_ERR_CONFIG");
         expect(mn_cuda_gla_step(&G, p, p, p, p, p, p, 1, 1, 64, 64, 3, 1.0) == MN_ERR_CONFIG,
                "gla step with G = 3 returns MN_ERR_CONFIG");
+        expect(mn_cuda_gla_forward_keep(&G, p, p, NULL, p, p, p, NULL, NULL, 1, 8, 1, 64, 64, 0, 1.0, 64) ==
+               MN_ERR_CONFIG, "gla kept forward without keep returns MN_ERR_CONFIG");
+        expect(mn_cuda_gla_backward_keep(&G, p, p, p, NULL, NULL, p, NULL, p, p, p, p, 1, 8, 1, 64, 64, 0, 1.0, 64,
+                                         NULL) == MN_ERR_CONFIG, "gla kept backward without work returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
     }
 }
@@ -3229,7 +3252,7 @@ static void test_model_step(const model_step_case* sc) {
         const char* s = ti->name;
         size_t ln = strlen(s);
         int is_norm = ln > 11 && !strcmp(s + ln - 11, "norm.weight"), is_bias = ln > 4 && !strcmp(s + ln - 4, "bias");
-        int is_lam = strstr(s, "lambda") != NULL;
+        int is_lam = strstr(s, "lambda") != NULL, is_dt = strstr(s, "dt_bias") != NULL;   // dt_bias: as test_model
         for (size_t j = 0; j < ti->numel; j++) {
             if (is_norm) q[j] = (float)(1.0 + 0.2 * mn_rng_normal(&R));
             else if (is_dt) q[j] += (float)(0.3 * mn_rng_normal(&R));
