@@ -256,7 +256,8 @@ static void bench_gla(int profile) {
         G.math = MN_CUDA_MATH_TF32;
         for (int gi = 0; gi < 3; gi++) {
             const size_t Gw = gi == 0 ? 0 : gi == 1 ? 1 : D;
-            CK(mn_cuda_gla_forward_keep(&G, out, NULL, keep, q, k, v, gi ? g : NULL, NULL, B, T, H, D, D, Gw, 0.088, C));
+            CK(mn_cuda_gla_forward_keep(&G, out, NULL, keep, q, k, v, gi ? g : NULL, NULL, B, T, H, D, D, Gw, 0.088,
+                                        C));
             CK(mn_cuda_gla_backward_keep(&G, dq, dk, dv, gi ? dg : NULL, NULL, dout, NULL, keep, q, k, v, B, T, H, D, D,
                                          Gw, 0.088, C, work));
         }

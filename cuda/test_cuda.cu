@@ -788,7 +788,8 @@ static void test_gla_all(void) {
         expect(mn_cuda_gla_forward_keep(&G, p, p, NULL, p, p, p, NULL, NULL, 1, 8, 1, 64, 64, 0, 1.0, 64) ==
                MN_ERR_CONFIG, "gla kept forward without keep returns MN_ERR_CONFIG");
         expect(mn_cuda_gla_backward_keep(&G, p, p, p, NULL, NULL, p, NULL, p, p, p, p, 1, 8, 1, 64, 64, 0, 1.0, 64,
-                                         NULL) == MN_ERR_CONFIG, "gla kept backward without work returns MN_ERR_CONFIG");
+                                         NULL) == MN_ERR_CONFIG,
+               "gla kept backward without work returns MN_ERR_CONFIG");
         mn_cuda_dfree(p);
     }
 }
