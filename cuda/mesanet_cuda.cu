@@ -4519,23 +4519,27 @@ typedef struct mn__gla_args {
 } mn__gla_args;
 
 // ---- the state scans: forward (the states) and reverse (their gradients) -------------------------
-// One block owns a Dk x 64 column tile of one head's state (in registers: warp w rows 16 w .. +15,
-// all 64 columns) and walks the chunks in order (forward) or backwards (reverse), the next chunk's
-// tiles arriving by cp.async while the current one is multiplied:
+// One block owns a 64 x 64 tile of one head's state (rows 64 blockIdx.z .., columns 64 blockIdx.x ..; in
+// registers: warp w rows 16 w .. +15 of the tile, all 64 columns) and walks the chunks in order (forward) or
+// backwards (reverse), the next chunk's tiles arriving by cp.async while the current one is multiplied. 64-row
+// tiles (not all Dk rows a block) give Dk = 128 four blocks a head: at B 4, H 16 that is 256 blocks, not 128 on
+// 132 multiprocessors; each block's sums are those of the whole-row form (the same order):
 //   forward: slot n = the state entering chunk n; S = diag(e^{gam_last}) S + (K e^{gam_last - gam})^T V
 //            (slot NT = ht, also written to ht when asked); starts at h0 (or 0)
 //   reverse: slot n = the gradient leaving chunk n; dS = diag(e^{gam_last}) dS + scale (Q e^gam)^T dO;
 //            starts at dht (or 0), ends in dh0 (accumulated)
 template <int D, int GM> __host__ __device__ constexpr int mn__gla_scan_stage(void) {
-    return MN__GC * (D + 8) + MN__GC * 72 + (GM == 2 ? MN__GC * (D + 8) : GM == 1 ? MN__GC : 0);
+    return MN__GC * 72 + MN__GC * 72 + (GM == 2 ? MN__GC * 72 : GM == 1 ? MN__GC : 0);
 }
 template <int D, int GM, bool REV, bool X3>
-__global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
-    constexpr int LY = D + 8, LZ = 72, LG = GM == 2 ? D + 8 : 1, STAGE = mn__gla_scan_stage<D, GM>();
+__global__ void __launch_bounds__(128) mn__k_gla_scan(mn__gla_args A) {
+    constexpr int LY = 72, LZ = 72, LG = GM == 2 ? 72 : 1, STAGE = mn__gla_scan_stage<D, GM>();
     extern __shared__ __align__(16) unsigned char mn__smem[];
     float* sb = (float*)mn__smem;
-    __shared__ float sdec[D];
-    const int tid = threadIdx.x, warp = tid >> 5, i0 = 16 * warp, c0 = blockIdx.x * 64;
+    __shared__ float sdec[64];
+    // li0: the warp's first row in the tile, i0 in the state
+    const int tid = threadIdx.x, warp = tid >> 5, rb = 64 * blockIdx.z, li0 = 16 * warp, i0 = rb + li0,
+        c0 = blockIdx.x * 64;
     const size_t bh = blockIdx.y, H = A.H, T = A.T, NT = A.NT, b = bh / H, h = bh % H, E = (size_t)D * D;
     const float* Y = REV ? A.q : A.k;
     const float* Z = REV ? A.dout : A.v;
@@ -4554,9 +4558,9 @@ __global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
             const size_t n = REV ? NT - 1 - s : s, t0 = n * MN__GC;
             const int nr = (int)(T - t0 < MN__GC ? T - t0 : MN__GC);
             float* st = sb + (s & 1) * STAGE;
-            mn__gla_tile(st, LY, Y + ((b * T + t0) * H + h) * D, H * D, nr, MN__GC, D);
+            mn__gla_tile(st, LY, Y + ((b * T + t0) * H + h) * D + rb, H * D, nr, MN__GC, 64);
             mn__gla_tile(st + MN__GC * LY, LZ, Z + ((b * T + t0) * H + h) * D + c0, H * D, nr, MN__GC, 64);
-            mn__gla_gates<GM>(st + MN__GC * (LY + LZ), LG, A.gam, b, t0, T, H, h, D, 0, nr, D);
+            mn__gla_gates<GM>(st + MN__GC * (LY + LZ), LG, A.gam, b, t0, T, H, h, D, rb, nr, 64);
         }
         mn__cp_commit();
     };
@@ -4575,7 +4579,7 @@ __global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
         float *sY = sb + (s & 1) * STAGE, *sZ = sY + MN__GC * LY, *sG = sZ + MN__GC * LZ;
         // the chunk's decay e^{gam_last}; the weights below: forward, the decay from each token to the
         // chunk end, e^{gam_last - gam_t}; reverse, from the chunk start to the token, e^{gam_t}
-        if (GM == 2 && tid < D) sdec[tid] = expf(sG[(MN__GC - 1) * LG + tid]);
+        if (GM == 2 && tid < 64) sdec[tid] = expf(sG[(MN__GC - 1) * LG + tid]);
         if (GM == 1 && tid == 0) sdec[0] = expf(sG[MN__GC - 1]);
         __syncthreads();
         store(slots + (bh * nslot + n) * E);
@@ -4583,15 +4587,15 @@ __global__ void __launch_bounds__(2 * D) mn__k_gla_scan(mn__gla_args A) {
 #pragma unroll
             for (int j = 0; j < 8; j++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) acc[j][e] *= sdec[GM == 2 ? i0 + mn__gla_er(e) : 0];
+                for (int e = 0; e < 4; e++) acc[j][e] *= sdec[GM == 2 ? li0 + mn__gla_er(e) : 0];
         }
         // acc += (w Y)^T Z: A(m, k) = w_k Y[k][i0 + m] (k the chunk's token), B(k, n) = Z[k][n]
         mn__gla_mma<8, X3>(acc, 0, MN__GC, 8,
             [&](int m, int k) {
-                const float y = wc * sY[k * LY + i0 + m];
+                const float y = wc * sY[k * LY + li0 + m];
                 if (GM == 0) return y;
-                const float gk = GM == 2 ? sG[k * LG + i0 + m] : sG[k], gl = GM == 2 ? sG[(MN__GC - 1) * LG + i0 + m]
-                                                                                     : sG[MN__GC - 1];
+                const float gk = GM == 2 ? sG[k * LG + li0 + m] : sG[k], gl = GM == 2 ? sG[(MN__GC - 1) * LG + li0 + m]
+                                                                                      : sG[MN__GC - 1];
                 return y * expf(REV ? gk : gl - gk);
             },
             [&](int k, int nn) { return sZ[k * LZ + nn]; });
@@ -5165,17 +5169,17 @@ static int mn__gla_launch(mn_cuda_ctx* ctx, int which, const mn__gla_args& a, fl
                           const float* Kp) {
     static int set[6];
     const size_t BH = (size_t)a.B * a.H;
-    const dim3 gs(D / 64, (unsigned)BH), gc(a.NT, (unsigned)BH), gt(a.NT, (unsigned)BH, D / 64);
+    const dim3 gs(D / 64, (unsigned)BH, D / 64), gc(a.NT, (unsigned)BH), gt(a.NT, (unsigned)BH, D / 64);
     size_t smem;
     switch (which) {
     case 0: case 1:
         smem = (size_t)2 * mn__gla_scan_stage<D, GM>() * sizeof(float);
         if (which == 0) {
             if (!set[0]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_scan<D, GM, false, X3>, smem)); set[0] = 1; }
-            mn__k_gla_scan<D, GM, false, X3><<<gs, 2 * D, smem, MN__STREAM>>>(a);
+            mn__k_gla_scan<D, GM, false, X3><<<gs, 128, smem, MN__STREAM>>>(a);
         } else {
             if (!set[1]) { MN__TRY(mn__gla_smem_attr(ctx, mn__k_gla_scan<D, GM, true, X3>, smem)); set[1] = 1; }
-            mn__k_gla_scan<D, GM, true, X3><<<gs, 2 * D, smem, MN__STREAM>>>(a);
+            mn__k_gla_scan<D, GM, true, X3><<<gs, 128, smem, MN__STREAM>>>(a);
         }
         break;
     case 2:
