@@ -31,8 +31,9 @@
 #   cuda/gpu_checks.sh peers   [DEST]   # fla's chunk_gla and chunk_simple_gla (cuda/peer_gla.py; fla's package
 #                                       # unpacked where PYTHONPATH finds it, its Triton compiled by a first
 #                                       # run alone, up to $WARM s, default 240) beside bench_cuda gla, in
-#                                       # DEST/peers.md; Triton's cache packed into DEST/triton_cache.tar.gz
-#                                       # (carry it and pass TRITON_TAR=FILE: the next call skips compiling)
+#                                       # DEST/peers.md; Triton's cache packed into DEST/triton.tgz.part* (15 MB
+#                                       # pieces: a call brings back files of at most 16 MiB; carry the folder
+#                                       # and pass TRITON_PARTS=DIR: the next call skips compiling)
 #   cuda/gpu_checks.sh bf16    [DEST]   # the bf16 model cases and the ops tests, then the anchor tokens/s of
 #                                       # $PATTERNS (default mamba2 slstm mesa gdn) with TF32 and bf16
 #                                       # projections (alternating, twice each), in DEST/bf16.md
@@ -191,16 +192,16 @@ run_ssd() {   # Mamba-2's SSD in TF32 with the local gate gradient against the d
 run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and autotuned alone first
     local py=${PY:-$(command -v /opt/torch/.venv/bin/python3 || command -v python3)}
     export PYTHONPATH=${PYTHONPATH:-}:$PWD/cuda
-    # Triton's compiled kernels persist in TRITON_CACHE_DIR: one call's compilation (runs 35 and 37: more than
-    # 270 s for the two kernels on an H100) is packed into DEST/triton_cache.tar.gz, and a later call given it
-    # (TRITON_TAR=FILE, carried in) starts from there instead of from nothing
+    # Triton's compiled kernels persist in TRITON_CACHE_DIR: one call's compilation (runs 35, 37 and 38: more than
+    # 270 s for the two kernels on an H100) is packed into DEST/triton.tgz.part* (run 38's whole archive, 26 MB,
+    # did not come back), and a later call given the pieces (TRITON_PARTS=DIR, carried in) starts from there
     export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/gpu_checks_triton}
     mkdir -p "$TRITON_CACHE_DIR"
-    [ -n "${TRITON_TAR:-}" ] && { tar xzf "$TRITON_TAR" -C "$TRITON_CACHE_DIR" || rc=1; }
+    [ -n "${TRITON_PARTS:-}" ] && { cat "$TRITON_PARTS"/triton.tgz.part* | tar xzf - -C "$TRITON_CACHE_DIR" || rc=1; }
     timeout "${WARM:-240}" "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla \
         > /tmp/gpu_checks_peer1.log 2>&1
     echo "peer warm-up: status $?" >> "$dest/peers.md"
-    tar czf "$dest/triton_cache.tar.gz" -C "$TRITON_CACHE_DIR" . || rc=1
+    tar czf - -C "$TRITON_CACHE_DIR" . | split -b 15m - "$dest/triton.tgz.part" || rc=1
     { echo '```'; ./build/bench_cuda gla 2>&1 | tail -30; echo '```'; } >> "$dest/peers.md" || rc=1
     timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1
 }
