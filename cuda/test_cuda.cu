@@ -3488,6 +3488,9 @@ static void test_ops_all(void) {
     test_rmsnorm(40000, 128, 0);  // 507 slices of 79 rows, the last 26
     test_rmsnorm(1000, 130, 0);   // C % 4 != 0: scalar path
     test_rmsnorm(600, 128, 1);    // rows not 16-byte aligned: scalar fallback
+    test_rmsnorm(500, 640, 0);    // C = 128 x 5: the rows in registers (mn__k_rmsnorm_fwd4 / bwd4)
+    test_rmsnorm(300, 1280, 0);   // C = 128 x 10: the largest row held
+    test_rmsnorm(200, 1408, 0);   // C = 128 x 11: past it, the scalar kernels
     test_swiglu();
     // short conv: B, T, Ch, K, silu (runs of 32 steps, blocks of 32 channels x 8 runs)
     test_shortconv(2, 37, 80, 4, 1); test_shortconv(2, 37, 80, 4, 0);   // T not a multiple of the run, two sequences
