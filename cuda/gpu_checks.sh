@@ -41,6 +41,13 @@
 #                                       # ssd, ops and the model cases of slstm, mamba2 and bf16, bench_cuda
 #                                       # slstm, then the anchor tokens/s of mamba2, mamba2_neg and slstm with
 #                                       # TF32 and bf16 projections (alternating, twice each), in DEST/layers.md
+#   cuda/gpu_checks.sh table   [DEST]   # the measurements of cuda/results.md's "Every mixer in one table", alone
+#                                       # on the GPU: bench_cuda (the Mesa op, attention, the GLA family) and
+#                                       # each family's rows (delta ssd rglru mlstm slstm), torch's SDPA
+#                                       # (cuda/peer_sdpa.py, if torch is there), then the anchor tokens/s of
+#                                       # $PATTERNS (default: every pattern of the table) in each of $MATHS
+#                                       # (default "tf32 bf16"), in DEST/table.md; what does not fit in $TABLE_S
+#                                       # seconds (default 560) is listed as skipped, for the next call
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -235,6 +242,31 @@ run_train() {   # where an anchor training step's GPU time goes, pattern by patt
     done
 }
 
+run_table() {   # one machine, nothing else on it: the numbers of the one table, each with its command
+    local t0 p m f py=${PY:-$(command -v /opt/torch/.venv/bin/python3 || command -v python3)} out="$dest/table.md"
+    local pats=${PATTERNS:-attn swa linattn sgla gla deltanet gdn gdn_neg mamba2 mamba2_neg hawk mlstm slstm mesa \
+        hawk,mesa mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,slstm}
+    t0=$(date +%s)
+    left() { echo $(( ${TABLE_S:-560} - ($(date +%s) - t0) )); }
+    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >> "$out" 2>&1
+    for f in "" delta ssd rglru mlstm slstm; do
+        if [ "$(left)" -lt 90 ]; then echo "skipped: bench_cuda $f" >> "$out"; continue; fi
+        { echo "./build/bench_cuda $f"; echo '```'; timeout 120 ./build/bench_cuda $f 2>&1 | grep -E '^\||^$|^[A-Z]'
+          echo '```'; } >> "$out" || rc=1
+    done
+    if [ "$(left)" -gt 90 ] && "$py" -c "import torch" 2> /dev/null; then
+        { echo "cuda/peer_sdpa.py"; echo '```'; timeout 90 "$py" cuda/peer_sdpa.py 2>&1 | tail -20; echo '```'; } \
+            >> "$out" || rc=1
+    fi
+    for m in ${MATHS:-tf32 bf16}; do
+        for p in $pats; do
+            if [ "$(left)" -lt 30 ]; then echo "skipped: $p $m" >> "$out"; continue; fi
+            ./build/train_cuda --anchor --pattern "$p" --bench 1 --bench_steps 12 --math "$m" 2>&1 \
+                | grep -iE 'tokens/s over|MFU|rror' | sed "s|^|$p $m: |" >> "$out" || rc=1
+        done
+    done
+}
+
 case $what in
     tests) run_tests ;;
     train) run_train ;;
@@ -247,6 +279,7 @@ case $what in
     peers) run_peers ;;
     bf16) run_bf16 ;;
     layers) run_layers ;;
+    table) run_table ;;
     all) run_tests; run_decode; run_profile ;;
     *) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
