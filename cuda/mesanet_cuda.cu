@@ -777,14 +777,14 @@ __global__ void __launch_bounds__(256) mn__k_rmsnorm_bwd4(float* dinp, const flo
             o[lane + 32 * i] = g;
         }
 }
-static bool mn__rms_vec(size_t C, const void* a, const void* b, const void* c) {
-    return C % 128 == 0 && C / 128 <= MN__RMS_V && (uintptr_t)a % 16 == 0 && (uintptr_t)b % 16 == 0 &&
-           (uintptr_t)c % 16 == 0;
+static bool mn__rms_vec(size_t C, const void* a, const void* b, const void* c, const void* d) {
+    return C % 128 == 0 && C / 128 <= MN__RMS_V &&
+           ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) % 16 == 0;
 }
 int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const float* inp, const float* weight, size_t N,
                             size_t C, double eps) {
     if (N == 0) return MN_OK;
-    if (mn__rms_vec(C, out, inp, weight))
+    if (mn__rms_vec(C, out, inp, weight, NULL))
         mn__k_rmsnorm_fwd4<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, (int)(C / 128),
                                                                            (float)eps);
     else mn__k_rmsnorm_fwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(out, rstd, inp, weight, N, C, (float)eps);
@@ -794,7 +794,7 @@ int mn_cuda_rmsnorm_forward(mn_cuda_ctx* ctx, float* out, float* rstd, const flo
 static int mn__rmsnorm_backward(mn_cuda_ctx* ctx, float* dinp, float* dweight, const float* dout, const float* rstd,
                                 const float* inp, const float* weight, size_t N, size_t C, int acc) {
     if (N == 0) return MN_OK;
-    if (mn__rms_vec(C, dinp, dout, inp) && (uintptr_t)weight % 16 == 0)
+    if (mn__rms_vec(C, dinp, dout, inp, weight))
         mn__k_rmsnorm_bwd4<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N,
                                                                            (int)(C / 128), acc);
     else mn__k_rmsnorm_bwd<<<(unsigned)((N + 7) / 8), 256, 0, MN__STREAM>>>(dinp, dout, rstd, inp, weight, N, C, acc);
@@ -5208,6 +5208,13 @@ static size_t mn__gla_layout2(mn__gla_ws* w, float* fbase, float* bbase, size_t 
 static size_t mn__gla_layout(mn__gla_ws* w, float* base, size_t B, size_t T, size_t H, size_t D) {
     return mn__gla_layout2(w, base, NULL, B, T, H, D, D, NULL);
 }
+// the layout a call uses: keep NULL, the whole workspace in work; else the forward's part in keep (gam at G)
+// and the backward's in work
+static void mn__gla_ws_at(mn__gla_ws* w, float* work, const float* keep, size_t B, size_t T, size_t H, size_t D,
+                          size_t G) {
+    if (keep) mn__gla_layout2(w, (float*)keep, work, B, T, H, D, G, NULL);
+    else mn__gla_layout(w, work, B, T, H, D);
+}
 size_t mn_cuda_gla_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv, size_t C) {
     mn__gla_ws w;
     (void)Dv; (void)C;
@@ -5322,8 +5329,7 @@ static int mn__gla_forward(mn_cuda_ctx* ctx, float* out, float* ht, const float*
     MN__TRY(mn__gla_check(ctx, who, B, T, H, Dk, Dv, G, C, al, 7));
     if (!(keep ? keep : work)) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs its workspace", __LINE__);
     mn__gla_ws w;
-    if (keep) mn__gla_layout2(&w, keep, NULL, B, T, H, Dk, G, NULL);
-    else mn__gla_layout(&w, work, B, T, H, Dk);
+    mn__gla_ws_at(&w, work, keep, B, T, H, Dk, G);
     mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
     a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.out = out; a.ht = ht; a.blocks = ctx->gla_blocks;
@@ -5354,8 +5360,7 @@ static int mn__gla_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, f
     MN__TRY(mn__gla_check(ctx, who, B, T, H, Dk, Dv, G, C, al, 7));
     if (!work) return mn__fail(ctx, MN_ERR_CONFIG, who, "needs its workspace", __LINE__);
     mn__gla_ws w;
-    if (keep) mn__gla_layout2(&w, (float*)keep, work, B, T, H, Dk, G, NULL);   // read only: S, P, gam, span
-    else mn__gla_layout(&w, work, B, T, H, Dk);
+    mn__gla_ws_at(&w, work, keep, B, T, H, Dk, G);                 // with keep, S, P, gam, span only read
     mn__gla_args a = mn__gla_args_of(&w, B, T, H, scale);
     const int gm = G == 0 ? 0 : G == 1 ? 1 : 2;
     a.q = q; a.k = k; a.v = v; a.g = g; a.h0 = h0; a.dout = dout; a.dht = dht;
@@ -7149,8 +7154,7 @@ static int mn__ssd_bwd_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, 
         smem_set = 1;
     }
     mn__gla_ws gw;                                  // the op's states, state gradients and cumulative gates
-    if (keep) mn__gla_layout2(&gw, (float*)keep, work, B, T, H, N, 1, NULL);
-    else mn__gla_layout(&gw, work, B, T, H, N);
+    mn__gla_ws_at(&gw, work, keep, B, T, H, N, 1);
     mn__k_ssd_sfix<<<dim3((unsigned)NT, (unsigned)(B * H)), 512, mn__ssd_sfix_smem(N), MN__STREAM>>>(
         dA, A, w.cs, w.bs, X, dy, gw.S, gw.dS, gw.gam, (unsigned)T, (unsigned)H, (unsigned)NT, (unsigned)N);
     MN__LAUNCHED();
@@ -7176,17 +7180,9 @@ int mn_cuda_ssd_backward_chunk(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB
     mn__ssd_math x3(ctx);
     return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work, 1);
 }
-int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
-                        const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
-                        int amode, float* work) {
-    const void* al[5] = { y, X, Bm, Cm, work };
-    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward", "chunk length C must be >= 1", __LINE__);
-    if (!ht && !h0 && mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL))
-        return mn_cuda_ssd_forward_chunk(ctx, y, X, A, Bm, Cm, B, T, H, P, N, amode, work);
-    return mn_cuda_ssd_forward_recurrent(ctx, y, ht, X, A, Bm, Cm, h0, B, T, H, P, N, amode);
-}
-// The forward without states for the model's layer: the chunk form with the GLA op's intermediates in keep where
-// mn__ssd_chunked allows (*kept = 1: the backward is to be given the same keep), else the recurrent kernels
+// The forward without states (mn_cuda_ssd_forward's, and the model's layer with keep): the chunk form where
+// mn__ssd_chunked allows, the GLA op's intermediates in keep when given (*kept = 1: the backward is to be given the
+// same keep), else the recurrent kernels
 static int mn__ssd_forward(mn_cuda_ctx* ctx, float* y, const float* X, const float* A, const float* Bm,
                            const float* Cm, size_t B, size_t T, size_t H, size_t P, size_t N, int amode, float* work,
                            float* keep, unsigned char* kept) {
@@ -7198,6 +7194,14 @@ static int mn__ssd_forward(mn_cuda_ctx* ctx, float* y, const float* X, const flo
     MN__TRY(mn__ssd_fwd_chunk(ctx, y, X, A, Bm, Cm, B, T, H, N, amode, work, keep));
     *kept = keep != NULL;
     return MN_OK;
+}
+int mn_cuda_ssd_forward(mn_cuda_ctx* ctx, float* y, float* ht, const float* X, const float* A, const float* Bm,
+                        const float* Cm, const float* h0, size_t B, size_t T, size_t H, size_t P, size_t N, size_t C,
+                        int amode, float* work) {
+    if (C < 1) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_ssd_forward", "chunk length C must be >= 1", __LINE__);
+    unsigned char kept;
+    if (!ht && !h0) return mn__ssd_forward(ctx, y, X, A, Bm, Cm, B, T, H, P, N, amode, work, NULL, &kept);
+    return mn_cuda_ssd_forward_recurrent(ctx, y, ht, X, A, Bm, Cm, h0, B, T, H, P, N, amode);
 }
 // The backward without states (chunk MN__GC where mn__ssd_chunked allows, else the recurrent kernels): acc 1
 // adds into dX (B,T,H,P), dA (B,T,H), dB, dC (B,T,H,N) (mn_cuda_ssd_backward); acc 0 writes them (the model's
