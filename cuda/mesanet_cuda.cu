@@ -7211,7 +7211,7 @@ static int mn__ssd_backward(mn_cuda_ctx* ctx, float* dX, float* dA, float* dB, f
                             const float* X, const float* A, const float* Bm, const float* Cm, size_t B, size_t T,
                             size_t H, size_t P, size_t N, int amode, float* work, int acc, const float* keep = NULL) {
     const void* al[5] = { dy, X, Bm, Cm, work };
-    if (keep || mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL)) {   // keep: the forward took the chunk form
+    if (mn__ssd_chunked(amode, B, T, H, P, N, al, 5, NULL)) {   // keep: read on this path only (the forward's form)
         mn__ssd_math x3(ctx);
         return mn__ssd_bwd_chunk(ctx, dX, dA, dB, dC, dy, X, A, Bm, Cm, B, T, H, N, amode, work, acc, keep);
     }
@@ -9482,6 +9482,12 @@ static int mn__cm_qkv_forward(mn_cuda_model* cm, size_t l, int jq, const float* 
 
 // "linattn": q, k, v = x W; phi(z) = (z A1^T + a1) (z A2^T + a2) per head (one map for q, one for k);
 // o = LinAttn(phi(q), phi(k), v); x2 = res + RMSNorm_head(o) Wo
+// the GLA-family layers' keep buffer for the op's kept form, or NULL under ctx->gla_recompute; cm->kept[l] tells the
+// backward which
+static float* mn__cm_gla_keep(mn_cuda_model* cm, size_t l, float* keep) {
+    cm->kept[l] = !cm->ctx->gla_recompute;
+    return cm->kept[l] ? keep : NULL;
+}
 static int mn__cm_linattn_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
                                   const float* res, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
@@ -9500,8 +9506,8 @@ static int mn__cm_linattn_forward(mn_cuda_model* cm, size_t l, const mn__cm_laye
                                    Dh, Dh));
     mn__k_cm_mul<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->qf, A->qa, A->qb, N * HD); MN__LAUNCHED();
     mn__k_cm_mul<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->kf, A->ka, A->kb, N * HD); MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward_keep(ctx, A->o, NULL, A->keep, A->qf, A->kf, A->v, NULL, NULL, B, T, H, Dh, Dh, 0,
-                                     1.0 / sqrt((double)Dh), MN__GC));
+    MN__TRY(mn__gla_forward(ctx, A->o, NULL, A->qf, A->kf, A->v, NULL, NULL, B, T, H, Dh, Dh, 0, 1.0 / sqrt((double)Dh),
+                            MN__GC, cm->work, mn__cm_gla_keep(cm, l, A->keep)));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->rs, A->o, MN__PAR(cm, l, MN__CL_NORM), NH, Dh, c->norm_eps));
     MN__D2D(Y->x2, res, N * C);
     return mn__cm_matmul_add(ctx, Y->x2, A->on, MN__PAR(cm, l, MN__CL_O), N, HD, C);
@@ -9519,7 +9525,7 @@ static int mn__cm_linattn_backward(mn_cuda_model* cm, size_t l, const mn__cm_lay
     MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CL_NORM), D->don, A->rs, A->o,
                                  MN__PAR(cm, l, MN__CL_NORM), NH, Dh, 0));
     MN__TRY(mn__gla_backward(ctx, D->dqf, D->dkf, D->dv, NULL, NULL, D->dO, NULL, A->qf, A->kf, A->v, NULL, NULL, B, T,
-                             H, Dh, Dh, 0, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, A->keep));
+                             H, Dh, Dh, 0, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, cm->kept[l] ? A->keep : NULL));
     // forward: f = a b, a = z W1^T + b1, b = z W2^T + b2 (per feature map)
     mn__k_cm_mul_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dqa, D->dqb, D->dqf, A->qa, A->qb, N * HD);
     MN__LAUNCHED();
@@ -9552,8 +9558,8 @@ static int mn__cm_sgla_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn_cuda_matmul_forward(ctx, A->gl, Y->xn1, MN__PAR(cm, l, MN__CS_GK), MN__PAR(cm, l, MN__CS_GK + 1), N, C,
                                    H));
     mn__k_cm_glagate<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(A->g, A->gl, N * H); MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward_keep(ctx, A->o, NULL, A->keep, A->q, A->k, A->v, A->g, NULL, B, T, H, Dh, Dh, 1,
-                                     1.0 / sqrt((double)Dh), MN__GC));
+    MN__TRY(mn__gla_forward(ctx, A->o, NULL, A->q, A->k, A->v, A->g, NULL, B, T, H, Dh, Dh, 1, 1.0 / sqrt((double)Dh),
+                            MN__GC, cm->work, mn__cm_gla_keep(cm, l, A->keep)));
     return mn__cm_gated_out_forward(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, Y, A->gg, A->on, A->rs, A->o, res, N);
 }
 static int mn__cm_sgla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
@@ -9566,7 +9572,7 @@ static int mn__cm_sgla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
     MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CS_G, MN__CS_NORM, MN__CS_O, Y, din, D->don, D->dO, D->dgg, dout,
                                       A->gg, A->on, A->rs, A->o, N));
     MN__TRY(mn__gla_backward(ctx, D->dq, D->dk, D->dv, D->dg, NULL, D->dO, NULL, A->q, A->k, A->v, A->g, NULL, B, T, H,
-                             Dh, Dh, 1, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, A->keep));
+                             Dh, Dh, 1, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, cm->kept[l] ? A->keep : NULL));
     mn__k_cm_glagate_bwd<<<mn__grid(ctx, N * H, 256), 256, 0, MN__STREAM>>>(D->dgl, D->dg, A->gl, N * H);
     MN__LAUNCHED();
     MN__TRY(mn_cuda_matmul_backward(ctx, din, MN__GRD(cm, l, MN__CS_GK), MN__GRD(cm, l, MN__CS_GK + 1), D->dgl, Y->xn1,
@@ -9594,8 +9600,8 @@ static int mn__cm_gla_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
     MN__TRY(mn_cuda_matmul_forward(ctx, A->l2, A->l1, MN__PAR(cm, l, MN__CG_GD + 1), MN__PAR(cm, l, MN__CG_GD + 2), N,
                                    MN__GLA_RK, HD));
     mn__k_cm_glagate<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(A->gk, A->l2, N * HD); MN__LAUNCHED();
-    MN__TRY(mn_cuda_gla_forward_keep(ctx, A->o, NULL, A->keep, A->q, A->k, A->v, A->gk, NULL, B, T, H, Dh, Dh, Dh,
-                                     1.0 / sqrt((double)Dh), MN__GC));
+    MN__TRY(mn__gla_forward(ctx, A->o, NULL, A->q, A->k, A->v, A->gk, NULL, B, T, H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh),
+                            MN__GC, cm->work, mn__cm_gla_keep(cm, l, A->keep)));
     return mn__cm_gated_out_forward(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, Y, A->gg, A->on, A->rs, A->o, res, N);
 }
 static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD, float* din,
@@ -9608,7 +9614,7 @@ static int mn__cm_gla_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__TRY(mn__cm_gated_out_backward(cm, l, MN__CG_G, MN__CG_NORM, MN__CG_O, Y, din, D->don, D->dO, D->dgg, dout,
                                       A->gg, A->on, A->rs, A->o, N));
     MN__TRY(mn__gla_backward(ctx, D->dq, D->dk, D->dv, D->dgk, NULL, D->dO, NULL, A->q, A->k, A->v, A->gk, NULL, B, T,
-                             H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, A->keep));
+                             H, Dh, Dh, Dh, 1.0 / sqrt((double)Dh), MN__GC, cm->work, 0, cm->kept[l] ? A->keep : NULL));
     mn__k_cm_glagate_bwd<<<mn__grid(ctx, N * HD, 256), 256, 0, MN__STREAM>>>(D->dl2, D->dgk, A->l2, N * HD);
     MN__LAUNCHED();
     MN__TRY(mn__matmul_backward(ctx, D->dl1, MN__GRD(cm, l, MN__CG_GD + 1), MN__GRD(cm, l, MN__CG_GD + 2), D->dl2,
@@ -10028,7 +10034,8 @@ static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
                                                                         d.Hm, d.P, d.Ns, d.Wc);
     MN__LAUNCHED();
     MN__TRY(mn__ssd_forward(ctx, A->y, A->xt, A->at, A->bh, A->ch, B, T, d.Hm, d.P, d.Ns,
-                            neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, A->keep, &cm->kept[l]));
+                            neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, ctx->gla_recompute ? NULL : A->keep,
+                            &cm->kept[l]));
     mn__k_ssd_skip<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->y, A->yz, A->zx, A->xbc,
                                                                        MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,
                                                                        d.W_ld, d.Wc);

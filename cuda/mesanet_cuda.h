@@ -156,6 +156,9 @@ typedef struct mn_cuda_ctx {
                           // from sums inside each chunk (its products' TF32 error does not grow with T)
     int ssd_tf32;         // Mamba-2's chunkwise SSD: 0 (default) in 3xTF32 whatever ctx->math; 1 in ctx->math with
                           // the local gate gradient (faster; not yet the default: see cuda/results.md)
+    int gla_recompute;    // 0 (default): the model's linattn, sgla, gla and Mamba-2 layers keep the GLA op's chunk
+                          // states, scores and cumulative gates between the passes (mn_cuda_gla_forward_keep);
+                          // 1: their backward recomputes them (less memory, more time; the same bits)
     int delta_form;       // MN_CUDA_DELTA_AUTO (default): mn_cuda_delta_rule_forward / _backward (and the model's
                           // DeltaNet and GDN layers) take the chunkwise form where it applies; MN_CUDA_DELTA_RECURRENT:
                           // the recurrent one always (one launch a pass, the state in registers: for short
@@ -655,8 +658,8 @@ typedef struct mn_cuda_model {
     int have_loss;                 // 1 after a forward with targets
     unsigned char mixer[MN_MAX_LAYERS];  // (internal) each layer's row of the GPU mixer table
     unsigned char kept[MN_MAX_LAYERS];   // (internal) 1: the last forward left the layer's DeltaNet chunk-form
-                                         // pieces (mn_cuda_delta_rule_forward_keep) or Mamba-2's GLA-op pieces
-                                         // (mn_cuda_gla_forward_keep) in its keep buffer
+                                         // pieces (mn_cuda_delta_rule_forward_keep) or the GLA op's (linattn,
+                                         // sgla, gla, Mamba-2: mn_cuda_gla_forward_keep) in its keep buffer
 } mn_cuda_model;
 
 // A new model from a config (mn_model_init's parameters, the same seed gives the same values).

@@ -636,6 +636,7 @@ static void test_gla(const gla_case* c) {
         }
         snprintf(nm, sizeof nm, "gla bwd dq, dk, dv, dg (%s)", tag); same_twice(nm, r, a);
     }
+    vf dg_local;     // the local form's dg, for the kept form below
     if (Gw == 1) {   // ctx->gla_dg = MN_CUDA_GLA_DG_LOCAL: dg from chunk-local sums; dq, dk, dv, dh0 bit for bit
         priors();
         cudaMemset(gw, 0xFF, wn * sizeof(float));
@@ -643,7 +644,8 @@ static void test_gla(const gla_case* c) {
         CK(mn_cuda_gla_backward(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gq, gk, gv, gg, gh0, B, T, H, D, D, Gw, scale,
                                 64, gw));
         G.gla_dg = MN_CUDA_GLA_DG_SUM;
-        snprintf(nm, sizeof nm, "gla bwd local dg (%s)", tag); check_inc(nm, host(gdg, ng), pg, dg, bgg);
+        dg_local = host(gdg, ng);
+        snprintf(nm, sizeof nm, "gla bwd local dg (%s)", tag); check_inc(nm, dg_local, pg, dg, bgg);
         const vf loc[4] = { host(gdq, n), host(gdk, n), host(gdv, n), host(gdh, ns) };
         const int at[4] = { 0, 1, 2, 4 };
         size_t differ = 0;
@@ -667,6 +669,21 @@ static void test_gla(const gla_case* c) {
         for (int i = 0; i < 5; i++) differ += memcmp(kb[i].data(), r1[i].data(), kb[i].size() * 4) != 0;
         snprintf(nm, sizeof nm, "gla kept bwd: dq, dk, dv, dg, dh0 bit for bit, %zu differ (%s)", differ, tag);
         expect(differ == 0, nm);
+        if (Gw == 1) {   // the kept form with the local gate gradient: its dg that of the plain local form
+            priors();
+            cudaMemset(gw, 0xFF, wn * sizeof(float));
+            G.gla_dg = MN_CUDA_GLA_DG_LOCAL;
+            CK(mn_cuda_gla_backward_keep(&G, gdq, gdk, gdv, gdg, gdh, gdy, gdht, gkeep, gq, gk, gv, B, T, H, D, D, Gw,
+                                         scale, 64, gw));
+            G.gla_dg = MN_CUDA_GLA_DG_SUM;
+            const vf kl[5] = { host(gdq, n), host(gdk, n), host(gdv, n), host(gdg, ng), host(gdh, ns) };
+            differ = 0;
+            for (int i = 0; i < 5; i++)
+                differ += memcmp(kl[i].data(), i == 3 ? dg_local.data() : r1[i].data(), kl[i].size() * 4) != 0;
+            snprintf(nm, sizeof nm, "gla kept bwd, local dg: bit for bit the plain form's, %zu differ (%s)", differ,
+                     tag);
+            expect(differ == 0, nm);
+        }
         mn_cuda_dfree(gkeep); mn_cuda_dfree(gout2); mn_cuda_dfree(ght2);
     }
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gv); mn_cuda_dfree(gdy); mn_cuda_dfree(gg); mn_cuda_dfree(gh0);
@@ -1475,6 +1492,28 @@ static void test_model_body(const model_case* mc) {
     vf g(P);
     CK(mn_cuda_sync(&G));
     CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, g.data()));
+    if (strstr(mc->pattern, "gla") || strstr(mc->pattern, "linattn") || strstr(mc->pattern, "mamba2")) {
+        // the GLA op's kept form (the default) against ctx->gla_recompute: the same kernels on the same sums, so
+        // the loss and every gradient bit for bit; then the kept form again for the checks below
+        float lr = -1;
+        G.gla_recompute = 1;
+        CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lr));
+        CK(mn_cuda_model_zero_grad(&gm));
+        CK(mn_cuda_model_backward(&gm));
+        G.gla_recompute = 0;
+        vf gr(P);
+        CK(mn_cuda_sync(&G));
+        CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, gr.data()));
+        size_t differ = 0;
+        for (size_t i = 0; i < P; i++) differ += memcmp(&gr[i], &g[i], sizeof(float)) != 0;
+        snprintf(nm, sizeof nm, "model with the GLA op recomputing (ctx->gla_recompute): loss and gradients bit for "
+                 "bit the kept form's, %zu of %zu differ (%s)", differ, P, mc->name);
+        expect(lr == lg && differ == 0, nm);
+        CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lr));
+        CK(mn_cuda_model_zero_grad(&gm));
+        CK(mn_cuda_model_backward(&gm));
+        CK(mn_cuda_sync(&G));
+    }
     for (size_t t = 0; t < cm.n_tensors; t++) {
         const mn_tensor_info* ti = &cm.tensors[t];
         // small: one number per head or channel, a sum over every token (mLSTM's gate biases among them; the

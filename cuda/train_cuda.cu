@@ -94,6 +94,7 @@ typedef struct {
     int delta_recompute;     // --delta_recompute: DeltaNet / GDN layers recompute instead of keeping (ctx->delta_form)
     int delta_fma;           // --delta_fma_chain: their chunk-to-chunk chain on the FMA kernel (ctx->delta_chain)
     int ssd_tf32;            // --ssd_tf32: Mamba-2's SSD in --math with the local gate gradient (ctx->ssd_tf32)
+    int gla_recompute;       // --gla_recompute: GLA-family and Mamba-2 layers recompute (ctx->gla_recompute)
     uint64_t seed;
     // multi-GPU
     size_t gpus;             // --gpus N: launch N ranks (1: this process)
@@ -115,7 +116,7 @@ static void usage(void) {
            "             [--d_model N] [--layers N] [--heads N] [--head_dim 64|128] [--d_ff N] [--seq T] [--batch B]\n"
            "             [--steps N] [--seconds S] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X] [--seed N]\n"
            "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--math fp32|tf32|bf16] [--fp32]\n"
-           "             [--delta_recompute] [--delta_fma_chain] [--ssd_tf32]\n"
+           "             [--delta_recompute] [--delta_fma_chain] [--ssd_tf32] [--gla_recompute]\n"
            "             [--log_every N] [--eval_every N] [--eval_batches N] [--save_every N] [--device N] "
            "[--peak_tflops X]\n"
            "             [--cpu_check T] [--sample N] [--gpu_sample N] [--prompt TEXT] [--temp X] [--top_k N]\n"
@@ -127,6 +128,8 @@ static void usage(void) {
            "  --delta_recompute: DeltaNet / GDN layers recompute the chunkwise form's intermediates in the backward\n"
            "          instead of keeping them from the forward (less memory, slower)\n"
            "  --delta_fma_chain: their chunk-to-chunk chain on the fp32 FMA kernel instead of the tensor cores\n"
+           "  --gla_recompute: linattn, sgla, gla and Mamba-2 layers recompute the GLA op's chunk states, scores and\n"
+           "          cumulative gates in the backward instead of keeping them (less memory, slower, the same bits)\n"
            "  --ssd_tf32: Mamba-2's chunkwise SSD in the --math arithmetic (not 3xTF32), the gate gradient local\n"
            "  --anchor: fla's anchor, hidden 640, 8 layers, 5 heads of 128, MLP 1792, vocab 256, B 16, T 2048, CG 30,\n"
            "            and --seconds 300 unless given (options after it override it)\n"
@@ -183,6 +186,7 @@ static int parse(opts* o, int argc, char** argv) {
         if (!strcmp(a, "--delta_recompute")) { o->delta_recompute = 1; continue; }
         if (!strcmp(a, "--delta_fma_chain")) { o->delta_fma = 1; continue; }
         if (!strcmp(a, "--ssd_tf32")) { o->ssd_tf32 = 1; continue; }
+        if (!strcmp(a, "--gla_recompute")) { o->gla_recompute = 1; continue; }
         if (!strcmp(a, "--math") && v) {
             if (!strcmp(v, "fp32")) o->math = MN_CUDA_MATH_FP32;
             else if (!strcmp(v, "tf32")) o->math = MN_CUDA_MATH_TF32;
@@ -458,6 +462,7 @@ static int rank_env_init(rank_env* E, opts* o, int rank, int world, int device, 
     if (o->delta_recompute) E->ctx.delta_form = MN_CUDA_DELTA_RECOMPUTE;
     if (o->delta_fma) E->ctx.delta_chain = MN_CUDA_CHAIN_FMA;
     E->ctx.ssd_tf32 = o->ssd_tf32;
+    E->ctx.gla_recompute = o->gla_recompute;
     if (world > 1 || id) {   // NCCL beside the legacy default stream risks implicit synchronisation: a stream
                              // of our own
         if (cudaStreamCreateWithFlags(&E->stream, cudaStreamNonBlocking) != cudaSuccess ||
