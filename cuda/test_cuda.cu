@@ -1503,25 +1503,42 @@ static void test_model_body(const model_case* mc) {
     CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, g.data()));
     if (strstr(mc->pattern, "gla") || strstr(mc->pattern, "linattn") || strstr(mc->pattern, "mamba2")) {
         // the GLA op's kept form (the default) against ctx->gla_recompute: the same kernels on the same sums, so
-        // the loss and every gradient bit for bit; then the kept form again for the checks below
-        float lr = -1;
+        // the loss and every gradient bit for bit, where the model is deterministic (the kept form run again gives
+        // the same bits; Mamba-2's recurrent SSD form adds with atomics): else within 8x the run-to-run spread.
+        // The kept form runs last, for the checks below.
+        float lr = -1, lk = -1;
+        vf gr(P), gk(P);
         G.gla_recompute = 1;
         CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lr));
         CK(mn_cuda_model_zero_grad(&gm));
         CK(mn_cuda_model_backward(&gm));
         G.gla_recompute = 0;
-        vf gr(P);
         CK(mn_cuda_sync(&G));
         CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, gr.data()));
-        size_t differ = 0;
-        for (size_t i = 0; i < P; i++) differ += memcmp(&gr[i], &g[i], sizeof(float)) != 0;
-        snprintf(nm, sizeof nm, "model with the GLA op recomputing (ctx->gla_recompute): loss and gradients bit for "
-                 "bit the kept form's, %zu of %zu differ (%s)", differ, P, mc->name);
-        expect(lr == lg && differ == 0, nm);
-        CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lr));
+        CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lk));
         CK(mn_cuda_model_zero_grad(&gm));
         CK(mn_cuda_model_backward(&gm));
         CK(mn_cuda_sync(&G));
+        CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, gk.data()));
+        size_t differ = 0, spread = 0;
+        double e_r = 0, e_k = 0, n2 = 0;
+        for (size_t i = 0; i < P; i++) {
+            differ += memcmp(&gr[i], &g[i], sizeof(float)) != 0;
+            spread += memcmp(&gk[i], &g[i], sizeof(float)) != 0;
+            e_r += ((double)gr[i] - g[i]) * ((double)gr[i] - g[i]);
+            e_k += ((double)gk[i] - g[i]) * ((double)gk[i] - g[i]);
+            n2 += (double)g[i] * g[i];
+        }
+        if (spread == 0 && lk == lg) {
+            snprintf(nm, sizeof nm, "model with the GLA op recomputing (ctx->gla_recompute): loss and gradients bit "
+                     "for bit the kept form's, %zu of %zu differ (%s)", differ, P, mc->name);
+            expect(lr == lg && differ == 0, nm);
+        } else {
+            const double rr = sqrt(e_r / (n2 > 0 ? n2 : 1)), rk = sqrt(e_k / (n2 > 0 ? n2 : 1));
+            snprintf(nm, sizeof nm, "model with the GLA op recomputing: gradients %.2e rms from the kept form's, "
+                     "within 8x its run-to-run spread %.2e (not deterministic here) (%s)", rr, rk, mc->name);
+            expect(isfinite(lr) && rr <= 8 * rk + 1e-6, nm);
+        }
     }
     for (size_t t = 0; t < cm.n_tensors; t++) {
         const mn_tensor_info* ti = &cm.tensors[t];
