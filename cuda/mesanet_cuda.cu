@@ -9491,14 +9491,16 @@ static int mn__cm_qkv_forward(mn_cuda_model* cm, size_t l, int jq, const float* 
     return mn_cuda_matmul_forward(ctx, v, in, MN__PAR(cm, l, jq + 2), NULL, N, C, HD);
 }
 
-// "linattn": q, k, v = x W; phi(z) = (z A1^T + a1) (z A2^T + a2) per head (one map for q, one for k);
-// o = LinAttn(phi(q), phi(k), v); x2 = res + RMSNorm_head(o) Wo
-// the GLA-family layers' keep buffer for the op's kept form, or NULL under ctx->gla_recompute; cm->kept[l] tells the
-// backward which
+// the keep buffer of a layer on the GLA op (linattn, sgla, gla, Mamba-2) for the op's kept form, or NULL under
+// ctx->gla_recompute; cm->kept[l] tells the backward which (Mamba-2's mn__ssd_forward sets it again: only its chunk
+// form keeps)
 static float* mn__cm_gla_keep(mn_cuda_model* cm, size_t l, float* keep) {
     cm->kept[l] = !cm->ctx->gla_recompute;
     return cm->kept[l] ? keep : NULL;
 }
+
+// "linattn": q, k, v = x W; phi(z) = (z A1^T + a1) (z A2^T + a2) per head (one map for q, one for k);
+// o = LinAttn(phi(q), phi(k), v); x2 = res + RMSNorm_head(o) Wo
 static int mn__cm_linattn_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
                                   const float* res, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
@@ -10045,7 +10047,7 @@ static int mn__cm_ssd_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y
                                                                         d.Hm, d.P, d.Ns, d.Wc);
     MN__LAUNCHED();
     MN__TRY(mn__ssd_forward(ctx, A->y, A->xt, A->at, A->bh, A->ch, B, T, d.Hm, d.P, d.Ns,
-                            neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, ctx->gla_recompute ? NULL : A->keep,
+                            neg ? MN_SSD_TRANSITION : MN_SSD_LOG_DECAY, cm->work, mn__cm_gla_keep(cm, l, A->keep),
                             &cm->kept[l]));
     mn__k_ssd_skip<<<mn__grid(ctx, N * d.DI, 256), 256, 0, MN__STREAM>>>(A->y, A->yz, A->zx, A->xbc,
                                                                        MN__PAR(cm, l, MN__CSSD_D), N, d.DI, d.P,

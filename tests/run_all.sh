@@ -49,7 +49,8 @@ run "tutorials: every CPU notebook executes, saved outputs match" make --no-prin
 # the optional CUDA translation unit compiles wherever nvcc is installed (it runs on a GPU machine only)
 if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     # a make of its own (not a sub-make of `make test`, whose job server is not handed to this script); one job a
-    # core: the GPU unit compiles beside the host objects, then the programs link two at a time (~40 s less)
+    # core: the GPU unit compiles beside the host objects, then the programs link two at a time
+    # (CI: 161 s -> 138 s)
     run "CUDA: make cuda compiles (sm_90a; not run here)" env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
         make --no-print-directory -j"$(nproc 2> /dev/null || echo 2)" cuda BUILD="$B" \
         NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
