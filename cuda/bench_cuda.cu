@@ -190,10 +190,6 @@ static void bench_attention(void) {
                               4.0 * B * H * (double)T * T * D / 2;
         double ms = time_ms([&] { CK(mn_cuda_attention_forward(&G, out, lse, q, k, v, B, T, H, D, D, W, sc, work)); });
         printf("| attention fwd | %zu | %.3f | %.1f | %s |\n", W, ms, fl / (ms * 1e-3) / 1e12, W ? "-" : "0.75 ms");
-        G.attn_keys = 64;        // the forward in 64-key softmax steps (ctx->attn_keys), same call
-        ms = time_ms([&] { CK(mn_cuda_attention_forward(&G, out, lse, q, k, v, B, T, H, D, D, W, sc, work)); });
-        printf("| attention fwd, 64-key steps | %zu | %.3f | %.1f | - |\n", W, ms, fl / (ms * 1e-3) / 1e12);
-        G.attn_keys = 0;
         ms = time_ms([&] {
             CK(mn_cuda_attention_forward(&G, out, lse, q, k, v, B, T, H, D, D, W, sc, work));
             CK(mn_cuda_attention_backward(&G, dq, dk, dv, dout, out, lse, q, k, v, B, T, H, D, D, W, sc, work));

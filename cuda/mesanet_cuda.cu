@@ -1458,10 +1458,9 @@ template <int D> static size_t mn__attn_smem_bwd(void) {
 // Forward: block (query block ib, head bh) of 4 warps, 2 blocks per multiprocessor; warp w owns the
 // queries q0 + 32 w .. +31 as two m16 tiles, so every K and V fragment it reads from shared memory
 // feeds two products (16 rows a warp, 8 warps a block: 1.89 ms instead of 1.66 at bench_cuda's shape,
-// cuda/results.md). Each 64-key tile is taken in steps of KS keys (two halves of 32, or all 64 at once: half as
-// many rescales of O and row reductions, 64 more registers of scores; ctx->attn_keys), each one online-softmax
-// step: S = Q K^T (2 x KS/8 n-tiles), the row max and sum, O <- O e^{m_old - m_new} + P V.
-template <int D, int KS>
+// cuda/results.md). Each 64-key tile is taken in two halves of 32 keys, each one online-softmax step:
+// S = Q K^T (2 x 4 n-tiles), the row max and sum, O <- O e^{m_old - m_new} + P V.
+template <int D>
 __global__ void __launch_bounds__(128, 2) mn__k_attn_fwd(mn__attn_args A) {
     constexpr int SK = D + 8, NO = D / 8, NTH = 128;
     extern __shared__ __align__(16) unsigned char mn__smem[];
@@ -1503,28 +1502,23 @@ __global__ void __launch_bounds__(128, 2) mn__k_attn_fwd(mn__attn_args A) {
         const __half *cK = sK + st * MN__AT * SK, *cV = sV + st * MN__AT * SK;
         const float a = aq * rk[j], ratio = rv[j] / mv;   // ratio = rv_j / mv <= 1: a power of two
 #pragma unroll
-        for (int hh = 0; hh < MN__AT / KS; hh++) {
-            const int kh = j * MN__AT + KS * hh;             // keys kh .. kh+KS-1
-            if (mn__attn_none(wr0, 32, kh, KS, A.W)) continue;   // warp-uniform: no barrier below
-            // KS 64: a 32-key half no row of the warp sees is skipped (warp-uniform; its scores stay 0 and the
-            // element mask below makes them -inf, so its P is 0)
-            const bool lo = KS == 32 || !mn__attn_none(wr0, 32, kh, 32, A.W),
-                       hi = KS == 32 || !mn__attn_none(wr0, 32, kh + 32, 32, A.W);
-            float s[2][KS / 8][4];
+        for (int hh = 0; hh < 2; hh++) {
+            const int kh = j * MN__AT + 32 * hh;             // keys kh .. kh+31
+            if (mn__attn_none(wr0, 32, kh, 32, A.W)) continue;   // warp-uniform: no barrier below
+            float s[2][4][4];
 #pragma unroll
             for (int r = 0; r < 2; r++)
 #pragma unroll
-                for (int t = 0; t < KS / 8; t++) s[r][t][0] = s[r][t][1] = s[r][t][2] = s[r][t][3] = 0.f;
+                for (int t = 0; t < 4; t++) s[r][t][0] = s[r][t][1] = s[r][t][2] = s[r][t][3] = 0.f;
 #pragma unroll
             for (int ks = 0; ks < D / 16; ks++) {            // S = Q K^T (fp16 units)
                 uint32_t af[2][4];
                 mn__ldsm4(af[0], mn__a_addr(sQ, SK, 32 * w, 16 * ks, lane));
                 mn__ldsm4(af[1], mn__a_addr(sQ, SK, 32 * w + 16, 16 * ks, lane));
 #pragma unroll
-                for (int np = 0; np < KS / 16; np++) {
-                    if (!(np < 2 ? lo : hi)) continue;
+                for (int np = 0; np < 2; np++) {
                     uint32_t bf[4];
-                    mn__ldsm4(bf, mn__bn_addr(cK, SK, KS * hh + 16 * np, 16 * ks, lane));
+                    mn__ldsm4(bf, mn__bn_addr(cK, SK, 32 * hh + 16 * np, 16 * ks, lane));
 #pragma unroll
                     for (int r = 0; r < 2; r++) {
                         mn__mma(s[r][2 * np], af[r], bf[0], bf[1]);
@@ -1532,14 +1526,14 @@ __global__ void __launch_bounds__(128, 2) mn__k_attn_fwd(mn__attn_args A) {
                     }
                 }
             }
-            const bool mask = mn__attn_partial(wr0, 32, kh, KS, A.W);
-            uint32_t pf[2][KS / 16][4];
+            const bool mask = mn__attn_partial(wr0, 32, kh, 32, A.W);
+            uint32_t pf[2][2][4];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 const int r0 = wr0 + 16 * r + g, r1 = r0 + 8;
                 float x0 = -INFINITY, x1 = -INFINITY;
 #pragma unroll
-                for (int t = 0; t < KS / 8; t++)
+                for (int t = 0; t < 4; t++)
 #pragma unroll
                     for (int e = 0; e < 4; e++) {
                         float x = s[r][t][e] * a;
@@ -1557,7 +1551,7 @@ __global__ void __launch_bounds__(128, 2) mn__k_attn_fwd(mn__attn_args A) {
                 }
                 // P (fp32 for l), then P rv_j / mv as the A fragments of P V
 #pragma unroll
-                for (int t = 0; t < KS / 8; t++) {
+                for (int t = 0; t < 4; t++) {
                     const float p0 = exp2f(s[r][t][0] - b0), p1 = exp2f(s[r][t][1] - b0), p2 = exp2f(s[r][t][2] - b1),
                                 p3 = exp2f(s[r][t][3] - b1);
                     l[r][0] += p0 + p1; l[r][1] += p2 + p3;
@@ -1566,19 +1560,17 @@ __global__ void __launch_bounds__(128, 2) mn__k_attn_fwd(mn__attn_args A) {
                 }
             }
 #pragma unroll
-            for (int kk = 0; kk < KS / 16; kk++) {           // O += P V (units of mv)
-                if (!(kk < 2 ? lo : hi)) continue;
+            for (int kk = 0; kk < 2; kk++)                   // O += P V (units of mv)
 #pragma unroll
                 for (int np = 0; np < D / 16; np++) {
                     uint32_t bf[4];
-                    mn__ldsm4t(bf, mn__bk_addr(cV, SK, KS * hh + 16 * kk, 16 * np, lane));
+                    mn__ldsm4t(bf, mn__bk_addr(cV, SK, 32 * hh + 16 * kk, 16 * np, lane));
 #pragma unroll
                     for (int r = 0; r < 2; r++) {
                         mn__mma(o[r][2 * np], pf[r][kk], bf[0], bf[1]);
                         mn__mma(o[r][2 * np + 1], pf[r][kk], bf[2], bf[3]);
                     }
                 }
-            }
         }
     }
     mn__cp_wait_all();
@@ -1758,21 +1750,18 @@ static int mn__attn_check(mn_cuda_ctx* ctx, const char* who, size_t B, size_t T,
 }
 template <int D>
 static int mn__attn_launch(mn_cuda_ctx* ctx, int which, const mn__attn_args& a, size_t B, size_t H) {
-    static int attr[4] = { 0, 0, 0, 0 };             // fwd (32 keys a step), bwd_kv, bwd_q, fwd (64 keys)
+    static int attr[3] = { 0, 0, 0 };
     const size_t smem = which ? mn__attn_smem_bwd<D>() : mn__attn_smem_fwd<D>();
     const unsigned NB = (unsigned)((a.T + MN__AB - 1) / MN__AB);
     dim3 grid(NB, (unsigned)(B * H));
     const cudaFuncAttribute big = cudaFuncAttributeMaxDynamicSharedMemorySize;
-    const int k64 = which == 0 && ctx->attn_keys == 64, slot = k64 ? 3 : which;
-    if (!attr[slot]) {                                 // (more than 48 KB of shared memory: opt in once)
-        if (slot == 0) MN__CU(cudaFuncSetAttribute(mn__k_attn_fwd<D, 32>, big, (int)smem));
-        if (slot == 3) MN__CU(cudaFuncSetAttribute(mn__k_attn_fwd<D, 64>, big, (int)smem));
-        if (slot == 1) MN__CU(cudaFuncSetAttribute(mn__k_attn_bwd_kv<D>, big, (int)smem));
-        if (slot == 2) MN__CU(cudaFuncSetAttribute(mn__k_attn_bwd_q<D>, big, (int)smem));
-        attr[slot] = 1;
+    if (!attr[which]) {                                // (more than 48 KB of shared memory: opt in once)
+        if (which == 0) MN__CU(cudaFuncSetAttribute(mn__k_attn_fwd<D>, big, (int)smem));
+        if (which == 1) MN__CU(cudaFuncSetAttribute(mn__k_attn_bwd_kv<D>, big, (int)smem));
+        if (which == 2) MN__CU(cudaFuncSetAttribute(mn__k_attn_bwd_q<D>, big, (int)smem));
+        attr[which] = 1;
     }
-    if (k64) mn__k_attn_fwd<D, 64><<<grid, 128, smem, MN__STREAM>>>(a);
-    else if (which == 0) mn__k_attn_fwd<D, 32><<<grid, 128, smem, MN__STREAM>>>(a);
+    if (which == 0) mn__k_attn_fwd<D><<<grid, 128, smem, MN__STREAM>>>(a);
     else if (which == 1) mn__k_attn_bwd_kv<D><<<grid, 256, smem, MN__STREAM>>>(a);
     else mn__k_attn_bwd_q<D><<<grid, 256, smem, MN__STREAM>>>(a);
     MN__LAUNCHED();

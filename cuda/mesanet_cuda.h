@@ -149,8 +149,6 @@ typedef struct mn_cuda_ctx {
                           // there instead of recomputing them (the contents of k, v, g, beta and the
                           // initial states must not change in between); 0 (default): always recompute
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
-    int attn_keys;        // attention forward: keys per online-softmax step, 32 (0: default) or 64 (half as many
-                          // rescales of the output, more registers); the same math, other rounding
     int gla_blocks;       // GLA (G = Dk) intra-chunk scores: 0 (default) one product per chunk while the chunk's
                           // cumulative gates stay within +-40 (else by 16-row blocks); 1: always by blocks
     int gla_dg;           // G = 1: MN_CUDA_GLA_DG_SUM (default) dg_t = sum_{s>=t} (q_s.dq_s - k_s.dk_s), a sum over
