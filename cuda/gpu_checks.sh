@@ -48,6 +48,10 @@
 #                                       # $PATTERNS (default: every pattern of the table) in each of $MATHS
 #                                       # (default "tf32 bf16"), in DEST/table.md; what does not fit in $TABLE_S
 #                                       # seconds (default 560) is listed as skipped, for the next call
+#   cuda/gpu_checks.sh seeds   [DEST]   # the model cases named by $CASE (default hawk,mesa) over several draws
+#                                       # (MN_TEST_SEED in $SEEDS, default 1..8, all at once): whether a bound
+#                                       # that failed on one draw holds on others; every FAIL line under its
+#                                       # case's name and each draw's summary, in DEST/seeds.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -267,6 +271,22 @@ run_table() {   # one machine, nothing else on it: the numbers of the one table,
     done
 }
 
+run_seeds() {   # one case set, many draws (each model case draws from MN_TEST_SEED and its name)
+    local sd case=${CASE:-hawk,mesa} seeds=${SEEDS:-1 2 3 4 5 6 7 8} pids=() th n
+    n=$(echo $seeds | wc -w); th=$(( $(nproc 2> /dev/null || echo 16) / n )); [ "$th" -ge 1 ] || th=1
+    for sd in $seeds; do
+        MN_TEST_SEED=$sd MN_TEST_CASE=$case OMP_NUM_THREADS=$th stdbuf -oL ./build/test_cuda 0 model \
+            > "/tmp/gpu_checks_seed$sd.log" 2>&1 &
+        pids+=($!)
+    done
+    for sd in "${pids[@]}"; do wait "$sd" || rc=1; done
+    for sd in $seeds; do
+        { echo "MN_TEST_SEED=$sd MN_TEST_CASE=$case ./build/test_cuda 0 model:"
+          grep -E '^-- model|^FAIL' "/tmp/gpu_checks_seed$sd.log" | grep -B1 '^FAIL' | head -40
+          tail -1 "/tmp/gpu_checks_seed$sd.log"; echo; } >> "$dest/seeds.md"
+    done
+}
+
 case $what in
     tests) run_tests ;;
     train) run_train ;;
@@ -280,6 +300,7 @@ case $what in
     bf16) run_bf16 ;;
     layers) run_layers ;;
     table) run_table ;;
+    seeds) run_seeds ;;
     all) run_tests; run_decode; run_profile ;;
     *) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
