@@ -95,6 +95,7 @@ typedef struct {
     int delta_fma;           // --delta_fma_chain: their chunk-to-chunk chain on the FMA kernel (ctx->delta_chain)
     int ssd_tf32;            // --ssd_tf32: Mamba-2's SSD in --math with the local gate gradient (ctx->ssd_tf32)
     int gla_recompute;       // --gla_recompute: GLA-family and Mamba-2 layers recompute (ctx->gla_recompute)
+    int mesa_scan;           // --mesa_scan: the Mesa op's state scan (ctx->mesa_scan; MN_CUDA_SCAN_TF32X3 default)
     uint64_t seed;
     // multi-GPU
     size_t gpus;             // --gpus N: launch N ranks (1: this process)
@@ -117,6 +118,7 @@ static void usage(void) {
            "             [--steps N] [--seconds S] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X] [--seed N]\n"
            "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--math fp32|tf32|bf16] [--fp32]\n"
            "             [--delta_recompute] [--delta_fma_chain] [--ssd_tf32] [--gla_recompute]\n"
+           "             [--mesa_scan tf32x3|tf32|ffma]\n"
            "             [--log_every N] [--eval_every N] [--eval_batches N] [--save_every N] [--device N] "
            "[--peak_tflops X]\n"
            "             [--cpu_check T] [--sample N] [--gpu_sample N] [--prompt TEXT] [--temp X] [--top_k N]\n"
@@ -131,6 +133,8 @@ static void usage(void) {
            "  --gla_recompute: linattn, sgla, gla and Mamba-2 layers recompute the GLA op's chunk states, scores and\n"
            "          cumulative gates in the backward instead of keeping them (less memory, slower, the same bits)\n"
            "  --ssd_tf32: Mamba-2's chunkwise SSD in the --math arithmetic (not 3xTF32), the gate gradient local\n"
+           "  --mesa_scan: the Mesa layers' state scan: tf32x3 (default, fp32-accurate states), ffma (exact fp32 on\n"
+           "          the FMA units) or tf32 (faster, ~3e-4: the op's fast setting)\n"
            "  --anchor: fla's anchor, hidden 640, 8 layers, 5 heads of 128, MLP 1792, vocab 256, B 16, T 2048, CG 30,\n"
            "            and --seconds 300 unless given (options after it override it)\n"
            "  --gpus N: data parallel over N GPUs of this host (one process each, NCCL; --batch is the global batch)\n"
@@ -187,6 +191,13 @@ static int parse(opts* o, int argc, char** argv) {
         if (!strcmp(a, "--delta_fma_chain")) { o->delta_fma = 1; continue; }
         if (!strcmp(a, "--ssd_tf32")) { o->ssd_tf32 = 1; continue; }
         if (!strcmp(a, "--gla_recompute")) { o->gla_recompute = 1; continue; }
+        if (!strcmp(a, "--mesa_scan") && v) {
+            if (!strcmp(v, "tf32x3")) o->mesa_scan = MN_CUDA_SCAN_TF32X3;
+            else if (!strcmp(v, "tf32")) o->mesa_scan = MN_CUDA_SCAN_TF32;
+            else if (!strcmp(v, "ffma")) o->mesa_scan = MN_CUDA_SCAN_FFMA;
+            else { fprintf(stderr, "train_cuda: --mesa_scan takes tf32x3, tf32 or ffma, not %s\n", v); return -1; }
+            i++; continue;
+        }
         if (!strcmp(a, "--math") && v) {
             if (!strcmp(v, "fp32")) o->math = MN_CUDA_MATH_FP32;
             else if (!strcmp(v, "tf32")) o->math = MN_CUDA_MATH_TF32;
@@ -463,6 +474,7 @@ static int rank_env_init(rank_env* E, opts* o, int rank, int world, int device, 
     if (o->delta_fma) E->ctx.delta_chain = MN_CUDA_CHAIN_FMA;
     E->ctx.ssd_tf32 = o->ssd_tf32;
     E->ctx.gla_recompute = o->gla_recompute;
+    E->ctx.mesa_scan = o->mesa_scan;
     if (world > 1 || id) {   // NCCL beside the legacy default stream risks implicit synchronisation: a stream
                              // of our own
         if (cudaStreamCreateWithFlags(&E->stream, cudaStreamNonBlocking) != cudaSuccess ||
