@@ -1586,13 +1586,15 @@ static void test_model_body(const model_case* mc) {
             for (size_t u = 0; u < cm.n_tensors; u++)
                 if (!strcmp(cm.tensors[u].name, want) && cm.tensors[u].numel == ti->numel) dtb = &cm.tensors[u];
         }
-        const double terms = mesa_gate_terms(&cm, ti->name, B, T);
         if (dtb) {
             double ss = 0;
             for (size_t i = 0; i < dtb->numel; i++) ss += cm.grads[dtb->offset + i] * cm.grads[dtb->offset + i];
             check_floor(nm, gt, rt, sqrt(ss / (double)dtb->numel), mc->b_small);
-        } else if (terms > 0) check_floor(nm, gt, rt, terms, mc->b_small);
-        else check(nm, gt, rt, small ? mc->b_small : mc->b_grad);
+        } else {
+            const double terms = mesa_gate_terms(&cm, ti->name, B, T);   // 0: not a Mesa gate bias
+            if (terms > 0) check_floor(nm, gt, rt, terms, mc->b_small);
+            else check(nm, gt, rt, small ? mc->b_small : mc->b_grad);
+        }
     }
     // clip: to half the norm, so that it scales
     double ss = 0, nc, ng = -1;

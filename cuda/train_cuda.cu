@@ -154,6 +154,14 @@ static const char* math_name(int m) {
                                                                     : "TF32";
 }
 
+// an option with three named values (--math, --mesa_scan): *out = vals[k] for v == names[k]; else a message, -1
+static int parse_choice(const char* flag, const char* v, const char* const names[3], const int vals[3], int* out) {
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(v, names[k])) { *out = vals[k]; return 0; }
+    fprintf(stderr, "train_cuda: %s takes %s, %s or %s, not %s\n", flag, names[0], names[1], names[2], v);
+    return -1;
+}
+
 static int parse(opts* o, int argc, char** argv) {
     int i;
     for (i = 1; i < argc; i++) {
@@ -192,17 +200,15 @@ static int parse(opts* o, int argc, char** argv) {
         if (!strcmp(a, "--ssd_tf32")) { o->ssd_tf32 = 1; continue; }
         if (!strcmp(a, "--gla_recompute")) { o->gla_recompute = 1; continue; }
         if (!strcmp(a, "--mesa_scan") && v) {
-            if (!strcmp(v, "tf32x3")) o->mesa_scan = MN_CUDA_SCAN_TF32X3;
-            else if (!strcmp(v, "tf32")) o->mesa_scan = MN_CUDA_SCAN_TF32;
-            else if (!strcmp(v, "ffma")) o->mesa_scan = MN_CUDA_SCAN_FFMA;
-            else { fprintf(stderr, "train_cuda: --mesa_scan takes tf32x3, tf32 or ffma, not %s\n", v); return -1; }
+            static const char* const names[3] = { "tf32x3", "tf32", "ffma" };
+            static const int vals[3] = { MN_CUDA_SCAN_TF32X3, MN_CUDA_SCAN_TF32, MN_CUDA_SCAN_FFMA };
+            if (parse_choice(a, v, names, vals, &o->mesa_scan)) return -1;
             i++; continue;
         }
         if (!strcmp(a, "--math") && v) {
-            if (!strcmp(v, "fp32")) o->math = MN_CUDA_MATH_FP32;
-            else if (!strcmp(v, "tf32")) o->math = MN_CUDA_MATH_TF32;
-            else if (!strcmp(v, "bf16")) o->math = MN_CUDA_MATH_BF16;
-            else { fprintf(stderr, "train_cuda: --math takes fp32, tf32 or bf16, not %s\n", v); return -1; }
+            static const char* const names[3] = { "fp32", "tf32", "bf16" };
+            static const int vals[3] = { MN_CUDA_MATH_FP32, MN_CUDA_MATH_TF32, MN_CUDA_MATH_BF16 };
+            if (parse_choice(a, v, names, vals, &o->math)) return -1;
             i++; continue;
         }
         if (!strcmp(a, "--dist_check")) { o->dist_check = 1; continue; }
