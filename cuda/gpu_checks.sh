@@ -29,8 +29,9 @@
 #                                       # bench_cuda ssd, the anchor tokens/s of mamba2 and mamba2_neg with and
 #                                       # without --ssd_tf32 (alternating, twice each), in DEST/ssd.md
 #   cuda/gpu_checks.sh peers   [DEST]   # fla's chunk_gla and chunk_simple_gla (cuda/peer_gla.py; fla's package
-#                                       # unpacked where PYTHONPATH finds it, its Triton compiled by a first
-#                                       # run alone, up to $WARM s, default 240) beside bench_cuda gla, in
+#                                       # unpacked where PYTHONPATH finds it, its Triton compiled first, one
+#                                       # process per kernel and dtype at once, up to $WARM s, default 240)
+#                                       # then timed alone beside bench_cuda gla, in
 #                                       # DEST/peers.md; Triton's cache packed into DEST/triton.tgz.part* (15 MB
 #                                       # pieces: a call brings back files of at most 16 MiB; carry the folder
 #                                       # and pass TRITON_PARTS=DIR: the next call skips compiling)
@@ -209,9 +210,18 @@ run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and 
     export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/gpu_checks_triton}
     mkdir -p "$TRITON_CACHE_DIR"
     [ -n "${TRITON_PARTS:-}" ] && { cat "$TRITON_PARTS"/triton.tgz.part* | tar xzf - -C "$TRITON_CACHE_DIR" || rc=1; }
-    timeout "${WARM:-240}" "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla \
-        > /tmp/gpu_checks_peer1.log 2>&1
-    echo "peer warm-up: status $?" >> "$dest/peers.md"
+    # the warm-up: one process per (kernel, dtype), all at once (Triton compiles on the CPU, one kernel after the
+    # other within a process: run 39's single process had not finished in 245 s), each given up to $WARM s
+    local n d pids=() t0; t0=$(date +%s)
+    for n in chunk_gla chunk_simple_gla; do
+        for d in bf16 fp32; do
+            timeout "${WARM:-240}" "$py" cuda/peer_gla.py 4 4096 16 128 $n $d \
+                > "/tmp/gpu_checks_peer_${n}_$d.log" 2>&1 &
+            pids+=($!)
+        done
+    done
+    for n in "${pids[@]}"; do wait "$n"; echo -n "peer warm-up status $? " >> "$dest/peers.md"; done
+    echo "($(( $(date +%s) - t0 )) s)" >> "$dest/peers.md"
     tar czf - -C "$TRITON_CACHE_DIR" . | split -b 15m - "$dest/triton.tgz.part" || rc=1
     { echo '```'; ./build/bench_cuda gla 2>&1 | tail -30; echo '```'; } >> "$dest/peers.md" || rc=1
     timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1

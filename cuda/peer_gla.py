@@ -6,9 +6,11 @@ the (B,T,H,D) layout): chunk_gla (per-channel gate, the issue's target 0.72 ms f
 forward+backward), chunk_simple_gla (one gate per head) and chunk_linear_attn, in bf16 (fla's usual
 dtype) and fp32; gates logsigmoid(N(0,1)) / 16 as the layers make them. Times: CUDA events around
 each call, median of 20 after 3 warm-ups. A kernel that does not run on this machine prints why.
-Prints one markdown table. Usage: python3 cuda/peer_gla.py [B T H D [NAMES]] (NAMES: a comma list of the
-kernels to time, e.g. chunk_gla,chunk_simple_gla; default all three: each costs minutes of Triton compilation
-on its first run on a machine)
+Prints one markdown table. Usage: python3 cuda/peer_gla.py [B T H D [NAMES [DTYPES]]] (NAMES: a comma list of
+the kernels to time, e.g. chunk_gla,chunk_simple_gla, default all three; DTYPES: bf16,fp32 (default) or one of
+them). Each (kernel, dtype) costs minutes of Triton compilation and autotuning on its first run on a machine, and
+one process compiles them one after the other: cuda/gpu_checks.sh peers warms them up in one process each, at
+once (the compiled kernels land in the shared TRITON_CACHE_DIR), then times them all in one run alone.
 """
 import sys
 
@@ -41,14 +43,18 @@ def kernels():
 
 def main():
     B, T, H, D = (int(x) for x in sys.argv[1:5]) if len(sys.argv) > 4 else (4, 4096, 16, 128)
+    only = sys.argv[5].split(",") if len(sys.argv) > 5 else None
+    known = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    names = sys.argv[6].split(",") if len(sys.argv) > 6 else ["bf16", "fp32"]
+    if any(n not in known for n in names):
+        sys.exit(f"peer_gla: DTYPES is a comma list of bf16, fp32 (got {sys.argv[6]})")
     torch.manual_seed(0)
     print(f"peer_gla on {torch.cuda.get_device_name()}, torch {torch.__version__}, B={B} T={T} H={H} D={D}\n")
     print("| peer | dtype | pass | ms |\n|---|---|---|---|")
-    only = sys.argv[5].split(",") if len(sys.argv) > 5 else None
     for name, fn, gate in kernels():
         if only is not None and name not in only:
             continue
-        for dt in (torch.bfloat16, torch.float32):
+        for dt in (known[n] for n in names):
             q, k, v, do = (torch.randn(B, T, H, D, device="cuda", dtype=dt) for _ in range(4))
             g = None
             if gate is not None:
