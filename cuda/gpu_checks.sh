@@ -53,6 +53,10 @@
 #                                       # (MN_TEST_SEED in $SEEDS, default 1..8, all at once): whether a bound
 #                                       # that failed on one draw holds on others; every FAIL line under its
 #                                       # case's name and each draw's summary, in DEST/seeds.md
+#   cuda/gpu_checks.sh next    [DEST]   # what cuda/results.md still owes, in one call of $LIM s (default 560):
+#                                       # phase A at once under MPS (seeds, tests, fla's warm-up, the synthetic
+#                                       # cells of $SYNTH), phase B alone (GLA beside fla, the Mesa bf16 scan
+#                                       # A/B, the bf16 checkpoint minute, on an H200 the table), in DEST/next.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -63,10 +67,13 @@ mkdir -p "$dest" || exit 1
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 rc=0
 
+# tmo CMD...: CMD under `timeout $TMO` when TMO is set (run_next's phase A), else CMD
+tmo() { if [ -n "${TMO:-}" ]; then timeout "$TMO" "$@"; else "$@"; fi; }
+
 run_tests() {   # the three test sets at once (they check numbers, not speed)
     local s pids=()
     for s in model step quick; do
-        ( t0=$(date +%s); ./build/test_cuda 0 $s > "/tmp/gpu_checks_$s.log" 2>&1; r=$?
+        ( t0=$(date +%s); tmo stdbuf -oL -eL ./build/test_cuda 0 $s > "/tmp/gpu_checks_$s.log" 2>&1; r=$?
           { echo "./build/test_cuda 0 $s: status $r, $(( $(date +%s) - t0 )) s"
             grep -E '^FAIL' "/tmp/gpu_checks_$s.log" | head -40
             tail -1 "/tmp/gpu_checks_$s.log"; } > "$dest/test_$s.txt"
@@ -201,30 +208,40 @@ run_ssd() {   # Mamba-2's SSD in TF32 with the local gate gradient against the d
     for p in mamba2 mamba2_neg; do alternate "$dest/ssd.md" $p --ssd_tf32 3xtf32; done
 }
 
-run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and autotuned alone first
-    local py=${PY:-$(command -v /opt/torch/.venv/bin/python3 || command -v python3)}
-    export PYTHONPATH=${PYTHONPATH:-}:$PWD/cuda
-    # Triton's compiled kernels persist in TRITON_CACHE_DIR: one call's compilation (runs 35, 37 and 38: more than
-    # 270 s for the two kernels on an H100) is packed into DEST/triton.tgz.part* (run 38's whole archive, 26 MB,
-    # did not come back), and a later call given the pieces (TRITON_PARTS=DIR, carried in) starts from there
-    export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/gpu_checks_triton}
+PY=${PY:-$(command -v /opt/torch/.venv/bin/python3 || command -v python3)}
+
+# peer_warm FILE: fla's GLA kernels compiled and autotuned (Triton compiles on the CPU, one kernel after the other
+# within a process: run 39's single process had not finished in 245 s), one process per (kernel, dtype), all at
+# once, each given up to $WARM s (default 240); their status and the wall time appended to FILE. Triton's compiled
+# kernels persist in TRITON_CACHE_DIR: the cache is packed into DEST/triton.tgz.part* (15 MB pieces: run 38's whole
+# archive, 26 MB, did not come back), and a later call given the pieces (TRITON_PARTS=DIR, carried in) starts there
+peer_warm() {
+    local n d pids=() t0
+    export PYTHONPATH=${PYTHONPATH:-}:$PWD/cuda TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/gpu_checks_triton}
     mkdir -p "$TRITON_CACHE_DIR"
     [ -n "${TRITON_PARTS:-}" ] && { cat "$TRITON_PARTS"/triton.tgz.part* | tar xzf - -C "$TRITON_CACHE_DIR" || rc=1; }
-    # the warm-up: one process per (kernel, dtype), all at once (Triton compiles on the CPU, one kernel after the
-    # other within a process: run 39's single process had not finished in 245 s), each given up to $WARM s
-    local n d pids=() t0; t0=$(date +%s)
+    t0=$(date +%s)
     for n in chunk_gla chunk_simple_gla; do
         for d in bf16 fp32; do
-            timeout "${WARM:-240}" "$py" cuda/peer_gla.py 4 4096 16 128 $n $d \
+            timeout "${WARM:-240}" "$PY" cuda/peer_gla.py 4 4096 16 128 $n $d \
                 > "/tmp/gpu_checks_peer_${n}_$d.log" 2>&1 &
             pids+=($!)
         done
     done
-    for n in "${pids[@]}"; do wait "$n"; echo -n "peer warm-up status $? " >> "$dest/peers.md"; done
-    echo "($(( $(date +%s) - t0 )) s)" >> "$dest/peers.md"
+    for n in "${pids[@]}"; do wait "$n"; echo -n "peer warm-up status $? " >> "$1"; done
+    echo "($(( $(date +%s) - t0 )) s)" >> "$1"
     tar czf - -C "$TRITON_CACHE_DIR" . | split -b 15m - "$dest/triton.tgz.part" || rc=1
-    { echo '```'; ./build/bench_cuda gla 2>&1 | tail -30; echo '```'; } >> "$dest/peers.md" || rc=1
-    timeout 120 "$py" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$dest/peers.md" 2>&1 || rc=1
+}
+# peer_time FILE: bench_cuda gla, then fla's kernels (warmed up), alone on the GPU, appended to FILE
+peer_time() {
+    export PYTHONPATH=${PYTHONPATH:-}:$PWD/cuda TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/gpu_checks_triton}
+    { echo '```'; ./build/bench_cuda gla 2>&1 | tail -30; echo '```'; } >> "$1" || rc=1
+    timeout 120 "$PY" cuda/peer_gla.py 4 4096 16 128 chunk_gla,chunk_simple_gla >> "$1" 2>&1 || rc=1
+}
+
+run_peers() {   # fla's GLA kernels and ours in one call: the peer compiled and autotuned first
+    peer_warm "$dest/peers.md"
+    peer_time "$dest/peers.md"
 }
 
 run_layers() {   # session 17's sLSTM walk (two rows a thread, split-K dR) and Mamba-2 layer (fused conv, padded rows)
@@ -257,7 +274,7 @@ run_train() {   # where an anchor training step's GPU time goes, pattern by patt
 }
 
 run_table() {   # one machine, nothing else on it: the numbers of the one table, each with its command
-    local t0 p m f py=${PY:-$(command -v /opt/torch/.venv/bin/python3 || command -v python3)} out="$dest/table.md"
+    local t0 p m f out="$dest/table.md"
     local pats=${PATTERNS:-attn swa linattn sgla gla deltanet gdn gdn_neg mamba2 mamba2_neg hawk mlstm slstm mesa \
         hawk,mesa mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,mlstm,slstm}
     t0=$(date +%s)
@@ -268,8 +285,8 @@ run_table() {   # one machine, nothing else on it: the numbers of the one table,
         { echo "./build/bench_cuda $f"; echo '```'; timeout 120 ./build/bench_cuda $f 2>&1 | grep -E '^\||^$|^[A-Z]'
           echo '```'; } >> "$out" || rc=1
     done
-    if [ "$(left)" -gt 90 ] && "$py" -c "import torch" 2> /dev/null; then
-        { echo "cuda/peer_sdpa.py"; echo '```'; timeout 90 "$py" cuda/peer_sdpa.py 2>&1 | tail -20; echo '```'; } \
+    if [ "$(left)" -gt 90 ] && "$PY" -c "import torch" 2> /dev/null; then
+        { echo "cuda/peer_sdpa.py"; echo '```'; timeout 90 "$PY" cuda/peer_sdpa.py 2>&1 | tail -20; echo '```'; } \
             >> "$out" || rc=1
     fi
     for m in ${MATHS:-tf32 bf16}; do
@@ -285,7 +302,7 @@ run_seeds() {   # one case set, many draws (each model case draws from MN_TEST_S
     local sd case=${CASE:-hawk,mesa} seeds=${SEEDS:-1 2 3 4 5 6 7 8} pids=() th n
     n=$(echo $seeds | wc -w); th=$(( $(nproc 2> /dev/null || echo 16) / n )); [ "$th" -ge 1 ] || th=1
     for sd in $seeds; do
-        MN_TEST_SEED=$sd MN_TEST_CASE=$case OMP_NUM_THREADS=$th stdbuf -oL ./build/test_cuda 0 model \
+        MN_TEST_SEED=$sd MN_TEST_CASE=$case OMP_NUM_THREADS=$th tmo stdbuf -oL ./build/test_cuda 0 model \
             > "/tmp/gpu_checks_seed$sd.log" 2>&1 &
         pids+=($!)
     done
@@ -295,6 +312,62 @@ run_seeds() {   # one case set, many draws (each model case draws from MN_TEST_S
           grep -E '^-- model|^FAIL' "/tmp/gpu_checks_seed$sd.log" | grep -B1 '^FAIL' | head -40
           tail -1 "/tmp/gpu_checks_seed$sd.log"; echo; } >> "$dest/seeds.md"
     done
+}
+
+run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in one call of $LIM s (default 560)
+    local t0 pids=() p f out="$dest/next.md" lim=${LIM:-560} mps=0 syn=/tmp/gpu_checks_synth
+    t0=$(date +%s)
+    left() { echo $(( lim - ($(date +%s) - t0) )); }
+    nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >> "$out" 2>&1
+    # phase A, at once under MPS (numbers and compilation, no speed read): the hawk,mesa draws (seeds.md), the
+    # model / step / quick sets (test_*.txt), fla's warm-up, and the synthetic cells of $SYNTH (synth_cuda's
+    # --tasks / --models / --seeds, e.g. SYNTH="--tasks z5 --models mesa,mesa_g95 --seeds 1"; paused states in
+    # DEST/synth.state.part*, resumed from $SYNTH_PARTS), each stopped at $PA s (default half of LIM)
+    local pa=${PA:-$(( lim / 2 ))}
+    if command -v nvidia-cuda-mps-control > /dev/null; then
+        export CUDA_MPS_PIPE_DIRECTORY=/tmp/gpu_checks_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gpu_checks_mps/log
+        mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+        nvidia-cuda-mps-control -d && mps=1
+    fi
+    ( TMO=$(( pa - 15 )) run_seeds; exit $rc ) & pids+=($!)
+    ( TMO=$(( pa - 15 )) OMP_NUM_THREADS=2 run_tests; exit $rc ) & pids+=($!)
+    ( WARM=$(( pa - 20 )) peer_warm "$out"; exit $rc ) & pids+=($!)
+    if [ -n "${SYNTH:-}" ]; then
+        mkdir -p "$syn"
+        [ -n "${SYNTH_PARTS:-}" ] && { cat "$SYNTH_PARTS"/synth.state.part* | tar xzf - -C "$syn" || rc=1; }
+        # shellcheck disable=SC2086  # SYNTH is a list of options
+        ( ./build/synth_cuda --tier gpu-tf32 $SYNTH --jobs "${JOBS:-6}" --out "$syn/synth_gpu_tf32.csv" \
+              --state "$syn/st" --stop $(( pa - 30 )) > "$syn/log" 2>&1 ) & pids+=($!)
+    fi
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    [ "$mps" = 1 ] && { echo quit | nvidia-cuda-mps-control; sleep 1; }
+    echo "phase A done at $(( $(date +%s) - t0 )) s" >> "$out"
+    if [ -n "${SYNTH:-}" ]; then
+        { echo '```'; tail -12 "$syn/log"; echo '```'; } >> "$out"
+        cp "$syn/synth_gpu_tf32.csv" "$dest/" 2> /dev/null
+        [ -d "$syn/st" ] && { tar czf - -C "$syn" st | split -b 15m - "$dest/synth.state.part" || rc=1; }
+    fi
+    # phase B, alone: GLA beside fla (issue 16), the Mesa layers' TF32 scan in bf16 mode against the default
+    # (issue 17, alternating), the bf16 checkpoint minute (issue 17: trained in bf16, loaded and sampled by the CPU
+    # build), then on an H200 the one table with what time is left
+    if [ "$(left)" -gt 150 ]; then peer_time "$out"; else echo "skipped: GLA beside fla" >> "$out"; fi
+    for f in tf32x3 tf32 tf32x3 tf32; do   # tf32x3: the default scan
+        if [ "$(left)" -lt 40 ]; then echo "skipped: mesa bf16 scan $f" >> "$out"; continue; fi
+        ./build/train_cuda --anchor --pattern mesa --bench 1 --bench_steps 12 --math bf16 --mesa_scan $f 2>&1 \
+            | grep -iE 'tokens/s over|rror|no usable|cannot' | sed "s/^/mesa bf16, scan $f: /" >> "$out" || rc=1
+    done
+    if [ "$(left)" -gt 110 ]; then
+        find /usr/lib/python3* -name '*.py' -size -200k -print0 | sort -z | xargs -0 cat > /tmp/gpu_checks_py.txt \
+            2> /dev/null
+        { echo "bf16 checkpoint minute:"; echo '```'
+          ./build/train_cuda --anchor --math bf16 --data /tmp/gpu_checks_py.txt --seconds 60 --cpu_check 512 \
+              --sample 200 --out /tmp/gpu_checks_b16 2>&1 | grep -vE '^step ' | tail -14
+          echo '```'; } >> "$out" || rc=1
+    else echo "skipped: bf16 checkpoint minute" >> "$out"; fi
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 120 ]; then
+        TABLE_S=$(( $(left) - 10 )) run_table
+    fi
+    echo "done at $(( $(date +%s) - t0 )) s" >> "$out"
 }
 
 case $what in
@@ -311,6 +384,7 @@ case $what in
     layers) run_layers ;;
     table) run_table ;;
     seeds) run_seeds ;;
+    next) run_next ;;
     all) run_tests; run_decode; run_profile ;;
     *) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
