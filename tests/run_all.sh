@@ -69,6 +69,21 @@ if command -v nvcc > /dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else echo "=== CUDA: nvcc not found, make cuda skipped"; fi
 # the profile summariser of cuda/results.md's kernel shares (pure Python: its parser on a built-in ncu sample)
 run "CUDA: ncu_top.py parses an ncu CSV" "${PYTHON:-/usr/bin/python3}" cuda/ncu_top.py --selftest
+# the scripts a device call runs (a syntax error there costs a whole call): they parse, and gpu_checks.sh prints its
+# usage with status 2 when given no check
+scripts_parse() {
+    local f n=0
+    for f in cuda/*.sh examples/*.sh; do bash -n "$f" || { echo "bash -n $f failed"; return 1; }; n=$((n + 1)); done
+    for f in cuda/*.py; do
+        "${PYTHON:-/usr/bin/python3}" -c "import ast, sys; ast.parse(open(sys.argv[1]).read())" "$f" ||
+            { echo "$f does not parse"; return 1; }
+        n=$((n + 1))
+    done
+    bash cuda/gpu_checks.sh > /dev/null 2>&1
+    [ $? -eq 2 ] || { echo "gpu_checks.sh without a check: not status 2"; return 1; }
+    echo "scripts: $((n + 1)) passed, 0 failed"
+}
+run "device scripts parse (bash -n, Python's parser)" scripts_parse
 mkdir -p "$B/corpus_st" "$B/corpus_ck" "$B/corpus_vec"
 # libFuzzer is chatty: keep its log and show the end of it only when it finds something
 fuzz() {  # fuzz BINARY CORPUS SEEDS [extra flags]
