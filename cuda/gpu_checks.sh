@@ -322,7 +322,8 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
     # phase A, at once under MPS (numbers and compilation, no speed read): the hawk,mesa draws (seeds.md), the
     # model / step / quick sets (test_*.txt), fla's warm-up, and the synthetic cells of $SYNTH (synth_cuda's
     # --tasks / --models / --seeds, e.g. SYNTH="--tasks z5 --models mesa,mesa_g95 --seeds 1"; paused states in
-    # DEST/synth.state.part*, resumed from $SYNTH_PARTS), each stopped at $PA s (default half of LIM)
+    # DEST/synth.state.part*, resumed from the pieces in folder $SYNTH_PARTS), each stopped at $PA s (default half
+    # of LIM)
     local pa=${PA:-$(( lim / 2 ))}
     if command -v nvidia-cuda-mps-control > /dev/null; then
         export CUDA_MPS_PIPE_DIRECTORY=/tmp/gpu_checks_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/gpu_checks_mps/log
@@ -333,8 +334,9 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
     ( TMO=$(( pa - 15 )) OMP_NUM_THREADS=2 run_tests; exit $rc ) & pids+=($!)
     ( WARM=$(( pa - 20 )) peer_warm "$out"; exit $rc ) & pids+=($!)
     if [ -n "${SYNTH:-}" ]; then
-        mkdir -p "$syn"
-        [ -n "${SYNTH_PARTS:-}" ] && { cat "$SYNTH_PARTS"/synth.state.part* | tar xzf - -C "$syn" || rc=1; }
+        # the tree's CSV first, so that its finished cells are skipped (`build/synth --merge` takes back the new rows)
+        mkdir -p "$syn"; cp results/synth_gpu_tf32.csv "$syn/" 2> /dev/null
+        [ -n "${SYNTH_PARTS:-}" ] && { cat "$SYNTH_PARTS"/*.part* | tar xzf - -C "$syn" || rc=1; }
         # shellcheck disable=SC2086  # SYNTH is a list of options
         ( ./build/synth_cuda --tier gpu-tf32 $SYNTH --jobs "${JOBS:-6}" --out "$syn/synth_gpu_tf32.csv" \
               --state "$syn/st" --stop $(( pa - 30 )) > "$syn/log" 2>&1 ) & pids+=($!)
