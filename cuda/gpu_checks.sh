@@ -349,15 +349,10 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
         cp "$syn/synth_gpu_tf32.csv" "$dest/" 2> /dev/null
         [ -d "$syn/st" ] && { tar czf - -C "$syn" st | split -b 15m - "$dest/synth.state.part" || rc=1; }
     fi
-    # phase B, alone: GLA beside fla (issue 16), the Mesa layers' TF32 scan in bf16 mode against the default
-    # (issue 17, alternating), the bf16 checkpoint minute (issue 17: trained in bf16, loaded and sampled by the CPU
-    # build), then on an H200 the one table with what time is left
+    # phase B, alone: GLA beside fla (issue 16), the bf16 checkpoint minute (issue 17: trained in bf16, loaded and
+    # sampled by the CPU build), the Mesa layers' TF32 scan and kept states in bf16 mode against the default (issue
+    # 17, alternating), then on an H200 the one table with what time is left
     if [ "$(left)" -gt 150 ]; then peer_time "$out"; else echo "skipped: GLA beside fla" >> "$out"; fi
-    for f in tf32x3 tf32 tf32x3 tf32; do   # tf32x3: the default scan
-        if [ "$(left)" -lt 40 ]; then echo "skipped: mesa bf16 scan $f" >> "$out"; continue; fi
-        ./build/train_cuda --anchor --pattern mesa --bench 1 --bench_steps 12 --math bf16 --mesa_scan $f 2>&1 \
-            | grep -iE 'tokens/s over|rror|no usable|cannot' | sed "s/^/mesa bf16, scan $f: /" >> "$out" || rc=1
-    done
     if [ "$(left)" -gt 110 ]; then
         find /usr/lib/python3* -name '*.py' -size -200k -print0 | sort -z | xargs -0 cat > /tmp/gpu_checks_py.txt \
             2> /dev/null
@@ -366,6 +361,15 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
               --sample 200 --out /tmp/gpu_checks_b16 2>&1 | grep -vE '^step ' | tail -14
           echo '```'; } >> "$out" || rc=1
     else echo "skipped: bf16 checkpoint minute" >> "$out"; fi
+    # MesaNet bf16 at the anchor: the default, the op's TF32 scan, the kept states (--mesa_keep), alternating
+    for f in default tf32 keep default tf32 keep; do
+        if [ "$(left)" -lt 40 ]; then echo "skipped: mesa bf16 $f" >> "$out"; continue; fi
+        local x=()
+        [ $f = tf32 ] && x=(--mesa_scan tf32)
+        [ $f = keep ] && x=(--mesa_keep)
+        ./build/train_cuda --anchor --pattern mesa --bench 1 --bench_steps 12 --math bf16 "${x[@]}" 2>&1 \
+            | grep -iE 'tokens/s over|rror|no usable|cannot' | sed "s/^/mesa bf16, $f: /" >> "$out" || rc=1
+    done
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 120 ]; then
         TABLE_S=$(( $(left) - 10 )) run_table
     fi

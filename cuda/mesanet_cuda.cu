@@ -1996,6 +1996,18 @@ size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv
     (void)o;
     return mn__mesa_layout(&w, NULL, B, T, H, Dk, Dv);
 }
+// The kept form (mn_cuda_mesa_forward_keep / _backward_keep): the chunk-start states H_n and S_n live in the
+// caller's keep block instead of the workspace, so a backward after other layers' calls on the same workspace
+// still finds them and skips B0. keep = [Hs (NC+1,B*H,K,K) | Ss (NC+1,B*H,K,V)], each piece 64-float aligned.
+size_t mn_cuda_mesa_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv) {
+    size_t NC = (T + MN__MC - 1) / MN__MC, BH = B * H;
+    return ((NC + 1) * BH * Dk * Dk + 63) / 64 * 64 + ((NC + 1) * BH * Dk * Dv + 63) / 64 * 64;
+}
+static void mn__mesa_keep_point(mn__mesa_ws* w, const float* keep, size_t B, size_t T, size_t H, size_t K) {
+    size_t NC = (T + MN__MC - 1) / MN__MC;
+    w->Hs = (float*)keep;
+    w->Ss = (float*)keep + ((NC + 1) * B * H * K * K + 63) / 64 * 64;
+}
 
 // One block of 64 threads per chunk, reading g and beta in place (rows past T: 0): the local cumsum
 // b_a = sum_{i<=a} g_i (sequential, in double, as the CPU), Gam_a = exp(b_a), e_a = exp(b_last - b_a),
@@ -3385,9 +3397,11 @@ static int mn__mesa_stamp_ok(const mn_cuda_ctx* ctx, const float* work, uint64_t
            ctx->mesa_stamp[slot][1] == stamp;
 }
 
-int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
-                         const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B,
-                         size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+// keep NULL: mn_cuda_mesa_forward; else the kept form's forward (the states into keep, the workspace unstamped)
+static int mn__mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
+                            const float* k, const float* v, const float* g, const float* beta, const float* lamb,
+                            size_t B, size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work,
+                            float* keep) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv, NC = (T + MN__MC - 1) / MN__MC, BH = B * H;
@@ -3395,13 +3409,15 @@ int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, fl
     MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
+    if (keep) mn__mesa_keep_point(&w, keep, B, T, H, K);
     mn__rows qr = mn__rows_bthd(q, T, H, K), kr = mn__rows_bthd(k, T, H, K), vr = mn__rows_bthd(v, T, H, V);
     MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H, 0));
     MN__TRY(mn__mesa_states(ctx, &w, hkk, hkv, kr, vr, B, T, H, K, V));         // step 1: states, read in place
     // the states in w (slots 0 .. NC-1) are what a backward recomputes first; with keep_states it may
-    // take them (hkk/hkv are read here as the initial states and overwritten below with the final)
-    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? mn__mesa_stamp(work, k, v, g, beta, hkk, hkv, B, T, H, K,
-                                                                         V) : 0);
+    // take them (hkk/hkv are read here as the initial states and overwritten below with the final); in the
+    // kept form they are in keep, not in the workspace, whose stamp is cleared
+    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states && !keep ? mn__mesa_stamp(work, k, v, g, beta, hkk, hkv, B, T,
+                                                                                  H, K, V) : 0);
     // steps 2 and 3 in one kernel: X = A^-1 Q, then O = ((X Kc^T) . M) Vc + diag(Gam) X S_n
     MN__TRY(mn__mesa_cg(ctx, qr, kr, vr, xs ? mn__rows_bthd(xs, T, H, K) : mn__rows_packed(w.Xp, B, H, K),
                         mn__rows_bthd(out, T, H, V), 1, iters, &w, lamb, B, T, H, K, op));
@@ -3410,6 +3426,18 @@ int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, fl
     if (hkv) MN__CU(cudaMemcpyAsync(hkv, w.Ss + NC * BH * K * V, BH * K * V * sizeof(float), cudaMemcpyDeviceToDevice,
                                     MN__STREAM));
     return MN_OK;
+}
+int mn_cuda_mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv, const float* q,
+                         const float* k, const float* v, const float* g, const float* beta, const float* lamb, size_t B,
+                         size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+    return mn__mesa_forward(ctx, out, xs, iters, hkk, hkv, q, k, v, g, beta, lamb, B, T, H, Dk, Dv, o, work, NULL);
+}
+int mn_cuda_mesa_forward_keep(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv,
+                              float* keep, const float* q, const float* k, const float* v, const float* g,
+                              const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                              const mn_mesa_opts* o, float* work) {
+    if (!keep) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_forward_keep", "needs keep", __LINE__);
+    return mn__mesa_forward(ctx, out, xs, iters, hkk, hkv, q, k, v, g, beta, lamb, B, T, H, Dk, Dv, o, work, keep);
 }
 
 // The fused backward (Dk = Dv = 128, ctx->mesa_cg = MN_CUDA_CG_WGMMA): B0 and the scans as above,
@@ -3473,31 +3501,51 @@ static int mn__mesa_backward_cublas(mn_cuda_ctx* ctx, const mn__mesa_ws* wp, flo
                                     const float* v, const float* lamb, const float* hkk0, const float* hkv0,
                                     size_t B, size_t T, size_t H, size_t K, size_t V, const mn_mesa_opts* op, int keep);
 // Backward, passes B0-B5 (the top of this section; mn_mesa_backward in mesanet.h, line for line).
-int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb,
-                          float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv,
-                          const float* xs, const float* q, const float* k, const float* v, const float* g,
-                          const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B,
-                          size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+// keptp NULL: mn_cuda_mesa_backward; else the kept form's backward (the states read from keptp, B0 skipped)
+static int mn__mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb,
+                             float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv,
+                             const float* xs, const float* k, const float* v, const float* g, const float* beta,
+                             const float* lamb, const float* hkk0, const float* hkv0, size_t B, size_t T, size_t H,
+                             size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work, const float* keptp) {
     mn_mesa_opts tmp;
     const mn_mesa_opts* op = mn__mesa_opts(o, &tmp);
     size_t K = Dk, V = Dv;
     mn__mesa_ws w;
-    (void)q;
     MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
     const int fused = K == 128 && V == 128 && ctx->mesa_cg == MN_CUDA_CG_WGMMA;
     MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H, !fused));
     // B0 (the chunk-start states) is skipped when the workspace already holds them for these inputs;
-    // after B0 it holds them either way
+    // after B0 it holds them either way. The kept form reads them from keptp (and leaves the workspace unstamped).
     const uint64_t stamp = mn__mesa_stamp(work, k, v, g, beta, hkk0, hkv0, B, T, H, K, V);
-    const int keep = mn__mesa_stamp_ok(ctx, work, stamp);
-    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states ? stamp : 0);
+    const int keep = keptp ? 1 : mn__mesa_stamp_ok(ctx, work, stamp);
+    if (keptp) mn__mesa_keep_point(&w, keptp, B, T, H, K);
+    mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states && !keptp ? stamp : 0);
     if (fused)
         return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v,
                                     lamb, hkk0, hkv0, B, T, H, K, op, keep);
     return mn__mesa_backward_cublas(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v,
                                     lamb, hkk0, hkv0, B, T, H, K, V, op, keep);
+}
+int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta, float* dlamb,
+                          float* dhkk0, float* dhkv0, const float* dout, const float* dhkk, const float* dhkv,
+                          const float* xs, const float* q, const float* k, const float* v, const float* g,
+                          const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B,
+                          size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work) {
+    (void)q;   // the implicit backward needs x, not q
+    return mn__mesa_backward(ctx, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, g, beta, lamb,
+                             hkk0, hkv0, B, T, H, Dk, Dv, o, work, NULL);
+}
+int mn_cuda_mesa_backward_keep(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta,
+                               float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk,
+                               const float* dhkv, const float* keep, const float* xs, const float* k, const float* v,
+                               const float* g, const float* beta, const float* lamb, const float* hkk0,
+                               const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                               const mn_mesa_opts* o, float* work) {
+    if (!keep) return mn__fail(ctx, MN_ERR_CONFIG, "mn_cuda_mesa_backward_keep", "needs keep", __LINE__);
+    return mn__mesa_backward(ctx, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v, g, beta, lamb,
+                             hkk0, hkv0, B, T, H, Dk, Dv, o, work, keep);
 }
 
 // ---- the decode step (mn_cuda_mesa_step) --------------------------------------------------------
@@ -9274,6 +9322,16 @@ static size_t mn__cm_mesa_work(const mn_config* c, size_t B, size_t T) {
     mn_mesa_opts o = mn__cm_mesa_opts(c);
     return mn_cuda_mesa_work_size(B, T, c->n_head, c->head_dim, c->head_dim, &o);
 }
+// Layer l's block of cm->mesa_keep (mn_cuda_mesa_keep_size floats at (B,T); the blocks in the order of the Mesa
+// layers: l's index is the count of earlier layers on the same mixer row), or NULL: ctx->mesa_keep_states off, or
+// the buffer not reserved for (B,T) (then the layer recomputes its states in the backward, as by default)
+static float* mn__cm_mesa_keep(mn_cuda_model* cm, size_t l, size_t B, size_t T) {
+    const mn_config* c = &cm->cfg;
+    size_t ks = mn_cuda_mesa_keep_size(B, T, c->n_head, c->head_dim, c->head_dim), i = 0;
+    for (size_t u = 0; u < l; u++) i += cm->mixer[u] == cm->mixer[l];
+    if (!cm->ctx->mesa_keep_states || !cm->mesa_keep || (i + 1) * ks > cm->cap_mesa_keep) return NULL;
+    return cm->mesa_keep + i * ks;
+}
 // x2 = res + o_proj(o_norm(Mesa(...)))
 static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* Y, const mn__cm_dacts* DD,
                                const float* res, size_t B, size_t T) {
@@ -9298,8 +9356,12 @@ static int mn__cm_mesa_forward(mn_cuda_model* cm, size_t l, const mn__cm_layer* 
     MN__LAUNCHED();
     mn__k_cm_lambda<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(A->lamb, MN__PAR(cm, l, MN__CP_LAM), HD);
     MN__LAUNCHED();
-    MN__TRY(mn_cuda_mesa_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B, T, H,
-                                 Dh, Dh, &o, cm->work));
+    float* kp = mn__cm_mesa_keep(cm, l, B, T);
+    cm->kept[l] = kp != NULL;
+    if (kp) MN__TRY(mn_cuda_mesa_forward_keep(ctx, A->o, A->xs, NULL, NULL, NULL, kp, A->q, A->k, A->v, A->g, A->beta,
+                                              A->lamb, B, T, H, Dh, Dh, &o, cm->work));
+    else MN__TRY(mn_cuda_mesa_forward(ctx, A->o, A->xs, NULL, NULL, NULL, A->q, A->k, A->v, A->g, A->beta, A->lamb, B,
+                                      T, H, Dh, Dh, &o, cm->work));
     MN__TRY(mn_cuda_rmsnorm_forward(ctx, A->on, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON), N * H, Dh, c->norm_eps));
     MN__D2D(Y->x2, res, N * C);
     return mn__cm_matmul_add(ctx, Y->x2, A->on, MN__PAR(cm, l, MN__CP_O), N, HD, C);
@@ -9324,9 +9386,13 @@ static int mn__cm_mesa_backward(mn_cuda_model* cm, size_t l, const mn__cm_layer*
     MN__TRY(mn__rmsnorm_backward(ctx, D->dO, MN__GRD(cm, l, MN__CP_ON), D->don, A->ro, A->o, MN__PAR(cm, l, MN__CP_ON),
                                  N * H, Dh, 0));
     // the op's implicit backward; dlambda collects in the (zeroed) dlamb
-    MN__TRY(mn_cuda_mesa_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL, NULL,
-                                  A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh, Dh, &o,
-                                  cm->work));
+    const float* kp = cm->kept[l] ? mn__cm_mesa_keep(cm, l, B, T) : NULL;   // NULL: recompute the states (B0)
+    if (kp) MN__TRY(mn_cuda_mesa_backward_keep(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO,
+                                               NULL, NULL, kp, A->xs, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B,
+                                               T, H, Dh, Dh, &o, cm->work));
+    else MN__TRY(mn_cuda_mesa_backward(ctx, D->dq, D->dk, D->dv, D->dg, D->dbeta, D->dlamb, NULL, NULL, D->dO, NULL,
+                                       NULL, A->xs, A->q, A->k, A->v, A->g, A->beta, A->lamb, NULL, NULL, B, T, H, Dh,
+                                       Dh, &o, cm->work));
     mn__k_cm_lambda_bwd<<<mn__grid(ctx, HD, 256), 256, 0, MN__STREAM>>>(MN__GRD(cm, l, MN__CP_LAM), D->dlamb,
                                                                         MN__PAR(cm, l, MN__CP_LAM), HD);
     MN__LAUNCHED();
@@ -11129,7 +11195,7 @@ void mn_cuda_model_free(mn_cuda_model* cm) {
     mn__cm_bf16_end(cm);
     mn_cuda_dfree(cm->pbf); mn_cuda_dfree(cm->abf);
     mn_cuda_dfree(cm->params); mn_cuda_dfree(cm->red); mn_cuda_dfree(cm->acts); mn_cuda_dfree(cm->dacts);
-    mn_cuda_dfree(cm->work); mn_cuda_dfree(cm->tokens);
+    mn_cuda_dfree(cm->work); mn_cuda_dfree(cm->mesa_keep); mn_cuda_dfree(cm->tokens);
     if (cm->host) { mn_cuda_host_model_free(MN__HOST(cm)); free(cm->host); }
     memset(cm, 0, sizeof *cm);
 }
@@ -11174,7 +11240,7 @@ size_t mn_cuda_model_flops_per_token(const mn_cuda_model* cm, size_t T) {
     return mn_cuda_host_flops_per_token((const mn_model*)cm->host, T);
 }
 size_t mn_cuda_model_device_bytes(const mn_cuda_model* cm) {
-    return (4 * cm->n_params + cm->cap_acts + cm->cap_dacts + cm->cap_work) * sizeof(float) +
+    return (4 * cm->n_params + cm->cap_acts + cm->cap_dacts + cm->cap_work + cm->cap_mesa_keep) * sizeof(float) +
            2 * cm->cap_tok * sizeof(int) + 8 * sizeof(double) +
            ((cm->pbf ? cm->n_params : 0) + cm->cap_abf) * sizeof(__nv_bfloat16);
 }
@@ -11185,7 +11251,8 @@ const float* mn_cuda_model_logits(const mn_cuda_model* cm) {
     return a.logits;
 }
 
-// Grows (never shrinks) the activation, gradient, workspace and token buffers to (B,T).
+// Grows (never shrinks) the activation, gradient, workspace and token buffers to (B,T), and under
+// ctx->mesa_keep_states the Mesa layers' kept states.
 int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
     mn_cuda_ctx* ctx = cm->ctx;
     const mn_config* c = &cm->cfg;
@@ -11198,6 +11265,11 @@ int mn_cuda_model_reserve(mn_cuda_model* cm, size_t B, size_t T) {
     MN__GROW(cm->acts, cm->cap_acts, na, sizeof(float));
     MN__GROW(cm->dacts, cm->cap_dacts, nd, sizeof(float));
     MN__GROW(cm->work, cm->cap_work, nw, sizeof(float));
+    if (ctx->mesa_keep_states) {   // every Mesa layer's kept states (mn__cm_mesa_keep)
+        size_t nm = 0, l, ks = mn_cuda_mesa_keep_size(B, T, c->n_head, c->head_dim, c->head_dim);
+        for (l = 0; l < c->n_layer; l++) nm += !strcmp(MN__CM_MIXER(cm, l)->name, "mesa");
+        MN__GROW(cm->mesa_keep, cm->cap_mesa_keep, nm * ks, sizeof(float));
+    }
     if (nt > cm->cap_tok) {
         mn_cuda_dfree(cm->tokens); cm->tokens = cm->targets = NULL; cm->cap_tok = 0;
         MN__TRY(mn_cuda_malloc(ctx, (void**)&cm->tokens, 2 * nt * sizeof(int)));

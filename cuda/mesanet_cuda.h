@@ -147,7 +147,9 @@ typedef struct mn_cuda_ctx {
     int mesa_keep_states; // 1: a chunk backward given the workspace its forward used, with the same
                           // input pointers and shapes, reuses the chunk-start states the forward left
                           // there instead of recomputing them (the contents of k, v, g, beta and the
-                          // initial states must not change in between); 0 (default): always recompute
+                          // initial states must not change in between), and mn_cuda_model's Mesa layers
+                          // keep each layer's states (mn_cuda_mesa_forward_keep); 0 (default): always
+                          // recompute
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
     int gla_blocks;       // GLA (G = Dk) intra-chunk scores: 0 (default) one product per chunk while the chunk's
                           // cumulative gates stay within +-40 (else by 16-row blocks); 1: always by blocks
@@ -338,6 +340,23 @@ int mn_cuda_mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, flo
                           const float* xs, const float* q, const float* k, const float* v, const float* g,
                           const float* beta, const float* lamb, const float* hkk0, const float* hkv0, size_t B,
                           size_t T, size_t H, size_t Dk, size_t Dv, const mn_mesa_opts* o, float* work);
+// The same pair with the chunk-start states kept between the passes: the forward writes H_n and S_n
+// (mn_cuda_mesa_keep_size floats) into keep instead of the workspace, and the backward reads them there
+// instead of recomputing them (its first pass, a state scan), so other calls on the same workspace may come
+// in between (the GPU model's Mesa layers under ctx->mesa_keep_states). Outputs bitwise those of the pair
+// above; k, v, g, beta, hkk0, hkv0 and keep must be left as the forward had them. The backward's
+// arguments are the plain one's less q.
+size_t mn_cuda_mesa_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv);
+int mn_cuda_mesa_forward_keep(mn_cuda_ctx* ctx, float* out, float* xs, int* iters, float* hkk, float* hkv,
+                              float* keep, const float* q, const float* k, const float* v, const float* g,
+                              const float* beta, const float* lamb, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                              const mn_mesa_opts* o, float* work);
+int mn_cuda_mesa_backward_keep(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, float* dg, float* dbeta,
+                               float* dlamb, float* dhkk0, float* dhkv0, const float* dout, const float* dhkk,
+                               const float* dhkv, const float* keep, const float* xs, const float* k, const float* v,
+                               const float* g, const float* beta, const float* lamb, const float* hkk0,
+                               const float* hkv0, size_t B, size_t T, size_t H, size_t Dk, size_t Dv,
+                               const mn_mesa_opts* o, float* work);
 
 
 // --- the Mesa decode step, batched over sequences (contract as mn_mesa_step, one call for B of them) ---
@@ -652,6 +671,8 @@ typedef struct mn_cuda_model {
     float* acts;                   // (cap_acts) saved activations: residual stream, per-layer tensors, logits
     float* dacts;                  // (cap_dacts) activation gradients: one layer's (reused) plus the head's
     float* work;                   // (cap_work) the mixers' workspace, shared by the layers
+    float* mesa_keep;              // (cap_mesa_keep) under ctx->mesa_keep_states: each Mesa layer's chunk-start
+    size_t cap_mesa_keep;          // states (mn_cuda_mesa_forward_keep), reserved with the other buffers
     int *tokens, *targets;         // (cap_tok) device copies of the last forward's inputs
     double* red;                   // (8) device scratch for the loss sum
     size_t n_valid;                // targets >= 0 in the last forward
@@ -659,7 +680,8 @@ typedef struct mn_cuda_model {
     unsigned char mixer[MN_MAX_LAYERS];  // (internal) each layer's row of the GPU mixer table
     unsigned char kept[MN_MAX_LAYERS];   // (internal) 1: the last forward left the layer's DeltaNet chunk-form
                                          // pieces (mn_cuda_delta_rule_forward_keep) or the GLA op's (linattn,
-                                         // sgla, gla, Mamba-2: mn_cuda_gla_forward_keep) in its keep buffer
+                                         // sgla, gla, Mamba-2: mn_cuda_gla_forward_keep) in its keep buffer, or
+                                         // the Mesa op's states in mesa_keep (mn_cuda_mesa_forward_keep)
 } mn_cuda_model;
 
 // A new model from a config (mn_model_init's parameters, the same seed gives the same values).

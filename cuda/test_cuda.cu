@@ -1011,7 +1011,9 @@ static void test_mesa(const mesa_case* c) {
 
 // ctx->mesa_keep_states: a backward on the workspace of its forward (same inputs) skips recomputing
 // the chunk-start states; the gradients must be bitwise those of the recomputing backward, also when
-// another forward used the workspace in between (the stamp no longer matches: it recomputes).
+// another forward used the workspace in between (the stamp no longer matches: it recomputes). The kept form
+// (mn_cuda_mesa_forward_keep / _backward_keep: the states in the caller's keep block) likewise, with another
+// forward on the workspace in between, and its output bitwise the plain forward's.
 static void test_mesa_keep(size_t K, int cg_kernel) {
     const size_t B = 2, T = 200, H = 2, BTH = B * T * H;
     char nm[160];
@@ -1023,39 +1025,58 @@ static void test_mesa_keep(size_t K, int cg_kernel) {
     mn_mesa_opts o; memset(&o, 0, sizeof o); o.cg_iters = 10; o.fla = 1; o.chunk = 64;
     size_t wn = mn_cuda_mesa_work_size(B, T, H, K, K, &o);
     float *gq = dev(q), *gk = dev(k), *gk2 = dev(k2), *gv = dev(v), *gg = dev(g), *gb = dev(be), *gl = dev(lam),
-          *gdy = dev(dy), *gw = poison(wn), *out = poison(BTH * K), *xs = poison(BTH * K), *xs2 = poison(BTH * K);
-    vf res[3][6];                                    // plain, kept, kept but overwritten in between
-    for (int run = 0; run < 3; run++) {
+          *gdy = dev(dy), *gw = poison(wn), *out = poison(BTH * K), *xs = poison(BTH * K), *xs2 = poison(BTH * K),
+          *out2 = poison(BTH * K), *kb = poison(mn_cuda_mesa_keep_size(B, T, H, K, K));
+    vf res[4][6], outs[4];   // plain, kept, kept but overwritten in between, the kept form (overwritten in between)
+    for (int run = 0; run < 4; run++) {
         float *dq = poison(BTH * K), *dk = poison(BTH * K), *dv = poison(BTH * K), *dg = poison(BTH), *db = poison(BTH),
               *dl = poison(H * K);
         cudaMemset(dq, 0, BTH * K * 4); cudaMemset(dk, 0, BTH * K * 4); cudaMemset(dv, 0, BTH * K * 4);
         cudaMemset(dg, 0, BTH * 4); cudaMemset(db, 0, BTH * 4); cudaMemset(dl, 0, H * K * 4);
-        G.mesa_keep_states = run > 0;
-        CK(mn_cuda_mesa_forward(&G, out, xs, NULL, NULL, NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
-        if (run == 2)
-            CK(mn_cuda_mesa_forward(&G, out, xs2, NULL, NULL, NULL, gq, gk2, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
-        CK(mn_cuda_mesa_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, gdy, NULL, NULL, xs, gq, gk, gv, gg, gb, gl,
-                                 NULL, NULL, B, T, H, K, K, &o, gw));
+        G.mesa_keep_states = run == 1 || run == 2;
+        if (run < 3)
+            CK(mn_cuda_mesa_forward(&G, out, xs, NULL, NULL, NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
+        else CK(mn_cuda_mesa_forward_keep(&G, out, xs, NULL, NULL, NULL, kb, gq, gk, gv, gg, gb, gl, B, T, H, K, K, &o,
+                                          gw));
+        outs[run] = host(out, BTH * K);
+        if (run >= 2)
+            CK(mn_cuda_mesa_forward(&G, out2, xs2, NULL, NULL, NULL, gq, gk2, gv, gg, gb, gl, B, T, H, K, K, &o, gw));
+        if (run < 3)
+            CK(mn_cuda_mesa_backward(&G, dq, dk, dv, dg, db, dl, NULL, NULL, gdy, NULL, NULL, xs, gq, gk, gv, gg, gb,
+                                     gl, NULL, NULL, B, T, H, K, K, &o, gw));
+        else CK(mn_cuda_mesa_backward_keep(&G, dq, dk, dv, dg, db, dl, NULL, NULL, gdy, NULL, NULL, kb, xs, gk, gv, gg,
+                                           gb, gl, NULL, NULL, B, T, H, K, K, &o, gw));
         res[run][0] = host(dq, BTH * K); res[run][1] = host(dk, BTH * K); res[run][2] = host(dv, BTH * K);
         res[run][3] = host(dg, BTH); res[run][4] = host(db, BTH); res[run][5] = host(dl, H * K);
         mn_cuda_dfree(dq); mn_cuda_dfree(dk); mn_cuda_dfree(dv); mn_cuda_dfree(dg); mn_cuda_dfree(db);
         mn_cuda_dfree(dl);
     }
-    for (int run = 1; run < 3; run++) {
+    for (int run = 1; run < 4; run++) {
         int same = 1, finite = 1;
         for (int t = 0; t < 6; t++)
             for (size_t e = 0; e < res[0][t].size(); e++) {
                 same &= res[run][t][e] == res[0][t][e]; finite &= std::isfinite(res[run][t][e]) ? 1 : 0;
             }
-        snprintf(nm, sizeof nm, "mesa keep_states K=%zu %s: gradients bitwise those of the recomputing backward%s", K,
+        for (size_t e = 0; e < outs[0].size(); e++) same &= outs[run][e] == outs[0][e];
+        snprintf(nm, sizeof nm, "mesa %s K=%zu %s: output and gradients bitwise the recomputing pair's%s",
+                 run < 3 ? "keep_states" : "kept form (forward_keep / backward_keep)", K,
                  cg_kernel == MN_CUDA_CG_WGMMA ? "wgmma" : "mma.sync",
-                 run == 2 ? " (workspace reused in between)" : "");
+                 run >= 2 ? " (workspace reused in between)" : "");
         expect(same && finite, nm);
+    }
+    {   // the kept form without its block: a clear error, nothing launched
+        int e = mn_cuda_mesa_forward_keep(&G, out, xs, NULL, NULL, NULL, NULL, gq, gk, gv, gg, gb, gl, B, T, H, K, K,
+                                          &o, gw);
+        int e2 = mn_cuda_mesa_backward_keep(&G, out, out, out, out, out, out, NULL, NULL, gdy, NULL, NULL, NULL, xs, gk,
+                                            gv, gg, gb, gl, NULL, NULL, B, T, H, K, K, &o, gw);
+        snprintf(nm, sizeof nm, "mesa kept form K=%zu: forward_keep and backward_keep without keep: MN_ERR_CONFIG", K);
+        expect(e == MN_ERR_CONFIG && e2 == MN_ERR_CONFIG, nm);
     }
     G.mesa_keep_states = 0; G.mesa_cg = MN_CUDA_CG_WGMMA;
     mn_cuda_dfree(gq); mn_cuda_dfree(gk); mn_cuda_dfree(gk2); mn_cuda_dfree(gv); mn_cuda_dfree(gg); mn_cuda_dfree(gb);
     mn_cuda_dfree(gl); mn_cuda_dfree(gdy);
-    mn_cuda_dfree(gw); mn_cuda_dfree(out); mn_cuda_dfree(xs); mn_cuda_dfree(xs2);
+    mn_cuda_dfree(gw); mn_cuda_dfree(out); mn_cuda_dfree(xs); mn_cuda_dfree(xs2); mn_cuda_dfree(out2);
+    mn_cuda_dfree(kb);
 }
 
 // ---- Mesa decode step -------------------------------------------------------------------------
@@ -1415,6 +1436,50 @@ static double mesa_gate_terms(const mn_model* cm, const char* name, size_t B, si
     return sqrt(ss / (double)H);
 }
 
+// Another form of the same model (*flag = alt for one forward and backward, then back to its value) against the
+// default form's loss lg and gradients g: the same kernels on the same sums, so the loss and every gradient bit for
+// bit, where the model is deterministic (the default form run again gives the same bits; Mamba-2's recurrent SSD form
+// adds with atomics): else within 8x the run-to-run spread. The default form runs last, for the checks after this.
+static void model_form_ab(mn_cuda_model* gm, const std::vector<int>& tok, const std::vector<int>& tgt, size_t B,
+                          size_t T, const vf& g, float lg, int* flag, int alt, const char* what, const char* name) {
+    const size_t P = gm->n_params;
+    const int was = *flag;
+    float lr = -1, lk = -1;
+    vf gr(P), gk(P);
+    char nm[512];
+    *flag = alt;
+    CK(mn_cuda_model_forward(gm, tok.data(), tgt.data(), B, T, &lr));
+    CK(mn_cuda_model_zero_grad(gm));
+    CK(mn_cuda_model_backward(gm));
+    *flag = was;
+    CK(mn_cuda_sync(&G));
+    CK(mn_cuda_model_get(gm, MN_CUDA_GRADS, gr.data()));
+    CK(mn_cuda_model_forward(gm, tok.data(), tgt.data(), B, T, &lk));
+    CK(mn_cuda_model_zero_grad(gm));
+    CK(mn_cuda_model_backward(gm));
+    CK(mn_cuda_sync(&G));
+    CK(mn_cuda_model_get(gm, MN_CUDA_GRADS, gk.data()));
+    size_t differ = 0, spread = 0;
+    double e_r = 0, e_k = 0, n2 = 0;
+    for (size_t i = 0; i < P; i++) {
+        differ += memcmp(&gr[i], &g[i], sizeof(float)) != 0;
+        spread += memcmp(&gk[i], &g[i], sizeof(float)) != 0;
+        e_r += ((double)gr[i] - g[i]) * ((double)gr[i] - g[i]);
+        e_k += ((double)gk[i] - g[i]) * ((double)gk[i] - g[i]);
+        n2 += (double)g[i] * g[i];
+    }
+    if (spread == 0 && lk == lg) {
+        snprintf(nm, sizeof nm, "model with %s: loss and gradients bit for bit the default form's, %zu of %zu differ "
+                 "(%s)", what, differ, P, name);
+        expect(lr == lg && differ == 0, nm);
+    } else {
+        const double rr = sqrt(e_r / (n2 > 0 ? n2 : 1)), rk = sqrt(e_k / (n2 > 0 ? n2 : 1));
+        snprintf(nm, sizeof nm, "model with %s: gradients %.2e rms from the default form's, within 8x its run-to-run "
+                 "spread %.2e (not deterministic here) (%s)", what, rr, rk, name);
+        expect(isfinite(lr) && rr <= 8 * rk + 1e-6, nm);
+    }
+}
+
 static void test_model_body(const model_case* mc) {
     mn_config cfg; memset(&cfg, 0, sizeof cfg);
     cfg.vocab_size = 256; cfg.d_model = mc->d_model; cfg.n_layer = mc->layers; cfg.n_head = mc->heads;
@@ -1523,45 +1588,14 @@ static void test_model_body(const model_case* mc) {
     vf g(P);
     CK(mn_cuda_sync(&G));
     CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, g.data()));
-    if (strstr(mc->pattern, "gla") || strstr(mc->pattern, "linattn") || strstr(mc->pattern, "mamba2")) {
-        // the GLA op's kept form (the default) against ctx->gla_recompute: the same kernels on the same sums, so
-        // the loss and every gradient bit for bit, where the model is deterministic (the kept form run again gives
-        // the same bits; Mamba-2's recurrent SSD form adds with atomics): else within 8x the run-to-run spread.
-        // The kept form runs last, for the checks below.
-        float lr = -1, lk = -1;
-        vf gr(P), gk(P);
-        G.gla_recompute = 1;
-        CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lr));
-        CK(mn_cuda_model_zero_grad(&gm));
-        CK(mn_cuda_model_backward(&gm));
-        G.gla_recompute = 0;
-        CK(mn_cuda_sync(&G));
-        CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, gr.data()));
-        CK(mn_cuda_model_forward(&gm, tok.data(), tgt.data(), B, T, &lk));
-        CK(mn_cuda_model_zero_grad(&gm));
-        CK(mn_cuda_model_backward(&gm));
-        CK(mn_cuda_sync(&G));
-        CK(mn_cuda_model_get(&gm, MN_CUDA_GRADS, gk.data()));
-        size_t differ = 0, spread = 0;
-        double e_r = 0, e_k = 0, n2 = 0;
-        for (size_t i = 0; i < P; i++) {
-            differ += memcmp(&gr[i], &g[i], sizeof(float)) != 0;
-            spread += memcmp(&gk[i], &g[i], sizeof(float)) != 0;
-            e_r += ((double)gr[i] - g[i]) * ((double)gr[i] - g[i]);
-            e_k += ((double)gk[i] - g[i]) * ((double)gk[i] - g[i]);
-            n2 += (double)g[i] * g[i];
-        }
-        if (spread == 0 && lk == lg) {
-            snprintf(nm, sizeof nm, "model with the GLA op recomputing (ctx->gla_recompute): loss and gradients bit "
-                     "for bit the kept form's, %zu of %zu differ (%s)", differ, P, mc->name);
-            expect(lr == lg && differ == 0, nm);
-        } else {
-            const double rr = sqrt(e_r / (n2 > 0 ? n2 : 1)), rk = sqrt(e_k / (n2 > 0 ? n2 : 1));
-            snprintf(nm, sizeof nm, "model with the GLA op recomputing: gradients %.2e rms from the kept form's, "
-                     "within 8x its run-to-run spread %.2e (not deterministic here) (%s)", rr, rk, mc->name);
-            expect(isfinite(lr) && rr <= 8 * rk + 1e-6, nm);
-        }
-    }
+    // the GLA op's kept form (the default) against ctx->gla_recompute; the Mesa layers' kept states
+    // (ctx->mesa_keep_states) against the default (recomputed in the backward)
+    if (strstr(mc->pattern, "gla") || strstr(mc->pattern, "linattn") || strstr(mc->pattern, "mamba2"))
+        model_form_ab(&gm, tok, tgt, B, T, g, lg, &G.gla_recompute, 1, "the GLA op recomputing (ctx->gla_recompute)",
+                      mc->name);
+    if (strstr(mc->pattern, "mesa"))
+        model_form_ab(&gm, tok, tgt, B, T, g, lg, &G.mesa_keep_states, 1,
+                      "the Mesa states kept (ctx->mesa_keep_states)", mc->name);
     for (size_t t = 0; t < cm.n_tensors; t++) {
         const mn_tensor_info* ti = &cm.tensors[t];
         // small: one number per head or channel, a sum over every token (mLSTM's gate biases among them; the

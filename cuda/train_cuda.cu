@@ -95,6 +95,7 @@ typedef struct {
     int delta_fma;           // --delta_fma_chain: their chunk-to-chunk chain on the FMA kernel (ctx->delta_chain)
     int ssd_tf32;            // --ssd_tf32: Mamba-2's SSD in --math with the local gate gradient (ctx->ssd_tf32)
     int gla_recompute;       // --gla_recompute: GLA-family and Mamba-2 layers recompute (ctx->gla_recompute)
+    int mesa_keep;           // --mesa_keep: the Mesa layers keep their chunk-start states (ctx->mesa_keep_states)
     int mesa_scan;           // --mesa_scan: the Mesa op's state scan (ctx->mesa_scan; MN_CUDA_SCAN_TF32X3 default)
     uint64_t seed;
     // multi-GPU
@@ -117,7 +118,7 @@ static void usage(void) {
            "             [--d_model N] [--layers N] [--heads N] [--head_dim 64|128] [--d_ff N] [--seq T] [--batch B]\n"
            "             [--steps N] [--seconds S] [--lr X] [--warmup N] [--wd X] [--clip X] [--softcap X] [--seed N]\n"
            "             [--cg N] [--cg_decode N] [--cg_tol EPS] [--gamma_clamp 0|1] [--math fp32|tf32|bf16] [--fp32]\n"
-           "             [--delta_recompute] [--delta_fma_chain] [--ssd_tf32] [--gla_recompute]\n"
+           "             [--delta_recompute] [--delta_fma_chain] [--ssd_tf32] [--gla_recompute] [--mesa_keep]\n"
            "             [--mesa_scan tf32x3|tf32|ffma]\n"
            "             [--log_every N] [--eval_every N] [--eval_batches N] [--save_every N] [--device N] "
            "[--peak_tflops X]\n"
@@ -130,6 +131,8 @@ static void usage(void) {
            "  --delta_recompute: DeltaNet / GDN layers recompute the chunkwise form's intermediates in the backward\n"
            "          instead of keeping them from the forward (less memory, slower)\n"
            "  --delta_fma_chain: their chunk-to-chunk chain on the fp32 FMA kernel instead of the tensor cores\n"
+           "  --mesa_keep: the Mesa layers keep their chunk-start states for the backward (more memory: (T/64 + 1)\n"
+           "          B H (Dk^2 + Dk Dv) floats a layer; the same bits, the backward's first state scan skipped)\n"
            "  --gla_recompute: linattn, sgla, gla and Mamba-2 layers recompute the GLA op's chunk states, scores and\n"
            "          cumulative gates in the backward instead of keeping them (less memory, slower, the same bits)\n"
            "  --ssd_tf32: Mamba-2's chunkwise SSD in the --math arithmetic (not 3xTF32), the gate gradient local\n"
@@ -199,6 +202,7 @@ static int parse(opts* o, int argc, char** argv) {
         if (!strcmp(a, "--delta_fma_chain")) { o->delta_fma = 1; continue; }
         if (!strcmp(a, "--ssd_tf32")) { o->ssd_tf32 = 1; continue; }
         if (!strcmp(a, "--gla_recompute")) { o->gla_recompute = 1; continue; }
+        if (!strcmp(a, "--mesa_keep")) { o->mesa_keep = 1; continue; }
         if (!strcmp(a, "--mesa_scan") && v) {
             static const char* const names[3] = { "tf32x3", "tf32", "ffma" };
             static const int vals[3] = { MN_CUDA_SCAN_TF32X3, MN_CUDA_SCAN_TF32, MN_CUDA_SCAN_FFMA };
@@ -480,6 +484,7 @@ static int rank_env_init(rank_env* E, opts* o, int rank, int world, int device, 
     if (o->delta_fma) E->ctx.delta_chain = MN_CUDA_CHAIN_FMA;
     E->ctx.ssd_tf32 = o->ssd_tf32;
     E->ctx.gla_recompute = o->gla_recompute;
+    E->ctx.mesa_keep_states = o->mesa_keep;
     E->ctx.mesa_scan = o->mesa_scan;
     if (world > 1 || id) {   // NCCL beside the legacy default stream risks implicit synchronisation: a stream
                              // of our own
