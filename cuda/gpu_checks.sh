@@ -310,6 +310,9 @@ run_seeds() {   # one case set, many draws (each model case draws from MN_TEST_S
     for sd in $seeds; do
         { echo "MN_TEST_SEED=$sd MN_TEST_CASE=$case ./build/test_cuda 0 model:"
           grep -E '^-- model|^FAIL' "/tmp/gpu_checks_seed$sd.log" | grep -B1 '^FAIL' | head -40
+          # every Mesa gate tensor's line, passed or not, under its case: the spread over draws sizes a bound
+          awk '/^-- model /{ sub(/^-- model /, ""); sub(/: pattern.*/, ""); c = $0; next }
+               /grad .*attn\.[ab]_proj\.(weight|bias)/{ print "  " c ": " $0 }' "/tmp/gpu_checks_seed$sd.log"
           tail -1 "/tmp/gpu_checks_seed$sd.log"; echo; } >> "$dest/seeds.md"
     done
 }
