@@ -56,7 +56,8 @@
 #   cuda/gpu_checks.sh next    [DEST]   # what cuda/results.md still owes, in one call of $LIM s (default 560):
 #                                       # phase A at once under MPS (seeds, tests, fla's warm-up, the synthetic
 #                                       # cells of $SYNTH), phase B alone (GLA beside fla, the Mesa bf16 scan
-#                                       # A/B, the bf16 checkpoint minute, on an H200 the table), in DEST/next.md
+#                                       # A/B, the bf16 checkpoint minute, on an H200 the table; PROFILE=1: the
+#                                       # synthetic cells' ncu shares if time is left), in DEST/next.md
 #   cuda/gpu_checks.sh all     [DEST]   # tests, decode and profile, in that order
 #
 # Exit status: 0 when every program ran and every test passed, 1 otherwise (the summaries say which).
@@ -376,6 +377,8 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
     if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 120 ]; then
         TABLE_S=$(( $(left) - 10 )) run_table
     fi
+    # PROFILE=1: where a synthetic cell's step goes (run_profile's ncu shares, profile.md), if 180 s are left
+    if [ "${PROFILE:-0}" = 1 ] && [ "$(left)" -gt 180 ]; then run_profile; fi
     echo "done at $(( $(date +%s) - t0 )) s" >> "$out"
 }
 
