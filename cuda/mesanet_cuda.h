@@ -147,9 +147,10 @@ typedef struct mn_cuda_ctx {
     int mesa_keep_states; // 1: a chunk backward given the workspace its forward used, with the same
                           // input pointers and shapes, reuses the chunk-start states the forward left
                           // there instead of recomputing them (the contents of k, v, g, beta and the
-                          // initial states must not change in between), and mn_cuda_model's Mesa layers
-                          // keep each layer's states (mn_cuda_mesa_forward_keep); 0 (default): always
-                          // recompute
+                          // initial states must not change in between, and no call of another op may
+                          // use that workspace in between: only Mesa calls move its stamp), and
+                          // mn_cuda_model's Mesa layers keep each layer's states in blocks of their own
+                          // (mn_cuda_mesa_forward_keep); 0 (default): always recompute
     uint64_t mesa_stamp[16][2]; // (internal) workspace -> inputs of the forward whose states it holds
     int gla_blocks;       // GLA (G = Dk) intra-chunk scores: 0 (default) one product per chunk while the chunk's
                           // cumulative gates stay within +-40 (else by 16-row blocks); 1: always by blocks
