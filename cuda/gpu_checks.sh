@@ -342,7 +342,9 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
         mkdir -p "$syn"; cp results/synth_gpu_tf32.csv "$syn/" 2> /dev/null
         [ -n "${SYNTH_PARTS:-}" ] && { cat "$SYNTH_PARTS"/*.part* | tar xzf - -C "$syn" || rc=1; }
         # shellcheck disable=SC2086  # SYNTH is a list of options
-        ( ./build/synth_cuda --tier gpu-tf32 $SYNTH --jobs "${JOBS:-6}" --out "$syn/synth_gpu_tf32.csv" \
+        # (DeltaNet / GDN cells on the recurrent kernels, as examples/synth_gpu.sh runs them: 1.3x at these lengths)
+        ( ./build/synth_cuda --tier gpu-tf32 --delta_form recurrent $SYNTH --jobs "${JOBS:-6}" \
+              --out "$syn/synth_gpu_tf32.csv" \
               --state "$syn/st" --stop $(( pa - 30 )) > "$syn/log" 2>&1 ) & pids+=($!)
     fi
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
