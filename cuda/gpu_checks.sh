@@ -341,8 +341,8 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
         # the tree's CSV first, so that its finished cells are skipped (`build/synth --merge` takes back the new rows)
         mkdir -p "$syn"; cp results/synth_gpu_tf32.csv "$syn/" 2> /dev/null
         [ -n "${SYNTH_PARTS:-}" ] && { cat "$SYNTH_PARTS"/*.part* | tar xzf - -C "$syn" || rc=1; }
-        # shellcheck disable=SC2086  # SYNTH is a list of options
         # (DeltaNet / GDN cells on the recurrent kernels, as examples/synth_gpu.sh runs them: 1.3x at these lengths)
+        # shellcheck disable=SC2086  # SYNTH is a list of options
         ( ./build/synth_cuda --tier gpu-tf32 --delta_form recurrent $SYNTH --jobs "${JOBS:-6}" \
               --out "$syn/synth_gpu_tf32.csv" \
               --state "$syn/st" --stop $(( pa - 30 )) > "$syn/log" 2>&1 ) & pids+=($!)
@@ -364,7 +364,7 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
             2> /dev/null
         { echo "bf16 checkpoint minute:"; echo '```'
           ./build/train_cuda --anchor --math bf16 --data /tmp/gpu_checks_py.txt --seconds 60 --cpu_check 512 \
-              --sample 200 --out /tmp/gpu_checks_b16 2>&1 | grep -vE '^step ' | tail -14
+              --sample 200 --out /tmp/gpu_checks_b16 2>&1 | grep -vE '^step ' | tail -30
           echo '```'; } >> "$out" || rc=1
     else echo "skipped: bf16 checkpoint minute" >> "$out"; fi
     # MesaNet bf16 at the anchor: the default, the op's TF32 scan, the kept states (--mesa_keep), alternating
