@@ -1999,14 +1999,15 @@ size_t mn_cuda_mesa_work_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv
 // The kept form (mn_cuda_mesa_forward_keep / _backward_keep): the chunk-start states H_n and S_n live in the
 // caller's keep block instead of the workspace, so a backward after other layers' calls on the same workspace
 // still finds them and skips B0. keep = [Hs (NC+1,B*H,K,K) | Ss (NC+1,B*H,K,V)], each piece 64-float aligned.
-size_t mn_cuda_mesa_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv) {
-    size_t NC = (T + MN__MC - 1) / MN__MC, BH = B * H;
-    return ((NC + 1) * BH * Dk * Dk + 63) / 64 * 64 + ((NC + 1) * BH * Dk * Dv + 63) / 64 * 64;
+// One function sizes the block and points w->Hs, w->Ss into it (w NULL: the size only).
+static size_t mn__mesa_keep_layout(mn__mesa_ws* w, const float* keep, size_t B, size_t T, size_t H, size_t K,
+                                   size_t V) {
+    size_t NC = (T + MN__MC - 1) / MN__MC, BH = B * H, hs = ((NC + 1) * BH * K * K + 63) / 64 * 64;
+    if (w) { w->Hs = (float*)keep; w->Ss = (float*)keep + hs; }
+    return hs + ((NC + 1) * BH * K * V + 63) / 64 * 64;
 }
-static void mn__mesa_keep_point(mn__mesa_ws* w, const float* keep, size_t B, size_t T, size_t H, size_t K) {
-    size_t NC = (T + MN__MC - 1) / MN__MC;
-    w->Hs = (float*)keep;
-    w->Ss = (float*)keep + ((NC + 1) * B * H * K * K + 63) / 64 * 64;
+size_t mn_cuda_mesa_keep_size(size_t B, size_t T, size_t H, size_t Dk, size_t Dv) {
+    return mn__mesa_keep_layout(NULL, NULL, B, T, H, Dk, Dv);
 }
 
 // One block of 64 threads per chunk, reading g and beta in place (rows past T: 0): the local cumsum
@@ -3409,7 +3410,7 @@ static int mn__mesa_forward(mn_cuda_ctx* ctx, float* out, float* xs, int* iters,
     MN__TRY(mn__mesa_check(ctx, op, Dk, Dv));
     if (B * T * H == 0) return MN_OK;
     mn__mesa_layout(&w, work, B, T, H, K, V);
-    if (keep) mn__mesa_keep_point(&w, keep, B, T, H, K);
+    if (keep) mn__mesa_keep_layout(&w, keep, B, T, H, K, V);
     mn__rows qr = mn__rows_bthd(q, T, H, K), kr = mn__rows_bthd(k, T, H, K), vr = mn__rows_bthd(v, T, H, V);
     MN__TRY(mn__mesa_prepare(ctx, &w, g, beta, B, T, H, 0));
     MN__TRY(mn__mesa_states(ctx, &w, hkk, hkv, kr, vr, B, T, H, K, V));         // step 1: states, read in place
@@ -3520,7 +3521,7 @@ static int mn__mesa_backward(mn_cuda_ctx* ctx, float* dq, float* dk, float* dv, 
     // after B0 it holds them either way. The kept form reads them from keptp (and leaves the workspace unstamped).
     const uint64_t stamp = mn__mesa_stamp(work, k, v, g, beta, hkk0, hkv0, B, T, H, K, V);
     const int keep = keptp ? 1 : mn__mesa_stamp_ok(ctx, work, stamp);
-    if (keptp) mn__mesa_keep_point(&w, keptp, B, T, H, K);
+    if (keptp) mn__mesa_keep_layout(&w, keptp, B, T, H, K, V);
     mn__mesa_stamp_set(ctx, work, ctx->mesa_keep_states && !keptp ? stamp : 0);
     if (fused)
         return mn__mesa_backward_wg(ctx, &w, dq, dk, dv, dg, dbeta, dlamb, dhkk0, dhkv0, dout, dhkk, dhkv, xs, k, v,
