@@ -321,7 +321,7 @@ run_seeds() {   # one case set, many draws (each model case draws from MN_TEST_S
 run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in one call of $LIM s (default 560)
     local t0 pids=() p f out="$dest/next.md" lim=${LIM:-560} mps=0 syn=/tmp/gpu_checks_synth
     t0=$(date +%s)
-    left() { echo $(( lim - ($(date +%s) - t0) )); }
+    next_left() { echo $(( lim - ($(date +%s) - t0) )); }   # (run_table has its own left)
     nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader >> "$out" 2>&1
     # phase A, at once under MPS (numbers and compilation, no speed read): the hawk,mesa draws (seeds.md), the
     # model / step / quick sets (test_*.txt), fla's warm-up, and the synthetic cells of $SYNTH (synth_cuda's
@@ -358,8 +358,8 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
     # phase B, alone: GLA beside fla (issue 16), the bf16 checkpoint minute (issue 17: trained in bf16, loaded and
     # sampled by the CPU build), the Mesa layers' TF32 scan and kept states in bf16 mode against the default (issue
     # 17, alternating), then on an H200 the one table with what time is left
-    if [ "$(left)" -gt 150 ]; then peer_time "$out"; else echo "skipped: GLA beside fla" >> "$out"; fi
-    if [ "$(left)" -gt 110 ]; then
+    if [ "$(next_left)" -gt 150 ]; then peer_time "$out"; else echo "skipped: GLA beside fla" >> "$out"; fi
+    if [ "$(next_left)" -gt 110 ]; then
         find /usr/lib/python3* -name '*.py' -size -200k -print0 | sort -z | xargs -0 cat > /tmp/gpu_checks_py.txt \
             2> /dev/null
         { echo "bf16 checkpoint minute:"; echo '```'
@@ -369,18 +369,18 @@ run_next() {   # the checks cuda/results.md's "What remains" owes (1, 2, 6), in 
     else echo "skipped: bf16 checkpoint minute" >> "$out"; fi
     # MesaNet bf16 at the anchor: the default, the op's TF32 scan, the kept states (--mesa_keep), alternating
     for f in default tf32 keep default tf32 keep; do
-        if [ "$(left)" -lt 40 ]; then echo "skipped: mesa bf16 $f" >> "$out"; continue; fi
+        if [ "$(next_left)" -lt 40 ]; then echo "skipped: mesa bf16 $f" >> "$out"; continue; fi
         local x=()
         [ $f = tf32 ] && x=(--mesa_scan tf32)
         [ $f = keep ] && x=(--mesa_keep)
         ./build/train_cuda --anchor --pattern mesa --bench 1 --bench_steps 12 --math bf16 "${x[@]}" 2>&1 \
             | grep -iE 'tokens/s over|rror|no usable|cannot' | sed "s/^/mesa bf16, $f: /" >> "$out" || rc=1
     done
-    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(left)" -gt 120 ]; then
-        TABLE_S=$(( $(left) - 10 )) run_table
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && [ "$(next_left)" -gt 120 ]; then
+        TABLE_S=$(( $(next_left) - 10 )) run_table
     fi
     # PROFILE=1: where a synthetic cell's step goes (run_profile's ncu shares, profile.md), if 180 s are left
-    if [ "${PROFILE:-0}" = 1 ] && [ "$(left)" -gt 180 ]; then run_profile; fi
+    if [ "${PROFILE:-0}" = 1 ] && [ "$(next_left)" -gt 180 ]; then run_profile; fi
     echo "done at $(( $(date +%s) - t0 )) s" >> "$out"
 }
 
