@@ -1420,10 +1420,10 @@ static void test_model(const model_case* mc) {
 // over |sum|, session 20). Returns the root mean over heads of the summed squared terms, the size of such a sum
 // whose terms did not cancel, for check_floor (as A_log is measured against dt_bias); 0 for any other tensor.
 // Not for the gate weights (a_proj.weight, b_proj.weight: sums over the tokens of those terms times xn1): on the
-// same draws (MN_TEST_SEED default and 1-8, CPU model in double, session 21) the root sum of their squared terms is
-// 0.7-3.0x the weight gradient's own rms, a sum of about its terms' size: run 39's b_proj.weight at 3.76e-2 is then
-// a per-token error of the size the hawk,mesa cases show elsewhere (their q/k conv weights, 1.45e-2), which
-// MN_TEST_SEED over several draws (cuda/gpu_checks.sh seeds) sizes.
+// same draws (CPU model in double, a one-off check of session 21) the root sum of their squared terms is about the
+// weight gradient's own rms, so their sums do not cancel: run 39's b_proj.weight at 3.76e-2 is then a per-token
+// error of the size the hawk,mesa cases show elsewhere (their q/k conv weights, 1.45e-2), which MN_TEST_SEED over
+// several draws (cuda/gpu_checks.sh seeds) sizes.
 static double mesa_gate_terms(const mn_model* cm, const char* name, size_t B, size_t T) {
     size_t l, H = cm->cfg.n_head, N = B * T;
     int at = 0;
